@@ -1,0 +1,272 @@
+"""Scenario schema: what a user writes in `scenarios/*.yaml`.
+
+Strict pydantic models (unknown keys are errors, instances are frozen). Validators only
+validate; reading files (a model `config.json`, the profile) happens in `simulator.scenario`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Self
+
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt,
+                      model_validator)
+
+
+class StrictModel(BaseModel):
+    """Base for scenario models: unknown keys are errors and instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelShape(StrictModel):
+    """Shape of a decoder-only transformer, in Hugging Face `config.json` field names.
+
+    Dense Llama-style models need the first block of fields. MoE models (DeepSeek-V3 / Kimi-K2
+    style) add `n_routed_experts` and friends; MLA attention adds `kv_lora_rank` and friends.
+    EAGLE-3 drafts add `draft_vocab_size` and `num_fc_input_hidden_states`.
+    """
+
+    name: str = Field("model", description="Label used in outputs and to find whole-forward tables.")
+    config_path: str | None = Field(
+        None, description="HF config.json to read the shape from (relative to the scenario file); "
+                          "fields written here override it.")
+    hidden_size: PositiveInt
+    num_hidden_layers: PositiveInt
+    num_attention_heads: PositiveInt
+    num_key_value_heads: PositiveInt | None = Field(None, description="GQA KV heads; default = num_attention_heads.")
+    head_dim: PositiveInt | None = Field(None, description="Default hidden_size // num_attention_heads.")
+    intermediate_size: PositiveInt = Field(description="Dense MLP width (for MoE: the dense layers').")
+    vocab_size: PositiveInt
+    # MoE (DeepSeek-V3 field names).
+    n_routed_experts: PositiveInt | None = None
+    num_experts_per_tok: PositiveInt | None = None
+    moe_intermediate_size: PositiveInt | None = None
+    n_shared_experts: int = Field(0, ge=0)
+    first_k_dense_replace: int = Field(0, ge=0, description="Leading dense layers before MoE layers.")
+    # MLA attention (DeepSeek-V2/V3 field names).
+    q_lora_rank: PositiveInt | None = None
+    kv_lora_rank: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+    # EAGLE-3 draft extras.
+    draft_vocab_size: PositiveInt | None = Field(
+        None, description="EAGLE-3 reduced draft vocabulary for the draft lm_head; default vocab_size.")
+    num_fc_input_hidden_states: int = Field(
+        0, ge=0, le=8, description="EAGLE-3 fuses this many target hidden states with an fc layer (3); 0 = none.")
+    # Precision.
+    weight_dtype_bytes: float = Field(2.0, gt=0, le=8, description="Bytes per weight: bf16 2, fp8 1.")
+    activation_dtype_bytes: float = Field(2.0, gt=0, le=8)
+    kv_cache_dtype_bytes: float = Field(2.0, gt=0, le=8)
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> Self:
+        moe = (self.n_routed_experts, self.num_experts_per_tok, self.moe_intermediate_size)
+        if any(v is not None for v in moe) and any(v is None for v in moe):
+            raise ValueError("MoE needs all of n_routed_experts, num_experts_per_tok, "
+                             f"moe_intermediate_size; got {moe}")
+        if self.n_routed_experts is not None and self.num_experts_per_tok > self.n_routed_experts:
+            raise ValueError(f"num_experts_per_tok={self.num_experts_per_tok} exceeds "
+                             f"n_routed_experts={self.n_routed_experts}")
+        if self.first_k_dense_replace > self.num_hidden_layers:
+            raise ValueError(f"first_k_dense_replace={self.first_k_dense_replace} exceeds "
+                             f"num_hidden_layers={self.num_hidden_layers}")
+        mla = (self.kv_lora_rank, self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim)
+        if any(v is not None for v in mla) and any(v is None for v in mla):
+            raise ValueError("MLA needs all of kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
+                             f"v_head_dim; got {mla}")
+        if self.num_attention_heads % self.kv_heads != 0:
+            raise ValueError(f"num_attention_heads={self.num_attention_heads} is not a multiple of "
+                             f"num_key_value_heads={self.kv_heads}")
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_key_value_heads or self.num_attention_heads
+
+    @property
+    def attn_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_routed_experts is not None
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
+
+    @property
+    def lm_head_vocab_size(self) -> int:
+        return self.draft_vocab_size or self.vocab_size
+
+
+_PLACEMENTS = ("shared_tp", "tp1_colocated", "tp1_dedicated")
+_TPK = re.compile(r"^tp([1-9][0-9]*)$")
+
+
+class SpecConfig(StrictModel):
+    """Speculative decoding settings (SGLang's `speculative_*` flags)."""
+
+    num_steps: int = Field(3, ge=1, le=64, description="Draft steps per cycle (depth).")
+    topk: int = Field(1, ge=1, le=64, description="Draft branching factor per step; 1 = chain.")
+    num_draft_tokens: int = Field(
+        4, ge=2, le=4096, description="Tokens per request verified per cycle, including the last verified token.")
+
+    @model_validator(mode="after")
+    def _check_tree(self) -> Self:
+        if self.topk == 1 and self.num_draft_tokens != self.num_steps + 1:
+            raise ValueError(f"topk=1 needs num_draft_tokens == num_steps + 1 == "
+                             f"{self.num_steps + 1}, got {self.num_draft_tokens}")
+        max_nodes = 1 + self.topk + (self.num_steps - 1) * self.topk * self.topk
+        if self.num_draft_tokens > max_nodes:
+            raise ValueError(f"num_draft_tokens={self.num_draft_tokens} exceeds the {max_nodes} tree "
+                             f"nodes that topk={self.topk}, num_steps={self.num_steps} can propose")
+        return self
+
+
+class IidAcceptance(StrictModel):
+    """Each draft token accepted with the same probability, given the earlier ones were."""
+
+    kind: Literal["iid"] = "iid"
+    acceptance_rate: float = Field(ge=0.0, le=1.0, description="alpha, per draft position.")
+    rate_concentration: float | None = Field(
+        None, gt=0, description="Per-request heterogeneity: each request draws its rate from "
+                                "Beta(alpha*c, (1-alpha)*c); None = every request has alpha.")
+
+
+class PositionalAcceptance(StrictModel):
+    """Conditional acceptance per draft depth (drafts degrade with depth)."""
+
+    kind: Literal["positional"] = "positional"
+    acceptance_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        min_length=1, description="a_d for depth d = 1..num_steps.")
+
+
+class EmpiricalAcceptance(StrictModel):
+    """An accept_length distribution taken from a live run or a server log."""
+
+    kind: Literal["empirical"] = "empirical"
+    accept_length_probs: list[Annotated[float, Field(ge=0.0)]] = Field(
+        min_length=2, description="P(accept_length = 1), P(= 2), ..., P(= num_steps + 1).")
+
+    @model_validator(mode="after")
+    def _check_sum(self) -> Self:
+        total = sum(self.accept_length_probs)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"accept_length_probs must sum to 1, got {total:.6g}")
+        return self
+
+
+class TreeAcceptance(StrictModel):
+    """topk > 1: several candidates per depth, each accepted with `acceptance_rate` independently."""
+
+    kind: Literal["tree"] = "tree"
+    acceptance_rate: float = Field(ge=0.0, le=1.0, description="Per candidate token.")
+
+
+AcceptanceConfig = Annotated[
+    IidAcceptance | PositionalAcceptance | EmpiricalAcceptance | TreeAcceptance,
+    Field(discriminator="kind")]
+
+
+class WorkloadConfig(StrictModel):
+    """A steady decode batch: finished requests are replaced at once, so batch_size holds."""
+
+    batch_size: int = Field(1, ge=1, le=4096, description="Requests decoded together.")
+    context_len: int = Field(1024, ge=1, le=2_097_152, description="KV-cache tokens attention reads.")
+    max_new_tokens: int = Field(256, ge=1, le=1_000_000, description="Tokens each request generates.")
+    num_cycles: int = Field(2000, ge=1, le=10_000_000, description="Speculative cycles simulated after warm-up.")
+    warmup_cycles: int = Field(0, ge=0, le=1_000_000, description="Cycles simulated and discarded first.")
+
+
+class EngineConfig(StrictModel):
+    """How the serving engine runs the cycle."""
+
+    cuda_graph: bool = Field(True, description="Forwards replay as CUDA graphs (one launch each).")
+    host_overhead_overlapped: bool = Field(
+        False, description="Host scheduling of the next cycle overlaps GPU work (SGLang overlap scheduler).")
+    granularity: Literal["forward", "kernel"] = Field(
+        "forward", description="DES events per forward (fast) or per kernel (traces, per-rank jitter).")
+    per_rank: bool = Field(False, description="One SimPy stream per GPU rank; collectives are barriers.")
+    jitter_cv: NonNegativeFloat = Field(
+        0.0, le=2.0, description="Coefficient of variation of per-kernel lognormal noise on each rank.")
+
+    @model_validator(mode="after")
+    def _check_jitter(self) -> Self:
+        if self.per_rank and self.granularity != "kernel":
+            raise ValueError("per_rank: true needs granularity: kernel (ranks meet at each collective)")
+        if self.jitter_cv > 0 and not self.per_rank:
+            raise ValueError("jitter_cv > 0 needs per_rank: true (noise is drawn per kernel per rank)")
+        return self
+
+
+class CostsConfig(StrictModel):
+    """Where phase latencies come from, and what-if knobs on them."""
+
+    source: Literal["per_op", "whole_forward"] = Field(
+        "per_op", description="Sum calibrated per-op latencies, or read whole-forward tables.")
+    collective_latency_scale: float = Field(
+        1.0, gt=0, le=100, description="Multiply every collective latency (what-if: NCCL tuning).")
+    compute_latency_scale: float = Field(1.0, gt=0, le=100, description="Multiply every GPU compute latency.")
+
+
+class Scenario(StrictModel):
+    """One speculative-decoding set-up to simulate."""
+
+    name: str = "scenario"
+    description: str = ""
+    profile: str = Field("h200", description="Shipped profile name or path to a profile JSON.")
+    target: ModelShape
+    draft: ModelShape
+    tp_size: int = Field(1, ge=1, le=64, description="Target tensor-parallel degree.")
+    placement: str = Field("shared_tp", description="shared_tp | tp1_colocated | tp1_dedicated | tp<k>.")
+    spec: SpecConfig = SpecConfig()
+    acceptance: AcceptanceConfig
+    workload: WorkloadConfig = WorkloadConfig()
+    engine: EngineConfig = EngineConfig()
+    costs: CostsConfig = CostsConfig()
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.placement not in _PLACEMENTS and not _TPK.match(self.placement):
+            raise ValueError(f"placement must be one of {', '.join(_PLACEMENTS)} or tp<k>, "
+                             f"got {self.placement!r}")
+        k = self.draft_tp_size
+        if k > self.tp_size or self.tp_size % k != 0:
+            raise ValueError(f"placement {self.placement} needs a draft TP size dividing "
+                             f"tp_size={self.tp_size}, got {k}")
+        for role, model in (("target", self.target), ("draft", self.draft)):
+            size = self.tp_size if role == "target" else k
+            if model.num_attention_heads % size != 0:
+                raise ValueError(f"{role}.num_attention_heads={model.num_attention_heads} is not "
+                                 f"divisible by its TP size {size}")
+        acc = self.acceptance
+        s = self.spec.num_steps
+        if self.spec.topk > 1 and acc.kind != "tree":
+            raise ValueError(f"topk={self.spec.topk} needs acceptance kind 'tree', got {acc.kind!r}")
+        if acc.kind == "tree" and self.spec.topk == 1:
+            raise ValueError("acceptance kind 'tree' needs spec.topk > 1")
+        if acc.kind == "positional" and len(acc.acceptance_rates) != s:
+            raise ValueError(f"acceptance.acceptance_rates has {len(acc.acceptance_rates)} entries; "
+                             f"spec.num_steps={s} needs {s}")
+        if acc.kind == "empirical" and len(acc.accept_length_probs) != s + 1:
+            raise ValueError(f"acceptance.accept_length_probs has {len(acc.accept_length_probs)} "
+                             f"entries; spec.num_steps={s} needs {s + 1} (accept_length 1..{s + 1})")
+        return self
+
+    @property
+    def draft_tp_size(self) -> int:
+        """Ranks the draft is sharded over: tp_size for shared_tp, 1 for tp1_*, k for tp<k>."""
+        if self.placement == "shared_tp":
+            return self.tp_size
+        if self.placement.startswith("tp1_"):
+            return 1
+        m = _TPK.match(self.placement)
+        return int(m.group(1)) if m else self.tp_size

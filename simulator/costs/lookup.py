@@ -1,0 +1,180 @@
+"""Profile tables -> latency functions: monotone interpolation in log space, roofline outside.
+
+Inside a table's measured range, latency is interpolated in log(latency) over log(axis):
+PCHIP in one dimension (shape-preserving, so monotone data stays monotone; Fritsch & Carlson
+1980, via scipy.interpolate.PchipInterpolator), multilinear in more (scipy RegularGridInterpolator,
+which is monotone along each axis for monotone data). Outside the range the latency at the
+nearest measured point is scaled by the roofline's ratio, `roofline(x) / roofline(x_edge)`,
+and the lookup records that it extrapolated. With no table at all the roofline itself is used.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy.interpolate import PchipInterpolator, RegularGridInterpolator
+
+from simulator.costs.ops import Op
+from simulator.profile import CalibrationProfile, CollectiveTable, ForwardTable, OpTable, RooflineParams
+from simulator.units import BYTES_PER_US_PER_GB_PER_S, FLOPS_PER_US_PER_TFLOPS
+
+# Bytes a ring collective moves per rank per byte of input, as nccl-tests reports bus bandwidth.
+# Source: nccl-tests doc/PERFORMANCE.md (allreduce 2(n-1)/n, all_gather (n-1)/n, broadcast 1).
+_RING_FACTOR = {
+    "allreduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: float(n - 1),  # input is one rank's slice: output is n slices
+    "broadcast": lambda n: 1.0,
+    "send_recv": lambda n: 1.0,
+}
+
+
+def roofline_compute_us(op: Op, rf: RooflineParams, axes: dict | None = None) -> float:
+    """max(floor, bytes / effective HBM bandwidth, flops / effective rate) in us, at `axes`
+    (default: the op's own lookup coordinates)."""
+    axes = op.axes if axes is None else axes
+    bw = rf.hbm_bandwidth_gb_per_s * BYTES_PER_US_PER_GB_PER_S * rf.bandwidth_efficiency
+    tflops = rf.fp8_tflops if (op.weight_dtype_bytes <= 1 and rf.fp8_tflops) else rf.bf16_tflops
+    rate = tflops * FLOPS_PER_US_PER_TFLOPS * rf.compute_efficiency
+    return max(rf.kernel_floor_us, op.bytes_at(axes) / bw, op.flops_at(axes) / rate)
+
+
+def roofline_collective_us(kind: str, size_bytes: float, world_size: int, rf: RooflineParams) -> float:
+    """base latency + bytes * ring factor / link bandwidth, in us; 0 for world_size 1."""
+    if world_size <= 1:
+        return 0.0
+    bw = rf.link_bandwidth_gb_per_s * BYTES_PER_US_PER_GB_PER_S
+    return rf.collective_base_latency_us + size_bytes * _RING_FACTOR[kind](world_size) / bw
+
+
+class _Interp:
+    """Log-space interpolator over a regular grid with edge clamping."""
+
+    def __init__(self, axes: list[str], grid: dict[str, list[float]], values: np.ndarray):
+        self.axes = axes
+        self.lo = {a: float(grid[a][0]) for a in axes}
+        self.hi = {a: float(grid[a][-1]) for a in axes}
+        logs = [np.log(np.asarray(grid[a], dtype=float)) for a in axes]
+        logv = np.log(values)
+        trivial = [len(g) == 1 for g in logs]
+        self.keep = [i for i, t in enumerate(trivial) if not t]
+        if not self.keep:
+            self.const = float(values.reshape(-1)[0])
+            self.fn = None
+            return
+        self.const = None
+        sub = logv.reshape([len(g) for g in logs])
+        sub = sub[tuple(slice(None) if i in self.keep else 0 for i in range(len(axes)))]
+        if len(self.keep) == 1:
+            self.fn = PchipInterpolator(logs[self.keep[0]], sub, extrapolate=False)
+        else:
+            self.fn = RegularGridInterpolator([logs[i] for i in self.keep], sub, method="linear")
+
+    def clamp(self, point: dict[str, float]) -> dict[str, float]:
+        return {a: min(max(float(point[a]), self.lo[a]), self.hi[a]) for a in self.axes}
+
+    def __call__(self, point: dict[str, float]) -> float:
+        if self.fn is None:
+            return self.const
+        x = [math.log(point[self.axes[i]]) for i in self.keep]
+        if len(x) == 1:
+            return float(np.exp(self.fn(x[0])))
+        return float(np.exp(self.fn(np.array([x]))[0]))
+
+
+class LatencyLookup:
+    """Latency of ops, collectives and whole forwards from one profile.
+
+    Every call returns microseconds. `notes` collects one line per table that was missing or
+    extrapolated, so results can say where the prediction leaves measured ground.
+    """
+
+    def __init__(self, profile: CalibrationProfile, collective_mode: str):
+        self.profile = profile
+        self.rf = profile.roofline
+        self.collective_mode = collective_mode
+        self.notes: set[str] = set()
+        self._ops = {t.key: t for t in profile.ops}
+        self._colls: dict[tuple, CollectiveTable] = {(t.op, t.world_size, t.mode): t for t in profile.collectives}
+        self._op_interp: dict[str, _Interp] = {}
+        self._coll_interp: dict[tuple, PchipInterpolator | float] = {}
+        self.op_us = lru_cache(maxsize=None)(self._op_us)
+
+    # ---- compute ops -------------------------------------------------------------------------
+    def _op_us(self, op: Op) -> float:
+        table = self._ops.get(op.key)
+        roof = roofline_compute_us(op, self.rf)
+        if table is None:
+            self.notes.add(f"no table for {op.key}: roofline")
+            return roof
+        missing = [a for a in table.axes if a not in op.axes]
+        if missing:
+            raise ValueError(f"op table {op.key} has axes {table.axes} but the op gives {sorted(op.axes)}")
+        interp = self._op_interp.get(op.key)
+        if interp is None:
+            vals = np.asarray(table.latency_us, dtype=float)
+            interp = self._op_interp[op.key] = _Interp(table.axes, table.grid, vals)
+        point = {a: float(op.axes[a]) for a in table.axes}
+        edge = interp.clamp(point)
+        inside = interp(edge)
+        if edge == point:
+            return inside
+        self.notes.add(f"{op.key} outside measured {table.axes} range: roofline-scaled")
+        return inside * roof / roofline_compute_us(op, self.rf, {**op.axes, **edge})
+
+    # ---- collectives ---------------------------------------------------------------------------
+    def collective_us(self, kind: str, size_bytes: float, world_size: int) -> float:
+        """Latency of one collective (median), by table or roofline; 0 for world_size 1."""
+        if world_size <= 1:
+            return 0.0
+        table = self._colls.get((kind, world_size, self.collective_mode))
+        if table is None:
+            other = "eager" if self.collective_mode == "graph" else "graph"
+            table = self._colls.get((kind, world_size, other))
+            if table is not None:
+                self.notes.add(f"{kind} world {world_size}: no {self.collective_mode} table, used {other}")
+        roof = roofline_collective_us(kind, size_bytes, world_size, self.rf)
+        if table is None:
+            self.notes.add(f"{kind} world {world_size}: no table, roofline")
+            return roof
+        sizes = table.size_bytes
+        if len(sizes) == 1:
+            return float(table.latency_us[0]) * roof / roofline_collective_us(kind, sizes[0], world_size, self.rf)
+        key = (table.op, table.world_size, table.mode)
+        fn = self._coll_interp.get(key)
+        if fn is None:
+            fn = self._coll_interp[key] = PchipInterpolator(np.log(sizes), np.log(table.latency_us),
+                                                            extrapolate=False)
+        s = min(max(size_bytes, sizes[0]), sizes[-1])
+        inside = float(np.exp(fn(math.log(s))))
+        if s == size_bytes:
+            return inside
+        self.notes.add(f"{kind} world {world_size}: {size_bytes:.0f} B outside measured sizes: roofline-scaled")
+        return inside * roof / roofline_collective_us(kind, s, world_size, self.rf)
+
+    # ---- whole forwards -----------------------------------------------------------------------
+    def forward_us(self, model: str, tp_size: int, mode: str, num_tokens: int, context_len: int) -> float:
+        """Whole-forward latency from a ForwardTable.
+
+        Raises:
+            KeyError: no table for (model, tp_size, mode), naming the tables there are.
+        """
+        table = next((t for t in self.profile.forwards
+                      if t.model == model and t.tp_size == tp_size and t.mode == mode), None)
+        if table is None:
+            have = sorted({(t.model, t.tp_size, t.mode) for t in self.profile.forwards})
+            raise KeyError(f"profile {self.profile.name!r} has no whole-forward table for model "
+                           f"{model!r} tp_size={tp_size} mode={mode}; it has {have or 'none'}")
+        interp = self._forward_interp(table)
+        point = {"num_tokens": float(num_tokens), "context_len": float(context_len)}
+        edge = interp.clamp(point)
+        if edge != point:
+            self.notes.add(f"forward {model}: ({num_tokens}, {context_len}) outside measured range: clamped")
+        return interp(edge)
+
+    @lru_cache(maxsize=None)  # noqa: B019 - one lookup object per simulation
+    def _forward_interp(self, table: ForwardTable) -> _Interp:
+        return _Interp(["num_tokens", "context_len"],
+                       {"num_tokens": table.num_tokens, "context_len": table.context_len},
+                       np.asarray(table.latency_us, dtype=float))

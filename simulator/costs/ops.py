@@ -1,0 +1,291 @@
+"""The op vocabulary: which kernels a forward runs, with TP-sharded shapes, bytes and flops.
+
+Each forward (target decode or verify, draft step or draft extend) is a list of `Op`s in
+execution order. Calibration measures ops by these exact keys; `calibration/models.py` runs
+the same ops in the same order, so the per-op sum and the live loop describe one program.
+
+Models:
+- Llama-style decoder layer (GQA attention, SwiGLU MLP), pre-norm, Megatron TP sharding:
+  qkv/gate_up column-parallel, o_proj/down row-parallel, one allreduce after each
+  (Shoeybi et al. 2019, arXiv 1909.08053, section 3).
+- DeepSeek-V3 / Kimi-K2 layers: MLA attention with weight absorption at decode
+  (DeepSeek-V2, arXiv 2405.04434, section 2.1) and MoE with shared experts; the latent KV cache
+  is replicated on every TP rank (sglang `python/sglang/srt/models/deepseek_v2.py`).
+- EAGLE-3 draft: one decoder layer whose qkv reads concat(token embedding, hidden) (2*hidden),
+  an fc that fuses `num_fc_input_hidden_states` target hidden states in the draft extend, and
+  its own lm_head over `draft_vocab_size` (Li et al. 2025, arXiv 2503.01840).
+- Vocab-parallel embedding needs an allreduce; the lm_head's logits are all-gathered
+  (sglang `layers/vocab_parallel_embedding.py`, `layers/logits_processor.py`).
+
+Left out: fused kernels an engine may use (they change kernel counts, calibrate those
+engines instead), prefill, pipeline parallelism, expert parallelism.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.config import ModelShape
+
+TOKEN_ID_BYTES = 8  # int64 token ids, as torch keeps them.
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of a forward on one rank.
+
+    Bytes and flops are affine in the op's lookup coordinates, so the roofline can be evaluated
+    at any point (the edge of a measured table, say):
+        total_tokens = num_tokens * batch_size;  kv_tokens = batch_size * (context_len + num_tokens)
+        bytes = bytes_fixed + bytes_per_token * total_tokens + bytes_per_kv_token * kv_tokens
+        flops = flops_per_token * total_tokens + flops_per_token_kv * total_tokens * (context_len + num_tokens)
+
+    Attributes:
+        name: op name, also the host launch-cost key (gemm, attention, rmsnorm, allreduce, ...).
+        key: table key for calibration lookup (shape-specific), e.g. 'gemm:k=4096,n=6144,w=2'.
+        axes: lookup coordinates; gemm/elementwise: {'num_tokens': tokens in the forward};
+            attention: {'batch_size', 'num_tokens' (new tokens per request), 'context_len'}.
+        collective: None for compute; else allreduce | all_gather | broadcast | send_recv.
+        size_bytes: collective message size per rank (input bytes).
+        world_size: ranks taking part in the collective.
+        weight_dtype_bytes: to pick the fp8 or bf16 rate in the roofline.
+    """
+
+    name: str
+    key: str
+    axes: dict = field(default_factory=dict, hash=False, compare=False)
+    axes_items: tuple = ()
+    bytes_fixed: float = 0.0
+    bytes_per_token: float = 0.0
+    bytes_per_kv_token: float = 0.0
+    flops_per_token: float = 0.0
+    flops_per_token_kv: float = 0.0
+    collective: str | None = None
+    size_bytes: int = 0
+    world_size: int = 1
+    weight_dtype_bytes: float = 2.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "axes_items", tuple(sorted(self.axes.items())))
+
+    @property
+    def is_collective(self) -> bool:
+        return self.collective is not None
+
+    def bytes_at(self, axes: dict) -> float:
+        """HBM bytes moved per rank at lookup coordinates `axes` (defaults: the op's own)."""
+        t, kv, _ = _tokens(axes)
+        return self.bytes_fixed + self.bytes_per_token * t + self.bytes_per_kv_token * kv
+
+    def flops_at(self, axes: dict) -> float:
+        """Floating-point operations per rank at lookup coordinates `axes`."""
+        t, _, kv_len = _tokens(axes)
+        return self.flops_per_token * t + self.flops_per_token_kv * t * kv_len
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_at(self.axes)
+
+    @property
+    def flops(self) -> float:
+        return self.flops_at(self.axes)
+
+
+def _tokens(axes: dict) -> tuple[float, float, float]:
+    """(total_tokens, kv_tokens, kv_len_per_request) of lookup coordinates."""
+    n = float(axes.get("num_tokens", 0))
+    b = float(axes.get("batch_size", 1))
+    kv_len = float(axes.get("context_len", 0)) + n
+    return n * b, b * kv_len, kv_len
+
+
+def _w(x: float) -> str:
+    return f"{x:g}"
+
+
+def gemm(name: str, num_tokens: int, in_features: int, out_features: int, w_bytes: float,
+         a_bytes: float = 2.0) -> Op:
+    """A linear layer: (num_tokens, in_features) @ (in_features, out_features)."""
+    return Op(name=name, key=f"gemm:k={in_features},n={out_features},w={_w(w_bytes)}",
+              axes={"num_tokens": num_tokens}, bytes_fixed=in_features * out_features * w_bytes,
+              bytes_per_token=(in_features + out_features) * a_bytes,
+              flops_per_token=2.0 * in_features * out_features, weight_dtype_bytes=w_bytes)
+
+
+def elementwise(name: str, num_tokens: int, width: int, passes: float = 2.0, a_bytes: float = 2.0) -> Op:
+    """A memory-bound elementwise op over (num_tokens, width): `passes` reads+writes of it."""
+    return Op(name=name, key=f"{name}:h={width}", axes={"num_tokens": num_tokens},
+              bytes_per_token=passes * width * a_bytes, flops_per_token=passes * width)
+
+
+def collective(kind: str, size_bytes: int, world_size: int) -> Op:
+    """A collective among `world_size` ranks, `size_bytes` per rank."""
+    return Op(name=kind, key=f"{kind}:world={world_size}", axes={}, collective=kind,
+              size_bytes=int(size_bytes), world_size=world_size)
+
+
+def gqa_attention(m: ModelShape, tp: int, batch_size: int, tokens_per_request: int, context_len: int) -> Op:
+    """Attention of `tokens_per_request` new queries per request over `context_len` cached tokens."""
+    d = m.attn_head_dim
+    h = m.num_attention_heads // tp
+    kv = max(1, m.kv_heads // tp)
+    return Op(name="attention", key=f"attention:h={h},kv={kv},d={d},kvb={_w(m.kv_cache_dtype_bytes)}",
+              axes={"batch_size": batch_size, "num_tokens": tokens_per_request, "context_len": context_len},
+              bytes_per_kv_token=2 * kv * d * m.kv_cache_dtype_bytes,
+              bytes_per_token=2 * h * d * m.activation_dtype_bytes, flops_per_token_kv=4.0 * h * d)
+
+
+def mla_attention(m: ModelShape, tp: int, batch_size: int, tokens_per_request: int, context_len: int) -> Op:
+    """Absorbed MLA decode attention: queries in latent space over the replicated latent KV cache."""
+    h = m.num_attention_heads // tp
+    latent = m.kv_lora_rank + m.qk_rope_head_dim
+    return Op(name="attention", key=f"mla_attention:h={h},latent={latent},kvb={_w(m.kv_cache_dtype_bytes)}",
+              axes={"batch_size": batch_size, "num_tokens": tokens_per_request, "context_len": context_len},
+              bytes_per_kv_token=latent * m.kv_cache_dtype_bytes,
+              bytes_per_token=2 * h * latent * m.activation_dtype_bytes,
+              flops_per_token_kv=2.0 * h * (latent + m.kv_lora_rank))
+
+
+def expected_distinct_experts(num_experts: int, experts_per_token: int, num_tokens: int) -> float:
+    """Expected distinct experts touched by `num_tokens` tokens with uniform top-k routing.
+
+    E * (1 - (1 - k/E)^T). Assumes tokens route independently and uniformly.
+    Source: ../shared/CASES.md (MoE verify cost); standard occupancy argument.
+    """
+    e, k = float(num_experts), float(experts_per_token)
+    return e * (1.0 - (1.0 - k / e) ** num_tokens)
+
+
+def moe_experts(m: ModelShape, tp: int, num_tokens: int) -> Op:
+    """Routed experts of one MoE layer: weights of the distinct experts touched are read once."""
+    inter = m.moe_intermediate_size // tp
+    distinct = expected_distinct_experts(m.n_routed_experts, m.num_experts_per_tok, num_tokens)
+    w = m.weight_dtype_bytes
+    # Distinct experts are not affine in tokens: bytes_fixed holds them at this op's num_tokens.
+    return Op(name="moe_experts",
+              key=f"moe_experts:e={m.n_routed_experts},k={m.num_experts_per_tok},h={m.hidden_size},"
+                  f"i={inter},w={_w(w)}",
+              axes={"num_tokens": num_tokens}, bytes_fixed=distinct * 3 * m.hidden_size * inter * w,
+              bytes_per_token=4 * m.hidden_size * m.activation_dtype_bytes,
+              flops_per_token=2.0 * m.num_experts_per_tok * 3 * m.hidden_size * inter, weight_dtype_bytes=w)
+
+
+def _attention_block(m: ModelShape, tp: int, b: int, n: int, c: int, qkv_in: int) -> list[Op]:
+    t = b * n
+    w, a = m.weight_dtype_bytes, m.activation_dtype_bytes
+    if m.is_mla:
+        h = m.num_attention_heads // tp
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q_in = m.q_lora_rank or qkv_in
+        ops = [gemm("gemm", t, qkv_in, m.q_lora_rank, w, a)] if m.q_lora_rank else []
+        ops += [gemm("gemm", t, q_in, h * qk, w, a),
+                gemm("gemm", t, qkv_in, m.kv_lora_rank + m.qk_rope_head_dim, w, a),
+                # absorb W_UK into the query and W_UV after attention (per-head batched GEMMs)
+                gemm("gemm", t, h * m.qk_nope_head_dim, m.kv_lora_rank, w, a),
+                elementwise("rotary", t, h * m.qk_rope_head_dim),
+                elementwise("kv_write", t, m.kv_lora_rank + m.qk_rope_head_dim, passes=1.0),
+                mla_attention(m, tp, b, n, c),
+                gemm("gemm", t, m.kv_lora_rank, h * m.v_head_dim, w, a),
+                gemm("gemm", t, h * m.v_head_dim, m.hidden_size, w, a)]
+        return ops
+    d = m.attn_head_dim
+    h = m.num_attention_heads // tp
+    kv = max(1, m.kv_heads // tp)
+    return [gemm("gemm", t, qkv_in, (h + 2 * kv) * d, w, a),
+            elementwise("rotary", t, (h + kv) * d),
+            elementwise("kv_write", t, 2 * kv * d, passes=1.0),
+            gqa_attention(m, tp, b, n, c),
+            gemm("gemm", t, h * d, m.hidden_size, w, a)]
+
+
+def _mlp_block(m: ModelShape, tp: int, t: int, layer_idx: int) -> list[Op]:
+    w, a = m.weight_dtype_bytes, m.activation_dtype_bytes
+    if m.is_moe and layer_idx >= m.first_k_dense_replace:
+        ops = [gemm("router", t, m.hidden_size, m.n_routed_experts, w, a),
+               elementwise("topk_route", t, m.n_routed_experts, passes=1.0),
+               moe_experts(m, tp, t)]
+        if m.n_shared_experts:
+            inter = m.n_shared_experts * m.moe_intermediate_size // tp
+            ops += [gemm("gemm", t, m.hidden_size, 2 * inter, w, a),
+                    elementwise("silu_mul", t, inter, passes=3.0),
+                    gemm("gemm", t, inter, m.hidden_size, w, a)]
+        return ops
+    inter = m.intermediate_size // tp
+    return [gemm("gemm", t, m.hidden_size, 2 * inter, w, a),
+            elementwise("silu_mul", t, inter, passes=3.0),
+            gemm("gemm", t, inter, m.hidden_size, w, a)]
+
+
+def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx: int,
+                      qkv_in: int | None = None) -> list[Op]:
+    """Ops of one pre-norm decoder layer on one rank, in execution order.
+
+    Args:
+        m: model shape. tp: ranks the layer is sharded over. b: batch_size.
+        n: new tokens per request in this forward. c: context_len (cached tokens before them).
+        layer_idx: index (selects dense vs MoE MLP). qkv_in: qkv input width (draft: 2*hidden).
+    """
+    t = b * n
+    act = t * m.hidden_size * m.activation_dtype_bytes
+    ops = [elementwise("rmsnorm", t, qkv_in or m.hidden_size, passes=2.0)]
+    ops += _attention_block(m, tp, b, n, c, qkv_in or m.hidden_size)
+    if tp > 1:
+        ops.append(collective("allreduce", act, tp))
+    ops += [elementwise("add", t, m.hidden_size, passes=3.0),
+            elementwise("rmsnorm", t, m.hidden_size, passes=2.0)]
+    ops += _mlp_block(m, tp, t, layer_idx)
+    if tp > 1:
+        ops.append(collective("allreduce", act, tp))
+    ops.append(elementwise("add", t, m.hidden_size, passes=3.0))
+    return ops
+
+
+def _embedding(m: ModelShape, tp: int, t: int) -> list[Op]:
+    ops = [elementwise("embedding", t, m.hidden_size, passes=2.0)]
+    if tp > 1:  # vocab-parallel embedding: each rank holds a slice, an allreduce assembles it
+        ops.append(collective("allreduce", t * m.hidden_size * m.activation_dtype_bytes, tp))
+    return ops
+
+
+def _head(m: ModelShape, tp: int, t: int, sampling: str) -> list[Op]:
+    vocab = m.lm_head_vocab_size
+    ops = [elementwise("rmsnorm", t, m.hidden_size, passes=2.0),
+           gemm("lm_head", t, m.hidden_size, vocab // tp, m.weight_dtype_bytes, m.activation_dtype_bytes)]
+    if tp > 1:
+        ops.append(collective("all_gather", t * (vocab // tp) * m.activation_dtype_bytes, tp))
+    ops.append(elementwise(sampling, t, vocab, passes=1.0))
+    return ops
+
+
+def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int) -> list[Op]:
+    """Target forward over `n` tokens per request (decode: n=1; verify: n=num_draft_tokens).
+
+    Sampling is a greedy argmax over the full vocabulary for each of the b*n positions.
+    """
+    t = b * n
+    ops = _embedding(m, tp, t)
+    for i in range(m.num_hidden_layers):
+        ops += decoder_layer_ops(m, tp, b, n, c, i)
+    return ops + _head(m, tp, t, "argmax")
+
+
+def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bool) -> list[Op]:
+    """One EAGLE-3 draft forward over `n` tokens per request.
+
+    Draft steps (extend=False) take the draft's own previous hidden state; the draft extend
+    (extend=True) first fuses `num_fc_input_hidden_states` target hidden states with the fc.
+    Every layer's qkv reads concat(embedding, hidden): 2 * hidden_size wide.
+    """
+    t = b * n
+    ops = _embedding(m, tp, t)
+    if extend and m.num_fc_input_hidden_states:
+        k = m.num_fc_input_hidden_states * m.hidden_size
+        ops.append(gemm("fc", t, k, m.hidden_size, m.weight_dtype_bytes, m.activation_dtype_bytes))
+    for i in range(m.num_hidden_layers):
+        ops += decoder_layer_ops(m, tp, b, n, c, i, qkv_in=2 * m.hidden_size)
+    return ops + _head(m, tp, t, "topk")
+
+
+def accept_ops(b: int, num_draft_tokens: int) -> list[Op]:
+    """Compare draft tokens with the target's argmax and find each request's accepted prefix."""
+    return [elementwise("accept", b, num_draft_tokens, passes=3.0, a_bytes=TOKEN_ID_BYTES)]

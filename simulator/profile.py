@@ -1,0 +1,275 @@
+"""Calibration profile schema (versioned JSON) and its loader / atomic writer.
+
+A profile holds what was measured (or taken from published figures) about one machine:
+collective latency tables, per-op GPU latency tables, whole-forward tables, host overheads and
+the roofline constants used outside the measured range. Every table carries its provenance.
+`calibration/` writes profiles; `simulator` only reads them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, PositiveFloat, model_validator
+
+from simulator.config import StrictModel
+
+SCHEMA_VERSION = 1
+COLLECTIVE_OPS = ("allreduce", "broadcast", "all_gather", "send_recv")
+OP_AXES = ("batch_size", "num_tokens", "context_len")
+
+
+class Provenance(StrictModel):
+    """How a table or constant was obtained."""
+
+    kind: Literal["measured", "published", "assumed", "fitted"]
+    command: str | None = Field(None, description="Command that measured it (kind=measured).")
+    source: str | None = Field(None, description="Citation: paper, repo path, datasheet, account.")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.kind == "measured" and not self.command:
+            raise ValueError("provenance kind 'measured' needs the command that measured it")
+        if self.kind in ("published", "assumed") and not self.source:
+            raise ValueError(f"provenance kind {self.kind!r} needs a source")
+        return self
+
+
+class HardwareInfo(StrictModel):
+    """The machine a profile describes."""
+
+    gpu_name: str
+    gpu_count: int = Field(ge=1)
+    interconnect: str = Field(description="e.g. 'NVLink (NV18)', 'PCIe Gen5', 'single GPU'.")
+    topology: str | None = Field(None, description="`nvidia-smi topo -m` output.")
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    torch_version: str | None = None
+    nccl_version: str | None = None
+
+
+class RooflineParams(StrictModel):
+    """Constants for latencies outside the measured tables.
+
+    t_us = max(kernel_floor_us, bytes / (hbm_bw * bandwidth_efficiency), flops / (rate * compute_efficiency));
+    collectives: collective_base_latency_us + bytes * ring_factor / link_bw.
+    """
+
+    hbm_bandwidth_gb_per_s: PositiveFloat
+    bf16_tflops: PositiveFloat
+    fp8_tflops: PositiveFloat | None = None
+    bandwidth_efficiency: float = Field(0.8, gt=0, le=1)
+    compute_efficiency: float = Field(0.7, gt=0, le=1)
+    kernel_floor_us: float = Field(3.0, ge=0, le=1000)
+    link_bandwidth_gb_per_s: PositiveFloat = Field(description="Per-GPU bus bandwidth of collectives.")
+    collective_base_latency_us: float = Field(ge=0, le=100_000)
+    provenance: Provenance
+
+
+class HostOverheads(StrictModel):
+    """Host-side costs: what the CPU spends to issue GPU work and to wait for it."""
+
+    op_launch_us: dict[str, float] = Field(
+        default_factory=dict, description="Host time to issue one eager op, by op name (rmsnorm, gemm, ...).")
+    default_launch_us: float = Field(ge=0, le=10_000, description="Per eager op not in op_launch_us.")
+    graph_replay_us: float = Field(ge=0, le=100_000, description="Host time to replay one CUDA graph.")
+    graph_kernel_gap_us: float = Field(0.0, ge=0, le=1000, description="GPU idle per kernel inside a graph.")
+    d2h_sync_us: float = Field(ge=0, le=100_000, description="Device->host sync (.item()) after the GPU is idle.")
+    host_schedule_us: float = Field(ge=0, le=1_000_000, description="Scheduling and bookkeeping per cycle.")
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        bad = {k: v for k, v in self.op_launch_us.items() if not 0 <= v <= 10_000}
+        if bad:
+            raise ValueError(f"op_launch_us values must be in [0, 10000] us, got {bad}")
+        return self
+
+
+def _check_increasing(name: str, values: list[float]) -> None:
+    if any(b <= a for a, b in zip(values, values[1:])):
+        raise ValueError(f"{name} must be strictly increasing, got {values}")
+
+
+class CollectiveTable(StrictModel):
+    """Latency of one collective by message size, for one world size and launch mode."""
+
+    op: Literal["allreduce", "broadcast", "all_gather", "send_recv"]
+    world_size: int = Field(ge=2, le=1024)
+    mode: Literal["eager", "graph"]
+    size_bytes: list[int] = Field(min_length=1, description="Per-rank message size (input bytes).")
+    latency_us: list[PositiveFloat] = Field(min_length=1, description="Median latency.")
+    p10_latency_us: list[PositiveFloat] | None = None
+    p90_latency_us: list[PositiveFloat] | None = None
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if any(s <= 0 for s in self.size_bytes):
+            raise ValueError("size_bytes must be positive")
+        _check_increasing("size_bytes", self.size_bytes)
+        for name in ("latency_us", "p10_latency_us", "p90_latency_us"):
+            vals = getattr(self, name)
+            if vals is not None and len(vals) != len(self.size_bytes):
+                raise ValueError(f"{name} has {len(vals)} entries, size_bytes {len(self.size_bytes)}")
+        return self
+
+
+class OpTable(StrictModel):
+    """GPU latency of one op (one key from simulator.costs.ops) on a grid of its axes.
+
+    `latency_us` is the flattened C-order array of shape [len(grid[a]) for a in axes].
+    """
+
+    key: str = Field(description="Op key, e.g. 'gemm:k=4096,n=6144,w=2'.")
+    axes: list[Literal["batch_size", "num_tokens", "context_len"]] = Field(min_length=1)
+    grid: dict[str, list[float]]
+    latency_us: list[PositiveFloat]
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if sorted(self.grid) != sorted(self.axes) or len(set(self.axes)) != len(self.axes):
+            raise ValueError(f"grid keys {sorted(self.grid)} must match axes {self.axes}")
+        size = 1
+        for a in self.axes:
+            if not self.grid[a] or any(v <= 0 for v in self.grid[a]):
+                raise ValueError(f"grid[{a!r}] must be non-empty and positive")
+            _check_increasing(f"grid[{a!r}]", self.grid[a])
+            size *= len(self.grid[a])
+        if len(self.latency_us) != size:
+            raise ValueError(f"latency_us has {len(self.latency_us)} entries; grid needs {size}")
+        return self
+
+
+class ForwardTable(StrictModel):
+    """Whole-forward GPU latency of one model at one TP size: num_tokens x context_len grid."""
+
+    model: str = Field(description="ModelShape.name it applies to.")
+    tp_size: int = Field(ge=1)
+    mode: Literal["eager", "graph"]
+    num_tokens: list[int] = Field(min_length=1)
+    context_len: list[int] = Field(min_length=1)
+    latency_us: list[list[PositiveFloat]] = Field(description="[num_tokens index][context_len index].")
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        _check_increasing("num_tokens", self.num_tokens)
+        _check_increasing("context_len", self.context_len)
+        if len(self.latency_us) != len(self.num_tokens) or any(
+                len(row) != len(self.context_len) for row in self.latency_us):
+            raise ValueError("latency_us must be a len(num_tokens) x len(context_len) grid")
+        return self
+
+
+class CalibrationProfile(StrictModel):
+    """Everything the cost model knows about one machine."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: str
+    description: str = ""
+    created_utc: str | None = None
+    git_commit: str | None = None
+    command_line: str | None = None
+    hardware: HardwareInfo
+    roofline: RooflineParams
+    host: HostOverheads
+    collectives: list[CollectiveTable] = Field(default_factory=list)
+    ops: list[OpTable] = Field(default_factory=list)
+    forwards: list[ForwardTable] = Field(default_factory=list)
+    notes: dict[str, str] = Field(default_factory=dict, description="Free-form findings, e.g. decomposition checks.")
+
+    @model_validator(mode="after")
+    def _check_unique(self) -> Self:
+        seen: set = set()
+        for t in self.collectives:
+            k = (t.op, t.world_size, t.mode)
+            if k in seen:
+                raise ValueError(f"duplicate collective table {k}")
+            seen.add(k)
+        keys = [t.key for t in self.ops]
+        dup = {k for k in keys if keys.count(k) > 1}
+        if dup:
+            raise ValueError(f"duplicate op tables {sorted(dup)}")
+        return self
+
+
+def shipped_profiles_dir() -> Path | None:
+    """Folder of the profiles shipped in the `calibration` package, found without importing it."""
+    spec = importlib.util.find_spec("calibration")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]) / "profiles"
+
+
+def resolve_profile_path(ref: str, base_dir: Path | None = None) -> Path:
+    """Turn a profile reference into a file path.
+
+    A bare name (`h200`) means `calibration/profiles/<name>.json`; anything else is a path,
+    relative to `base_dir` (the scenario's folder) when not absolute.
+
+    Raises:
+        FileNotFoundError: naming the reference and the places looked in.
+    """
+    looked: list[Path] = []
+    if "/" not in ref and not ref.endswith(".json"):
+        d = shipped_profiles_dir()
+        if d is not None:
+            p = d / f"{ref}.json"
+            looked.append(p)
+            if p.is_file():
+                return p
+    else:
+        p = Path(ref)
+        candidates = [p] if p.is_absolute() else ([base_dir / p] if base_dir else []) + [p]
+        for c in candidates:
+            looked.append(c)
+            if c.is_file():
+                return c
+    shipped = sorted(x.stem for x in (shipped_profiles_dir() or Path("/nonexistent")).glob("*.json"))
+    raise FileNotFoundError(f"profile {ref!r} not found (looked in: {', '.join(map(str, looked))}); "
+                            f"shipped profiles: {', '.join(shipped) or 'none'}")
+
+
+def load_profile(path: Path) -> CalibrationProfile:
+    """Read and validate a profile JSON.
+
+    Raises:
+        ValueError: bad JSON (with line/column).
+        pydantic.ValidationError: a field out of range or missing.
+    """
+    text = Path(path).read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from None
+    return CalibrationProfile.model_validate(data)
+
+
+def write_json_atomic(path: Path, data: dict | list) -> None:
+    """Write JSON via a temp file in the same folder and os.replace: a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_profile(profile: CalibrationProfile, path: Path) -> None:
+    """Validate-by-construction and write the profile atomically."""
+    write_json_atomic(path, profile.model_dump(mode="json", exclude_none=True))
