@@ -240,6 +240,16 @@ def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx:
     return ops
 
 
+def attn_mask(b: int, n: int, c: int) -> Op:
+    """Additive attention mask built once per forward from each request's KV position.
+
+    Shape (batch_size, num_tokens, context_len + num_tokens); every layer's attention reuses it.
+    """
+    return Op(name="attn_mask", key="attn_mask",
+              axes={"batch_size": b, "num_tokens": n, "context_len": c},
+              bytes_per_kv_token=2.0 * n, flops_per_token_kv=1.0)
+
+
 def _embedding(m: ModelShape, tp: int, t: int) -> list[Op]:
     ops = [elementwise("embedding", t, m.hidden_size, passes=2.0)]
     if tp > 1:  # vocab-parallel embedding: each rank holds a slice, an allreduce assembles it
@@ -263,7 +273,7 @@ def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int) -> list[O
     Sampling is a greedy argmax over the full vocabulary for each of the b*n positions.
     """
     t = b * n
-    ops = _embedding(m, tp, t)
+    ops = _embedding(m, tp, t) + [attn_mask(b, n, c)]
     for i in range(m.num_hidden_layers):
         ops += decoder_layer_ops(m, tp, b, n, c, i)
     return ops + _head(m, tp, t, "argmax")
@@ -277,7 +287,7 @@ def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bo
     Every layer's qkv reads concat(embedding, hidden): 2 * hidden_size wide.
     """
     t = b * n
-    ops = _embedding(m, tp, t)
+    ops = _embedding(m, tp, t) + [attn_mask(b, n, c)]
     if extend and m.num_fc_input_hidden_states:
         k = m.num_fc_input_hidden_states * m.hidden_size
         ops.append(gemm("fc", t, k, m.hidden_size, m.weight_dtype_bytes, m.activation_dtype_bytes))
