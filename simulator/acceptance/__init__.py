@@ -114,23 +114,18 @@ class AcceptanceModel:
         q = (np.arange(num_points) + 0.5) / num_points
         return stats.beta.ppf(q, *self.beta_ab), np.full(num_points, 1.0 / num_points)
 
-    def occupancy_weighted(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per-rate pmfs weighted by time in the batch (slow requests stay longer).
-
-        With a constant batch refilled at once, a request of rate r stays about
-        max_new_tokens / E[accept_length | r] cycles, so the long-run mix seen by a cycle weighs
-        each rate by 1 / E[accept_length | r] (renewal-reward argument).
+    def rate_classes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Request classes for closed-form averages.
 
         Returns:
-            (rows, weights): (num_rates, num_steps+1) pmfs and (num_rates,) weights summing to 1.
+            (rows, weights): (num_classes, num_steps+1) accept_length pmfs and (num_classes,)
+            request probabilities summing to 1; one class when requests are alike.
         """
         if self.beta_ab is None:
             return self.base_pmf[None, :], np.ones(1)
         rates, w = self._rate_quadrature()
         rows = np.stack([pmf_from_conditional(np.full(self.num_steps, r)) for r in rates])
-        means = rows @ np.arange(1, self.num_steps + 2)
-        w = w / means
-        return rows, w / w.sum()
+        return rows, w
 
 
 def build_acceptance(config: AcceptanceConfig, spec: SpecConfig) -> AcceptanceModel:

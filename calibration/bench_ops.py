@@ -1,0 +1,369 @@
+"""Per-op GPU latency tables, host overheads, roofline constants and whole-forward latencies.
+
+Every measured point goes to a `PointStore`, so an interrupted run resumes where it stopped:
+  op:{op.key}:{axis=value,...}          one op at one grid point (record: latency_us, p10/p90, ...)
+  host:{what}                           host-side costs (launch per op name, graph replay, sync)
+  roofline:{what}                       HBM copy bandwidth, bf16 / fp8 matmul rate
+  fwd:{model}:{tp}:{mode}:{n}:{c}       whole target forward, eager or CUDA graph
+  meta:model:{name}                     the ModelShape measured (for the decomposition check)
+
+GPU timing is pure device time: R repetitions of the op are captured in one CUDA graph, which
+is replayed between CUDA events (>= 20 replays; median, p10, p90 of the per-repetition time).
+Ops whose data fits in L2 rotate among several input sets inside the graph, so the cache does
+not serve them. On CPU (tests) the same code times with time.perf_counter.
+
+Left out: MLA attention and MoE experts (roofline-only), collectives (calibration/collectives.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+from rich.progress import Progress
+
+from calibration import ops_torch
+from calibration.store import PointStore
+from simulator.config import ModelShape
+from simulator.costs.ops import Op, accept_ops, draft_forward_ops, target_forward_ops
+from simulator.units import BYTES_PER_GB, BYTES_PER_MB, FLOPS_PER_TFLOP, US_PER_MS, US_PER_S
+
+LLAMA_3_1_8B = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                          num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
+LLAMA_3_2_1B = ModelShape(name="llama-3.2-1b", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
+                          num_key_value_heads=8, head_dim=64, intermediate_size=8192, vocab_size=128256)
+L2_BYTES = 60 * BYTES_PER_MB  # H200 L2 is 60 MB (NVIDIA H100/H200 architecture whitepaper)
+MAX_INPUT_SETS = 8
+NUM_DRAFT_TOKENS = tuple(range(2, 9))  # accept-op keys: chains of 1..7 draft steps
+
+
+def eagle3_draft(target: ModelShape) -> ModelShape:
+    """EAGLE-3 draft of `target`: one decoder layer at the target's widths, fc over 3 hidden states,
+    a 32000-token draft vocabulary (Li et al. 2025, arXiv 2503.01840; yuhuili/EAGLE3 configs)."""
+    return target.model_copy(update={"name": f"{target.name}-eagle3", "num_hidden_layers": 1,
+                                     "num_fc_input_hidden_states": 3, "draft_vocab_size": 32000})
+
+
+DEFAULT_MODELS = (LLAMA_3_1_8B, eagle3_draft(LLAMA_3_1_8B), LLAMA_3_2_1B, eagle3_draft(LLAMA_3_2_1B))
+
+
+@dataclass(frozen=True)
+class OpGrid:
+    """Grid of lookup coordinates. Token ops: num_tokens (= batch_size * tokens per request)."""
+
+    num_tokens: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+    attn_batch_size: tuple[int, ...] = (1, 4, 16)
+    attn_num_tokens: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    attn_context_len: tuple[int, ...] = (512, 2048, 8192, 32768)
+    forward_num_tokens: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    forward_context_len: tuple[int, ...] = (2048, 8192)
+
+    def axes_points(self, op: Op) -> list[dict[str, int]]:
+        """Grid points of `op`'s axes, in C order of (batch_size, num_tokens, context_len)."""
+        if set(op.axes) == {"num_tokens"}:
+            return [{"num_tokens": t} for t in self.num_tokens]
+        return [{"batch_size": b, "num_tokens": n, "context_len": c} for b in self.attn_batch_size
+                for n in self.attn_num_tokens for c in self.attn_context_len]
+
+
+DEFAULT_GRID = OpGrid()
+QUICK_GRID = OpGrid(num_tokens=(1, 4, 16, 64), attn_batch_size=(1, 4), attn_num_tokens=(1, 4, 16),
+                    attn_context_len=(512, 2048), forward_num_tokens=(1, 4, 16), forward_context_len=(512, 2048))
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How hard to time each point. `target_replay_us`: device time of one graph replay (R reps)."""
+
+    num_replays: int = 20
+    target_replay_us: float = 300.0
+    max_reps: int = 64
+    num_warmup: int = 2
+
+
+def is_draft(m: ModelShape) -> bool:
+    return bool(m.num_fc_input_hidden_states or m.draft_vocab_size)
+
+
+def model_ops(m: ModelShape, tp_size: int) -> list[Op]:
+    """Distinct runnable compute ops (by key) of `m` sharded over `tp_size`; [] if heads do not divide.
+
+    A draft contributes its draft step and draft extend forwards; a target its forward and the
+    accept ops for num_draft_tokens in NUM_DRAFT_TOKENS.
+    """
+    if m.num_attention_heads % tp_size:
+        return []
+    if is_draft(m):
+        ops = (draft_forward_ops(m, tp_size, 1, 1, 512, extend=True)
+               + draft_forward_ops(m, tp_size, 1, 1, 512, extend=False))
+    else:
+        ops = target_forward_ops(m, tp_size, 1, 1, 512)
+        for d in NUM_DRAFT_TOKENS:
+            ops += accept_ops(1, d)
+    return list({o.key: o for o in ops if ops_torch.runnable(o)}.values())
+
+
+def point_key(op_key: str, axes: dict[str, int]) -> str:
+    return f"op:{op_key}:" + ",".join(f"{k}={v}" for k, v in sorted(axes.items()))
+
+
+def enumerate_points(models: Iterable[ModelShape], tp_sizes: Iterable[int], grid: OpGrid) -> list[tuple[str, Op]]:
+    """(point key, op at that point) for every op key of every model x tp, deduplicated."""
+    ops: dict[str, Op] = {}
+    for m in models:
+        for tp in tp_sizes:
+            for op in model_ops(m, tp):
+                ops.setdefault(op.key, op)
+    points = []
+    for op in ops.values():
+        for axes in grid.axes_points(op):
+            points.append((point_key(op.key, axes), dataclasses.replace(op, axes=axes)))
+    return points
+
+
+def _stats(samples_us: list[float]) -> dict[str, float]:
+    p10, p50, p90 = np.percentile(np.asarray(samples_us), [10, 50, 90])
+    return {"latency_us": float(p50), "p10_latency_us": float(p10), "p90_latency_us": float(p90)}
+
+
+def time_cpu_us(runners: list[Callable[[], object]], settings: TimingSettings) -> dict:
+    """Wall-clock time of one call (CPU tensors), median/p10/p90 over `num_replays` calls."""
+    for r in runners[: settings.num_warmup]:
+        r()
+    samples = []
+    for i in range(settings.num_replays):
+        t0 = time.perf_counter()
+        runners[i % len(runners)]()
+        samples.append((time.perf_counter() - t0) * US_PER_S)
+    return {**_stats(samples), "num_reps": 1, "mode": "cpu_wall"}
+
+
+def _events_us(fn: Callable[[], object], num_calls: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(num_calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * US_PER_MS / num_calls
+
+
+def time_gpu_us(runners: list[Callable[[], object]], settings: TimingSettings) -> dict:
+    """Device time of one call: R calls (rotating runners) in a CUDA graph, replayed between events.
+
+    Falls back to eager calls between events (mode 'eager_events') if the op cannot be captured.
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture stream, as torch.cuda.graphs asks
+        for r in runners * settings.num_warmup:
+            r()
+    torch.cuda.current_stream().wait_stream(side)
+    est_us = max(_events_us(runners[0], 3), 0.5)
+    reps = min(settings.max_reps, max(len(runners), math.ceil(settings.target_replay_us / est_us)))
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for i in range(reps):
+                runners[i % len(runners)]()
+        replay, mode = graph.replay, "graph"
+    except RuntimeError:
+        graph = None
+        def replay():
+            for i in range(reps):
+                runners[i % len(runners)]()
+        mode = "eager_events"
+    replay()
+    samples = [_events_us(replay, 1) / reps for _ in range(settings.num_replays)]
+    del graph
+    return {**_stats(samples), "num_reps": reps, "mode": mode}
+
+
+def num_input_sets(op: Op) -> int:
+    """Input sets to rotate so an op's data (bytes at its axes) does not sit in L2 across calls."""
+    data_bytes = max(op.bytes_at(op.axes), 1.0)
+    return 1 if data_bytes >= L2_BYTES else min(MAX_INPUT_SETS, math.ceil(2 * L2_BYTES / data_bytes))
+
+
+def measure_point(op: Op, device: torch.device, dtype: torch.dtype, settings: TimingSettings) -> dict:
+    """Time `op` at its own axes; returns the store record (without the command)."""
+    sets = num_input_sets(op) if device.type == "cuda" else 1
+    runners = [ops_torch.make_op_runner(op, device, dtype, seed=s) for s in range(sets)]
+    timed = time_gpu_us(runners, settings) if device.type == "cuda" else time_cpu_us(runners, settings)
+    return {"op_key": op.key, "op_name": op.name, "axes": dict(op.axes), **timed,
+            "num_input_sets": sets, "dtype": str(dtype).removeprefix("torch."), "note": runners[0].note}
+
+
+def bench_ops(store: PointStore, models: Iterable[ModelShape], tp_sizes: Iterable[int], grid: OpGrid,
+              device: torch.device, dtype: torch.dtype, settings: TimingSettings, command: str) -> int:
+    """Measure every (op key, grid point) not yet in `store`; returns how many were measured now."""
+    models = list(models)
+    for m in models:
+        store.add(f"meta:model:{m.name}", m.model_dump(mode="json"))
+    todo = [(k, op) for k, op in enumerate_points(models, tp_sizes, grid) if not store.done(k)]
+    with Progress() as progress:
+        task = progress.add_task("op latency", total=len(todo))
+        for key, op in todo:
+            store.add(key, {**measure_point(op, device, dtype, settings), "command": command})
+            progress.advance(task)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return len(todo)
+
+
+def _host_issue_us(fn: Callable[[], object], device: torch.device, num_calls: int) -> float:
+    """Host wall time per call of `num_calls` calls issued without synchronising, GPU nearly idle."""
+    fn()
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(num_calls):
+        fn()
+    host_us = (time.perf_counter() - t0) * US_PER_S / num_calls
+    _sync(device)
+    return host_us
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def bench_host(store: PointStore, models: Iterable[ModelShape], device: torch.device, dtype: torch.dtype,
+               command: str, num_calls: int = 200) -> None:
+    """Host overheads: eager issue cost per op name (tiny shapes), graph replay, d2h sync, empty kernel."""
+    by_name: dict[str, Op] = {}
+    for m in models:
+        for op in model_ops(m, 1):
+            by_name.setdefault(op.name, op)
+    for name, op in by_name.items():
+        key = f"host:launch:{name}"
+        if not store.done(key):
+            axes = {a: 1 if a != "context_len" else 64 for a in op.axes}
+            fn = ops_torch.make_op_runner(dataclasses.replace(op, axes=axes), device, dtype)
+            store.add(key, {"op_name": name, "latency_us": _host_issue_us(fn, device, num_calls), "command": command})
+    x = torch.ones(1, device=device)
+    if not store.done("host:d2h_sync"):
+        samples = []
+        for _ in range(50):
+            _sync(device)
+            t0 = time.perf_counter()
+            x.add(1).item()
+            samples.append((time.perf_counter() - t0) * US_PER_S)
+        store.add("host:d2h_sync", {"latency_us": statistics.median(samples), "command": command,
+                                    "note": "includes issuing one tiny add kernel"})
+    if device.type != "cuda":
+        for key in ("host:graph_replay", "host:empty_kernel", "host:graph_kernel_gap"):
+            if not store.done(key):
+                store.add(key, {"latency_us": _host_issue_us(lambda: x.add(1), device, num_calls),
+                                "command": command, "note": "CPU stand-in: no CUDA"})
+        return
+    if not store.done("host:empty_kernel"):
+        store.add("host:empty_kernel", {"latency_us": _host_issue_us(lambda: torch.cuda._sleep(0), device, num_calls),
+                                        "command": command})
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(100):
+            torch.cuda._sleep(0)
+    graph.replay()
+    if not store.done("host:graph_replay"):
+        store.add("host:graph_replay", {"latency_us": _host_issue_us(graph.replay, device, num_calls),
+                                        "command": command})
+    if not store.done("host:graph_kernel_gap"):
+        per_kernel_us = statistics.median(_events_us(graph.replay, 1) / 100 for _ in range(20))
+        store.add("host:graph_kernel_gap", {"latency_us": per_kernel_us, "command": command,
+                                            "note": "device time per empty kernel inside a graph"})
+
+
+def bench_roofline(store: PointStore, device: torch.device, command: str, quick: bool = False) -> None:
+    """HBM copy bandwidth (bytes read + written) and dense bf16 / fp8 matmul rates on random data."""
+    cuda = device.type == "cuda"
+    settings = TimingSettings(num_replays=20, target_replay_us=2000.0, max_reps=8)
+    timer = time_gpu_us if cuda else time_cpu_us
+    if not store.done("roofline:hbm_copy"):
+        size_bytes = (1 << 30) if cuda else (64 << 20)
+        src = torch.randn(size_bytes // 4, device=device)
+        dst = torch.empty_like(src)
+        t = timer([lambda: dst.copy_(src)], settings)
+        store.add("roofline:hbm_copy", {"size_bytes": size_bytes, "moved_bytes": 2 * size_bytes, **t,
+                                        "bandwidth_gb_per_s": 2 * size_bytes / BYTES_PER_GB / (t["latency_us"] / US_PER_S),
+                                        "command": command})
+        del src, dst
+    dim = (4096 if quick else 8192) if cuda else 256
+    dtype = torch.bfloat16 if cuda else torch.float32
+    a, b = torch.randn(dim, dim, device=device, dtype=dtype), torch.randn(dim, dim, device=device, dtype=dtype)
+    flops = 2.0 * dim ** 3
+    if not store.done("roofline:bf16_matmul"):
+        t = timer([lambda: a @ b], settings)
+        store.add("roofline:bf16_matmul", {"dim": dim, "dtype": str(dtype), **t, "command": command,
+                                           "tflops": flops / FLOPS_PER_TFLOP / (t["latency_us"] / US_PER_S)})
+    if cuda and not store.done("roofline:fp8_matmul"):
+        try:
+            a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+            one = torch.ones((), device=device)
+            t = timer([lambda: ops_torch.gemm_fp8(a8, b8, one, one)], settings)
+            store.add("roofline:fp8_matmul", {"dim": dim, **t, "command": command,
+                                              "tflops": flops / FLOPS_PER_TFLOP / (t["latency_us"] / US_PER_S)})
+        except (RuntimeError, AttributeError, TypeError) as e:
+            store.add("roofline:fp8_matmul", {"dim": dim, "error": f"{type(e).__name__}: {e}", "command": command})
+
+
+def ops_chain_forward(m: ModelShape, tp_size: int, device: torch.device, dtype: torch.dtype
+                      ) -> Callable[[int, int], Callable[[], object]]:
+    """Whole-forward stand-in when calibration.models is absent: every op of target_forward_ops run
+    in order with its own inputs (same kernels and order as the model; no data dependence)."""
+    def make(num_tokens: int, context_len: int) -> Callable[[], object]:
+        ops = [o for o in target_forward_ops(m, tp_size, 1, num_tokens, context_len) if ops_torch.runnable(o)]
+        runners = [ops_torch.make_op_runner(o, device, dtype, seed=i) for i, o in enumerate(ops)]
+        return lambda: [r() for r in runners][-1]
+    return make
+
+
+def models_forward(m: ModelShape, tp_size: int, device: torch.device, dtype: torch.dtype, max_len: int
+                   ) -> Callable[[int, int], Callable[[], object]] | None:
+    """Whole forward of calibration.models.TargetModel (batch 1), or None if that module is absent."""
+    try:
+        from calibration.models import TargetModel
+    except ImportError:
+        return None
+    model = TargetModel(m, tp_size=tp_size, device=device, dtype=dtype, max_batch=1, max_len=max_len, seed=0)
+
+    def make(num_tokens: int, context_len: int) -> Callable[[], object]:
+        ids = torch.randint(0, m.vocab_size, (1, num_tokens), device=device)
+        positions = context_len + torch.arange(num_tokens, device=device).unsqueeze(0)
+        return lambda: model.forward(ids, positions)
+    return make
+
+
+def bench_forwards(store: PointStore, model_name: str, tp_size: int, make_forward: Callable[[int, int], Callable],
+                   grid: OpGrid, device: torch.device, settings: TimingSettings, command: str,
+                   modes: tuple[str, ...] = ("eager", "graph")) -> None:
+    """Whole-forward latency over grid.forward_num_tokens x grid.forward_context_len, per mode.
+
+    eager: device time of one forward launched op by op (host-bound small forwards show it);
+    graph: one forward captured in a CUDA graph (on CPU both are wall-clock).
+    """
+    todo = [(mode, n, c) for mode in modes for n in grid.forward_num_tokens for c in grid.forward_context_len
+            if not store.done(f"fwd:{model_name}:{tp_size}:{mode}:{n}:{c}")]
+    with Progress() as progress:
+        task = progress.add_task(f"forward {model_name}", total=len(todo))
+        for mode, n, c in todo:
+            fn = make_forward(n, c)
+            one = dataclasses.replace(settings, max_reps=1, target_replay_us=0.0)
+            if device.type != "cuda":
+                t = time_cpu_us([fn], one)
+            elif mode == "graph":
+                t = time_gpu_us([fn], one)
+            else:
+                fn()
+                t = _stats([_events_us(fn, 1) for _ in range(settings.num_replays)]) | {"num_reps": 1, "mode": "eager"}
+            store.add(f"fwd:{model_name}:{tp_size}:{mode}:{n}:{c}",
+                      {"model": model_name, "tp_size": tp_size, "mode": mode, "num_tokens": n, "context_len": c,
+                       **{k: t[k] for k in ("latency_us", "p10_latency_us", "p90_latency_us")}, "command": command})
+            progress.advance(task)

@@ -1,0 +1,140 @@
+"""Closed-form expectations for a scenario: the cross-check of the DES and the fast sweep engine.
+
+Exact, for deterministic costs and without per-rank jitter, for the quantities below:
+
+- cycle_time(e) = S + F(e) + d            (host scheduling not overlapped)
+               = max(H(e) + S, F(e)) + d  (overlapped)
+  with F(e) the GPU finish time of the cycle's forwards issued onto an idle GPU
+  (`simulator.costs.forward.chain_span_us`), H(e) the host issue time, S = host_schedule_us,
+  d = d2h_sync_us and e the draft-extend length (the longest accept_length of the previous
+  cycle in the batch).
+- Each slot's accept_length ~ pmf (occupancy-weighted across request rates), independent
+  across slots, so P(e <= j) = CDF(j)^batch_size.
+- Requests stop at max_new_tokens (the final cycle's surplus is discarded): the expected
+  cycles a request needs is the renewal function m(M), m(x) = 1 + sum_j p_j m(x - j),
+  m(x <= 0) = 0 (Feller, An Introduction to Probability Theory, vol. 1, ch. XIII).
+- Throughput (renewal-reward): tok_per_s = batch_size * M / E[m_r(M)] / E[cycle_time].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.acceptance import AcceptanceModel
+from simulator.config import Scenario
+from simulator.costs.forward import CostModel, chain_span_us
+from simulator.units import US_PER_S
+
+
+def cycle_time_us(cost: CostModel, extend_tokens_per_request: int) -> float:
+    """Duration of one speculative cycle, sync to sync, in us (see the module docstring)."""
+    fwds = cost.cycle_forwards(extend_tokens_per_request)
+    return _sync_to_sync_us(cost, fwds)
+
+
+def baseline_step_us(cost: CostModel) -> float:
+    """Duration of one no-speculation decode step, in us."""
+    return _sync_to_sync_us(cost, cost.baseline_forwards())
+
+
+def _sync_to_sync_us(cost: CostModel, fwds) -> float:
+    span = chain_span_us(fwds)
+    host = sum(f.host_us for f in fwds)
+    s, d = cost.host_schedule_us, cost.d2h_sync_us
+    if cost.sc.engine.host_overhead_overlapped:
+        return max(host + s, span) + d
+    return s + span + d
+
+
+def renewal_cycles(pmf: np.ndarray, max_new_tokens: int) -> np.ndarray | float:
+    """m(M): expected cycles to emit >= M tokens when a cycle emits j with probability pmf[j-1].
+
+    Args:
+        pmf: (num_steps+1,) or (num_classes, num_steps+1) accept_length pmfs.
+        max_new_tokens: M.
+
+    Returns:
+        float for a 1-D pmf, else (num_classes,) array.
+    """
+    p = np.atleast_2d(np.asarray(pmf, dtype=float))
+    k = p.shape[1]
+    m = np.zeros((p.shape[0], max_new_tokens + k))  # m[:, x + k - 1] = m(x); m(x <= 0) = 0
+    for x in range(1, max_new_tokens + 1):
+        window = m[:, x - 1:x - 1 + k][:, ::-1]  # m(x-1), m(x-2), ..., m(x-k)
+        m[:, x + k - 1] = 1.0 + np.einsum("ij,ij->i", p, window)
+    out = m[:, max_new_tokens + k - 1]
+    return float(out[0]) if np.ndim(pmf) == 1 else out
+
+
+def extend_length_pmf(slot_pmf: np.ndarray, batch_size: int) -> np.ndarray:
+    """pmf of max(accept_length) over batch_size independent slots."""
+    cdf = np.cumsum(slot_pmf) ** batch_size
+    return np.diff(np.concatenate([[0.0], cdf]))
+
+
+@dataclass(frozen=True)
+class AnalyticResult:
+    """Expectations for one scenario (all times in us)."""
+
+    tok_per_s: float
+    baseline_tok_per_s: float
+    mean_accept_length: float
+    cycle_time_us: float
+    baseline_step_us: float
+    tpot_us: float
+    breakdown_us: dict[str, float]
+
+    @property
+    def speedup(self) -> float:
+        return self.tok_per_s / self.baseline_tok_per_s
+
+
+def breakdown_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]:
+    """Expected us per cycle by bucket; buckets sum to the expected cycle time.
+
+    Buckets: `<phase>_compute` and `<phase>_comm` GPU busy time, `sync` (d2h), and `host`
+    (the rest: GPU idle while the host issues or schedules).
+    """
+    out: dict[str, float] = {}
+    total = 0.0
+    for j, p in enumerate(ext_pmf, start=1):
+        if p == 0:
+            continue
+        for f in cost.cycle_forwards(j):
+            for (phase, cat), us in f.busy_us().items():
+                key = f"{phase}_{cat}"
+                out[key] = out.get(key, 0.0) + p * us
+        total += p * cycle_time_us(cost, j)
+    out["sync"] = cost.d2h_sync_us
+    out["host"] = total - sum(out.values())
+    return out
+
+
+def analyze(scenario: Scenario, cost: CostModel, acceptance: AcceptanceModel) -> AnalyticResult:
+    """Closed-form tok/s, accept length, cycle time and breakdown for a scenario."""
+    b, M = scenario.workload.batch_size, scenario.workload.max_new_tokens
+    rows, request_w = acceptance.rate_classes()
+    if len(request_w) == 1:
+        slot_pmf = rows[0]
+        cycles_per_request = renewal_cycles(slot_pmf, M)
+    else:
+        # a request class occupies slots for m_r(M) cycles: cycles see classes by occupancy
+        m_r = renewal_cycles(rows, M)
+        occupancy = request_w * m_r / float(request_w @ m_r)
+        slot_pmf = occupancy @ rows
+        cycles_per_request = float(request_w @ m_r)
+    ext = extend_length_pmf(slot_pmf, b)
+    cycle = float(sum(p * cycle_time_us(cost, j) for j, p in enumerate(ext, start=1) if p > 0))
+    tok_per_s = b * M / cycles_per_request / cycle * US_PER_S
+    step = baseline_step_us(cost)
+    return AnalyticResult(
+        tok_per_s=tok_per_s,
+        baseline_tok_per_s=b / step * US_PER_S,
+        mean_accept_length=float(slot_pmf @ np.arange(1, len(slot_pmf) + 1)),
+        cycle_time_us=cycle,
+        baseline_step_us=step,
+        tpot_us=cycles_per_request * cycle / M,
+        breakdown_us=breakdown_us(cost, ext),
+    )

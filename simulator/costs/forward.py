@@ -1,0 +1,246 @@
+"""Per-phase work of a speculative cycle: kernels with GPU and host costs, in us.
+
+`CostModel` turns a Scenario and a CalibrationProfile into `Forward`s (ordered kernels with
+their GPU time, host issue time, phase, category and the GPUs that run them). It holds no
+SimPy environment and no RNG: the engine and `simulator.analytic` both consume it.
+
+Cycle order (EAGLE as SGLang runs it; the live loop in calibration/live.py runs the same):
+draft_extend over the previous cycle's accepted tokens -> `num_steps` draft forwards ->
+(placement transfers) -> verify over num_draft_tokens per request -> accept -> device->host sync.
+The baseline (no speculation) is one target decode forward per token, then the sync.
+
+Host model: in eager mode the host pays `op_launch_us[op]` per op and the GPU runs a kernel
+once it is issued and the stream is free; with CUDA graphs a forward costs one
+`graph_replay_us` and its kernels run back to back (plus `graph_kernel_gap_us` each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from simulator.config import ModelShape, Scenario
+from simulator.costs import ops as O
+from simulator.costs.lookup import LatencyLookup
+from simulator.profile import CalibrationProfile
+
+PHASES = ("draft", "draft_extend", "verify", "accept", "decode")
+
+
+def draft_forwards_per_cycle(num_steps: int) -> int:
+    """Draft decode forwards per cycle: one per draft step (plus one draft extend, counted apart).
+
+    This is the convention of the EAGLE papers and of calibration/live.py: step d proposes
+    draft token d. (SGLang folds the first proposal into the draft extend and runs
+    num_steps - 1 decode forwards; model that engine with num_steps one larger.)
+    """
+    return num_steps
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One op as the engine sees it.
+
+    Attributes:
+        name: op name (gemm, attention, allreduce, ...). phase: a PHASES entry.
+        category: 'compute' or 'comm'. gpu_us: GPU time. host_us: host time to issue it.
+        group: 'target' (ranks of the TP group) or 'draft_gpu' (a dedicated draft GPU).
+        ranks: TP ranks that run it (the dedicated draft GPU is rank -1).
+        barrier: True for collectives and transfers: all its ranks start it together.
+    """
+
+    name: str
+    phase: str
+    category: str
+    gpu_us: float
+    host_us: float
+    ranks: tuple[int, ...]
+    barrier: bool = False
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Kernels issued back to back by the host, in order."""
+
+    phase: str
+    kernels: tuple[Kernel, ...]
+
+    @cached_property
+    def host_us(self) -> float:
+        return float(sum(k.host_us for k in self.kernels))
+
+    @cached_property
+    def gpu_us(self) -> float:
+        return float(sum(k.gpu_us for k in self.kernels))
+
+    @cached_property
+    def span_us(self) -> float:
+        """GPU finish time after the host starts issuing onto an idle GPU.
+
+        Kernel j is issued at H_j (cumulative host time through j) and runs once issued and
+        the stream is free, so finish = max_j (H_j + sum of gpu_us from j on).
+        """
+        h = np.cumsum([k.host_us for k in self.kernels])
+        g = np.array([k.gpu_us for k in self.kernels])
+        suffix = np.cumsum(g[::-1])[::-1]
+        return float(np.max(h + suffix)) if len(g) else 0.0
+
+    def busy_us(self) -> dict[tuple[str, str], float]:
+        """GPU time by (phase, category)."""
+        out: dict[tuple[str, str], float] = {}
+        for k in self.kernels:
+            out[(k.phase, k.category)] = out.get((k.phase, k.category), 0.0) + k.gpu_us
+        return out
+
+
+def chain_span_us(forwards: list[Forward]) -> float:
+    """GPU finish time of forwards issued back to back onto an idle GPU (same rule as span_us)."""
+    t_host, t_gpu = 0.0, 0.0
+    for f in forwards:
+        t_gpu = max(t_gpu + f.gpu_us, t_host + f.span_us)
+        t_host += f.host_us
+    return t_gpu
+
+
+class CostModel:
+    """Kernels and host costs of each phase of one scenario on one profile.
+
+    Args:
+        scenario: validated Scenario.
+        profile: validated CalibrationProfile.
+
+    Raises:
+        KeyError: costs.source is whole_forward and the profile lacks a needed table.
+    """
+
+    def __init__(self, scenario: Scenario, profile: CalibrationProfile):
+        self.sc = scenario
+        self.profile = profile
+        self.graph = scenario.engine.cuda_graph
+        self.mode = "graph" if self.graph else "eager"
+        self.lookup = LatencyLookup(profile, collective_mode=self.mode)
+        self.host = profile.host
+        self.b = scenario.workload.batch_size
+        self.c = scenario.workload.context_len
+        self.tp = scenario.tp_size
+        self.draft_tp = scenario.draft_tp_size
+        if scenario.placement == "tp1_dedicated":
+            self.draft_ranks: tuple[int, ...] = (-1,)
+        else:
+            self.draft_ranks = tuple(range(self.draft_tp))
+        self.all_ranks = tuple(range(self.tp))
+        self._forward = lru_cache(maxsize=None)(self._build_forward)
+
+    # ---- sizes -------------------------------------------------------------------------------
+    @property
+    def d2h_sync_us(self) -> float:
+        return self.host.d2h_sync_us
+
+    @property
+    def host_schedule_us(self) -> float:
+        return self.host.host_schedule_us
+
+    @property
+    def notes(self) -> list[str]:
+        return sorted(self.lookup.notes)
+
+    def draft_step_tokens(self, step_idx: int) -> int:
+        """Tokens per request in draft step `step_idx` (0-based): 1, then topk (tree expansion)."""
+        return 1 if step_idx == 0 else self.sc.spec.topk
+
+    # ---- kernel lists ------------------------------------------------------------------------
+    def _kernels(self, ops: list[O.Op], phase: str, ranks: tuple[int, ...]) -> list[Kernel]:
+        cs = self.sc.costs
+        out = []
+        for op in ops:
+            if op.is_collective:
+                gpu = self.lookup.collective_us(op.collective, op.size_bytes, op.world_size) * cs.collective_latency_scale
+                cat = "comm"
+            else:
+                gpu = self.lookup.op_us(op) * cs.compute_latency_scale
+                cat = "compute"
+            host = 0.0 if self.graph else self.host.op_launch_us.get(op.name, self.host.default_launch_us)
+            if self.graph:
+                gpu += self.host.graph_kernel_gap_us
+            out.append(Kernel(op.name, phase, cat, gpu, host, ranks, op.is_collective))
+        return out
+
+    def _whole(self, model: ModelShape, tp: int, b: int, n: int, c: int, phase: str,
+               ranks: tuple[int, ...]) -> list[Kernel]:
+        gpu = self.lookup.forward_us(model.name, tp, self.mode, b * n, c) * self.sc.costs.compute_latency_scale
+        return [Kernel("forward", phase, "compute", gpu, 0.0, ranks)]
+
+    def _build_forward(self, phase: str, n: int) -> Forward:
+        """Forward of `phase` with `n` new tokens per request (see the public methods)."""
+        sc, b, c = self.sc, self.b, self.c
+        whole = sc.costs.source == "whole_forward"
+        if phase in ("verify", "decode"):
+            ks = (self._whole(sc.target, self.tp, b, n, c, phase, self.all_ranks) if whole else
+                  self._kernels(O.target_forward_ops(sc.target, self.tp, b, n, c), phase, self.all_ranks))
+        elif phase in ("draft", "draft_extend"):
+            extend = phase == "draft_extend"
+            ks = (self._whole(sc.draft, self.draft_tp, b, n, c, phase, self.draft_ranks) if whole else
+                  self._kernels(O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend),
+                                phase, self.draft_ranks))
+        elif phase == "accept":
+            ks = self._kernels(O.accept_ops(b, sc.spec.num_draft_tokens), phase, self.all_ranks)
+        else:
+            raise ValueError(f"unknown phase {phase!r}")
+        if self.graph and ks:
+            first = ks[0]
+            ks[0] = Kernel(first.name, first.phase, first.category, first.gpu_us,
+                           first.host_us + self.host.graph_replay_us, first.ranks, first.barrier)
+        return Forward(phase, tuple(ks))
+
+    def _transfer(self, phase: str, size_bytes: float, kind: str, world: int, ranks: tuple[int, ...]) -> Forward:
+        gpu = self.lookup.collective_us(kind, size_bytes, world) * self.sc.costs.collective_latency_scale
+        host = self.host.graph_replay_us if self.graph else self.host.op_launch_us.get(kind, self.host.default_launch_us)
+        return Forward(phase, (Kernel(kind, phase, "comm", gpu, host, ranks, True),))
+
+    def decode_forward(self) -> Forward:
+        """Baseline: one target forward over batch_size tokens (greedy argmax)."""
+        return self._forward("decode", 1)
+
+    def verify_forward(self) -> Forward:
+        """Target forward over num_draft_tokens per request (tree mask for topk > 1)."""
+        return self._forward("verify", self.sc.spec.num_draft_tokens)
+
+    def draft_step_forward(self, step_idx: int) -> Forward:
+        return self._forward("draft", self.draft_step_tokens(step_idx))
+
+    def draft_extend_forward(self, tokens_per_request: int) -> Forward:
+        """Draft forward over the accepted tokens, padded to the longest accept_length in the batch."""
+        return self._forward("draft_extend", int(tokens_per_request))
+
+    def accept_forward(self) -> Forward:
+        return self._forward("accept", 1)
+
+    def cycle_forwards(self, extend_tokens_per_request: int) -> list[Forward]:
+        """All forwards of one cycle in issue order, after a previous accept of that length.
+
+        Placement transfers: tp1_colocated / tp<k> broadcast the draft tokens (int64, b x
+        num_draft_tokens) to every TP rank; tp1_dedicated sends the target's fused hidden states
+        to the draft GPU before the extend and the draft tokens back before verify.
+        """
+        sc, b = self.sc, self.b
+        out: list[Forward] = []
+        tokens_bytes = b * sc.spec.num_draft_tokens * O.TOKEN_ID_BYTES
+        if sc.placement == "tp1_dedicated":
+            k = max(1, sc.draft.num_fc_input_hidden_states)
+            hidden_bytes = b * extend_tokens_per_request * k * sc.target.hidden_size * sc.target.activation_dtype_bytes
+            out.append(self._transfer("draft_extend", hidden_bytes, "send_recv", 2, (0, -1)))
+        out.append(self.draft_extend_forward(extend_tokens_per_request))
+        out += [self.draft_step_forward(i) for i in range(draft_forwards_per_cycle(sc.spec.num_steps))]
+        if sc.placement == "tp1_dedicated":
+            out.append(self._transfer("draft", tokens_bytes, "send_recv", 2, (0, -1)))
+            if self.tp > 1:
+                out.append(self._transfer("draft", tokens_bytes, "broadcast", self.tp, self.all_ranks))
+        elif self.draft_tp < self.tp:
+            out.append(self._transfer("draft", tokens_bytes, "broadcast", self.tp, self.all_ranks))
+        out += [self.verify_forward(), self.accept_forward()]
+        return out
+
+    def baseline_forwards(self) -> list[Forward]:
+        return [self.decode_forward()]

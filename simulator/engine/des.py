@@ -1,0 +1,244 @@
+"""SimPy model of speculative cycles: a host process feeding GPU stream processes.
+
+Actors:
+- `host_loop`: schedules (host_schedule_us), issues each forward's kernels (host_us each, or
+  one graph replay), then waits at the device->host sync of the accept step and pays
+  d2h_sync_us; samples accept lengths and commits tokens to the batch's requests.
+- `stream_loop`: one per GPU stream. By default the whole TP group is one stream (all ranks
+  start and finish a forward together). With `engine.per_rank` every rank (and a dedicated
+  draft GPU) is its own stream; a collective or transfer is a barrier that completes at
+  max(arrival of every member) + its latency, so a straggler delays everyone.
+
+Granularity: `forward` puts one item per forward on the stream and computes its finish time
+in closed form (kernel j issued at h0 + H_j runs once issued and the stream is free:
+finish = max(now + G, h0 + max_j(H_j + suffix_j))), which equals the kernel-by-kernel result
+for deterministic costs. `kernel` issues kernel by kernel (needed for per-rank barriers and
+jitter, and for traces). Left out: prefill, request arrivals (the batch is refilled at once),
+memory limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from simulator.acceptance import AcceptanceModel
+from simulator.costs.forward import CostModel, Forward, Kernel
+
+
+@dataclass(frozen=True)
+class CycleRecord:
+    """One cycle, sync to sync. accept_lengths: (batch_size,) raw accept lengths this cycle."""
+
+    cycle_idx: int
+    start_us: float
+    end_us: float
+    accept_lengths: tuple[int, ...]
+    num_tokens: int  # committed after truncation at max_new_tokens
+    extend_tokens_per_request: int
+    busy_us: tuple[tuple[str, float], ...]  # ((bucket, us), ...) GPU busy time of stream 0
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """A request that finished: decode time of its max_new_tokens tokens."""
+
+    start_us: float
+    end_us: float
+    num_tokens: int
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """A span on a stream (Chrome trace 'X' event)."""
+
+    name: str
+    cat: str
+    stream: str
+    start_us: float
+    dur_us: float
+
+
+@dataclass
+class _Sync:
+    event: simpy.Event
+
+
+@dataclass
+class _Barrier:
+    members: int
+    latency_us: float
+    arrived: int = 0
+    done: simpy.Event | None = None
+
+
+@dataclass
+class _Stream:
+    name: str
+    store: simpy.Store
+    busy: dict = field(default_factory=dict)  # bucket -> us, reset each cycle
+
+
+class Engine:
+    """One simulation run.
+
+    Args:
+        cost: CostModel of the scenario. acceptance: AcceptanceModel (None = baseline, accept_length 1).
+        rng_accept: generator for accept lengths and request rates. rng_jitter: per-kernel noise.
+        trace: keep TraceEvents (kernel granularity gives per-kernel spans).
+    """
+
+    def __init__(self, cost: CostModel, acceptance: AcceptanceModel | None,
+                 rng_accept: np.random.Generator, rng_jitter: np.random.Generator, trace: bool = False):
+        self.cost, self.acceptance = cost, acceptance
+        self.sc = cost.sc
+        self.rng_accept, self.rng_jitter = rng_accept, rng_jitter
+        self.env = simpy.Environment()
+        eng = self.sc.engine
+        self.kernel_level = eng.granularity == "kernel"
+        self.jitter_sigma = float(np.sqrt(np.log1p(eng.jitter_cv ** 2))) if eng.jitter_cv > 0 else 0.0
+        if eng.per_rank:
+            names = [str(r) for r in range(self.sc.tp_size)]
+            if self.sc.placement == "tp1_dedicated":
+                names.append("-1")
+        else:
+            names = ["gpu"]
+        self.streams = {n: _Stream(n, simpy.Store(self.env)) for n in names}
+        self.per_rank = eng.per_rank
+        self.cycles: list[CycleRecord] = []
+        self.requests: list[RequestRecord] = []
+        self.trace_events: list[TraceEvent] | None = [] if trace else None
+
+    # ---- issuing -------------------------------------------------------------------------------
+    def _targets(self, ranks: tuple[int, ...]) -> list[_Stream]:
+        if not self.per_rank:
+            return [self.streams["gpu"]]
+        return [self.streams[str(r)] for r in ranks]
+
+    def _issue_forward(self, fwd: Forward):
+        """Host process part: issue one forward (yields host time)."""
+        if not self.kernel_level:
+            h0 = self.env.now
+            self.streams["gpu"].store.put(("forward", h0, fwd))
+            yield self.env.timeout(fwd.host_us)
+            return
+        for k in fwd.kernels:
+            if k.host_us:
+                yield self.env.timeout(k.host_us)
+            targets = self._targets(k.ranks)
+            barrier = _Barrier(len(targets), k.gpu_us) if (k.barrier and len(targets) > 1) else None
+            for s in targets:
+                s.store.put(("kernel", barrier, k))
+
+    def host_loop(self, num_cycles: int, warmup_cycles: int):
+        """Host actor: schedule, issue the cycle, sync, sample acceptance, commit tokens."""
+        env, sc = self.env, self.sc
+        b, max_new = sc.workload.batch_size, sc.workload.max_new_tokens
+        overlapped = sc.engine.host_overhead_overlapped
+        spec = self.acceptance is not None
+        rates = self.acceptance.draw_request_rates(self.rng_accept, b) if spec else None
+        generated = np.zeros(b, dtype=np.int64)
+        req_start = np.zeros(b)
+        extend_len = 1
+        for idx in range(warmup_cycles + num_cycles):
+            start = env.now
+            if not overlapped:
+                yield env.timeout(self.cost.host_schedule_us)
+            fwds = self.cost.cycle_forwards(extend_len) if spec else self.cost.baseline_forwards()
+            for fwd in fwds:
+                yield from self._issue_forward(fwd)
+            if overlapped:
+                yield env.timeout(self.cost.host_schedule_us)
+            syncs = []
+            for s in self.streams.values():
+                ev = env.event()
+                s.store.put(("sync", _Sync(ev), None))
+                syncs.append(ev)
+            yield simpy.AllOf(env, syncs)
+            yield env.timeout(self.cost.d2h_sync_us)
+            acc = (self.acceptance.sample(self.rng_accept, b, rates) if spec
+                   else np.ones(b, dtype=np.int64))
+            committed = np.minimum(acc, max_new - generated)
+            generated += committed
+            busy = self._cycle_busy()
+            if idx >= warmup_cycles:
+                self.cycles.append(CycleRecord(idx - warmup_cycles, start, env.now, tuple(int(a) for a in acc),
+                                               int(committed.sum()), extend_len, tuple(sorted(busy.items()))))
+            for s in self.streams.values():
+                s.busy = {}
+            for slot in np.flatnonzero(generated >= max_new):
+                if idx >= warmup_cycles and req_start[slot] >= self._measure_from:
+                    self.requests.append(RequestRecord(float(req_start[slot]), env.now, max_new))
+                generated[slot] = 0
+                req_start[slot] = env.now
+                if rates is not None:
+                    rates[slot] = self.acceptance.draw_request_rates(self.rng_accept, 1)[0]
+            extend_len = int(acc.max())
+            if idx + 1 == warmup_cycles:
+                self._measure_from = env.now
+
+    def _cycle_busy(self) -> dict[str, float]:
+        """GPU busy time of this cycle by bucket: the TP group's stream (rank 0), plus the
+        compute of a dedicated draft GPU (its transfers are already counted on rank 0)."""
+        streams = list(self.streams.values())
+        busy = dict(streams[0].busy)
+        if "-1" in self.streams:
+            for key, us in self.streams["-1"].busy.items():
+                if key.endswith("_compute"):
+                    busy[key] = busy.get(key, 0.0) + us
+        return busy
+
+    # ---- GPU streams ---------------------------------------------------------------------------
+    def _account(self, stream: _Stream, k: Kernel, start: float, dur: float):
+        key = f"{k.phase}_{k.category}"
+        stream.busy[key] = stream.busy.get(key, 0.0) + dur
+        if self.trace_events is not None:
+            self.trace_events.append(TraceEvent(k.name, key, stream.name, start, dur))
+
+    def stream_loop(self, stream: _Stream):
+        """GPU stream actor: run items in issue order."""
+        env = self.env
+        while True:
+            kind, a, b = yield stream.store.get()
+            if kind == "sync":
+                a.event.succeed()
+            elif kind == "forward":
+                h0, fwd = a, b
+                finish = max(env.now + fwd.gpu_us, h0 + fwd.span_us)
+                start = env.now
+                for (phase, cat), us in fwd.busy_us().items():
+                    stream.busy[f"{phase}_{cat}"] = stream.busy.get(f"{phase}_{cat}", 0.0) + us
+                if self.trace_events is not None:
+                    self.trace_events.append(TraceEvent(fwd.phase, fwd.phase, stream.name, start, finish - start))
+                yield env.timeout(finish - start)
+            else:
+                barrier, k = a, b
+                start = env.now
+                if barrier is not None:
+                    barrier.arrived += 1
+                    if barrier.done is None:
+                        barrier.done = env.event()
+                    if barrier.arrived == barrier.members:
+                        env.process(self._complete(barrier))
+                    yield barrier.done
+                    self._account(stream, k, start, env.now - start)
+                else:
+                    dur = k.gpu_us
+                    if self.jitter_sigma and k.category == "compute":
+                        dur *= float(self.rng_jitter.lognormal(-0.5 * self.jitter_sigma ** 2, self.jitter_sigma))
+                    yield env.timeout(dur)
+                    self._account(stream, k, start, dur)
+
+    def _complete(self, barrier: _Barrier):
+        yield self.env.timeout(barrier.latency_us)
+        barrier.done.succeed()
+
+    def run(self, num_cycles: int, warmup_cycles: int) -> None:
+        """Simulate warm-up plus num_cycles cycles (or decode steps for the baseline)."""
+        self._measure_from = 0.0 if warmup_cycles == 0 else float("inf")
+        for s in self.streams.values():  # sorted by construction: ranks in order
+            self.env.process(self.stream_loop(s))
+        done = self.env.process(self.host_loop(num_cycles, warmup_cycles))
+        self.env.run(until=done)

@@ -1,0 +1,133 @@
+"""Records -> results. Every metric is defined here, once.
+
+- tok_per_s: committed tokens of all requests over the measured cycles / their duration
+  (system throughput; tokens past a request's max_new_tokens are not counted).
+- tok_per_s_per_request: tok_per_s / batch_size.
+- baseline_tok_per_s: the same scenario without speculation: batch_size / decode step time.
+- speedup: tok_per_s / baseline_tok_per_s.
+- accept_length: mean over request-cycles of tokens accepted per cycle, the bonus token
+  included (SGLang's and the EAGLE papers' convention), with a 95% interval by batch means
+  (30 batches of consecutive cycles, Student t; Law & Kelton, Simulation Modeling and Analysis,
+  section 9.5.3).
+- draft_acceptance_frac: (accept_length - 1) / num_steps, the share of draft tokens kept (chain).
+- cycle_time_us: mean sync-to-sync time of a cycle.
+- breakdown_us: mean us per cycle by bucket `<phase>_<compute|comm>` (GPU busy time of the TP
+  group's rank 0), `sync` (device->host copy), `host` (the rest: GPU idle while the host
+  issues kernels or schedules); the buckets sum to cycle_time_us.
+- tpot_us: per finished request, decode time / max_new_tokens (time per output token; no
+  prefill is modelled, so this is the decode part of SGLang's TPOT); p50/p90/p99 over requests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+from scipy import stats
+
+from simulator.engine.des import CycleRecord, RequestRecord
+from simulator.units import US_PER_S
+
+NUM_BATCHES = 30
+
+
+class Interval(BaseModel):
+    """A mean with its 95% confidence interval."""
+
+    model_config = ConfigDict(frozen=True)
+    mean: float
+    ci95_low: float
+    ci95_high: float
+
+
+class Percentiles(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+
+class SimulationResult(BaseModel):
+    """What `specdecsim simulate` prints and writes (times in us, rates per second)."""
+
+    model_config = ConfigDict(frozen=True)
+    version: str
+    engine: str
+    seed: int
+    profile: str
+    tok_per_s: float
+    tok_per_s_ci95: tuple[float, float]
+    tok_per_s_per_request: float
+    baseline_tok_per_s: float
+    speedup: float
+    accept_length: Interval
+    draft_acceptance_frac: float
+    cycle_time_us: float
+    baseline_step_us: float
+    breakdown_us: dict[str, float]
+    tpot_us: Percentiles | None
+    baseline_tpot_us: float
+    num_cycles: int
+    simulated_us: float
+    analytic_tok_per_s: float
+    analytic_accept_length: float
+    notes: list[str]
+    scenario: dict
+
+
+def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES) -> Interval:
+    """Mean and 95% t-interval of a (possibly autocorrelated) series by non-overlapping batch means."""
+    v = np.asarray(values, dtype=float)
+    n = len(v)
+    if n == 0:
+        raise ValueError("no values")
+    k = min(num_batches, n)
+    if k < 2:
+        return Interval(mean=float(v.mean()), ci95_low=float(v.mean()), ci95_high=float(v.mean()))
+    size = n // k
+    means = v[: size * k].reshape(k, size).mean(axis=1)
+    half = float(stats.t.ppf(0.975, k - 1) * means.std(ddof=1) / np.sqrt(k))
+    m = float(v.mean())
+    return Interval(mean=m, ci95_low=m - half, ci95_high=m + half)
+
+
+def throughput_interval(cycles: list[CycleRecord], num_batches: int = NUM_BATCHES) -> tuple[float, float, float]:
+    """(tok_per_s, low, high): ratio estimator with a batch-means 95% interval."""
+    tokens = np.array([c.num_tokens for c in cycles], dtype=float)
+    durs = np.array([c.end_us - c.start_us for c in cycles], dtype=float)
+    rate = tokens.sum() / durs.sum() * US_PER_S
+    k = min(num_batches, len(cycles))
+    if k < 2:
+        return rate, rate, rate
+    size = len(cycles) // k
+    r = (tokens[: size * k].reshape(k, size).sum(1) / durs[: size * k].reshape(k, size).sum(1)) * US_PER_S
+    half = float(stats.t.ppf(0.975, k - 1) * r.std(ddof=1) / np.sqrt(k))
+    return rate, rate - half, rate + half
+
+
+def accept_length_series(cycles: list[CycleRecord]) -> np.ndarray:
+    """(num_cycles,) mean accept_length over the batch, per cycle."""
+    return np.array([np.mean(c.accept_lengths) for c in cycles], dtype=float)
+
+
+def breakdown(cycles: list[CycleRecord], d2h_sync_us: float) -> dict[str, float]:
+    """Mean us per cycle by bucket; `host` closes the sum to the mean cycle time."""
+    out: dict[str, float] = {}
+    for c in cycles:
+        for key, us in c.busy_us:
+            out[key] = out.get(key, 0.0) + us
+    n = len(cycles)
+    out = {k: v / n for k, v in sorted(out.items())}
+    out["sync"] = d2h_sync_us
+    mean_cycle = float(np.mean([c.end_us - c.start_us for c in cycles]))
+    out["host"] = mean_cycle - sum(out.values())
+    return out
+
+
+def tpot(requests: list[RequestRecord]) -> Percentiles | None:
+    """TPOT percentiles over finished requests, or None if none finished in the horizon."""
+    if not requests:
+        return None
+    t = np.array([(r.end_us - r.start_us) / r.num_tokens for r in requests])
+    p50, p90, p99 = np.percentile(t, [50, 90, 99])
+    return Percentiles(mean=float(t.mean()), p50=float(p50), p90=float(p90), p99=float(p99))
