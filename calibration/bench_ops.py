@@ -325,29 +325,37 @@ def ops_chain_forward(m: ModelShape, tp_size: int, device: torch.device, dtype: 
     return make
 
 
-def models_forward(m: ModelShape, tp_size: int, device: torch.device, dtype: torch.dtype, max_len: int
+def models_forward(m: ModelShape, device: torch.device, dtype: torch.dtype, max_len: int
                    ) -> Callable[[int, int], Callable[[], object]] | None:
-    """Whole forward of calibration.models.TargetModel (batch 1), or None if that module is absent."""
+    """Whole forward of calibration.models.TargetModel (batch 1, tp 1, no EAGLE-3 hidden-state
+    capture), or None if that module is absent. The cache holds max_len positions."""
     try:
         from calibration.models import TargetModel
     except ImportError:
         return None
-    model = TargetModel(m, tp_size=tp_size, device=device, dtype=dtype, max_batch=1, max_len=max_len, seed=0)
+    model = TargetModel(m, device=device, dtype=dtype, seed=0, num_aux_states=0)
+    cache = model.new_cache(1, max_len)
 
     def make(num_tokens: int, context_len: int) -> Callable[[], object]:
-        ids = torch.randint(0, m.vocab_size, (1, num_tokens), device=device)
-        positions = context_len + torch.arange(num_tokens, device=device).unsqueeze(0)
-        return lambda: model.forward(ids, positions)
+        ids = torch.randint(0, m.vocab_size, (num_tokens,), device=device)
+        kv_lens = torch.full((1,), context_len, dtype=torch.int64, device=device)
+        token_pos = context_len + torch.arange(num_tokens, device=device)
+
+        def forward() -> object:
+            with torch.no_grad():
+                return model.forward(ids, cache, kv_lens, token_pos, num_tokens, context_len)
+        return forward
     return make
 
 
 def bench_forwards(store: PointStore, model_name: str, tp_size: int, make_forward: Callable[[int, int], Callable],
                    grid: OpGrid, device: torch.device, settings: TimingSettings, command: str,
-                   modes: tuple[str, ...] = ("eager", "graph")) -> None:
+                   modes: tuple[str, ...] = ("eager", "graph"), impl: str = "") -> None:
     """Whole-forward latency over grid.forward_num_tokens x grid.forward_context_len, per mode.
 
     eager: device time of one forward launched op by op (host-bound small forwards show it);
     graph: one forward captured in a CUDA graph (on CPU both are wall-clock).
+    `impl` names what ran the forward (recorded with each point).
     """
     todo = [(mode, n, c) for mode in modes for n in grid.forward_num_tokens for c in grid.forward_context_len
             if not store.done(f"fwd:{model_name}:{tp_size}:{mode}:{n}:{c}")]
@@ -362,8 +370,9 @@ def bench_forwards(store: PointStore, model_name: str, tp_size: int, make_forwar
                 t = time_gpu_us([fn], one)
             else:
                 fn()
-                t = _stats([_events_us(fn, 1) for _ in range(settings.num_replays)]) | {"num_reps": 1, "mode": "eager"}
+                t = _stats([_events_us(fn, 1) for _ in range(settings.num_replays)]) | {"mode": "eager"}
             store.add(f"fwd:{model_name}:{tp_size}:{mode}:{n}:{c}",
                       {"model": model_name, "tp_size": tp_size, "mode": mode, "num_tokens": n, "context_len": c,
-                       **{k: t[k] for k in ("latency_us", "p10_latency_us", "p90_latency_us")}, "command": command})
+                       **{k: t[k] for k in ("latency_us", "p10_latency_us", "p90_latency_us")},
+                       "timing_mode": t["mode"], "impl": impl, "command": command})
             progress.advance(task)

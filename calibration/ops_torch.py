@@ -129,15 +129,69 @@ def attn_mask(context_lens: torch.Tensor, num_new: int, total_len: int,
     return torch.where(visible, zero, torch.full((), float("-inf"), dtype=dtype, device=context_lens.device))
 
 
+_FUSED_GQA_MASK_OK: dict[tuple, bool] = {}
+
+
+def fused_gqa_mask_ok(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether SDPA runs enable_gqa with a float mask in a fused (flash / mem-efficient) kernel here.
+
+    Probed once per (device, dtype) with a tiny call; False on CPU. Without it SDPA would fall
+    back to the math kernel (repeat K/V, materialise scores), far slower than any engine.
+    """
+    if device.type != "cuda":
+        return False
+    key = (str(device), dtype)
+    if key not in _FUSED_GQA_MASK_OK:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        q = torch.randn(1, 8, 2, 64, device=device, dtype=dtype)
+        k = torch.randn(1, 2, 16, 64, device=device, dtype=dtype)
+        mask = torch.zeros(1, 1, 2, 16, device=device, dtype=dtype)
+        try:
+            with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION]):
+                F.scaled_dot_product_attention(q, k, k, attn_mask=mask, enable_gqa=True)
+            _FUSED_GQA_MASK_OK[key] = True
+        except RuntimeError:
+            _FUSED_GQA_MASK_OK[key] = False
+    return _FUSED_GQA_MASK_OK[key]
+
+
+def attention_gqa_masked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """SDPA with enable_gqa and the per-request mask broadcast over heads.
+
+    q: (b, n, h, d); k, v: (b, kv, L, d); mask: (b, n, L) additive. Returns (b, n, h, d).
+    """
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask.unsqueeze(1),
+                                         enable_gqa=q.shape[2] != k.shape[1])  # (b, h, n, d)
+    return out.transpose(1, 2)
+
+
+def attention_folded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """GQA by folding the query heads of one KV head into query rows (FlashInfer's decode layout).
+
+    Row r = token * group + g. The mask is expanded to rows (one copy of (b, n * group, L)).
+    q: (b, n, h, d); k, v: (b, kv, L, d); mask: (b, n, L) additive or None (all visible).
+    Returns (b, n, h, d).
+    """
+    b, n, h, d = q.shape
+    kv = k.shape[1]
+    group = h // kv
+    q_rows = q.view(b, n, kv, group, d).permute(0, 2, 1, 3, 4).reshape(b, kv, n * group, d)
+    rows_mask = None
+    if mask is not None:
+        rows_mask = mask.unsqueeze(2).expand(b, n, group, mask.shape[-1]).reshape(b, 1, n * group, -1)
+    out = F.scaled_dot_product_attention(q_rows, k, v, attn_mask=rows_mask)  # (b, kv, n * group, d)
+    return out.view(b, kv, n, group, d).permute(0, 2, 1, 3, 4).reshape(b, n, h, d)
+
+
 def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, context_len: int,
               num_new: int, mask: torch.Tensor | None = None) -> torch.Tensor:
     """GQA attention of new tokens over the cache (their own keys already written at context_len..).
 
     New token i of a request sits at position context_len + i and attends to positions
-    0..context_len + i (`mask` says so per request). Without a mask and with one new token per
-    request, the query heads sharing a KV head are folded into query rows (as FlashInfer's decode
-    kernels do), so SDPA can use its flash kernel; otherwise SDPA runs with enable_gqa and the
-    per-request mask broadcast over heads.
+    0..context_len + i (`mask` says so per request). Kernel choice: no mask and one new token
+    per request -> heads folded into query rows, no mask (flash); otherwise SDPA with
+    enable_gqa when a fused kernel takes it (`fused_gqa_mask_ok`), else the folded layout with
+    the mask expanded to its rows.
 
     Args:
         q: (batch_size, num_new, num_heads, head_dim); num_heads a multiple of kv_heads, head
@@ -151,21 +205,17 @@ def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, con
     Returns:
         (batch_size, num_new, num_heads, head_dim).
     """
-    b, n, h, d = q.shape
-    kv = cache_k.shape[2]
-    group = h // kv
     total_len = context_len + num_new
     k = cache_k[:, :total_len].transpose(1, 2)  # (b, kv, total_len, d)
     v = cache_v[:, :total_len].transpose(1, 2)
-    if mask is None and n == 1:
-        q_rows = q.view(b, kv, group, d)  # n == 1: heads of one KV group are the query rows
-        return F.scaled_dot_product_attention(q_rows, k, v).view(b, 1, h, d)
+    if mask is None and num_new == 1:
+        return attention_folded(q, k, v, None)
     if mask is None:
-        lens = torch.full((b,), context_len, dtype=torch.int64, device=q.device)
-        mask = attn_mask(lens, n, total_len, q.dtype)
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask.unsqueeze(1),
-                                         enable_gqa=group > 1)  # (b, h, n, d)
-    return out.transpose(1, 2)
+        lens = torch.full((q.shape[0],), context_len, dtype=torch.int64, device=q.device)
+        mask = attn_mask(lens, num_new, total_len, q.dtype)
+    if fused_gqa_mask_ok(q.device, q.dtype):
+        return attention_gqa_masked(q, k, v, mask)
+    return attention_folded(q, k, v, mask)
 
 
 def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
@@ -212,6 +262,25 @@ def accept(draft_tokens: torch.Tensor, target_tokens: torch.Tensor) -> torch.Ten
         (batch_size,) int64: number of leading positions where they agree (accepted drafts).
     """
     return torch.cumprod((draft_tokens == target_tokens).to(torch.int64), dim=1).sum(dim=1)
+
+
+def rope_cos_sin(token_pos: torch.Tensor, cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Glue (not in simulator.costs.ops): gather rope cos/sin at each new token's position.
+
+    Args:
+        token_pos: (num_tokens,) int64 positions.
+        cos_sin: (max_len, 2 * head_dim), cos then sin per position (calibration.models.rope_table).
+
+    Returns:
+        cos, sin: each (num_tokens, head_dim) (views of one gathered tensor).
+    """
+    return cos_sin[token_pos].chunk(2, dim=-1)
+
+
+def concat(tensors: list[torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
+    """Glue (not in simulator.costs.ops): concatenate along the last dim, e.g. the EAGLE-3
+    qkv input concat(embedding, hidden) (num_tokens, 2 * hidden), optionally into `out`."""
+    return torch.cat(tensors, dim=-1, out=out) if out is not None else torch.cat(tensors, dim=-1)
 
 
 def parse_key(key: str) -> tuple[str, dict[str, float]]:
@@ -363,3 +432,36 @@ def runnable(op: Op) -> bool:
     if op.is_collective:
         return False
     return parse_key(op.key)[0] not in UNSUPPORTED_OPS
+
+
+# ---- Glue ops used by calibration/models.py (appended; not yet in simulator.costs.ops) -------
+
+def rope_cos_sin(token_positions: torch.Tensor,
+                 cos_sin_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gather rope cos and sin at each new token's position, once per forward (one kernel).
+
+    Args:
+        token_positions: (num_tokens,) int64.
+        cos_sin_table: (max_len, 2 * head_dim), cos then sin (calibration.models.rope_table).
+
+    Returns:
+        (cos, sin), each (num_tokens, head_dim) (views of one gathered tensor), for `rotary`.
+    """
+    cos_sin = F.embedding(token_positions, cos_sin_table)
+    return cos_sin.chunk(2, dim=-1)
+
+
+def concat(tensors: list[torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
+    """Concatenate (num_tokens, width_i) tensors along the width: the EAGLE-3 draft's qkv input
+    (embedding ++ hidden) and the fc input (three target hidden states), one kernel.
+
+    Args:
+        tensors: each (num_tokens, width_i).
+        out: optional (num_tokens, sum(width_i)) buffer to write into (a static graph buffer).
+
+    Returns:
+        (num_tokens, sum(width_i)).
+    """
+    if out is None:
+        return torch.cat(tensors, dim=-1)
+    return torch.cat(tensors, dim=-1, out=out)

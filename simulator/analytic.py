@@ -58,6 +58,13 @@ def renewal_cycles(pmf: np.ndarray, max_new_tokens: int) -> np.ndarray | float:
     Returns:
         float for a 1-D pmf, else (num_classes,) array.
     """
+    if np.ndim(pmf) == 1:  # one class: a plain loop is faster than numpy at this size
+        probs = [float(x) for x in pmf]
+        m = [0.0] * len(probs) + [0.0] * max_new_tokens  # m[x + k - 1] = m(x)
+        k = len(probs)
+        for x in range(1, max_new_tokens + 1):
+            m[x + k - 1] = 1.0 + sum(pj * m[x + k - 1 - j] for j, pj in enumerate(probs, start=1))
+        return m[max_new_tokens + k - 1]
     p = np.atleast_2d(np.asarray(pmf, dtype=float))
     k = p.shape[1]
     m = np.zeros((p.shape[0], max_new_tokens + k))  # m[:, x + k - 1] = m(x); m(x <= 0) = 0
@@ -103,8 +110,7 @@ def breakdown_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]:
         if p == 0:
             continue
         for f in cost.cycle_forwards(j):
-            for (phase, cat), us in f.busy_us().items():
-                key = f"{phase}_{cat}"
+            for key, us in f.busy_by_bucket:
                 out[key] = out.get(key, 0.0) + p * us
         total += p * cycle_time_us(cost, j)
     out["sync"] = cost.d2h_sync_us

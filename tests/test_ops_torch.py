@@ -98,6 +98,17 @@ def test_attention_matches_naive_softmax(n, with_mask):
     torch.testing.assert_close(got.double(), _naive_attention(q, ck, cv, c), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kernel", ["attention_gqa_masked", "attention_folded"])
+def test_both_masked_gqa_layouts_match_naive_softmax(kernel):
+    g = torch.Generator().manual_seed(4)
+    b, n, h, kv, d, c = 2, 3, 8, 2, 16, 5
+    q = torch.randn(b, n, h, d, generator=g)
+    ck, cv = torch.randn(b, c + n, kv, d, generator=g), torch.randn(b, c + n, kv, d, generator=g)
+    mask = ops_torch.attn_mask(torch.full((b,), c), n, c + n, torch.float32)
+    got = getattr(ops_torch, kernel)(q, ck.transpose(1, 2), cv.transpose(1, 2), mask)
+    torch.testing.assert_close(got.double(), _naive_attention(q, ck, cv, c), rtol=1e-4, atol=1e-5)
+
+
 def test_attn_mask_hides_later_positions_per_request():
     mask = ops_torch.attn_mask(torch.tensor([2, 4]), 2, 6, torch.float32)
     visible = (mask == 0).int().tolist()

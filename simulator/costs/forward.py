@@ -87,12 +87,14 @@ class Forward:
         suffix = np.cumsum(g[::-1])[::-1]
         return float(np.max(h + suffix)) if len(g) else 0.0
 
-    def busy_us(self) -> dict[tuple[str, str], float]:
-        """GPU time by (phase, category)."""
-        out: dict[tuple[str, str], float] = {}
+    @cached_property
+    def busy_by_bucket(self) -> tuple[tuple[str, float], ...]:
+        """GPU time by bucket '<phase>_<category>', as ((bucket, us), ...)."""
+        out: dict[str, float] = {}
         for k in self.kernels:
-            out[(k.phase, k.category)] = out.get((k.phase, k.category), 0.0) + k.gpu_us
-        return out
+            key = f"{k.phase}_{k.category}"
+            out[key] = out.get(key, 0.0) + k.gpu_us
+        return tuple(out.items())
 
 
 def chain_span_us(forwards: list[Forward]) -> float:

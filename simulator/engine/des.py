@@ -9,10 +9,10 @@ Actors:
   draft GPU) is its own stream; a collective or transfer is a barrier that completes at
   max(arrival of every member) + its latency, so a straggler delays everyone.
 
-Granularity: `forward` puts one item per forward on the stream and computes its finish time
-in closed form (kernel j issued at h0 + H_j runs once issued and the stream is free:
-finish = max(now + G, h0 + max_j(H_j + suffix_j))), which equals the kernel-by-kernel result
-for deterministic costs. `kernel` issues kernel by kernel (needed for per-rank barriers and
+Granularity: `forward` puts one item per cycle (its forwards in order) on the stream and
+computes each forward's finish in closed form (kernel j issued at h0 + H_j runs once issued and
+the stream is free: finish = max(gpu_free + G, h0 + max_j(H_j + suffix_j))), which equals the
+kernel-by-kernel result for deterministic costs at a tenth of the events. `kernel` issues kernel by kernel (needed for per-rank barriers and
 jitter, and for traces). Left out: prefill, request arrivals (the batch is refilled at once),
 memory limits.
 """
@@ -110,6 +110,7 @@ class Engine:
         self.cycles: list[CycleRecord] = []
         self.requests: list[RequestRecord] = []
         self.trace_events: list[TraceEvent] | None = [] if trace else None
+        self._accept_block: list[np.ndarray] = []
 
     # ---- issuing -------------------------------------------------------------------------------
     def _targets(self, ranks: tuple[int, ...]) -> list[_Stream]:
@@ -117,20 +118,20 @@ class Engine:
             return [self.streams["gpu"]]
         return [self.streams[str(r)] for r in ranks]
 
-    def _issue_forward(self, fwd: Forward):
-        """Host process part: issue one forward (yields host time)."""
+    def _issue(self, fwds: list[Forward]):
+        """Host process part: issue a cycle's forwards (yields host time)."""
         if not self.kernel_level:
-            h0 = self.env.now
-            self.streams["gpu"].store.put(("forward", h0, fwd))
-            yield self.env.timeout(fwd.host_us)
+            self.streams["gpu"].store.put(("forwards", self.env.now, fwds))
+            yield self.env.timeout(sum(f.host_us for f in fwds))
             return
-        for k in fwd.kernels:
-            if k.host_us:
-                yield self.env.timeout(k.host_us)
-            targets = self._targets(k.ranks)
-            barrier = _Barrier(len(targets), k.gpu_us) if (k.barrier and len(targets) > 1) else None
-            for s in targets:
-                s.store.put(("kernel", barrier, k))
+        for fwd in fwds:
+            for k in fwd.kernels:
+                if k.host_us:
+                    yield self.env.timeout(k.host_us)
+                targets = self._targets(k.ranks)
+                barrier = _Barrier(len(targets), k.gpu_us) if (k.barrier and len(targets) > 1) else None
+                for s in targets:
+                    s.store.put(("kernel", barrier, k))
 
     def host_loop(self, num_cycles: int, warmup_cycles: int):
         """Host actor: schedule, issue the cycle, sync, sample acceptance, commit tokens."""
@@ -139,45 +140,57 @@ class Engine:
         overlapped = sc.engine.host_overhead_overlapped
         spec = self.acceptance is not None
         rates = self.acceptance.draw_request_rates(self.rng_accept, b) if spec else None
-        generated = np.zeros(b, dtype=np.int64)
-        req_start = np.zeros(b)
+        generated = [0] * b
+        req_start = [0.0] * b
         extend_len = 1
+        streams = list(self.streams.values())
         for idx in range(warmup_cycles + num_cycles):
             start = env.now
             if not overlapped:
                 yield env.timeout(self.cost.host_schedule_us)
             fwds = self.cost.cycle_forwards(extend_len) if spec else self.cost.baseline_forwards()
-            for fwd in fwds:
-                yield from self._issue_forward(fwd)
+            yield from self._issue(fwds)
             if overlapped:
                 yield env.timeout(self.cost.host_schedule_us)
             syncs = []
-            for s in self.streams.values():
+            for s in streams:
                 ev = env.event()
                 s.store.put(("sync", _Sync(ev), None))
                 syncs.append(ev)
-            yield simpy.AllOf(env, syncs)
+            yield syncs[0] if len(syncs) == 1 else simpy.AllOf(env, syncs)
             yield env.timeout(self.cost.d2h_sync_us)
-            acc = (self.acceptance.sample(self.rng_accept, b, rates) if spec
-                   else np.ones(b, dtype=np.int64))
-            committed = np.minimum(acc, max_new - generated)
-            generated += committed
-            busy = self._cycle_busy()
-            if idx >= warmup_cycles:
-                self.cycles.append(CycleRecord(idx - warmup_cycles, start, env.now, tuple(int(a) for a in acc),
-                                               int(committed.sum()), extend_len, tuple(sorted(busy.items()))))
-            for s in self.streams.values():
+            acc = self._accept_lengths(b, rates).tolist()
+            measured = idx >= warmup_cycles
+            num_committed = 0
+            for slot, a in enumerate(acc):
+                c = min(a, max_new - generated[slot])
+                generated[slot] += c
+                num_committed += c
+                if generated[slot] >= max_new:
+                    if measured and req_start[slot] >= self._measure_from:
+                        self.requests.append(RequestRecord(req_start[slot], env.now, max_new))
+                    generated[slot] = 0
+                    req_start[slot] = env.now
+                    if rates is not None:
+                        rates[slot] = self.acceptance.draw_request_rates(self.rng_accept, 1)[0]
+            if measured:
+                self.cycles.append(CycleRecord(idx - warmup_cycles, start, env.now, tuple(acc), num_committed,
+                                               extend_len, tuple(self._cycle_busy().items())))
+            for s in streams:
                 s.busy = {}
-            for slot in np.flatnonzero(generated >= max_new):
-                if idx >= warmup_cycles and req_start[slot] >= self._measure_from:
-                    self.requests.append(RequestRecord(float(req_start[slot]), env.now, max_new))
-                generated[slot] = 0
-                req_start[slot] = env.now
-                if rates is not None:
-                    rates[slot] = self.acceptance.draw_request_rates(self.rng_accept, 1)[0]
-            extend_len = int(acc.max())
+            extend_len = max(acc)
             if idx + 1 == warmup_cycles:
                 self._measure_from = env.now
+
+    def _accept_lengths(self, b: int, rates: np.ndarray | None) -> np.ndarray:
+        """(b,) accept lengths of this cycle; homogeneous requests are drawn in blocks for speed."""
+        if self.acceptance is None:
+            return np.ones(b, dtype=np.int64)
+        if rates is not None:
+            return self.acceptance.sample(self.rng_accept, b, rates)
+        if not self._accept_block:
+            self._accept_block = list(self.acceptance.sample(self.rng_accept, 4096 * b).reshape(4096, b)[::-1])
+        return self._accept_block.pop()
 
     def _cycle_busy(self) -> dict[str, float]:
         """GPU busy time of this cycle by bucket: the TP group's stream (rank 0), plus the
@@ -204,15 +217,17 @@ class Engine:
             kind, a, b = yield stream.store.get()
             if kind == "sync":
                 a.event.succeed()
-            elif kind == "forward":
-                h0, fwd = a, b
-                finish = max(env.now + fwd.gpu_us, h0 + fwd.span_us)
-                start = env.now
-                for (phase, cat), us in fwd.busy_us().items():
-                    stream.busy[f"{phase}_{cat}"] = stream.busy.get(f"{phase}_{cat}", 0.0) + us
-                if self.trace_events is not None:
-                    self.trace_events.append(TraceEvent(fwd.phase, fwd.phase, stream.name, start, finish - start))
-                yield env.timeout(finish - start)
+            elif kind == "forwards":
+                t_host, t_gpu = a, env.now
+                for fwd in b:
+                    start = max(t_gpu, t_host + fwd.kernels[0].host_us)
+                    t_gpu = max(t_gpu + fwd.gpu_us, t_host + fwd.span_us)
+                    t_host += fwd.host_us
+                    for key, us in fwd.busy_by_bucket:
+                        stream.busy[key] = stream.busy.get(key, 0.0) + us
+                    if self.trace_events is not None:
+                        self.trace_events.append(TraceEvent(fwd.phase, fwd.phase, stream.name, start, t_gpu - start))
+                yield env.timeout(t_gpu - env.now)
             else:
                 barrier, k = a, b
                 start = env.now

@@ -1,0 +1,305 @@
+"""Turn a PointStore of measured points into a validated `CalibrationProfile` (simulator.profile).
+
+Reads the keys bench_ops.py and calibration/collectives.py write (see bench_ops' module
+docstring; collectives: `coll:{op}:{world_size}:{mode}:{size_bytes}`), builds one table per op
+key / collective / forward, and fails loudly when a table's grid has a hole (a missing point is
+never filled in). RooflineParams take HBM bandwidth and matmul rates from the measured points;
+link bandwidth and collective base latency are fitted from allreduce points when there are any,
+else assumed from the H200 datasheet (provenance says which). Also checks the decomposition:
+the per-op sum of a target forward against its whole-forward measurement, into profile.notes.
+
+Runs on CPU (numpy/scipy only); torch is only asked for version strings when importable.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import shlex
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+
+from simulator.config import ModelShape
+from simulator.costs.ops import target_forward_ops
+from simulator.profile import (OP_AXES, CalibrationProfile, CollectiveTable, ForwardTable, HardwareInfo,
+                               HostOverheads, OpTable, Provenance, RooflineParams, save_profile)
+from simulator.units import BYTES_PER_US_PER_GB_PER_S
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+ROOFLINE_ONLY_OPS = ("mla_attention", "moe_experts")
+# Used only when no collective was measured (single GPU).
+ASSUMED_LINK_BANDWIDTH_GB_PER_S = 450.0
+ASSUMED_COLLECTIVE_BASE_LATENCY_US = 10.0
+ASSUMED_LINK_SOURCE = (
+    "NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): NVLink 900 GB/s per GPU, total of both "
+    "directions, so 450 GB/s per direction taken as the collective bus bandwidth; "
+    "collective_base_latency_us = 10 is an order-of-magnitude assumption for a small in-node NCCL "
+    "allreduce, not a measurement")
+
+
+def _run_text(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=REPO_DIR)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def git_commit() -> str | None:
+    return _run_text(["git", "rev-parse", "HEAD"])
+
+
+def collect_hardware_info() -> dict:
+    """HardwareInfo fields of this machine (torch and nvidia-smi when present; CPU otherwise)."""
+    info: dict = {"gpu_name": "cpu (no CUDA)", "gpu_count": 1, "interconnect": "none (CPU run)"}
+    try:
+        import torch
+    except ImportError:
+        return info
+    info["torch_version"] = torch.__version__
+    info["cuda_version"] = torch.version.cuda
+    if not torch.cuda.is_available():
+        return info
+    info["gpu_name"] = torch.cuda.get_device_name(0)
+    info["gpu_count"] = torch.cuda.device_count()
+    try:
+        info["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+    except (AttributeError, RuntimeError, TypeError):
+        pass
+    info["driver_version"] = _run_text(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    if info["driver_version"]:
+        info["driver_version"] = info["driver_version"].splitlines()[0]
+    topo = _run_text(["nvidia-smi", "topo", "-m"])
+    info["topology"] = topo
+    links = sorted({w for w in (topo or "").split() if w.startswith("NV") and w[2:].isdigit()})
+    info["interconnect"] = ("single GPU" if info["gpu_count"] == 1
+                            else f"NVLink ({', '.join(links)})" if links else "PCIe")
+    return info
+
+
+def _provenance(rec: dict, note: str = "") -> Provenance:
+    return Provenance(kind="measured", command=rec.get("command") or "calibration.run", note=note)
+
+
+def _full_grid(name: str, axes: list[str], points: dict[tuple, float]) -> tuple[dict[str, list], list[float]]:
+    """Grid values per axis and the C-order latencies; ValueError naming the missing points."""
+    grid = {a: sorted({p[i] for p in points}) for i, a in enumerate(axes)}
+    missing = [p for p in itertools.product(*grid.values()) if p not in points]
+    if missing:
+        raise ValueError(f"{name}: {len(missing)} grid point(s) missing, e.g. "
+                         f"{[dict(zip(axes, p)) for p in missing[:5]]}; re-run the calibration to fill them")
+    return grid, [points[p] for p in itertools.product(*grid.values())]
+
+
+def op_tables(records: dict[str, dict]) -> list[OpTable]:
+    """One OpTable per op key from the `op:` points."""
+    by_key: dict[str, list[dict]] = defaultdict(list)
+    for k, rec in records.items():
+        if k.startswith("op:"):
+            by_key[rec["op_key"]].append(rec)
+    tables = []
+    for op_key, recs in by_key.items():
+        axes = [a for a in OP_AXES if a in recs[0]["axes"]]
+        points = {tuple(r["axes"][a] for a in axes): r["latency_us"] for r in recs}
+        grid, lat = _full_grid(f"op {op_key}", axes, points)
+        notes = sorted({r.get("note", "") for r in recs} - {""})
+        note = "; ".join([f"timing {'/'.join(sorted({r['mode'] for r in recs}))}, dtype {recs[0].get('dtype')}"]
+                         + notes)
+        tables.append(OpTable(key=op_key, axes=axes, grid={a: [float(v) for v in g] for a, g in grid.items()},
+                              latency_us=lat, provenance=_provenance(recs[0], note)))
+    return tables
+
+
+def collective_tables(records: dict[str, dict]) -> list[CollectiveTable]:
+    """One CollectiveTable per (op, world_size, mode) from the `coll:` points."""
+    groups: dict[tuple, dict[int, dict]] = defaultdict(dict)
+    for k, rec in records.items():
+        if k.startswith("coll:"):
+            groups[(rec["op"], int(rec["world_size"]), rec["mode"])][int(rec["size_bytes"])] = rec
+    tables = []
+    for (op, world_size, mode), by_size in sorted(groups.items()):
+        sizes = sorted(by_size)
+        recs = [by_size[s] for s in sizes]
+        p10 = [r.get("p10_latency_us") for r in recs]
+        p90 = [r.get("p90_latency_us") for r in recs]
+        tables.append(CollectiveTable(
+            op=op, world_size=world_size, mode=mode, size_bytes=sizes, latency_us=[r["latency_us"] for r in recs],
+            p10_latency_us=None if None in p10 else p10, p90_latency_us=None if None in p90 else p90,
+            provenance=_provenance(recs[0])))
+    return tables
+
+
+def forward_tables(records: dict[str, dict]) -> list[ForwardTable]:
+    """One ForwardTable per (model, tp_size, mode) from the `fwd:` points."""
+    groups: dict[tuple, dict[tuple, dict]] = defaultdict(dict)
+    for k, rec in records.items():
+        if k.startswith("fwd:"):
+            groups[(rec["model"], int(rec["tp_size"]), rec["mode"])][(rec["num_tokens"], rec["context_len"])] = rec
+    tables = []
+    for (model, tp, mode), pts in sorted(groups.items()):
+        grid, lat = _full_grid(f"forward {model} tp{tp} {mode}", ["num_tokens", "context_len"],
+                               {p: r["latency_us"] for p, r in pts.items()})
+        n_grid, c_grid = grid["num_tokens"], grid["context_len"]
+        first = next(iter(pts.values()))
+        rows = np.asarray(lat).reshape(len(n_grid), len(c_grid)).tolist()
+        tables.append(ForwardTable(model=model, tp_size=tp, mode=mode, num_tokens=n_grid, context_len=c_grid,
+                                   latency_us=rows, provenance=_provenance(first, first.get("impl", ""))))
+    return tables
+
+
+def host_overheads(records: dict[str, dict]) -> HostOverheads:
+    """HostOverheads from the `host:` points.
+
+    Raises:
+        ValueError: if a needed host point is missing.
+    """
+    launch = {r["op_name"]: r["latency_us"] for k, r in records.items() if k.startswith("host:launch:")}
+    needed = ("host:graph_replay", "host:d2h_sync", "host:empty_kernel", "host:graph_kernel_gap")
+    missing = [k for k in needed if k not in records]
+    if missing or not launch:
+        raise ValueError(f"host overhead points missing: {missing or ['host:launch:*']}; run bench_host")
+    default_us = float(np.median(list(launch.values())))
+    return HostOverheads(
+        op_launch_us=launch, default_launch_us=default_us,
+        graph_replay_us=records["host:graph_replay"]["latency_us"],
+        graph_kernel_gap_us=min(records["host:graph_kernel_gap"]["latency_us"], 1000.0),
+        d2h_sync_us=records["host:d2h_sync"]["latency_us"], host_schedule_us=0.0,
+        provenance=_provenance(records["host:graph_replay"],
+                               note=f"default_launch_us = median of op_launch_us; empty-kernel launch "
+                                    f"{records['host:empty_kernel']['latency_us']:.2f} us; host_schedule_us "
+                                    "not measured here (engine scheduling), set to 0"))
+
+
+def fit_link(tables: list[CollectiveTable]) -> tuple[float, float, str] | None:
+    """(link_bandwidth_gb_per_s, collective_base_latency_us, note) fitted to allreduce tables, or None.
+
+    Ring model t_us = base_us + size_bytes * 2 (w - 1) / w / bw_bytes_per_us, non-negative least
+    squares over every allreduce point (graph mode when measured, else eager).
+    Source: nccl-tests doc/PERFORMANCE.md (busbw = algbw * 2(n-1)/n).
+    """
+    ar = [t for t in tables if t.op == "allreduce"]
+    mode = "graph" if any(t.mode == "graph" for t in ar) else "eager"
+    ar = [t for t in ar if t.mode == mode]
+    rows = [(1.0, s * 2 * (t.world_size - 1) / t.world_size, lat)
+            for t in ar for s, lat in zip(t.size_bytes, t.latency_us)]
+    if len(rows) < 2:
+        return None
+    a = np.asarray(rows)
+    (base_us, us_per_byte), _ = nnls(a[:, :2], a[:, 2])
+    if us_per_byte <= 0:
+        return None
+    bw_gb_per_s = 1.0 / us_per_byte / BYTES_PER_US_PER_GB_PER_S
+    worlds = sorted({t.world_size for t in ar})
+    return bw_gb_per_s, base_us, f"ring fit to {len(rows)} {mode} allreduce points, world sizes {worlds}"
+
+
+def roofline_params(records: dict[str, dict], collectives: list[CollectiveTable],
+                    ops: list[OpTable]) -> RooflineParams:
+    """RooflineParams: measured HBM and matmul rates; link fitted or assumed (see module docstring)."""
+    for k in ("roofline:hbm_copy", "roofline:bf16_matmul"):
+        if k not in records:
+            raise ValueError(f"roofline point {k} missing; run bench_roofline")
+    fp8 = records.get("roofline:fp8_matmul", {}).get("tflops")
+    floor_us = min((min(t.latency_us) for t in ops), default=3.0)
+    cmd = records["roofline:hbm_copy"].get("command") or "calibration.run"
+    note = (f"hbm_bandwidth = device copy (read+write) of {records['roofline:hbm_copy']['size_bytes']} bytes; "
+            f"tflops = {records['roofline:bf16_matmul']['dim']}^3 matmul; efficiencies 1 because the rates "
+            f"are achieved ones; kernel_floor_us = fastest op point measured")
+    link = fit_link(collectives)
+    if link is None:
+        bw, base = ASSUMED_LINK_BANDWIDTH_GB_PER_S, ASSUMED_COLLECTIVE_BASE_LATENCY_US
+        prov = Provenance(kind="assumed", command=cmd, source=ASSUMED_LINK_SOURCE,
+                          note=note + "; link_bandwidth_gb_per_s and collective_base_latency_us assumed (no "
+                                      "collective measured)")
+    else:
+        bw, base, fit_note = link
+        prov = Provenance(kind="fitted", command=cmd, note=f"{note}; link: {fit_note}")
+    return RooflineParams(
+        hbm_bandwidth_gb_per_s=records["roofline:hbm_copy"]["bandwidth_gb_per_s"],
+        bf16_tflops=records["roofline:bf16_matmul"]["tflops"], fp8_tflops=fp8,
+        bandwidth_efficiency=1.0, compute_efficiency=1.0, kernel_floor_us=min(floor_us, 1000.0),
+        link_bandwidth_gb_per_s=bw, collective_base_latency_us=base, provenance=prov)
+
+
+def decomposition_notes(records: dict[str, dict], forwards: list[ForwardTable]) -> dict[str, str]:
+    """Per-op sum of target_forward_ops (batch 1, compute ops) vs each whole-forward table.
+
+    Relative error (sum - whole) / whole at every grid point; goal |error| <= 5%.
+    """
+    by_point = {(r["op_key"], tuple(sorted(r["axes"].items()))): r["latency_us"]
+                for k, r in records.items() if k.startswith("op:")}
+    notes = {}
+    for fwd in forwards:
+        meta = records.get(f"meta:model:{fwd.model}")
+        if meta is None:
+            notes[f"decomposition:{fwd.model}:tp{fwd.tp_size}:{fwd.mode}"] = "no meta:model record; not checked"
+            continue
+        shape = ModelShape.model_validate(meta)
+        errs, missing = [], set()
+        for i, n in enumerate(fwd.num_tokens):
+            for j, c in enumerate(fwd.context_len):
+                total_us = 0.0
+                for op in target_forward_ops(shape, fwd.tp_size, 1, n, c):
+                    if op.is_collective or op.key.split(":")[0] in ROOFLINE_ONLY_OPS:
+                        continue
+                    lat = by_point.get((op.key, tuple(sorted(op.axes.items()))))
+                    if lat is None:
+                        missing.add(op.key)
+                    else:
+                        total_us += lat
+                errs.append(((total_us - fwd.latency_us[i][j]) / fwd.latency_us[i][j], n, c))
+        name = f"decomposition:{fwd.model}:tp{fwd.tp_size}:{fwd.mode}"
+        if missing:
+            notes[name] = f"op points missing for {sorted(missing)[:5]}; not checked"
+            continue
+        worst = max(errs, key=lambda e: abs(e[0]))
+        med = float(np.median([abs(e[0]) for e in errs]))
+        verdict = "within" if abs(worst[0]) <= 0.05 else "OUTSIDE"
+        notes[name] = (f"per-op sum vs whole forward (batch 1, compute ops only): median |err| {med:.1%}, "
+                       f"max {worst[0]:+.1%} at num_tokens={worst[1]}, context_len={worst[2]}; "
+                       f"{verdict} the 5% goal")
+    return notes
+
+
+def build_profile(records: dict[str, dict], name: str, description: str = "",
+                  command_line: str | None = None, hardware: dict | None = None) -> CalibrationProfile:
+    """A validated CalibrationProfile from store records (`PointStore.records()`).
+
+    Args:
+        records: key -> record, as written by bench_ops / collectives.
+        name: profile name (e.g. 'h200').
+        hardware: HardwareInfo fields; default the `meta:hardware` record, else this machine.
+
+    Raises:
+        ValueError: a table grid with a hole, or missing host / roofline points.
+        pydantic.ValidationError: a value out of the schema's range.
+    """
+    ops = op_tables(records)
+    collectives = collective_tables(records)
+    forwards = forward_tables(records)
+    hw = hardware or records.get("meta:hardware") or collect_hardware_info()
+    notes = decomposition_notes(records, forwards)
+    fp8_notes = sorted({t.key for t in ops if "fp8" in t.provenance.note})
+    if fp8_notes:
+        notes["precision"] = f"fp8 keys timed in another precision, see each table's note: {fp8_notes}"
+    notes["not_measured"] = (f"{', '.join(ROOFLINE_ONLY_OPS)} are roofline-only; collectives come from "
+                             "calibration/collectives.py when it ran")
+    return CalibrationProfile(
+        name=name, description=description,
+        created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        git_commit=git_commit(), command_line=command_line or shlex.join(sys.argv),
+        hardware=HardwareInfo(**{k: v for k, v in hw.items() if k in HardwareInfo.model_fields}),
+        roofline=roofline_params(records, collectives, ops), host=host_overheads(records),
+        collectives=collectives, ops=ops, forwards=forwards, notes=notes)
+
+
+def write_profile(records: dict[str, dict], out_path: Path, name: str, **kwargs) -> CalibrationProfile:
+    """build_profile and save it atomically (simulator.profile.save_profile)."""
+    profile = build_profile(records, name, **kwargs)
+    save_profile(profile, out_path)
+    return profile

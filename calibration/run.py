@@ -1,0 +1,155 @@
+"""One command for a calibration: per-op tables, host overheads, roofline, whole forwards,
+collectives (when calibration/collectives.py is there and more than one GPU is), then the profile.
+
+    python -m calibration.run --out calibration/profiles/h200.json --points calibration/points/h200.jsonl
+
+Points go to an append-only PointStore first, so an interrupted run picks up where it stopped
+(`--no-resume` moves the old points file aside and starts over). Budget on one H200: the
+default grid (about 1600 op points, 4 models x tp 1/2/4/8) in about 5 minutes, `--quick`
+(about 450 points) in about 1 minute.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import shlex
+import sys
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import torch
+import typer
+from rich.console import Console
+
+from calibration import bench_ops
+from calibration.bench_ops import DEFAULT_GRID, DEFAULT_MODELS, QUICK_GRID, OpGrid, TimingSettings
+from calibration.build_profile import collect_hardware_info, write_profile
+from calibration.store import PointStore
+from simulator.config import ModelShape
+from simulator.profile import CalibrationProfile
+
+console = Console(stderr=True)
+EST_S_PER_OP_POINT = 0.12  # rough wall time per op point on an H200 (runner set-up, capture, 20 replays)
+
+
+def _collectives(store: PointStore, quick: bool, tp_sizes: list[int], command: str) -> None:
+    """Call calibration.collectives.measure_collectives if that module exists, passing what it takes."""
+    try:
+        from calibration.collectives import measure_collectives
+    except ImportError as e:
+        warnings.warn(f"collectives not measured: calibration.collectives not importable ({e})", stacklevel=2)
+        return
+    offered = {"tp_sizes": tp_sizes, "world_sizes": [w for w in tp_sizes if w > 1], "command": command}
+    params = inspect.signature(measure_collectives).parameters
+    try:
+        measure_collectives(store, quick=quick, **{k: v for k, v in offered.items() if k in params})
+    except Exception as e:  # noqa: BLE001 - the op points are stored; build the profile anyway
+        warnings.warn(f"collectives failed, profile built without them: {type(e).__name__}: {e}", stacklevel=2)
+
+
+def _fresh_points(points_path: Path) -> None:
+    """Move an existing points file aside (never delete measurements)."""
+    if points_path.exists():
+        stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+        aside = points_path.with_name(f"{points_path.name}.{stamp}.bak")
+        points_path.rename(aside)
+        console.print(f"[yellow]moved old points to {aside}")
+
+
+def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, resume: bool = True,
+                    models: list[ModelShape] | None = None, tp_sizes: list[int] = (1, 2, 4, 8),
+                    device: str | None = None, *, grid: OpGrid | None = None,
+                    settings: TimingSettings | None = None, name: str | None = None,
+                    command_line: str | None = None, forwards: bool = True) -> CalibrationProfile:
+    """Measure everything into `points_path`, then build and atomically write the profile.
+
+    Args:
+        out_profile: profile JSON to write.
+        points_path: PointStore JSONL (kept; resumable).
+        quick: QUICK_GRID and lighter timing (about 1 minute on an H200).
+        resume: keep points already in `points_path`; False moves the file aside first.
+        models: shapes to measure (default: Llama-3.1-8B, Llama-3.2-1B and their EAGLE-3 drafts).
+        tp_sizes: TP degrees whose sharded op shapes are measured (on one GPU).
+        device: 'cuda', 'cuda:1', 'cpu'; default CUDA when available.
+        grid, settings: override the grid and timing (tests use tiny ones).
+        name: profile name (default: the output file's stem).
+        forwards: also time whole target forwards at tp 1.
+
+    Returns:
+        The profile written.
+    """
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    models = list(models or DEFAULT_MODELS)
+    tp_sizes = list(tp_sizes)
+    grid = grid or (QUICK_GRID if quick else DEFAULT_GRID)
+    settings = settings or TimingSettings(target_replay_us=100.0 if quick else 300.0)
+    command = command_line or shlex.join([Path(sys.executable).name, "-m", "calibration.run", *sys.argv[1:]])
+    if not resume:
+        _fresh_points(Path(points_path))
+    store = PointStore(points_path)
+    num_points = len(bench_ops.enumerate_points(models, tp_sizes, grid))
+    console.print(f"{num_points} op points ({len(store)} points already stored) on {dev}; "
+                  f"estimate {num_points * EST_S_PER_OP_POINT / 60:.1f} min on an H200")
+    store.add("meta:hardware", collect_hardware_info())
+    bench_ops.bench_roofline(store, dev, command, quick=quick)
+    bench_ops.bench_host(store, models, dev, dtype, command)
+    bench_ops.bench_ops(store, models, tp_sizes, grid, dev, dtype, settings, command)
+    if forwards:
+        for m in (m for m in models if not bench_ops.is_draft(m)):
+            _bench_forward(store, m, grid, dev, dtype, settings, command)
+    _collectives(store, quick, tp_sizes, command)
+    return write_profile(store.records(), Path(out_profile), name or Path(out_profile).stem,
+                         description=f"{'quick ' if quick else ''}calibration on {dev}", command_line=command)
+
+
+def _bench_forward(store: PointStore, m: ModelShape, grid: OpGrid, dev: torch.device, dtype: torch.dtype,
+                   settings: TimingSettings, command: str) -> None:
+    max_len = max(grid.forward_context_len) + max(grid.forward_num_tokens)
+    make, impl = bench_ops.models_forward(m, dev, dtype, max_len), "calibration.models.TargetModel"
+    if make is None:
+        warnings.warn("calibration.models not importable: whole forwards run the op chain stand-in", stacklevel=2)
+        make, impl = bench_ops.ops_chain_forward(m, 1, dev, dtype), "op chain stand-in (bench_ops.ops_chain_forward)"
+    bench_ops.bench_forwards(store, m.name, 1, make, grid, dev, settings, command, impl=impl)
+    del make
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _scenario_models(paths: list[Path]) -> list[ModelShape]:
+    from simulator.scenario import load_scenario
+    shapes: dict[str, ModelShape] = {}
+    for p in paths:
+        sc = load_scenario(p)
+        shapes.setdefault(sc.target.name, sc.target)
+        shapes.setdefault(sc.draft.name, sc.draft)
+    return list(shapes.values())
+
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(out: Path = typer.Option(Path("calibration/profiles/h200.json"), help="Profile JSON to write."),
+         points: Path = typer.Option(Path("calibration/points/h200.jsonl"), help="Resumable points file."),
+         quick: bool = typer.Option(False, help="Small grid (about 1 minute on an H200)."),
+         resume: bool = typer.Option(True, help="Keep points already measured."),
+         scenario: Optional[list[Path]] = typer.Option(None, help="Measure these scenarios' target/draft shapes."),
+         tp: list[int] = typer.Option([1, 2, 4, 8], help="TP sizes whose sharded shapes are measured."),
+         device: Optional[str] = typer.Option(None, help="torch device; default cuda when available."),
+         forwards: bool = typer.Option(True, help="Also time whole target forwards (tp 1)."),
+         name: Optional[str] = typer.Option(None, help="Profile name; default the file stem.")) -> None:
+    """Calibrate this machine and write a CalibrationProfile."""
+    models = _scenario_models(scenario) if scenario else None
+    profile = run_calibration(out, points, quick=quick, resume=resume, models=models, tp_sizes=tp,
+                              device=device, name=name, forwards=forwards)
+    console.print(f"[green]wrote {out}: {len(profile.ops)} op tables, {len(profile.forwards)} forward tables, "
+                  f"{len(profile.collectives)} collective tables")
+    for k, v in profile.notes.items():
+        console.print(f"  {k}: {v}")
+
+
+if __name__ == "__main__":
+    app()

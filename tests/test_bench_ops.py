@@ -1,0 +1,117 @@
+"""calibration.bench_ops on CPU: point enumeration, timing statistics, resumable sweeps."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from calibration import bench_ops  # noqa: E402
+from calibration.store import PointStore  # noqa: E402
+from simulator.config import ModelShape  # noqa: E402
+from simulator.costs.ops import gemm  # noqa: E402
+
+TINY = ModelShape(name="tiny", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=64, vocab_size=100)
+MODELS = [TINY, bench_ops.eagle3_draft(TINY)]
+GRID = bench_ops.OpGrid(num_tokens=(1, 2), attn_batch_size=(1,), attn_num_tokens=(1, 2), attn_context_len=(4,),
+                        forward_num_tokens=(1, 2), forward_context_len=(4,))
+FAST = bench_ops.TimingSettings(num_replays=3, num_warmup=1)
+CPU = torch.device("cpu")
+
+
+def test_default_models_are_the_llama_shapes_and_their_eagle3_drafts():
+    big, draft = bench_ops.LLAMA_3_1_8B, bench_ops.eagle3_draft(bench_ops.LLAMA_3_1_8B)
+    assert (big.hidden_size, big.num_hidden_layers, big.kv_heads, big.intermediate_size) == (4096, 32, 8, 14336)
+    assert (draft.num_hidden_layers, draft.num_fc_input_hidden_states, draft.lm_head_vocab_size) == (1, 3, 32000)
+    assert bench_ops.LLAMA_3_2_1B.attn_head_dim == 64
+
+
+def test_points_are_deduplicated_and_cover_each_key_grid():
+    points = bench_ops.enumerate_points(MODELS, [1, 2], GRID)
+    keys = [k for k, _ in points]
+    assert len(keys) == len(set(keys))
+    assert not any(op.is_collective for _, op in points)
+    by_op: dict[str, list] = {}
+    for _, op in points:
+        by_op.setdefault(op.key, []).append(op.axes)
+    for key, axes in by_op.items():
+        assert sorted(map(sorted, map(dict.items, axes))) == sorted(
+            map(sorted, map(dict.items, GRID.axes_points(bench_ops.Op(name="x", key=key, axes=axes[0]))))), key
+    assert {f"accept:h={d}" for d in bench_ops.NUM_DRAFT_TOKENS} <= set(by_op)
+    assert "gemm:k=96,n=32,w=2" in by_op  # the draft's fc over 3 hidden states
+    assert "attention:h=2,kv=1,d=8,kvb=2" in by_op  # tp 2 shard
+
+
+def test_sharded_shapes_follow_tp_and_indivisible_tp_is_skipped():
+    keys8 = {o.key for o in bench_ops.model_ops(bench_ops.LLAMA_3_1_8B, 8)}
+    assert "attention:h=4,kv=1,d=128,kvb=2" in keys8
+    assert "gemm:k=4096,n=3584,w=2" in keys8  # gate_up: 2 * 14336 / 8
+    assert bench_ops.model_ops(TINY, 8) == []  # 4 heads do not split 8 ways
+
+
+def test_cpu_timing_gives_ordered_percentiles():
+    runner = lambda: torch.ones(64).sum()  # noqa: E731
+    t = bench_ops.time_cpu_us([runner], bench_ops.TimingSettings(num_replays=20))
+    assert 0 < t["p10_latency_us"] <= t["latency_us"] <= t["p90_latency_us"]
+
+
+def test_small_ops_rotate_input_sets_large_ones_do_not():
+    assert bench_ops.num_input_sets(gemm("gemm", 1, 8192, 28672, 2.0)) == 1  # 470 MB of weights
+    assert 1 < bench_ops.num_input_sets(gemm("gemm", 1, 1024, 1024, 2.0)) <= bench_ops.MAX_INPUT_SETS
+
+
+def _lines(path) -> list[str]:
+    return [json.loads(x)["key"] for x in path.read_text().splitlines()]
+
+
+def test_interrupted_sweep_resumes_without_losing_or_duplicating_points(tmp_path, monkeypatch):
+    full = PointStore(tmp_path / "full.jsonl")
+    bench_ops.bench_ops(full, MODELS, [1, 2], GRID, CPU, torch.float32, FAST, "test")
+    want = {k for k in full.records() if k.startswith("op:")}
+
+    real, calls = bench_ops.measure_point, []
+
+    def flaky(op, *args, **kwargs):
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        calls.append(op.key)
+        return real(op, *args, **kwargs)
+
+    path = tmp_path / "resumed.jsonl"
+    monkeypatch.setattr(bench_ops, "measure_point", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        bench_ops.bench_ops(PointStore(path), MODELS, [1, 2], GRID, CPU, torch.float32, FAST, "test")
+    assert len([k for k in _lines(path) if k.startswith("op:")]) == 5
+
+    measured_again = []
+    monkeypatch.setattr(bench_ops, "measure_point",
+                        lambda op, *a, **kw: measured_again.append(op.key) or real(op, *a, **kw))
+    resumed = PointStore(path)
+    assert bench_ops.bench_ops(resumed, MODELS, [1, 2], GRID, CPU, torch.float32, FAST, "test") == len(want) - 5
+    op_lines = [k for k in _lines(path) if k.startswith("op:")]
+    assert len(op_lines) == len(set(op_lines)) == len(want)
+    assert set(op_lines) == want and len(measured_again) == len(want) - 5
+
+
+def test_records_carry_axes_and_stats(tmp_path):
+    store = PointStore(tmp_path / "p.jsonl")
+    bench_ops.bench_ops(store, [TINY], [1], GRID, CPU, torch.float32, FAST, "cmd")
+    rec = store.records()["op:attention:h=4,kv=2,d=8,kvb=2:batch_size=1,context_len=4,num_tokens=2"]
+    assert rec["axes"] == {"batch_size": 1, "num_tokens": 2, "context_len": 4}
+    assert rec["latency_us"] > 0 and rec["command"] == "cmd" and rec["mode"] == "cpu_wall"
+    assert store.records()["meta:model:tiny"]["hidden_size"] == 32
+
+
+def test_host_roofline_and_forward_points_are_written(tmp_path):
+    store = PointStore(tmp_path / "p.jsonl")
+    bench_ops.bench_host(store, [TINY], CPU, torch.float32, "cmd", num_calls=5)
+    bench_ops.bench_roofline(store, CPU, "cmd")
+    make = bench_ops.ops_chain_forward(TINY, 1, CPU, torch.float32)
+    bench_ops.bench_forwards(store, "tiny", 1, make, GRID, CPU, FAST, "cmd", impl="chain")
+    recs = store.records()
+    assert {"host:launch:gemm", "host:launch:attention", "host:d2h_sync", "host:graph_replay",
+            "roofline:hbm_copy", "roofline:bf16_matmul"} <= set(recs)
+    assert recs["roofline:hbm_copy"]["bandwidth_gb_per_s"] > 0
+    fwd = [k for k in recs if k.startswith("fwd:tiny:1:")]
+    assert len(fwd) == 2 * 2 * 1  # modes x num_tokens x context_len

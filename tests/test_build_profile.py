@@ -1,0 +1,109 @@
+"""calibration.build_profile / calibration.run on CPU: a tiny calibration gives a valid profile."""
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from calibration import bench_ops, build_profile  # noqa: E402
+from calibration.run import run_calibration  # noqa: E402
+from calibration.store import PointStore  # noqa: E402
+from simulator.config import ModelShape  # noqa: E402
+from simulator.costs.ops import target_forward_ops  # noqa: E402
+from simulator.profile import CalibrationProfile, load_profile, save_profile  # noqa: E402
+
+TINY = ModelShape(name="tiny", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=64, vocab_size=100)
+GRID = bench_ops.OpGrid(num_tokens=(1, 2), attn_batch_size=(1,), attn_num_tokens=(1, 2), attn_context_len=(4, 8),
+                        forward_num_tokens=(1, 2), forward_context_len=(4, 8))
+FAST = bench_ops.TimingSettings(num_replays=3, num_warmup=1)
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory) -> tuple[CalibrationProfile, Path, Path]:
+    d = tmp_path_factory.mktemp("cal")
+    profile = run_calibration(d / "tiny.json", d / "points.jsonl", quick=True, resume=True,
+                              models=[TINY, bench_ops.eagle3_draft(TINY)], tp_sizes=[1, 2], device="cpu",
+                              grid=GRID, settings=FAST, command_line="pytest")
+    return profile, d / "tiny.json", d / "points.jsonl"
+
+
+def test_tiny_calibration_writes_a_profile_that_round_trips(calibrated, tmp_path):
+    profile, path, _ = calibrated
+    assert load_profile(path) == profile
+    save_profile(profile, tmp_path / "again.json")
+    assert load_profile(tmp_path / "again.json") == profile
+    assert profile.name == "tiny" and profile.command_line == "pytest"
+    assert {f.mode for f in profile.forwards} == {"eager", "graph"}
+    assert {"decomposition:tiny:tp1:graph", "decomposition:tiny:tp1:eager"} <= set(profile.notes)
+
+
+def test_every_measured_op_key_has_a_full_table(calibrated):
+    profile, _, points = calibrated
+    keys = {o.key for o in bench_ops.enumerate_points([TINY, bench_ops.eagle3_draft(TINY)], [1, 2], GRID)
+            for o in [o[1]]}
+    assert {t.key for t in profile.ops} == keys
+    attn = next(t for t in profile.ops if t.key.startswith("attention:h=4"))
+    assert attn.axes == ["batch_size", "num_tokens", "context_len"]
+    assert attn.grid == {"batch_size": [1.0], "num_tokens": [1.0, 2.0], "context_len": [4.0, 8.0]}
+    assert len(attn.latency_us) == 4
+
+
+def test_a_missing_grid_point_fails_loudly(calibrated):
+    records = PointStore(calibrated[2]).records()
+    del records[next(k for k in records if k.startswith("op:attention:"))]
+    with pytest.raises(ValueError, match="missing"):
+        build_profile.build_profile(records, "holey")
+
+
+def test_without_collectives_the_link_is_assumed_with_a_source(calibrated):
+    roofline = calibrated[0].roofline
+    assert roofline.provenance.kind == "assumed" and "H200" in roofline.provenance.source
+    assert roofline.link_bandwidth_gb_per_s == build_profile.ASSUMED_LINK_BANDWIDTH_GB_PER_S
+
+
+def test_collective_points_become_tables_and_fit_the_link(calibrated):
+    records = PointStore(calibrated[2]).records()
+    base_us, bw_gb_per_s = 8.0, 300.0
+    for world_size in (2, 4):
+        for size_bytes in (1 << 10, 1 << 16, 1 << 20, 1 << 24):
+            ring_bytes = size_bytes * 2 * (world_size - 1) / world_size
+            lat = base_us + ring_bytes / (bw_gb_per_s * 1e3)  # GB/s -> bytes/us
+            records[f"coll:allreduce:{world_size}:graph:{size_bytes}"] = {
+                "op": "allreduce", "world_size": world_size, "mode": "graph", "size_bytes": size_bytes,
+                "latency_us": lat, "p10_latency_us": lat * 0.9, "p90_latency_us": lat * 1.1, "command": "torchrun"}
+    profile = build_profile.build_profile(records, "with-coll")
+    assert [(t.op, t.world_size, t.mode) for t in profile.collectives] == [("allreduce", 2, "graph"),
+                                                                            ("allreduce", 4, "graph")]
+    assert profile.collectives[0].size_bytes == [1 << 10, 1 << 16, 1 << 20, 1 << 24]
+    assert profile.roofline.provenance.kind == "fitted"
+    assert profile.roofline.link_bandwidth_gb_per_s == pytest.approx(bw_gb_per_s, rel=1e-6)
+    assert profile.roofline.collective_base_latency_us == pytest.approx(base_us, rel=1e-6)
+
+
+def _synthetic_records(forward_scale: float) -> dict:
+    """Every op point 1 us; whole forward = (number of compute ops) * forward_scale us."""
+    records = {"meta:model:tiny": TINY.model_dump(mode="json")}
+    for n in (1, 2):
+        for c in (4, 8):
+            ops = [o for o in target_forward_ops(TINY, 1, 1, n, c) if not o.is_collective]
+            for o in ops:
+                records[bench_ops.point_key(o.key, o.axes)] = {"op_key": o.key, "axes": dict(o.axes),
+                                                               "latency_us": 1.0, "mode": "graph"}
+            records[f"fwd:tiny:1:graph:{n}:{c}"] = {"model": "tiny", "tp_size": 1, "mode": "graph", "num_tokens": n,
+                                                   "context_len": c, "latency_us": len(ops) * forward_scale}
+    return records
+
+
+@pytest.mark.parametrize("scale, verdict", [(1.02, "within"), (1.25, "OUTSIDE")])
+def test_decomposition_note_reports_the_per_op_sum_error(scale, verdict):
+    records = _synthetic_records(scale)
+    notes = build_profile.decomposition_notes(records, build_profile.forward_tables(records))
+    note = notes["decomposition:tiny:tp1:graph"]
+    assert verdict in note and f"{1 / scale - 1:+.1%}" in note
+
+
+def test_hardware_info_tolerates_a_cpu_machine():
+    info = build_profile.collect_hardware_info()
+    assert info["gpu_count"] >= 1 and info["gpu_name"]

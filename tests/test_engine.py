@@ -1,0 +1,153 @@
+"""The DES against hand-computed and closed-form results."""
+
+import json
+
+import numpy as np
+import pytest
+
+from simulator.acceptance import iid_mean_accept_length
+from simulator.analytic import analyze, cycle_time_us
+from simulator.acceptance import build_acceptance
+from simulator.costs.forward import CostModel
+from simulator.simulate import simulate
+from tests.conftest import flat_profile, make_scenario
+
+# Kernel counts of the tiny models (simulator/costs/ops.py, tp=1, dense):
+# target forward = embedding + attn_mask + 12 per layer + (rmsnorm, lm_head, argmax); 2 layers -> 29
+# draft step = embedding + attn_mask + 12 + 3 = 17; draft extend adds the EAGLE-3 fc -> 18; accept = 1
+TARGET_KERNELS, DRAFT_STEP_KERNELS, EXTEND_KERNELS, ACCEPT_KERNELS = 29, 17, 18, 1
+
+
+def fixed_accept(s, length):
+    p = [0.0] * (s + 1)
+    p[length - 1] = 1.0
+    return dict(kind="empirical", accept_length_probs=p)
+
+
+def test_kernel_counts_match_the_op_lists(profile):
+    cost = CostModel(make_scenario(), profile)
+    assert len(cost.verify_forward().kernels) == TARGET_KERNELS
+    assert len(cost.draft_step_forward(0).kernels) == DRAFT_STEP_KERNELS
+    assert len(cost.draft_extend_forward(2).kernels) == EXTEND_KERNELS
+    assert len(cost.accept_forward().kernels) == ACCEPT_KERNELS
+
+
+def test_graph_mode_cycle_time_is_the_hand_sum():
+    # GPU-bound: graph replay (12 us) < any forward's GPU time, so the cycle is
+    # schedule + first replay + all kernels back to back + d2h sync.
+    s, floor, replay, sched, d2h = 3, 10.0, 12.0, 40.0, 15.0
+    prof = flat_profile(floor_us=floor, graph_replay_us=replay, schedule_us=sched, d2h_us=d2h)
+    sc = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 3),
+                       workload=dict(batch_size=1, context_len=512, max_new_tokens=3 * 1000, num_cycles=50))
+    kernels = EXTEND_KERNELS + s * DRAFT_STEP_KERNELS + TARGET_KERNELS + ACCEPT_KERNELS
+    cycle = sched + replay + kernels * floor + d2h
+    result, _ = simulate(sc, prof)
+    assert result.cycle_time_us == pytest.approx(cycle, rel=1e-12)
+    assert result.tok_per_s == pytest.approx(3 / cycle * 1e6, rel=1e-12)
+    assert result.accept_length.mean == 3.0
+    # baseline: schedule + replay + target forward at 1 token + sync
+    assert result.baseline_step_us == pytest.approx(sched + replay + TARGET_KERNELS * floor + d2h, rel=1e-12)
+
+
+def test_eager_host_bound_cycle_time_is_the_hand_sum():
+    # Host-bound: 20 us to issue each op, 10 us of GPU each. The GPU waits for every launch,
+    # so the last kernel ends one GPU time after the last issue.
+    s, launch, floor, sched, d2h = 3, 20.0, 10.0, 40.0, 15.0
+    prof = flat_profile(floor_us=floor, launch_us=launch, schedule_us=sched, d2h_us=d2h)
+    sc = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 2),
+                       workload=dict(batch_size=1, context_len=512, max_new_tokens=2000, num_cycles=40),
+                       engine=dict(cuda_graph=False))
+    kernels = EXTEND_KERNELS + s * DRAFT_STEP_KERNELS + TARGET_KERNELS + ACCEPT_KERNELS
+    cycle = sched + kernels * launch + floor + d2h
+    result, _ = simulate(sc, prof)
+    assert result.cycle_time_us == pytest.approx(cycle, rel=1e-12)
+    # GPU-bound eager (launch 4 us < 10 us): first launch, then the GPU runs without gaps
+    prof2 = flat_profile(floor_us=floor, launch_us=4.0, schedule_us=sched, d2h_us=d2h)
+    result2, _ = simulate(sc, prof2)
+    assert result2.cycle_time_us == pytest.approx(sched + 4.0 + kernels * floor + d2h, rel=1e-12)
+
+
+def test_overlapped_host_schedule_hides_behind_gpu():
+    s = 3
+    prof = flat_profile(schedule_us=200.0)
+    base = dict(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 2),
+                workload=dict(batch_size=1, context_len=512, max_new_tokens=2000, num_cycles=20))
+    serial, _ = simulate(make_scenario(**base), prof)
+    over, _ = simulate(make_scenario(**base, engine=dict(cuda_graph=True, host_overhead_overlapped=True)), prof)
+    assert serial.cycle_time_us - over.cycle_time_us == pytest.approx(200.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("a,s", [(0.5, 3), (0.8, 6)])
+def test_des_matches_leviathan_and_closed_form(a, s, profile):
+    sc = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1),
+                       acceptance=dict(kind="iid", acceptance_rate=a),
+                       workload=dict(batch_size=1, context_len=512, max_new_tokens=100_000, num_cycles=20_000))
+    r, _ = simulate(sc, profile)
+    expected = iid_mean_accept_length(a, s)
+    assert r.accept_length.ci95_low <= expected <= r.accept_length.ci95_high
+    assert r.tok_per_s == pytest.approx(r.analytic_tok_per_s, rel=0.01)
+    assert r.tok_per_s_ci95[0] <= r.analytic_tok_per_s <= r.tok_per_s_ci95[1]
+
+
+def test_batch_and_heterogeneity_match_closed_form(profile):
+    sc = make_scenario(acceptance=dict(kind="iid", acceptance_rate=0.7, rate_concentration=3.0),
+                       workload=dict(batch_size=4, context_len=512, max_new_tokens=32, num_cycles=20_000))
+    r, _ = simulate(sc, profile)
+    assert r.tok_per_s == pytest.approx(r.analytic_tok_per_s, rel=0.01)
+    assert r.accept_length.ci95_low <= r.analytic_accept_length <= r.accept_length.ci95_high
+
+
+def test_breakdown_sums_to_cycle_time(profile):
+    r, _ = simulate(make_scenario(), profile)
+    assert sum(r.breakdown_us.values()) == pytest.approx(r.cycle_time_us, rel=1e-9)
+    an = analyze(make_scenario(), CostModel(make_scenario(), profile),
+                 build_acceptance(make_scenario().acceptance, make_scenario().spec))
+    assert sum(an.breakdown_us.values()) == pytest.approx(an.cycle_time_us, rel=1e-9)
+
+
+def test_same_seed_same_json_other_seed_differs(profile):
+    a, _ = simulate(make_scenario(seed=7), profile)
+    b, _ = simulate(make_scenario(seed=7), profile)
+    c, _ = simulate(make_scenario(seed=8), profile)
+    assert json.dumps(a.model_dump(mode="json")) == json.dumps(b.model_dump(mode="json"))
+    assert a.accept_length.mean != c.accept_length.mean
+
+
+@pytest.mark.parametrize("placement", ["shared_tp", "tp1_colocated", "tp1_dedicated", "tp2"])
+def test_kernel_per_rank_equals_forward_granularity_without_jitter(placement, profile):
+    base = dict(tp_size=4, placement=placement,
+                workload=dict(batch_size=2, context_len=512, max_new_tokens=64, num_cycles=200))
+    fwd, _ = simulate(make_scenario(**base), profile)
+    ker, _ = simulate(make_scenario(**base, engine=dict(cuda_graph=False, granularity="kernel", per_rank=True)),
+                      profile)
+    fwd_eager, _ = simulate(make_scenario(**base, engine=dict(cuda_graph=False)), profile)
+    assert ker.cycle_time_us == pytest.approx(fwd_eager.cycle_time_us, rel=1e-9)
+    assert ker.tok_per_s == pytest.approx(fwd_eager.tok_per_s, rel=1e-9)
+    assert fwd.tok_per_s > 0
+
+
+def test_jitter_on_ranks_slows_tp_collectives(profile):
+    base = dict(tp_size=8, workload=dict(batch_size=1, context_len=512, max_new_tokens=64, num_cycles=60))
+    calm, _ = simulate(make_scenario(**base, engine=dict(granularity="kernel", per_rank=True)), profile)
+    noisy, _ = simulate(make_scenario(**base, engine=dict(granularity="kernel", per_rank=True, jitter_cv=0.3)),
+                        profile)
+    # E[max of 8 lognormals with mean 1] > 1: the straggler sets the pace at every allreduce
+    assert noisy.cycle_time_us > calm.cycle_time_us * 1.05
+    assert noisy.baseline_step_us > calm.baseline_step_us * 1.05
+
+
+def test_colocated_draft_is_cheaper_in_comm_than_sharded(profile):
+    base = dict(tp_size=8, workload=dict(batch_size=1, context_len=512, max_new_tokens=64, num_cycles=50))
+    shared, _ = simulate(make_scenario(**base, placement="shared_tp"), profile)
+    colo, _ = simulate(make_scenario(**base, placement="tp1_colocated"), profile)
+    assert colo.breakdown_us["draft_comm"] < shared.breakdown_us["draft_comm"]
+
+
+def test_cycle_time_grows_with_extend_length():
+    # no floor and a slow HBM: GPU time follows bytes, which grow with tokens, and exceeds host time
+    prof = flat_profile(floor_us=0.0)
+    prof = prof.model_copy(update={"roofline": prof.roofline.model_copy(update={"hbm_bandwidth_gb_per_s": 1.0})})
+    cost = CostModel(make_scenario(), prof)
+    times = [cycle_time_us(cost, j) for j in (1, 2, 3, 4)]
+    assert all(b > a for a, b in zip(times, times[1:]))
+    assert np.isfinite(times).all()
