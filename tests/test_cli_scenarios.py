@@ -1,0 +1,92 @@
+"""Scenario files and the CLI: every shipped scenario runs; every invalid one fails cleanly."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from simulator.cli import app
+from simulator.scenario import UserInputError, load_profile_for, load_scenario
+from simulator.simulate import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+INVALID = sorted((ROOT / "tests" / "data" / "invalid").glob("*.yaml"))
+runner = CliRunner()
+
+
+def expected_fragment(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: "), path
+    return first.removeprefix("# expect: ")
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_every_scenario_validates_and_runs(path):
+    sc = load_scenario(path, ["workload.num_cycles=60"])
+    prof, _ = load_profile_for(sc, base_dir=path.parent)
+    result, _ = simulate(sc, prof)
+    assert result.tok_per_s > 0 and result.baseline_tok_per_s > 0
+    assert 1.0 <= result.accept_length.mean <= sc.spec.num_steps + 1
+
+
+@pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
+def test_invalid_scenario_fails_with_one_clear_message(path):
+    with pytest.raises(UserInputError) as e:
+        sc = load_scenario(path)
+        load_profile_for(sc, base_dir=path.parent)
+    msg = str(e.value)
+    assert str(path) in msg or "profile" in msg
+    assert expected_fragment(path) in msg.replace(str(path), "<file>")
+
+
+@pytest.mark.parametrize("path", INVALID[:4] + INVALID[-3:], ids=[p.stem for p in INVALID[:4] + INVALID[-3:]])
+def test_cli_exit_code_2_and_no_traceback(path):
+    r = runner.invoke(app, ["simulate", str(path)])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    assert "error:" in r.output
+
+
+def test_cli_bad_override_names_the_field():
+    r = runner.invoke(app, ["simulate", str(SCENARIOS[0]), "--set", "spec.num_steps=0"])
+    assert r.exit_code == 2
+    assert "spec.num_steps" in r.output
+
+
+def test_cli_json_and_trace(tmp_path):
+    out, trace = tmp_path / "r.json", tmp_path / "t.json"
+    r = runner.invoke(app, ["simulate", str(ROOT / "scenarios" / "llama8b_h200.yaml"), "--set",
+                            "workload.num_cycles=30", "--set", "engine.granularity=kernel",
+                            "--json", str(out), "--trace", str(trace)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    for key in ("tok_per_s", "baseline_tok_per_s", "speedup", "accept_length", "breakdown_us", "scenario",
+                "seed", "version"):
+        assert key in data
+    assert data["scenario"]["workload"]["num_cycles"] == 30
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("name") == "attention" and e["ph"] == "X" for e in events)
+
+
+def test_model_config_json_is_read(tmp_path):
+    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "intermediate_size": 128, "vocab_size": 256, "architectures": ["LlamaForCausalLM"]}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    text = (ROOT / "scenarios" / "llama8b_h200.yaml").read_text()
+    import yaml
+    d = yaml.safe_load(text)
+    d["target"] = {"name": "from-json", "config_path": "config.json", "num_hidden_layers": 3}
+    d["profile"] = "h200_datasheet"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(d))
+    sc = load_scenario(tmp_path / "s.yaml")
+    assert sc.target.hidden_size == 64 and sc.target.num_hidden_layers == 3  # the scenario's own field wins
+
+
+def test_importing_the_simulator_does_not_import_torch():
+    code = ("import sys, simulator, simulator.cli, simulator.simulate, simulator.analytic; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
