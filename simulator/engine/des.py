@@ -88,14 +88,16 @@ class Engine:
         cost: CostModel of the scenario. acceptance: AcceptanceModel (None = baseline, accept_length 1).
         rng_accept: generator for accept lengths and request rates. rng_jitter: per-kernel noise.
         trace: keep TraceEvents (kernel granularity gives per-kernel spans).
+        env: a SimPy environment to run in (default: a new one).
     """
 
     def __init__(self, cost: CostModel, acceptance: AcceptanceModel | None,
-                 rng_accept: np.random.Generator, rng_jitter: np.random.Generator, trace: bool = False):
+                 rng_accept: np.random.Generator, rng_jitter: np.random.Generator, trace: bool = False,
+                 env: simpy.Environment | None = None):
         self.cost, self.acceptance = cost, acceptance
         self.sc = cost.sc
         self.rng_accept, self.rng_jitter = rng_accept, rng_jitter
-        self.env = simpy.Environment()
+        self.env = env if env is not None else simpy.Environment()
         eng = self.sc.engine
         self.kernel_level = eng.granularity == "kernel"
         self.jitter_sigma = float(np.sqrt(np.log1p(eng.jitter_cv ** 2))) if eng.jitter_cv > 0 else 0.0

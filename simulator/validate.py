@@ -1,0 +1,197 @@
+"""Predicted vs measured: hold the simulator to live speculative runs.
+
+Each LiveRun record embeds the Scenario that ran. `validate_records` predicts every record from
+a profile alone (the closed form of `simulator.analytic`, exact for the deterministic costs the
+profile gives) and never reads the record's timings for the prediction. Errors:
+
+- tok_per_s_error_frac = predicted / measured - 1 (per point);
+- speedup_error = predicted speedup - measured speedup, pairing each speculative point with the
+  baseline record of the same target, batch_size, context_len and mode;
+- best num_steps: per cell (target, mode, acceptance, batch_size), the num_steps with the highest
+  measured tok/s against the predicted one.
+
+The live loop's timed cycles count every accepted token (no max_new_tokens truncation), so the
+prediction uses max_new_tokens = PREDICT_MAX_NEW_TOKENS to make truncation negligible.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from simulator.acceptance import build_acceptance
+from simulator.analytic import analyze, extend_length_pmf
+from simulator.costs.forward import CostModel, draft_forwards_per_cycle
+from simulator.profile import CalibrationProfile
+from simulator.records import LiveRun
+from simulator.scenario import UserInputError, format_validation_error
+
+PREDICT_MAX_NEW_TOKENS = 1_000_000
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    """One live record against its prediction (times in us)."""
+
+    label: str
+    source: str
+    target: str
+    mode: str
+    speculative: bool
+    num_steps: int
+    acceptance: str
+    batch_size: int
+    context_len: int
+    measured_tok_per_s: float
+    predicted_tok_per_s: float
+    tok_per_s_error_frac: float
+    measured_accept_length: float
+    predicted_accept_length: float
+    measured_repeat_spread_frac: float | None
+    measured_phase_us: dict
+    predicted_phase_us: dict
+    measured_speedup: float | None = None
+    predicted_speedup: float | None = None
+
+
+def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
+    """Read LiveRun JSON files (folders are searched for *.json).
+
+    Raises:
+        UserInputError: a file is missing, not JSON, or not a LiveRun (naming the field).
+    """
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files += sorted(p.glob("*.json"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise UserInputError(f"{p}: no such record file or folder")
+    if not files:
+        raise UserInputError(f"no *.json records in {', '.join(map(str, paths))}")
+    out = []
+    for f in files:
+        try:
+            out.append((str(f), LiveRun.model_validate(json.loads(f.read_text()))))
+        except json.JSONDecodeError as e:
+            raise UserInputError(f"{f}: not valid JSON: {e}") from None
+        except ValidationError as e:
+            raise UserInputError(format_validation_error(str(f), e)) from None
+    return out
+
+
+def _acceptance_label(rec: LiveRun) -> str:
+    a = rec.scenario.acceptance
+    if a.kind in ("iid", "tree"):
+        return f"{a.kind} {a.acceptance_rate:g}"
+    return a.kind
+
+
+def predicted_phase_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]:
+    """Predicted time per phase per cycle: each phase's forwards issued onto an idle GPU."""
+    s = cost.sc.spec.num_steps
+    return {
+        "draft": sum(cost.draft_step_forward(i).span_us for i in range(draft_forwards_per_cycle(s))),
+        "verify": cost.verify_forward().span_us,
+        "accept": cost.accept_forward().span_us,
+        "draft_extend": float(sum(p * cost.draft_extend_forward(j).span_us
+                                  for j, p in enumerate(ext_pmf, start=1) if p > 0)),
+    }
+
+
+def predict(rec: LiveRun, profile: CalibrationProfile) -> tuple[float, float, dict[str, float], float]:
+    """(tok_per_s, accept_length, phase_us, baseline tok_per_s) predicted for a record's scenario."""
+    sc = rec.scenario.model_copy(update={"workload": rec.scenario.workload.model_copy(
+        update={"max_new_tokens": PREDICT_MAX_NEW_TOKENS})})
+    cost = CostModel(sc, profile)
+    acc = build_acceptance(sc.acceptance, sc.spec)
+    an = analyze(sc, cost, acc)
+    if not rec.speculative:
+        return an.baseline_tok_per_s, 1.0, {"decode": cost.decode_forward().span_us}, an.baseline_tok_per_s
+    ext = extend_length_pmf(acc.pmf(), sc.workload.batch_size)
+    return an.tok_per_s, an.mean_accept_length, predicted_phase_us(cost, ext), an.baseline_tok_per_s
+
+
+def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile) -> list[PointComparison]:
+    """PointComparison per record, with measured/predicted speedup where a baseline record pairs up."""
+    out = []
+    baselines: dict[tuple, float] = {}
+    for _, rec in records:
+        if not rec.speculative:
+            baselines[_pair_key(rec)] = rec.tok_per_s
+    for src, rec in records:
+        tok, al, phases, base_pred = predict(rec, profile)
+        sc = rec.scenario
+        reps = rec.repeat_tok_per_s
+        spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None
+        mode = "graph" if sc.engine.cuda_graph else "eager"
+        base_meas = baselines.get(_pair_key(rec)) if rec.speculative else None
+        out.append(PointComparison(
+            label=f"{sc.target.name} {mode} b{sc.workload.batch_size} "
+                  + (f"steps={sc.spec.num_steps} {_acceptance_label(rec)}" if rec.speculative else "baseline"),
+            source=Path(src).name, target=sc.target.name, mode=mode, speculative=rec.speculative,
+            num_steps=sc.spec.num_steps if rec.speculative else 0, acceptance=_acceptance_label(rec),
+            batch_size=sc.workload.batch_size, context_len=sc.workload.context_len,
+            measured_tok_per_s=rec.tok_per_s, predicted_tok_per_s=tok,
+            tok_per_s_error_frac=tok / rec.tok_per_s - 1.0,
+            measured_accept_length=rec.mean_accept_length, predicted_accept_length=al,
+            measured_repeat_spread_frac=spread,
+            measured_phase_us={k: v for k, v in rec.phase_us.items() if k in phases},
+            predicted_phase_us=phases,
+            measured_speedup=rec.tok_per_s / base_meas if base_meas else None,
+            predicted_speedup=tok / base_pred if base_meas else None,
+        ))
+    return out
+
+
+def _pair_key(rec: LiveRun) -> tuple:
+    sc = rec.scenario
+    return (sc.target.name, sc.workload.batch_size, sc.workload.context_len, sc.engine.cuda_graph)
+
+
+@dataclass(frozen=True)
+class ModeSummary:
+    """Error statistics over the points of one mode."""
+
+    mode: str
+    num_points: int
+    median_abs_error_frac: float
+    max_abs_error_frac: float
+    mean_abs_error_frac: float
+    max_abs_speedup_error: float | None
+    best_num_steps_agree: int
+    best_num_steps_cells: int
+    median_repeat_spread_frac: float | None
+
+
+def summarize(points: list[PointComparison]) -> list[ModeSummary]:
+    """ModeSummary per mode (graph, eager) over all points of that mode."""
+    out = []
+    for mode in sorted({p.mode for p in points}):
+        pts = [p for p in points if p.mode == mode]
+        err = np.abs([p.tok_per_s_error_frac for p in pts])
+        sp = [abs(p.predicted_speedup - p.measured_speedup) for p in pts if p.measured_speedup is not None]
+        cells = defaultdict(list)
+        for p in pts:
+            if p.speculative:
+                cells[(p.target, p.acceptance, p.batch_size, p.context_len)].append(p)
+        agree = sum(1 for c in cells.values()
+                    if max(c, key=lambda p: p.measured_tok_per_s).num_steps
+                    == max(c, key=lambda p: p.predicted_tok_per_s).num_steps)
+        spreads = [p.measured_repeat_spread_frac for p in pts if p.measured_repeat_spread_frac is not None]
+        out.append(ModeSummary(mode, len(pts), float(np.median(err)), float(err.max()), float(err.mean()),
+                               max(sp) if sp else None, agree, len(cells),
+                               float(np.median(spreads)) if spreads else None))
+    return out
+
+
+def to_json(points: list[PointComparison], summaries: list[ModeSummary], profile_ref: str) -> dict:
+    return {"profile": profile_ref, "summaries": [asdict(s) for s in summaries],
+            "points": [asdict(p) for p in points]}
