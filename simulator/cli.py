@@ -57,7 +57,9 @@ def simulate(
         prof, prof_path = load_profile_for(sc, profile, base_dir=None if profile else scenario.parent)
     except UserInputError as e:
         fail(str(e))
-    if trace is not None and sc.engine.granularity == "forward":
+    if trace is not None and sc.engine.granularity != "kernel":
+        if sc.engine.granularity == "cycle":
+            fail(f"{scenario}: --trace needs engine.granularity forward or kernel (cycle granularity keeps no spans)")
         console.print("[dim]trace: forward granularity gives one span per forward; "
                       "--set engine.granularity=kernel for per-kernel spans[/]")
     result, events = run_simulation(sc, prof, profile_ref=str(prof_path), trace=trace is not None)
@@ -66,7 +68,6 @@ def simulate(
         write_json_atomic(json_out, result.model_dump(mode="json"))
         console.print(f"wrote {json_out}")
     if trace is not None:
-        from simulator.engine.des import CycleRecord  # noqa: F401  (cycles are not kept in the result)
         write_trace(trace, events)
         console.print(f"wrote {trace} (open in https://ui.perfetto.dev)")
 

@@ -191,8 +191,9 @@ class EngineConfig(StrictModel):
     cuda_graph: bool = Field(True, description="Forwards replay as CUDA graphs (one launch each).")
     host_overhead_overlapped: bool = Field(
         False, description="Host scheduling of the next cycle overlaps GPU work (SGLang overlap scheduler).")
-    granularity: Literal["forward", "kernel"] = Field(
-        "forward", description="DES events per forward (fast) or per kernel (traces, per-rank jitter).")
+    granularity: Literal["cycle", "forward", "kernel"] = Field(
+        "forward", description="DES events per block of cycles (fastest; exact for deterministic costs), "
+                               "per cycle's forwards, or per kernel (traces, per-rank jitter).")
     per_rank: bool = Field(False, description="One SimPy stream per GPU rank; collectives are barriers.")
     jitter_cv: NonNegativeFloat = Field(
         0.0, le=2.0, description="Coefficient of variation of per-kernel lognormal noise on each rank.")

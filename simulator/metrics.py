@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
-from simulator.engine.des import CycleRecord, RequestRecord
+from simulator.engine.des import CycleLog
 from simulator.units import US_PER_S
 
 NUM_BATCHES = 30
@@ -91,43 +91,37 @@ def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES) -> 
     return Interval(mean=m, ci95_low=m - half, ci95_high=m + half)
 
 
-def throughput_interval(cycles: list[CycleRecord], num_batches: int = NUM_BATCHES) -> tuple[float, float, float]:
+def throughput_interval(log: CycleLog, num_batches: int = NUM_BATCHES) -> tuple[float, float, float]:
     """(tok_per_s, low, high): ratio estimator with a batch-means 95% interval."""
-    tokens = np.array([c.num_tokens for c in cycles], dtype=float)
-    durs = np.array([c.end_us - c.start_us for c in cycles], dtype=float)
+    tokens = log.num_tokens.astype(float)
+    durs = log.end_us - log.start_us
     rate = tokens.sum() / durs.sum() * US_PER_S
-    k = min(num_batches, len(cycles))
+    k = min(num_batches, len(log))
     if k < 2:
         return rate, rate, rate
-    size = len(cycles) // k
+    size = len(log) // k
     r = (tokens[: size * k].reshape(k, size).sum(1) / durs[: size * k].reshape(k, size).sum(1)) * US_PER_S
     half = float(stats.t.ppf(0.975, k - 1) * r.std(ddof=1) / np.sqrt(k))
     return rate, rate - half, rate + half
 
 
-def accept_length_series(cycles: list[CycleRecord]) -> np.ndarray:
+def accept_length_series(log: CycleLog) -> np.ndarray:
     """(num_cycles,) mean accept_length over the batch, per cycle."""
-    return np.array([np.mean(c.accept_lengths) for c in cycles], dtype=float)
+    return log.accept_lengths.mean(axis=1)
 
 
-def breakdown(cycles: list[CycleRecord], d2h_sync_us: float) -> dict[str, float]:
+def breakdown(log: CycleLog, d2h_sync_us: float) -> dict[str, float]:
     """Mean us per cycle by bucket; `host` closes the sum to the mean cycle time."""
-    out: dict[str, float] = {}
-    for c in cycles:
-        for key, us in c.busy_us:
-            out[key] = out.get(key, 0.0) + us
-    n = len(cycles)
-    out = {k: v / n for k, v in sorted(out.items())}
+    out = {k: float(v.mean()) for k, v in sorted(log.busy_us.items())}
     out["sync"] = d2h_sync_us
-    mean_cycle = float(np.mean([c.end_us - c.start_us for c in cycles]))
-    out["host"] = mean_cycle - sum(out.values())
+    out["host"] = float((log.end_us - log.start_us).mean()) - sum(out.values())
     return out
 
 
-def tpot(requests: list[RequestRecord]) -> Percentiles | None:
+def tpot(start_us: np.ndarray, end_us: np.ndarray, max_new_tokens: int) -> Percentiles | None:
     """TPOT percentiles over finished requests, or None if none finished in the horizon."""
-    if not requests:
+    if len(start_us) == 0:
         return None
-    t = np.array([(r.end_us - r.start_us) / r.num_tokens for r in requests])
+    t = (np.asarray(end_us) - np.asarray(start_us)) / max_new_tokens
     p50, p90, p99 = np.percentile(t, [50, 90, 99])
     return Percentiles(mean=float(t.mean()), p50=float(p50), p90=float(p90), p99=float(p99))

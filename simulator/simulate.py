@@ -9,7 +9,8 @@ from simulator.acceptance import build_acceptance
 from simulator.analytic import analyze
 from simulator.config import Scenario
 from simulator.costs.forward import CostModel
-from simulator.engine.des import Engine, TraceEvent
+from simulator.engine.des import CycleLog, Engine, TraceEvent
+from simulator.engine.fast import run_cycle_level
 from simulator.metrics import (SimulationResult, accept_length_series, batch_means_interval, breakdown,
                                throughput_interval, tpot)
 from simulator.profile import CalibrationProfile
@@ -36,9 +37,16 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     acceptance = build_acceptance(scenario.acceptance, scenario.spec)
     rng_acc, rng_jit, rng_base = rng_streams(scenario.seed)
     w = scenario.workload
-    eng = Engine(cost, acceptance, rng_acc, rng_jit, trace=trace)
-    eng.run(w.num_cycles, w.warmup_cycles)
-    cycles = eng.cycles
+    events: list[TraceEvent] = []
+    if scenario.engine.granularity == "cycle":
+        cycles, req_start, req_end = run_cycle_level(cost, acceptance, rng_acc, w.num_cycles, w.warmup_cycles)
+    else:
+        eng = Engine(cost, acceptance, rng_acc, rng_jit, trace=trace)
+        eng.run(w.num_cycles, w.warmup_cycles)
+        cycles = CycleLog.from_records(eng.cycles)
+        req_start = np.array([r.start_us for r in eng.requests])
+        req_end = np.array([r.end_us for r in eng.requests])
+        events = eng.trace_events or []
     an = analyze(scenario, cost, acceptance)
     if scenario.engine.jitter_cv > 0:
         base = Engine(cost, None, rng_acc, rng_base)
@@ -54,11 +62,11 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         tok_per_s=rate, tok_per_s_ci95=(lo, hi), tok_per_s_per_request=rate / w.batch_size,
         baseline_tok_per_s=baseline, speedup=rate / baseline, accept_length=al,
         draft_acceptance_frac=(al.mean - 1.0) / scenario.spec.num_steps,
-        cycle_time_us=float(np.mean([c.end_us - c.start_us for c in cycles])),
+        cycle_time_us=float(np.mean(cycles.end_us - cycles.start_us)),
         baseline_step_us=base_step, breakdown_us=breakdown(cycles, cost.d2h_sync_us),
-        tpot_us=tpot(eng.requests), baseline_tpot_us=base_step,
-        num_cycles=len(cycles), simulated_us=cycles[-1].end_us - cycles[0].start_us,
+        tpot_us=tpot(req_start, req_end, w.max_new_tokens), baseline_tpot_us=base_step,
+        num_cycles=len(cycles), simulated_us=float(cycles.end_us[-1] - cycles.start_us[0]),
         analytic_tok_per_s=an.tok_per_s, analytic_accept_length=an.mean_accept_length,
         notes=cost.notes, scenario=scenario.model_dump(mode="json"),
     )
-    return result, eng.trace_events or []
+    return result, events

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.engine.des import CycleRecord, TraceEvent
+from simulator.engine.des import CycleLog, TraceEvent
 from simulator.profile import write_json_atomic
 
 
-def chrome_trace(events: list[TraceEvent], cycles: list[CycleRecord] | None = None) -> dict:
+def chrome_trace(events: list[TraceEvent], cycles: CycleLog | None = None) -> dict:
     """Trace dict: one thread per GPU stream, plus a 'cycles' thread with one span per cycle."""
     streams = sorted({e.stream for e in events}, key=lambda s: (len(s), s))
     tid = {s: i + 1 for i, s in enumerate(streams)}
@@ -19,12 +19,13 @@ def chrome_trace(events: list[TraceEvent], cycles: list[CycleRecord] | None = No
            for s in streams]
     out += [{"name": e.name, "cat": e.cat, "ph": "X", "pid": 0, "tid": tid[e.stream],
              "ts": e.start_us, "dur": e.dur_us} for e in events]
-    if cycles:
+    if cycles is not None and len(cycles):
         out.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "cycles"}})
-        out += [{"name": f"cycle {c.cycle_idx} accept {list(c.accept_lengths)}", "cat": "cycle", "ph": "X",
-                 "pid": 0, "tid": 0, "ts": c.start_us, "dur": c.end_us - c.start_us} for c in cycles]
+        out += [{"name": f"cycle {i} accept {cycles.accept_lengths[i].tolist()}", "cat": "cycle", "ph": "X",
+                 "pid": 0, "tid": 0, "ts": float(cycles.start_us[i]), "dur": float(cycles.end_us[i] - cycles.start_us[i])}
+                for i in range(len(cycles))]
     return {"traceEvents": out, "displayTimeUnit": "ms"}
 
 
-def write_trace(path: Path, events: list[TraceEvent], cycles: list[CycleRecord] | None = None) -> None:
+def write_trace(path: Path, events: list[TraceEvent], cycles: CycleLog | None = None) -> None:
     write_json_atomic(path, chrome_trace(events, cycles))

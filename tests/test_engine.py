@@ -151,3 +151,29 @@ def test_cycle_time_grows_with_extend_length():
     times = [cycle_time_us(cost, j) for j in (1, 2, 3, 4)]
     assert all(b > a for a, b in zip(times, times[1:]))
     assert np.isfinite(times).all()
+
+
+def test_cycle_granularity_equals_forward_granularity_for_fixed_accept(profile):
+    s = 3
+    base = dict(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 3),
+                workload=dict(batch_size=2, context_len=512, max_new_tokens=30, num_cycles=300))
+    fwd, _ = simulate(make_scenario(**base), profile)
+    cyc, _ = simulate(make_scenario(**base, engine=dict(granularity="cycle")), profile)
+    for key in ("tok_per_s", "cycle_time_us", "baseline_step_us"):
+        assert getattr(cyc, key) == pytest.approx(getattr(fwd, key), rel=1e-12), key
+    assert cyc.tpot_us.p50 == pytest.approx(fwd.tpot_us.p50, rel=1e-12)
+    assert cyc.breakdown_us == pytest.approx(fwd.breakdown_us, rel=1e-12)
+
+
+@pytest.mark.parametrize("acc", [dict(kind="iid", acceptance_rate=0.65),
+                                 dict(kind="iid", acceptance_rate=0.7, rate_concentration=3.0)])
+def test_cycle_granularity_matches_closed_form(acc, profile):
+    sc = make_scenario(acceptance=acc, engine=dict(granularity="cycle"),
+                       workload=dict(batch_size=4, context_len=512, max_new_tokens=48, num_cycles=200_000))
+    r, _ = simulate(sc, profile)
+    assert r.tok_per_s == pytest.approx(r.analytic_tok_per_s, rel=0.005)
+    # within 4 standard errors (twice the 95% half-width): a 1-in-16,000 false alarm
+    half = (r.tok_per_s_ci95[1] - r.tok_per_s_ci95[0]) / 2
+    assert abs(r.tok_per_s - r.analytic_tok_per_s) < 2 * half
+    half_al = (r.accept_length.ci95_high - r.accept_length.ci95_low) / 2
+    assert abs(r.accept_length.mean - r.analytic_accept_length) < 2 * half_al

@@ -1,0 +1,230 @@
+"""Grid specs for sweeps: parsing `field=values` and expanding grids into validated scenarios.
+
+A grid spec names one dotted scenario field and its values:
+
+- `spec.num_steps=1..8`                        integer range, both ends included;
+- `acceptance.acceptance_rate=0.3:0.95:0.05`   float start:stop:step, stop included when the
+                                               steps land on it within 1e-9 of a step;
+- `placement=shared_tp,tp1_colocated`          a list; each value is a YAML scalar (brackets
+                                               keep commas inside lists: `[0.9,0.8],[0.8,0.7]`).
+
+The field is checked against the pydantic Scenario model, and each value against the field's
+type and bounds, before anything runs. The sweep is the Cartesian product of its grids; each
+point is the scenario dict with the point's values applied by
+`simulator.scenario.apply_overrides` and validated by `scenario_from_dict`, so a point gets
+exactly the checks a scenario file gets.
+
+Chain rule: when `spec.num_steps` is swept, a point whose `spec.topk` is 1 and where
+`spec.num_draft_tokens` is not swept gets `num_draft_tokens = num_steps + 1` (the only value a
+chain allows). Positional or empirical acceptance lists are not resized: a list whose length
+does not fit a swept num_steps is an error naming the point.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from simulator.config import Scenario
+from simulator.scenario import UserInputError, apply_overrides, scenario_from_dict
+
+NUM_STEPS_FIELD = "spec.num_steps"
+_FLOAT_TOL = 1e-9
+_INT_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
+_RANGE_LIKE = re.compile(r"^[\s\d.+eE-]*\.\.[\s\d.+eE-]*$")
+_FLOAT_RANGE = re.compile(r"^\s*([^:,\[\]{}]+):([^:,\[\]{}]+):([^:,\[\]{}]+)\s*$")
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    """One swept field: its dotted path, its values in order, and the spec it came from."""
+
+    field: str
+    values: tuple
+    spec: str
+
+
+# ---- grid specs ---------------------------------------------------------------------------------
+def _split_top_level(raw: str) -> list[str]:
+    """Split on commas outside brackets/braces."""
+    out, depth, cur = [], 0, ""
+    for ch in raw:
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+def _number(text: str, spec: str) -> int | float:
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserInputError(f"--grid {spec!r}: {text.strip()!r} is not a number "
+                             "(float ranges are start:stop:step, e.g. 0.3:0.95:0.05)")
+    return value
+
+
+def _float_range(start: float, stop: float, step: float, spec: str) -> tuple:
+    if step == 0:
+        raise UserInputError(f"--grid {spec!r}: step must not be 0")
+    n = int(np.floor((stop - start) / step + _FLOAT_TOL)) + 1
+    if n <= 0:
+        raise UserInputError(f"--grid {spec!r}: empty range ({start} to {stop} by {step})")
+    if n > 1_000_000:
+        raise UserInputError(f"--grid {spec!r}: {n} values is too many")
+    if all(isinstance(x, int) for x in (start, stop, step)):
+        return tuple(start + i * step for i in range(n))
+    return tuple(round(start + i * step, 12) for i in range(n))
+
+
+def parse_grid(spec: str) -> GridAxis:
+    """Parse one `--grid` spec (see the module docstring for the syntax).
+
+    The field is checked against the Scenario model and each value against the field's type and
+    bounds, so a typo fails before anything runs.
+
+    Raises:
+        UserInputError: malformed spec, unknown field, empty range, or a value of the wrong type;
+            the message quotes the spec.
+    """
+    if "=" not in spec:
+        raise UserInputError(f"--grid {spec!r}: expected field=values, e.g. spec.num_steps=1..8, "
+                             "acceptance.acceptance_rate=0.3:0.95:0.05 or placement=shared_tp,tp1_colocated")
+    name, raw = (s.strip() for s in spec.split("=", 1))
+    if not name or any(not p for p in name.split(".")):
+        raise UserInputError(f"--grid {spec!r}: empty field name")
+    if not raw:
+        raise UserInputError(f"--grid {spec!r}: no values after '='")
+    adapters = field_adapters(name, spec)
+    if m := _INT_RANGE.match(raw):
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if hi < lo:
+            raise UserInputError(f"--grid {spec!r}: empty range {lo}..{hi} (the end is below the start)")
+        values: tuple = tuple(range(lo, hi + 1))
+    elif _RANGE_LIKE.match(raw):
+        raise UserInputError(f"--grid {spec!r}: malformed integer range {raw!r}; write start..stop, e.g. 1..8")
+    elif m := _FLOAT_RANGE.match(raw):
+        values = _float_range(*(_number(g, spec) for g in m.groups()), spec=spec)
+    else:
+        parts = _split_top_level(raw)
+        if any(not p.strip() for p in parts):
+            raise UserInputError(f"--grid {spec!r}: empty value in the list")
+        try:
+            values = tuple(yaml.safe_load(p) for p in parts)
+        except yaml.YAMLError as e:
+            raise UserInputError(f"--grid {spec!r}: a value is not valid YAML: {e}") from None
+    for v in values:
+        _check_value(v, adapters, spec, name)
+    return GridAxis(field=name, values=values, spec=spec)
+
+
+def _model_variants(annotation: Any) -> list[type[BaseModel]]:
+    """Pydantic model classes inside an annotation (unwrapping Annotated / unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _model_variants(arg)]
+
+
+def field_adapters(path: str, spec: str = "") -> list[TypeAdapter]:
+    """TypeAdapters (type + bounds) of a dotted Scenario field, one per union variant holding it.
+
+    Raises:
+        UserInputError: no such field, naming the fields there are.
+    """
+    models: list[type[BaseModel]] = [Scenario]
+    parts = path.split(".")
+    infos = []
+    for i, part in enumerate(parts):
+        infos = [m.model_fields[part] for m in models if part in m.model_fields]
+        if not infos:
+            have = sorted({f for m in models for f in m.model_fields})
+            where = ".".join(parts[:i]) or "a scenario"
+            raise UserInputError(f"--grid {spec or path!r}: unknown field {path!r}: {where} has fields "
+                                 f"{', '.join(have)}")
+        if i < len(parts) - 1:
+            models = [v for info in infos for v in _model_variants(info.annotation)]
+            if not models:
+                raise UserInputError(f"--grid {spec or path!r}: {'.'.join(parts[:i + 1])!r} is not a section")
+    return [TypeAdapter(Annotated[info.annotation, info]) for info in infos]
+
+
+def _check_value(value: Any, adapters: list[TypeAdapter], spec: str, name: str) -> None:
+    errors = []
+    for ad in adapters:
+        try:
+            ad.validate_python(value, strict=isinstance(value, bool))
+            return
+        except ValidationError as e:
+            errors.append(e.errors()[0]["msg"])
+    raise UserInputError(f"--grid {spec!r}: value {value!r} does not fit {name}: {errors[0]}")
+
+
+def parse_grids(specs: list[str]) -> list[GridAxis]:
+    """Parse several specs; a field swept twice is an error."""
+    axes = [parse_grid(s) for s in specs]
+    seen: dict[str, str] = {}
+    for ax in axes:
+        if ax.field in seen:
+            raise UserInputError(f"--grid {ax.spec!r}: {ax.field} is already swept by {seen[ax.field]!r}")
+        seen[ax.field] = ax.spec
+    return axes
+
+
+# ---- expansion --------------------------------------------------------------------------------------
+def _get(data: dict, path: str, default: Any = None) -> Any:
+    node: Any = data
+    for p in path.split("."):
+        if not isinstance(node, dict) or p not in node:
+            return default
+        node = node[p]
+    return node
+
+
+def expand(base: dict, axes: list[GridAxis], source: str, base_dir: Path) -> list[tuple[dict, Scenario]]:
+    """Every grid point as (grid values by field, validated Scenario), in row-major order.
+
+    Args:
+        base: scenario dict, `--set` overrides already applied. source: file name for errors.
+        base_dir: folder of the scenario file (model config_path files are relative to it).
+
+    Raises:
+        UserInputError: a point fails scenario validation; the message names the point.
+    """
+    fields = [a.field for a in axes]
+    chain_rule = NUM_STEPS_FIELD in fields and "spec.num_draft_tokens" not in fields
+    out = []
+    for combo in itertools.product(*(a.values for a in axes)):
+        values = dict(zip(fields, combo))
+        data = apply_overrides(copy.deepcopy(base), [f"{k}={json.dumps(v)}" for k, v in values.items()], source)
+        if chain_rule and _get(data, "spec.topk", 1) == 1:
+            apply_overrides(data, [f"spec.num_draft_tokens={int(values[NUM_STEPS_FIELD]) + 1}"], source)
+        try:
+            sc = scenario_from_dict(data, source, base_dir)
+        except UserInputError as e:
+            point = ", ".join(f"{k}={v!r}" for k, v in values.items())
+            hint = ""
+            if NUM_STEPS_FIELD in fields and "acceptance" in str(e) and "entries" in str(e):
+                hint = ("\nhint: positional/empirical acceptance lists are not resized with num_steps; "
+                        "sweep the list too or use acceptance kind iid")
+            raise UserInputError(f"grid point ({point}): {e}{hint}") from None
+        out.append((values, sc))
+    if not out:
+        raise UserInputError("the grid has no points")
+    return out

@@ -1,0 +1,464 @@
+"""Parameter sweeps: grid specs -> validated scenarios -> one result row per grid point.
+
+Grid specs and their expansion into validated scenarios (including the chain rule for
+swept `spec.num_steps`) are in `simulator.grid`; see its docstring.
+
+Engines: `analytic` (`simulator.analytic.analyze`, closed form, fast; a seeded sample of points
+is also run through the DES and the agreement reported) and `des` (`simulator.simulate`).
+Outputs (written atomically): `sweep.csv` (one row per point, columns below), `sweep.json`
+(the sweep spec, seed, version, DES spot-check) and `best_num_steps.csv` when num_steps is swept.
+
+CSV columns: `point_idx`, the grid fields (named by their dotted path), the scenario fields
+that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
+`acceptance_kind`, `acceptance_rate`, `batch_size`, `context_len`), `engine`, `tok_per_s`,
+`tok_per_s_ci95_low`/`_high` (DES only), `baseline_tok_per_s`, `speedup`, `accept_length`,
+`cycle_time_us`, `tpot_us` (mean), the breakdown buckets `<bucket>_us` (see
+`simulator.metrics`), and `scenario_json` (the resolved scenario of the row).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+
+from simulator import __version__
+from simulator.config import Scenario
+from simulator.grid import NUM_STEPS_FIELD, GridAxis, expand, parse_grid, parse_grids
+from simulator.scenario import UserInputError, apply_overrides, load_profile_for, read_scenario_dict
+
+__all__ = ["GridAxis", "SweepResult", "parse_grid", "parse_grids", "expand", "run_sweep", "best_num_steps",
+           "cycle_breakdown_table", "read_sweep_table", "sweep_command"]
+
+ENGINES = ("analytic", "des")
+DESCRIPTIVE_COLUMNS = ("placement", "tp_size", "num_steps", "topk", "num_draft_tokens", "acceptance_kind",
+                       "acceptance_rate", "batch_size", "context_len")
+METRIC_COLUMNS = ("engine", "tok_per_s", "tok_per_s_ci95_low", "tok_per_s_ci95_high", "baseline_tok_per_s",
+                  "speedup", "accept_length", "cycle_time_us", "tpot_us")
+BUCKET_ORDER = ("draft_extend_compute", "draft_extend_comm", "draft_compute", "draft_comm", "verify_compute",
+                "verify_comm", "accept_compute", "accept_comm", "sync", "host")
+
+
+@dataclass
+class SweepResult:
+    """What `run_sweep` produced. Rows are dicts keyed by the CSV columns."""
+
+    rows: list[dict]
+    columns: list[str]
+    grid_fields: list[str]
+    engine: str
+    jobs: int
+    elapsed_s: float
+    des_check: dict | None
+    csv_path: Path | None = None
+    json_path: Path | None = None
+    best_path: Path | None = None
+    best_rows: list[dict] = field(default_factory=list)
+
+
+# ---- running one point (in a worker process) ----------------------------------------------------
+_PROFILES: dict[str, Any] = {}
+_COSTS: dict[tuple[str, str], Any] = {}
+_COST_CACHE_MAX = 4096
+
+
+def _init_worker(profile_paths: list[str]) -> None:
+    """Load each profile once per worker process."""
+    from simulator.profile import load_profile
+    for p in profile_paths:
+        if p not in _PROFILES:
+            _PROFILES[p] = load_profile(Path(p))
+
+
+def _profile(path: str):
+    if path not in _PROFILES:
+        _init_worker([path])
+    return _PROFILES[path]
+
+
+def cost_key(sc: Scenario) -> str:
+    """JSON of the scenario fields a CostModel depends on (not acceptance, seed, run length)."""
+    dump = sc.model_dump(mode="json", exclude={"acceptance": True, "seed": True, "name": True, "description": True,
+                                               "workload": {"num_cycles", "warmup_cycles", "max_new_tokens"}})
+    return json.dumps(dump, sort_keys=True)
+
+
+_LOOKUPS: dict[tuple[str, str], Any] = {}
+
+
+def _cost_model(sc: Scenario, profile_path: str):
+    """A CostModel per (profile, cost_key), cached in this process.
+
+    Speed-ups that do not change a number: the LatencyLookup (interpolators and per-op latency
+    cache; it depends only on the profile and the launch mode) is shared by every cost model of
+    a profile, and `cycle_forwards` / `baseline_forwards` are memoised per cost model (analyze
+    asks for them once per extend length per point; they are pure functions of their argument).
+    """
+    from functools import lru_cache
+
+    from simulator.costs.forward import CostModel
+    key = (profile_path, cost_key(sc))
+    cost = _COSTS.get(key)
+    if cost is None:
+        if len(_COSTS) >= _COST_CACHE_MAX:
+            _COSTS.clear()
+        cost = CostModel(sc, _profile(profile_path))
+        cost.lookup = _LOOKUPS.setdefault((profile_path, cost.mode), cost.lookup)
+        cost.cycle_forwards = lru_cache(maxsize=None)(cost.cycle_forwards)
+        cost.baseline_forwards = lru_cache(maxsize=None)(cost.baseline_forwards)
+        _COSTS[key] = cost
+    return cost
+
+
+def analytic_metrics(sc: Scenario, profile_path: str) -> dict:
+    """Closed-form metrics of one point (cost model cached by `cost_key`)."""
+    from simulator.acceptance import build_acceptance
+    from simulator.analytic import analyze
+    r = analyze(sc, _cost_model(sc, profile_path), build_acceptance(sc.acceptance, sc.spec))
+    return dict(engine="analytic", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=None, tok_per_s_ci95_high=None,
+                baseline_tok_per_s=r.baseline_tok_per_s, speedup=r.speedup, accept_length=r.mean_accept_length,
+                cycle_time_us=r.cycle_time_us, tpot_us=r.tpot_us,
+                breakdown_us={k: float(v) for k, v in r.breakdown_us.items()})
+
+
+def des_metrics(sc: Scenario, profile_path: str) -> dict:
+    """DES metrics of one point (`simulator.simulate.simulate`)."""
+    from simulator.simulate import simulate
+    r, _ = simulate(sc, _profile(profile_path), profile_ref=profile_path)
+    return dict(engine="des", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=r.tok_per_s_ci95[0],
+                tok_per_s_ci95_high=r.tok_per_s_ci95[1], baseline_tok_per_s=r.baseline_tok_per_s,
+                speedup=r.speedup, accept_length=r.accept_length.mean, cycle_time_us=r.cycle_time_us,
+                tpot_us=r.tpot_us.mean if r.tpot_us is not None else None,
+                breakdown_us={k: float(v) for k, v in r.breakdown_us.items()})
+
+
+def _run_chunk(engine: str, items: list[tuple[int, Scenario, str]]) -> list[tuple[int, dict]]:
+    fn = analytic_metrics if engine == "analytic" else des_metrics
+    return [(idx, fn(sc, path)) for idx, sc, path in items]
+
+
+def _chunks(items: list, num_chunks: int) -> list[list]:
+    size = max(1, -(-len(items) // max(1, num_chunks)))
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def run_points(engine: str, items: list[tuple[int, Scenario, str]], jobs: int,
+               progress: bool = True, label: str = "") -> dict[int, dict]:
+    """Metrics per point index; items sorted by cost key so a chunk reuses its cost models."""
+    items = sorted(items, key=lambda it: (it[2], cost_key(it[1])))
+    chunks = _chunks(items, 1 if jobs <= 1 else jobs * 8)
+    chunks = [c for c in chunks for c in _chunks(c, -(-len(c) // 64))]  # progress every <= 64 points
+    out: dict[int, dict] = {}
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   disable=not progress, transient=True)
+    if jobs <= 1:
+        with bar:
+            task = bar.add_task(label or engine, total=len(items))
+            for c in chunks:
+                out.update(_run_chunk(engine, c))
+                bar.advance(task, len(c))
+        return out
+    paths = sorted({it[2] for it in items})
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(paths,)) as pool:
+        futures = {pool.submit(_run_chunk, engine, c): len(c) for c in chunks}  # fork before the bar's thread
+        with bar:
+            task = bar.add_task(label or engine, total=len(items))
+            for fut in as_completed(futures):
+                out.update(fut.result())
+                bar.advance(task, futures[fut])
+    return out
+
+
+# ---- rows and tables ------------------------------------------------------------------------------
+def describe(sc: Scenario) -> dict:
+    """The scenario fields plots group by (DESCRIPTIVE_COLUMNS)."""
+    acc = sc.acceptance
+    return dict(placement=sc.placement, tp_size=sc.tp_size, num_steps=sc.spec.num_steps, topk=sc.spec.topk,
+                num_draft_tokens=sc.spec.num_draft_tokens, acceptance_kind=acc.kind,
+                acceptance_rate=getattr(acc, "acceptance_rate", None), batch_size=sc.workload.batch_size,
+                context_len=sc.workload.context_len)
+
+
+def build_rows(points: list[tuple[dict, Scenario]], metrics: dict[int, dict],
+               grid_fields: list[str]) -> tuple[list[dict], list[str]]:
+    """CSV rows and column order (see the module docstring)."""
+    buckets = {k for m in metrics.values() for k in m["breakdown_us"]}
+    bucket_cols = [b for b in BUCKET_ORDER if b in buckets] + sorted(buckets - set(BUCKET_ORDER))
+    desc = [c for c in DESCRIPTIVE_COLUMNS if c not in grid_fields]
+    columns = (["point_idx", *grid_fields, *desc, *METRIC_COLUMNS, *(f"{b}_us" for b in bucket_cols),
+                "scenario_json"])
+    rows = []
+    for idx, (values, sc) in enumerate(points):
+        m = dict(metrics[idx])
+        br = m.pop("breakdown_us")
+        row = {"point_idx": idx, **values, **{k: v for k, v in describe(sc).items() if k in desc}, **m}
+        row.update({f"{b}_us": br.get(b, 0.0) for b in bucket_cols})
+        row["scenario_json"] = json.dumps(sc.model_dump(mode="json"), separators=(",", ":"))
+        rows.append(row)
+    return rows, columns
+
+
+def best_num_steps(rows: list[dict], group_by: list[str]) -> list[dict]:
+    """For each combination of `group_by` values, the row with the highest tok/s.
+
+    Args:
+        rows: sweep rows (with `num_steps`, `tok_per_s`, `speedup`).
+        group_by: columns that define a combination (the grid fields other than num_steps).
+
+    Returns:
+        Rows {*group_by, best_num_steps, tok_per_s, speedup, baseline_tok_per_s}, in first-seen order.
+    """
+    best: dict[tuple, dict] = {}
+    for r in rows:
+        key = tuple(_hashable(r.get(c)) for c in group_by)
+        if key not in best or r["tok_per_s"] > best[key]["tok_per_s"]:
+            best[key] = r
+    return [{**{c: r.get(c) for c in group_by}, "best_num_steps": r["num_steps"], "tok_per_s": r["tok_per_s"],
+             "speedup": r["speedup"], "baseline_tok_per_s": r["baseline_tok_per_s"]} for r in best.values()]
+
+
+def _hashable(v: Any) -> Any:
+    return json.dumps(v) if isinstance(v, (list, dict)) else v
+
+
+def cycle_breakdown_table(rows: list[dict]) -> list[dict]:
+    """Per row, the breakdown buckets gathered into the groups the stacked chart shows (us).
+
+    Groups: draft_compute_us, draft_comm_us, verify_compute_us (verify + accept),
+    verify_comm_us, draft_extend_us (compute + comm, placement transfers to it included),
+    host_sync_us (host + device->host sync). They sum to cycle_time_us.
+    """
+    groups = {"draft_compute_us": ("draft_compute",), "draft_comm_us": ("draft_comm",),
+              "verify_compute_us": ("verify_compute", "accept_compute"),
+              "verify_comm_us": ("verify_comm", "accept_comm"),
+              "draft_extend_us": ("draft_extend_compute", "draft_extend_comm"), "host_sync_us": ("host", "sync")}
+    out = []
+    for r in rows:
+        g = {k: sum(float(r.get(f"{b}_us") or 0.0) for b in bs) for k, bs in groups.items()}
+        known = {b for bs in groups.values() for b in bs}
+        other = sum(float(v or 0.0) for k, v in r.items() if k.endswith("_us") and k[:-3] in BUCKET_ORDER
+                    and k[:-3] not in known)
+        g["host_sync_us"] += other
+        out.append({**{c: r.get(c) for c in DESCRIPTIVE_COLUMNS}, **g, "cycle_time_us": r["cycle_time_us"]})
+    return out
+
+
+def des_agreement(analytic: dict[int, dict], des: dict[int, dict], points: list[tuple[dict, Scenario]]) -> dict:
+    """Relative difference of DES vs closed-form tok/s on the spot-check points."""
+    checks = []
+    for idx in sorted(des):
+        a, d = analytic[idx]["tok_per_s"], des[idx]["tok_per_s"]
+        checks.append(dict(point_idx=idx, grid=points[idx][0], analytic_tok_per_s=a, des_tok_per_s=d,
+                           des_tok_per_s_ci95=[des[idx]["tok_per_s_ci95_low"], des[idx]["tok_per_s_ci95_high"]],
+                           rel_diff=d / a - 1.0))
+    rel = np.abs([c["rel_diff"] for c in checks]) if checks else np.array([])
+    return dict(num_points=len(checks), points=checks,
+                max_abs_rel_diff=float(rel.max()) if len(rel) else None,
+                median_abs_rel_diff=float(np.median(rel)) if len(rel) else None)
+
+
+# ---- files ------------------------------------------------------------------------------------------
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder and os.replace: a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """JSON (indent 1) written atomically."""
+    write_text_atomic(Path(path), json.dumps(data, indent=1) + "\n")
+
+
+def _cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, (list, dict)):
+        return json.dumps(v)
+    return v
+
+
+def write_csv_atomic(path: Path, rows: list[dict], columns: list[str]) -> None:
+    """CSV (csv module) written via a temp file and os.replace."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: _cell(r.get(c)) for c in columns})
+    write_text_atomic(Path(path), buf.getvalue())
+
+
+def _parse_cell(text: str) -> Any:
+    if text == "":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    if text in ("True", "False"):
+        return text == "True"
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return text
+
+
+def read_sweep_table(path: Path) -> list[dict]:
+    """Rows of a sweep CSV with numbers parsed back (scenario_json stays a string)."""
+    with open(path, newline="") as f:
+        return [{k: (v if k == "scenario_json" else _parse_cell(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+# ---- the sweep --------------------------------------------------------------------------------------
+def run_sweep(scenario_path: Path, grids: list[str], engine: str = "analytic", jobs: int = 1,
+              out_dir: Path | None = None, des_sample: int = 5, overrides: list[str] | None = None,
+              profile: str | None = None, seed: int | None = None, progress: bool = True) -> SweepResult:
+    """Expand the grids over a scenario, run every point, write the outputs.
+
+    Args:
+        scenario_path: scenario YAML. grids: `--grid` specs. engine: 'analytic' or 'des'.
+        jobs: worker processes (1 = in this process). out_dir: where to write (None: nothing written).
+        des_sample: with engine 'analytic', points also run through the DES (seeded sample).
+        overrides: `--set` strings applied before the grid. profile: profile name/path override.
+        seed: seed of the DES spot-check sample (default: the scenario's seed).
+        progress: show a rich progress bar.
+
+    Raises:
+        UserInputError: bad scenario, grid, point, profile or engine.
+    """
+    if engine not in ENGINES:
+        raise UserInputError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if jobs < 1:
+        raise UserInputError(f"--jobs {jobs}: expected at least 1")
+    if des_sample < 0:
+        raise UserInputError(f"--des-sample {des_sample}: expected 0 or more")
+    axes = parse_grids(list(grids))
+    scenario_path = Path(scenario_path)
+    base = apply_overrides(read_scenario_dict(scenario_path), list(overrides or []), str(scenario_path))
+    points = expand(base, axes, str(scenario_path), scenario_path.parent)
+    t0 = time.perf_counter()
+    profile_paths: dict[str, str] = {}
+    items = []
+    for idx, (_, sc) in enumerate(points):
+        ref = profile or sc.profile
+        if ref not in profile_paths:
+            _, p = load_profile_for(sc, profile, base_dir=None if profile else scenario_path.parent)
+            profile_paths[ref] = str(p.resolve())
+        items.append((idx, sc, profile_paths[ref]))
+    metrics = run_points(engine, items, jobs, progress, label=f"{engine} sweep")
+    sweep_seed = points[0][1].seed if seed is None else seed
+    des_check = None
+    if engine == "analytic" and des_sample > 0:
+        rng = np.random.default_rng(sweep_seed)
+        sample = sorted(int(i) for i in rng.choice(len(points), size=min(des_sample, len(points)), replace=False))
+        des = run_points("des", [items[i] for i in sample], jobs, progress, label="DES spot-check")
+        des_check = des_agreement(metrics, des, points)
+    elapsed = time.perf_counter() - t0
+    fields = [a.field for a in axes]
+    rows, columns = build_rows(points, metrics, fields)
+    result = SweepResult(rows=rows, columns=columns, grid_fields=fields, engine=engine, jobs=jobs,
+                         elapsed_s=elapsed, des_check=des_check)
+    if NUM_STEPS_FIELD in fields:
+        result.best_rows = best_num_steps(rows, [f for f in fields if f != NUM_STEPS_FIELD])
+    if out_dir is not None:
+        _write_outputs(result, Path(out_dir), scenario_path, axes, overrides, profile_paths, sweep_seed, des_sample)
+    return result
+
+
+def _write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes: list[GridAxis],
+                   overrides: list[str] | None, profile_paths: dict[str, str], seed: int, des_sample: int) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result.csv_path = out_dir / "sweep.csv"
+    write_csv_atomic(result.csv_path, result.rows, result.columns)
+    if result.best_rows:
+        result.best_path = out_dir / "best_num_steps.csv"
+        write_csv_atomic(result.best_path, result.best_rows, list(result.best_rows[0]))
+    result.json_path = out_dir / "sweep.json"
+    write_json_atomic(result.json_path, dict(
+        version=__version__, scenario_path=str(scenario_path), overrides=list(overrides or []),
+        grids=[dict(spec=a.spec, field=a.field, values=list(a.values)) for a in axes],
+        chain_rule="spec.num_steps swept, spec.topk == 1, spec.num_draft_tokens not swept: "
+                   "num_draft_tokens = num_steps + 1",
+        engine=result.engine, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
+        profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
+        best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check))
+
+
+# ---- CLI ----------------------------------------------------------------------------------------------
+def fail(message: str, code: int = 2) -> None:
+    """Print a user-facing error and exit (the style of `simulator.cli.fail`)."""
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def sweep_command(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
+    grid: Annotated[list[str], typer.Option("--grid", help="field=values: 1..8 | 0.3:0.95:0.05 | a,b,c (repeat).")],
+    engine: Annotated[str, typer.Option(help="analytic (closed form, fast) or des.")] = "analytic",
+    jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+    out: Annotated[Path, typer.Option(help="Output folder (sweep.csv, sweep.json, best_num_steps.csv).")] = Path("sweep_out"),
+    des_sample: Annotated[int, typer.Option(help="With --engine analytic: points also run through the DES.")] = 5,
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write plotly HTML figures to OUT/plots.")] = False,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the DES spot-check sample (default: the scenario's).")] = None,
+) -> None:
+    """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
+    console = Console()
+    try:
+        res = run_sweep(scenario, grid, engine, jobs, out, des_sample, set_, profile, seed)
+    except UserInputError as e:
+        fail(str(e))
+    console.print(f"{len(res.rows)} points, engine {res.engine}, {res.jobs} job(s), {res.elapsed_s:.2f} s; "
+                  f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else ""))
+    if res.des_check:
+        dc = res.des_check
+        console.print(f"DES spot-check on {dc['num_points']} points: DES vs closed form tok/s, "
+                      f"max |diff| {dc['max_abs_rel_diff'] * 100:.2f}%, median {dc['median_abs_rel_diff'] * 100:.2f}%")
+    if res.best_rows:
+        print_best_table(console, res.best_rows)
+    if html:
+        from simulator.plots import write_plots
+        index = write_plots(res.rows, out / "plots", grid_fields=res.grid_fields, console=console)
+        console.print(f"wrote {index}")
+
+
+def print_best_table(console: Console, best_rows: list[dict], max_rows: int = 40) -> None:
+    """Rich table of `best_num_steps` rows (first max_rows)."""
+    from rich.table import Table
+    t = Table(title="best num_steps (highest tok/s per combination)", title_justify="left")
+    cols = list(best_rows[0])
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in best_rows[:max_rows]:
+        t.add_row(*(f"{v:,.2f}" if isinstance(v, float) else str(v) for v in (r[c] for c in cols)))
+    console.print(t)
+    if len(best_rows) > max_rows:
+        console.print(f"[dim]... {len(best_rows) - max_rows} more rows in best_num_steps.csv[/]")
