@@ -191,6 +191,9 @@ class EngineConfig(StrictModel):
     cuda_graph: bool = Field(True, description="Forwards replay as CUDA graphs (one launch each).")
     host_overhead_overlapped: bool = Field(
         False, description="Host scheduling of the next cycle overlaps GPU work (SGLang overlap scheduler).")
+    first_draft_from_extend: bool = Field(
+        False, description="The draft extend proposes draft token 1, then num_steps - 1 draft forwards "
+                           "(SGLang's EAGLE worker); False: num_steps draft forwards (the live loop).")
     granularity: Literal["cycle", "forward", "kernel"] = Field(
         "forward", description="DES events per block of cycles (fastest; exact for deterministic costs), "
                                "per cycle's forwards, or per kernel (traces, per-rank jitter).")

@@ -98,7 +98,7 @@ def predicted_phase_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]
     """Predicted time per phase per cycle: each phase's forwards issued onto an idle GPU."""
     s = cost.sc.spec.num_steps
     return {
-        "draft": sum(cost.draft_step_forward(i).span_us for i in range(draft_forwards_per_cycle(s))),
+        "draft": sum(cost.draft_step_forward(i).span_us for i in range(draft_forwards_per_cycle(s, cost.sc.engine.first_draft_from_extend))),
         "verify": cost.verify_forward().span_us,
         "accept": cost.accept_forward().span_us,
         "draft_extend": float(sum(p * cost.draft_extend_forward(j).span_us

@@ -29,14 +29,16 @@ from simulator.profile import CalibrationProfile
 PHASES = ("draft", "draft_extend", "verify", "accept", "decode")
 
 
-def draft_forwards_per_cycle(num_steps: int) -> int:
-    """Draft decode forwards per cycle: one per draft step (plus one draft extend, counted apart).
+def draft_forwards_per_cycle(num_steps: int, first_draft_from_extend: bool = False) -> int:
+    """Draft decode forwards per cycle (the draft extend is counted apart).
 
-    This is the convention of the EAGLE papers and of calibration/live.py: step d proposes
-    draft token d. (SGLang folds the first proposal into the draft extend and runs
-    num_steps - 1 decode forwards; model that engine with num_steps one larger.)
+    first_draft_from_extend=False: one forward per draft step, as calibration/live.py runs it.
+    True: the draft extend's output already proposes draft token 1, so num_steps - 1 decode
+    forwards follow, as SGLang runs EAGLE ("we get 1 token from draft prefill and
+    (#spec steps - 1) tokens here": sglang `python/sglang/srt/speculative/eagle_worker.py`,
+    `draft_forward`).
     """
-    return num_steps
+    return num_steps - 1 if first_draft_from_extend else num_steps
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,7 @@ class CostModel:
             hidden_bytes = b * extend_tokens_per_request * k * sc.target.hidden_size * sc.target.activation_dtype_bytes
             out.append(self._transfer("draft_extend", hidden_bytes, "send_recv", 2, (0, -1)))
         out.append(self.draft_extend_forward(extend_tokens_per_request))
-        out += [self.draft_step_forward(i) for i in range(draft_forwards_per_cycle(sc.spec.num_steps))]
+        out += [self.draft_step_forward(i) for i in range(draft_forwards_per_cycle(sc.spec.num_steps, sc.engine.first_draft_from_extend))]
         if sc.placement == "tp1_dedicated":
             out.append(self._transfer("draft", tokens_bytes, "send_recv", 2, (0, -1)))
             if self.tp > 1:
