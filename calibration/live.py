@@ -7,15 +7,16 @@ One cycle, for a batch of b requests (chain drafting, topk = 1, s = num_steps):
   verify        one target forward over b x (s + 1) tokens: the last verified token + s drafts;
   accept        `ops_torch.accept` on the GPU, then the device->host sync (`.tolist()`);
   host          bookkeeping: positions advance by accept_length; one host->device copy of the
-                next cycle's positions (`_Meta`). host = cycle time - the four phases above.
+                next cycle's positions (`meta`). host = cycle time - the four phases above.
 The baseline is one target decode forward over b tokens + argmax + sync per step ("decode"
 includes its sync, as "accept" does).
 
 Acceptance comes from an oracle (`simulator.acceptance.build_acceptance`), since random weights
 agree with nothing: the GPU's accept result is synchronised and range-checked, the oracle's
-accept lengths decide how many tokens are kept. The oracle stream is the simulator's:
-`SeedSequence(seed).spawn(3)[0]`, per-request rates drawn first, then one draw per cycle
-(as `simulator.engine.des` does), so both see the same accept lengths.
+accept lengths decide how many tokens are kept. The oracle draws from the simulator's
+acceptance stream (`SeedSequence(seed).spawn(3)[0]`, as `simulator.simulate.rng_streams`):
+per-request rates first, then one (batch_size,) draw per cycle. Same distribution as the
+simulator's; not the same sequence (the DES draws homogeneous requests in blocks).
 
 KV positions: each request's position stays in a band just below `context_len` (every forward
 attends the fixed window context_len + num_new); a request that leaves the band moves back
@@ -32,17 +33,15 @@ for batch > 1 two copies of the extend inputs, and one copy per baseline decode 
 from __future__ import annotations
 
 import datetime
-import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from calibration.build_profile import collect_hardware_info, git_commit
 from calibration.models import DraftModel, TargetModel
 from simulator.config import Scenario
 from simulator.profile import HardwareInfo
@@ -119,8 +118,8 @@ class _Loop:
     """Shared state of a speculative or baseline loop: positions band and the meta buffer.
 
     `kv_lens` (host, (batch_size,) int64) is each request's next KV slot: the slot of its last
-    verified (not yet cached) token. `_Meta` rows are int64 segments of one GPU buffer,
-    refreshed by one host->device copy per cycle.
+    verified (not yet cached) token. `meta` holds the next cycle's positions as named int64
+    segments of one GPU buffer, refreshed by one host->device copy per cycle (`_upload`).
     """
 
     def __init__(self, target: TargetModel, batch_size: int, context_len: int, num_steps: int):
@@ -171,6 +170,12 @@ class SpecLoop(_Loop):
 
     def __init__(self, target: TargetModel, draft: DraftModel, batch_size: int, context_len: int,
                  num_steps: int, cuda_graph: bool):
+        if draft.shape.lm_head_vocab_size > target.shape.vocab_size:
+            raise ValueError(f"draft vocabulary {draft.shape.lm_head_vocab_size} exceeds the target's "
+                             f"{target.shape.vocab_size}: draft ids are used as target ids")
+        if draft.shape.hidden_size != target.shape.hidden_size:
+            raise ValueError(f"draft hidden_size {draft.shape.hidden_size} != target's "
+                             f"{target.shape.hidden_size} (the fc reads target hidden states)")
         super().__init__(target, batch_size, context_len, num_steps)
         b, s, n, dev = batch_size, num_steps, num_steps + 1, target.device
         self.target, self.draft = target, draft
@@ -218,6 +223,11 @@ class SpecLoop(_Loop):
         return self.target.ops.accept(self.verify_ids[:, 1:], self.target_tokens[:, :self.s])
 
     def _capture_all(self) -> None:
+        """Capture every phase; the warm-up calls' writes are undone, so graph and eager runs
+        start from the same state."""
+        state = [self.verify_ids, self.target_tokens, self.aux] + self.tcache.k + self.tcache.v \
+            + self.dcache.k + self.dcache.v
+        saved = [t.clone() for t in state]
         self.graph = True
         self.g_extend = {n: _capture(self._extend, n)[0] for n in range(1, self.s + 2)}
         self.g_steps, self.step_ids, outs = [], [], (self.bonus, self.hidden0)
@@ -227,6 +237,8 @@ class SpecLoop(_Loop):
             self.step_ids.append(outs[0])
         self.g_verify, _ = _capture(self._verify, self.step_ids)
         self.g_accept, self.accept_out = _capture(self._accept)
+        for t, v in zip(state, saved):
+            t.copy_(v)
 
     # ---- one cycle ----------------------------------------------------------------------------
     def run_draft_extend(self) -> None:
@@ -380,35 +392,39 @@ class LiveSession:
         return self._loops[lkey]
 
 
+def measure_host_schedule_us(device, num_steps: int = 4, batch_size: int = 1, reps: int = 200) -> float:
+    """Host time of the live loop's per-cycle bookkeeping (`SpecLoop._commit`), median, in us.
+
+    This is the engine's own scheduling work between the accept sync and the next launch, the
+    profile's `host_schedule_us`. Measured on tiny models: it touches only position buffers.
+    """
+    from simulator.config import ModelShape
+
+    dev = torch.device(device)
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    tiny = ModelShape(name="tiny", hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=2, intermediate_size=128, vocab_size=256)
+    draft = tiny.model_copy(update={"name": "tiny-draft", "num_fc_input_hidden_states": 3, "draft_vocab_size": 128})
+    target_m = TargetModel(tiny, device=dev, dtype=dtype, seed=0)
+    loop = SpecLoop(target_m, DraftModel(draft, device=dev, dtype=dtype, seed=1), batch_size, 256, num_steps, False)
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, num_steps + 2, size=(reps, batch_size))
+    samples = []
+    for row in lengths:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        loop._commit(row)
+        samples.append((time.perf_counter() - t0) * US_PER_S)
+    return float(np.median(samples))
+
+
 def hardware_info(device: torch.device) -> HardwareInfo:
-    """GPU name and driver / CUDA / torch / NCCL versions (the host CPU when device is cpu)."""
-    if device.type != "cuda":
-        return HardwareInfo(gpu_name=f"cpu ({platform.processor() or platform.machine()})", gpu_count=1,
-                            interconnect="none (CPU)", torch_version=torch.__version__)
-    driver = None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-        driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        nccl = ".".join(map(str, torch.cuda.nccl.version()))
-    except (AttributeError, RuntimeError):
-        nccl = None
-    return HardwareInfo(gpu_name=torch.cuda.get_device_name(device), gpu_count=1, interconnect="single GPU",
-                        driver_version=driver, cuda_version=torch.version.cuda,
-                        torch_version=torch.__version__, nccl_version=nccl)
-
-
-def git_commit() -> str | None:
-    """HEAD of the repository holding this file, or None (no git, not a checkout)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                             cwd=Path(__file__).resolve().parents[1])
-        return out.stdout.strip() or None if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    """`build_profile.collect_hardware_info` for the one GPU a live run uses (CPU: the host)."""
+    info = collect_hardware_info()
+    if device.type == "cuda":
+        info.update(gpu_name=torch.cuda.get_device_name(device), gpu_count=1, interconnect="single GPU")
+    return HardwareInfo(**info)
 
 
 def _check(scenario: Scenario) -> None:
@@ -458,10 +474,10 @@ def run_live(scenario: Scenario, speculative: bool, num_cycles: int, warmup_cycl
             rows = lengths[warmup_cycles + r * num_cycles:warmup_cycles + (r + 1) * num_cycles]
             clock.sync()
             clock.reset()
-            start = time.perf_counter()
+            start_s = time.perf_counter()
             marks = [loop.cycle(row, clock) for row in rows]
             clock.sync()
-            elapsed_us = (time.perf_counter() - start) * US_PER_S
+            elapsed_us = (time.perf_counter() - start_s) * US_PER_S
             for m in marks:
                 for name, a, z in zip(phases, m, m[1:]):
                     phase_sum_us[name] += clock.us(a, z)

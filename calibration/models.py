@@ -34,7 +34,10 @@ from simulator.config import ModelShape
 
 ROPE_THETA = 500_000.0  # Llama 3 rope_theta (HF config.json of Llama-3.1-8B).
 RMS_EPS = 1e-5  # Llama 3 rms_norm_eps.
-GLUE_OPS = ("rope_cos_sin", "concat")  # ops run here that simulator.costs.ops does not list
+GLUE_OPS: tuple[str, ...] = ()  # ops run here that simulator.costs.ops does not list: none
+# Ops of simulator.costs.ops that calibration/live.py runs with plain torch between forwards
+# (not through ops_torch, so an OpRecorder does not see them).
+LOOP_IO_OPS = ("cat_ids", "copy_ids", "gather_ids", "gather_hidden")
 
 
 def eagle3_aux_layer_ids(num_layers: int, num_states: int = 3) -> tuple[int, ...]:
@@ -117,6 +120,10 @@ def describe_call(call: OpCall) -> tuple:
         return ("embedding", a[1].shape[1], a[0].shape[0])
     if name == "accept":  # (batch_size, compared drafts): tokens = batch_size, width = drafts
         return ("accept", a[0].shape[1], a[0].shape[0])
+    if name == "rope_cos_sin":  # token_pos (t,), cos_sin (max_len, 2 * head_dim)
+        return ("rope_cos_sin", a[1].shape[1] // 2, a[0].shape[0])
+    if name == "concat":  # list of (t, w_i) tensors
+        return ("concat", sum(x.shape[-1] for x in a[0]), a[0][0].shape[0])
     return (name, a[0].shape[-1], a[0].shape[0])
 
 

@@ -371,6 +371,25 @@ def _runner_elementwise(name: str, width: int, t: int, dev, dtype, gen) -> Calla
         draft = ids(4, t, width)
         target = torch.where(ids(4, t, width) > 0, draft, draft + 1)
         return lambda: accept(draft, target)
+    if name == "rope_cos_sin":  # width = head_dim; gather cos/sin rows at t positions
+        table, pos = rand(KV_WRITE_MAX_LEN, 2 * width), ids(KV_WRITE_MAX_LEN, t)
+        return lambda: rope_cos_sin(pos, table)
+    if name == "concat":  # width = total output width; two equal halves (the EAGLE-3 qkv input)
+        a, b2, out = rand(t, width // 2), rand(t, width - width // 2), rand(t, width)
+        return lambda: concat([a, b2], out=out)
+    if name == "cat_ids":  # t = batch_size, width = num_draft_tokens: [last token] + drafts, int64
+        cols, out = [ids(1000, t, 1) for _ in range(width)], ids(1000, t, width)
+        return lambda: torch.cat(cols, dim=1, out=out)
+    if name == "copy_ids":
+        src, dst = ids(1000, t, width), ids(1000, t, width)
+        return lambda: dst.copy_(src)
+    if name == "gather_ids":  # one id per request out of (t, 8)
+        src, idx, out = ids(1000, t, 8), ids(8, t, 1), ids(1000, t, 1)
+        return lambda: torch.gather(src, 1, idx, out=out)
+    if name == "gather_hidden":  # one hidden row per request out of (t, 8, width)
+        src, out = rand(t, 8, width), rand(t, 1, width)
+        idx = ids(8, t, 1, 1).expand(t, 1, width)
+        return lambda: torch.gather(src, 1, idx, out=out)
     raise ValueError(f"no torch runner for elementwise op {name!r}")
 
 
@@ -433,35 +452,3 @@ def runnable(op: Op) -> bool:
         return False
     return parse_key(op.key)[0] not in UNSUPPORTED_OPS
 
-
-# ---- Glue ops used by calibration/models.py (appended; not yet in simulator.costs.ops) -------
-
-def rope_cos_sin(token_positions: torch.Tensor,
-                 cos_sin_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gather rope cos and sin at each new token's position, once per forward (one kernel).
-
-    Args:
-        token_positions: (num_tokens,) int64.
-        cos_sin_table: (max_len, 2 * head_dim), cos then sin (calibration.models.rope_table).
-
-    Returns:
-        (cos, sin), each (num_tokens, head_dim) (views of one gathered tensor), for `rotary`.
-    """
-    cos_sin = F.embedding(token_positions, cos_sin_table)
-    return cos_sin.chunk(2, dim=-1)
-
-
-def concat(tensors: list[torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
-    """Concatenate (num_tokens, width_i) tensors along the width: the EAGLE-3 draft's qkv input
-    (embedding ++ hidden) and the fc input (three target hidden states), one kernel.
-
-    Args:
-        tensors: each (num_tokens, width_i).
-        out: optional (num_tokens, sum(width_i)) buffer to write into (a static graph buffer).
-
-    Returns:
-        (num_tokens, sum(width_i)).
-    """
-    if out is None:
-        return torch.cat(tensors, dim=-1)
-    return torch.cat(tensors, dim=-1, out=out)

@@ -96,6 +96,10 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
     store.add("meta:hardware", collect_hardware_info())
     bench_ops.bench_roofline(store, dev, command, quick=quick)
     bench_ops.bench_host(store, models, dev, dtype, command)
+    if not store.done("host:schedule"):
+        from calibration.live import measure_host_schedule_us
+        store.add("host:schedule", {"latency_us": measure_host_schedule_us(dev), "command": command,
+                                    "note": "calibration.live per-cycle bookkeeping (_commit), tiny models"})
     bench_ops.bench_ops(store, models, tp_sizes, grid, dev, dtype, settings, command)
     if forwards:
         for m in (m for m in models if not bench_ops.is_draft(m)):

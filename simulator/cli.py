@@ -81,6 +81,7 @@ def validate(
     max_median_error_pct: Annotated[Optional[float], typer.Option(help="Fail if median |tok/s error| exceeds this.")] = None,
     max_error_pct: Annotated[Optional[float], typer.Option(help="Fail if any |tok/s error| exceeds this.")] = None,
     max_speedup_error: Annotated[Optional[float], typer.Option(help="Fail if any |speedup error| exceeds this.")] = None,
+    acceptance: Annotated[str, typer.Option(help="measured: the accept lengths the run drew; scenario: its model.")] = "measured",
 ) -> None:
     """Predict every live record from a profile alone and compare with what was measured."""
     from simulator.profile import resolve_profile_path, write_json_atomic
@@ -89,12 +90,14 @@ def validate(
 
     if judge_mode not in ("graph", "eager", "all"):
         fail(f"--judge-mode must be graph, eager or all, got {judge_mode!r}")
+    if acceptance not in ("measured", "scenario"):
+        fail(f"--acceptance must be measured or scenario, got {acceptance!r}")
     try:
         recs = load_records(records)
         prof, prof_path = load_profile_for(recs[0][1].scenario, profile)
     except UserInputError as e:
         fail(str(e))
-    points = compare(recs, prof)
+    points = compare(recs, prof, acceptance)
     summaries = summarize(points)
     print_validation(points, summaries)
     if json_out is not None:
@@ -177,6 +180,46 @@ def print_result(r) -> None:
     if roof:
         console.print(f"[yellow]note:[/] {len(roof)} op shapes have no measured table in this profile and use "
                       "its roofline (list: the `notes` of --json output)", highlight=False)
+
+
+@app.command()
+def live(
+    out: Annotated[Path, typer.Option(help="Folder for one LiveRun JSON per point (resumes).")],
+    quick: Annotated[bool, typer.Option(help="A few points, fewer cycles (< 1 min on one GPU).")] = False,
+    device: Annotated[str, typer.Option(help="torch device.")] = "cuda",
+    cycles: Annotated[Optional[int], typer.Option(help="Timed cycles per point.")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="Warm-up cycles per point.")] = None,
+) -> None:
+    """Run the live speculative grid on a GPU (real forwards, seeded acceptance oracle); needs torch."""
+    try:
+        from calibration.live_grid import main as live_grid_main
+    except ImportError as e:
+        fail(f"specdecsim live needs torch: pip install 'specdecsim[calibrate]' ({e})")
+    argv = ["--out", str(out), "--device", device] + (["--quick"] if quick else [])
+    argv += (["--cycles", str(cycles)] if cycles else []) + (["--warmup", str(warmup)] if warmup else [])
+    live_grid_main(argv)
+
+
+def _register_commands() -> None:
+    """Mount the sweep/plot commands and, where its package is installed, `calibrate` and `live`.
+
+    calibration.cli imports only typer at import time (torch is imported inside its commands),
+    so `specdecsim --help` stays light; without the calibrate extra those commands say how to
+    install it.
+    """
+    from simulator.plots import plot_command
+    from simulator.sweep import sweep_command
+
+    app.command("sweep")(sweep_command)
+    app.command("plot")(plot_command)
+    try:
+        from calibration.cli import calibrate_app
+    except ImportError:
+        return
+    app.add_typer(calibrate_app, name="calibrate")
+
+
+_register_commands()
 
 
 def main() -> None:

@@ -171,6 +171,8 @@ def run_points(engine: str, items: list[tuple[int, Scenario, str]], jobs: int,
                 bar.advance(task, len(c))
         return out
     paths = sorted({it[2] for it in items})
+    _init_worker(paths)  # import the engines and load profiles here: forked workers inherit them
+    import simulator.analytic, simulator.simulate  # noqa: F401,E401
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(paths,)) as pool:
         futures = {pool.submit(_run_chunk, engine, c): len(c) for c in chunks}  # fork before the bar's thread
         with bar:
@@ -353,6 +355,7 @@ def run_sweep(scenario_path: Path, grids: list[str], engine: str = "analytic", j
     Raises:
         UserInputError: bad scenario, grid, point, profile or engine.
     """
+    t0 = time.perf_counter()
     if engine not in ENGINES:
         raise UserInputError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     if jobs < 1:
@@ -363,7 +366,6 @@ def run_sweep(scenario_path: Path, grids: list[str], engine: str = "analytic", j
     scenario_path = Path(scenario_path)
     base = apply_overrides(read_scenario_dict(scenario_path), list(overrides or []), str(scenario_path))
     points = expand(base, axes, str(scenario_path), scenario_path.parent)
-    t0 = time.perf_counter()
     profile_paths: dict[str, str] = {}
     items = []
     for idx, (_, sc) in enumerate(points):
@@ -423,12 +425,12 @@ def sweep_command(
     grid: Annotated[list[str], typer.Option("--grid", help="field=values: 1..8 | 0.3:0.95:0.05 | a,b,c (repeat).")],
     engine: Annotated[str, typer.Option(help="analytic (closed form, fast) or des.")] = "analytic",
     jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
-    out: Annotated[Path, typer.Option(help="Output folder (sweep.csv, sweep.json, best_num_steps.csv).")] = Path("sweep_out"),
+    out: Annotated[Path, typer.Option(help="Folder for sweep.csv, sweep.json, best_num_steps.csv")] = Path("sweep_out"),
     des_sample: Annotated[int, typer.Option(help="With --engine analytic: points also run through the DES.")] = 5,
-    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write plotly HTML figures to OUT/plots.")] = False,
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write HTML figures to OUT/plots.")] = False,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
     profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the DES spot-check sample (default: the scenario's).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the DES spot-check sample.")] = None,
 ) -> None:
     """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
     console = Console()
@@ -445,8 +447,11 @@ def sweep_command(
     if res.best_rows:
         print_best_table(console, res.best_rows)
     if html:
-        from simulator.plots import write_plots
-        index = write_plots(res.rows, out / "plots", grid_fields=res.grid_fields, console=console)
+        from simulator.plots import plot_sweep
+        try:
+            index = plot_sweep(out, out / "plots", profile=profile, console=console)
+        except (ValueError, UserInputError) as e:
+            fail(str(e))
         console.print(f"wrote {index}")
 
 
@@ -456,7 +461,7 @@ def print_best_table(console: Console, best_rows: list[dict], max_rows: int = 40
     t = Table(title="best num_steps (highest tok/s per combination)", title_justify="left")
     cols = list(best_rows[0])
     for c in cols:
-        t.add_column(c, justify="right")
+        t.add_column(c.split(".")[-1], justify="right")
     for r in best_rows[:max_rows]:
         t.add_row(*(f"{v:,.2f}" if isinstance(v, float) else str(v) for v in (r[c] for c in cols)))
     console.print(t)

@@ -12,6 +12,11 @@ profile gives) and never reads the record's timings for the prediction. Errors:
 
 The live loop's timed cycles count every accepted token (no max_new_tokens truncation), so the
 prediction uses max_new_tokens = PREDICT_MAX_NEW_TOKENS to make truncation negligible.
+
+By default the prediction takes the accept-length distribution the oracle actually drew in the
+run (`accept_length_counts`, an outcome of the seeded acceptance model, not a timing), so that a
+point's error measures the timing model rather than the sampling noise of a short run;
+`acceptance="scenario"` predicts from the scenario's acceptance model instead.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pydantic import ValidationError
 
 from simulator.acceptance import build_acceptance
 from simulator.analytic import analyze, extend_length_pmf
+from simulator.config import EmpiricalAcceptance
 from simulator.costs.forward import CostModel, draft_forwards_per_cycle
 from simulator.profile import CalibrationProfile
 from simulator.records import LiveRun
@@ -106,10 +112,15 @@ def predicted_phase_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]
     }
 
 
-def predict(rec: LiveRun, profile: CalibrationProfile) -> tuple[float, float, dict[str, float], float]:
+def predict(rec: LiveRun, profile: CalibrationProfile,
+            acceptance: str = "measured") -> tuple[float, float, dict[str, float], float]:
     """(tok_per_s, accept_length, phase_us, baseline tok_per_s) predicted for a record's scenario."""
-    sc = rec.scenario.model_copy(update={"workload": rec.scenario.workload.model_copy(
-        update={"max_new_tokens": PREDICT_MAX_NEW_TOKENS})})
+    update: dict = {"workload": rec.scenario.workload.model_copy(update={"max_new_tokens": PREDICT_MAX_NEW_TOKENS})}
+    counts = np.asarray(rec.accept_length_counts, dtype=float)
+    if acceptance == "measured" and rec.speculative and counts.sum() > 0 \
+            and len(counts) == rec.scenario.spec.num_steps + 1:
+        update["acceptance"] = EmpiricalAcceptance(accept_length_probs=list(counts / counts.sum()))
+    sc = rec.scenario.model_copy(update=update)
     cost = CostModel(sc, profile)
     acc = build_acceptance(sc.acceptance, sc.spec)
     an = analyze(sc, cost, acc)
@@ -119,7 +130,8 @@ def predict(rec: LiveRun, profile: CalibrationProfile) -> tuple[float, float, di
     return an.tok_per_s, an.mean_accept_length, predicted_phase_us(cost, ext), an.baseline_tok_per_s
 
 
-def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile) -> list[PointComparison]:
+def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
+            acceptance: str = "measured") -> list[PointComparison]:
     """PointComparison per record, with measured/predicted speedup where a baseline record pairs up."""
     out = []
     baselines: dict[tuple, float] = {}
@@ -127,7 +139,7 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile) -> 
         if not rec.speculative:
             baselines[_pair_key(rec)] = rec.tok_per_s
     for src, rec in records:
-        tok, al, phases, base_pred = predict(rec, profile)
+        tok, al, phases, base_pred = predict(rec, profile, acceptance)
         sc = rec.scenario
         reps = rec.repeat_tok_per_s
         spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None

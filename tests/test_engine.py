@@ -12,10 +12,12 @@ from simulator.costs.forward import CostModel
 from simulator.simulate import simulate
 from tests.conftest import flat_profile, make_scenario
 
-# Kernel counts of the tiny models (simulator/costs/ops.py, tp=1, dense):
-# target forward = embedding + attn_mask + 12 per layer + (rmsnorm, lm_head, argmax); 2 layers -> 29
-# draft step = embedding + attn_mask + 12 + 3 = 17; draft extend adds the EAGLE-3 fc -> 18; accept = 1
-TARGET_KERNELS, DRAFT_STEP_KERNELS, EXTEND_KERNELS, ACCEPT_KERNELS = 29, 17, 18, 1
+# Kernel counts of the tiny models (simulator/costs/ops.py, tp=1, dense), as calibration/live.py runs them:
+# target forward = (embedding, attn_mask, rope_cos_sin) + 12 per layer + (rmsnorm, lm_head, argmax) -> 30 for
+#   2 layers; decode adds the token copy -> 31; verify adds the input cat, the EAGLE-3 hidden-state concat
+#   and the token copy -> 33
+# draft step = 3 + (concat + 12) + 3 = 19; draft extend adds the fc and 2 gathers -> 22; accept = 1
+TARGET_KERNELS, DECODE_KERNELS, DRAFT_STEP_KERNELS, EXTEND_KERNELS, ACCEPT_KERNELS = 33, 31, 19, 22, 1
 
 
 def fixed_accept(s, length):
@@ -30,6 +32,7 @@ def test_kernel_counts_match_the_op_lists(profile):
     assert len(cost.draft_step_forward(0).kernels) == DRAFT_STEP_KERNELS
     assert len(cost.draft_extend_forward(2).kernels) == EXTEND_KERNELS
     assert len(cost.accept_forward().kernels) == ACCEPT_KERNELS
+    assert len(cost.decode_forward().kernels) == DECODE_KERNELS
 
 
 def test_graph_mode_cycle_time_is_the_hand_sum():
@@ -46,7 +49,7 @@ def test_graph_mode_cycle_time_is_the_hand_sum():
     assert result.tok_per_s == pytest.approx(3 / cycle * 1e6, rel=1e-12)
     assert result.accept_length.mean == 3.0
     # baseline: schedule + replay + target forward at 1 token + sync
-    assert result.baseline_step_us == pytest.approx(sched + replay + TARGET_KERNELS * floor + d2h, rel=1e-12)
+    assert result.baseline_step_us == pytest.approx(sched + replay + DECODE_KERNELS * floor + d2h, rel=1e-12)
 
 
 def test_eager_host_bound_cycle_time_is_the_hand_sum():

@@ -41,7 +41,7 @@ def test_target_forward_runs_the_simulators_op_list(b, n, c):
     aux = torch.empty(b * n, 3 * TARGET.hidden_size)
     rec, tokens = recorded(model, lambda: model.forward(ids, cache, lens, pos, n, c, aux_out=aux))
     got = [describe_call(c_) for c_ in rec.calls if c_.name not in GLUE_OPS]
-    want = [describe_op(op) for op in sim_ops.target_forward_ops(TARGET, 1, b, n, c)]
+    want = [describe_op(op) for op in sim_ops.target_forward_ops(TARGET, 1, b, n, c, num_aux_hidden_states=3)]
     assert got == want
     assert rec.names.count("rope_cos_sin") == 1 and rec.names.count("concat") == 1
     assert tokens.shape == (b * n,) and torch.isfinite(aux).all()

@@ -181,15 +181,22 @@ class CostModel:
         sc, b, c = self.sc, self.b, self.c
         whole = sc.costs.source == "whole_forward"
         if phase in ("verify", "decode"):
+            aux = sc.draft.num_fc_input_hidden_states if phase == "verify" else 0
             ks = (self._whole(sc.target, self.tp, b, n, c, phase, self.all_ranks) if whole else
-                  self._kernels(O.target_forward_ops(sc.target, self.tp, b, n, c), phase, self.all_ranks))
+                  self._kernels(O.target_forward_ops(sc.target, self.tp, b, n, c, aux), phase, self.all_ranks))
+            cat_ids, copy_ids = O.verify_io_ops(b, n)
+            if phase == "verify":
+                ks = self._kernels([cat_ids], phase, self.all_ranks) + ks
+            ks += self._kernels([copy_ids], phase, self.all_ranks)
         elif phase in ("draft", "draft_extend"):
             extend = phase == "draft_extend"
             ks = (self._whole(sc.draft, self.draft_tp, b, n, c, phase, self.draft_ranks) if whole else
                   self._kernels(O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend),
                                 phase, self.draft_ranks))
+            if extend:
+                ks += self._kernels(O.extend_io_ops(b, sc.draft.hidden_size), phase, self.draft_ranks)
         elif phase == "accept":
-            ks = self._kernels(O.accept_ops(b, sc.spec.num_draft_tokens), phase, self.all_ranks)
+            ks = self._kernels(O.accept_ops(b, sc.spec.num_steps), phase, self.all_ranks)
         else:
             raise ValueError(f"unknown phase {phase!r}")
         if self.graph and ks:

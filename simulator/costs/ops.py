@@ -227,7 +227,8 @@ def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx:
     """
     t = b * n
     act = t * m.hidden_size * m.activation_dtype_bytes
-    ops = [elementwise("rmsnorm", t, qkv_in or m.hidden_size, passes=2.0)]
+    ops = [elementwise("concat", t, qkv_in, passes=2.0)] if qkv_in and qkv_in != m.hidden_size else []
+    ops.append(elementwise("rmsnorm", t, qkv_in or m.hidden_size, passes=2.0))
     ops += _attention_block(m, tp, b, n, c, qkv_in or m.hidden_size)
     if tp > 1:
         ops.append(collective("allreduce", act, tp))
@@ -250,6 +251,12 @@ def attn_mask(b: int, n: int, c: int) -> Op:
               bytes_per_kv_token=2.0 * n, flops_per_token_kv=1.0)
 
 
+def _prologue(m: ModelShape, tp: int, b: int, n: int, c: int) -> list[Op]:
+    """Embedding (+ its allreduce), the attention mask, the rope cos/sin gather at new positions."""
+    d = m.qk_rope_head_dim if m.is_mla else m.attn_head_dim
+    return _embedding(m, tp, b * n) + [attn_mask(b, n, c), elementwise("rope_cos_sin", b * n, d, passes=2.0)]
+
+
 def _embedding(m: ModelShape, tp: int, t: int) -> list[Op]:
     ops = [elementwise("embedding", t, m.hidden_size, passes=2.0)]
     if tp > 1:  # vocab-parallel embedding: each rank holds a slice, an allreduce assembles it
@@ -267,16 +274,21 @@ def _head(m: ModelShape, tp: int, t: int, sampling: str) -> list[Op]:
     return ops
 
 
-def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int) -> list[Op]:
+def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, num_aux_hidden_states: int = 0) -> list[Op]:
     """Target forward over `n` tokens per request (decode: n=1; verify: n=num_draft_tokens).
 
-    Sampling is a greedy argmax over the full vocabulary for each of the b*n positions.
+    Sampling is a greedy argmax over the full vocabulary for each of the b*n positions. With
+    `num_aux_hidden_states` > 0 (verify for an EAGLE-3 draft) the captured hidden states are
+    concatenated into the draft's fc input after the head.
     """
     t = b * n
-    ops = _embedding(m, tp, t) + [attn_mask(b, n, c)]
+    ops = _prologue(m, tp, b, n, c)
     for i in range(m.num_hidden_layers):
         ops += decoder_layer_ops(m, tp, b, n, c, i)
-    return ops + _head(m, tp, t, "argmax")
+    ops += _head(m, tp, t, "argmax")
+    if num_aux_hidden_states:
+        ops.append(elementwise("concat", t, num_aux_hidden_states * m.hidden_size, passes=2.0))
+    return ops
 
 
 def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bool) -> list[Op]:
@@ -287,7 +299,7 @@ def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bo
     Every layer's qkv reads concat(embedding, hidden): 2 * hidden_size wide.
     """
     t = b * n
-    ops = _embedding(m, tp, t) + [attn_mask(b, n, c)]
+    ops = _prologue(m, tp, b, n, c)
     if extend and m.num_fc_input_hidden_states:
         k = m.num_fc_input_hidden_states * m.hidden_size
         ops.append(gemm("fc", t, k, m.hidden_size, m.weight_dtype_bytes, m.activation_dtype_bytes))
@@ -296,6 +308,19 @@ def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bo
     return ops + _head(m, tp, t, "topk")
 
 
-def accept_ops(b: int, num_draft_tokens: int) -> list[Op]:
-    """Compare draft tokens with the target's argmax and find each request's accepted prefix."""
-    return [elementwise("accept", b, num_draft_tokens, passes=3.0, a_bytes=TOKEN_ID_BYTES)]
+def accept_ops(b: int, num_steps: int) -> list[Op]:
+    """Compare the num_steps draft tokens with the target's argmax and find each request's accepted prefix."""
+    return [elementwise("accept", b, num_steps, passes=3.0, a_bytes=TOKEN_ID_BYTES)]
+
+
+def verify_io_ops(b: int, num_draft_tokens: int) -> list[Op]:
+    """Before verify, gather [last token, drafts] into the verify input; after it, copy the
+    target's tokens out (int64 each)."""
+    return [elementwise("cat_ids", b, num_draft_tokens, passes=2.0, a_bytes=TOKEN_ID_BYTES),
+            elementwise("copy_ids", b, num_draft_tokens, passes=2.0, a_bytes=TOKEN_ID_BYTES)]
+
+
+def extend_io_ops(b: int, hidden_size: int) -> list[Op]:
+    """After the draft extend, gather each request's bonus token and last hidden state."""
+    return [elementwise("gather_ids", b, 1, passes=2.0, a_bytes=TOKEN_ID_BYTES),
+            elementwise("gather_hidden", b, hidden_size, passes=2.0)]

@@ -1,0 +1,209 @@
+"""The live validation grid: real speculative runs on one GPU, one LiveRun JSON per point.
+
+    python3 -m calibration.live_grid --out calibration/live/h200 [--quick]
+
+Default grid (batch 1, context_len 1024, random bf16 weights):
+  targets   Llama-3.1-8B and Llama-3.2-1B shapes, each with an EAGLE-3 one-layer draft
+            (target's hidden / heads / kv heads / intermediate, draft_vocab_size 32000);
+  modes     eager and CUDA graphs;
+  points    num_steps 1..8 x iid acceptance_rate {0.5, 0.7, 0.9}, plus the no-speculation
+            baseline of each (size, mode);
+  noise     two points (one graph, one eager) run with 3 repeats: run-to-run spread;
+  batch 4   a few points (and their baselines) at batch_size 4.
+Each point is `warmup` untimed cycles then `cycles` timed ones. Points already written (and
+valid) are skipped, so an interrupted grid resumes. Budget on one H200: default grid about
+3 minutes (<= 7), --quick under 1 minute; the estimate is printed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from simulator.acceptance import build_acceptance
+from simulator.config import IidAcceptance, ModelShape, Scenario, SpecConfig
+from simulator.costs import ops as sim_ops
+from simulator.profile import write_json_atomic
+from simulator.records import LiveRun
+
+console = Console()
+
+LLAMA_8B = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                      num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
+LLAMA_1B = ModelShape(name="llama-3.2-1b", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
+                      num_key_value_heads=8, head_dim=64, intermediate_size=8192, vocab_size=128256)
+
+
+def eagle3_draft(target: ModelShape) -> ModelShape:
+    """One-layer EAGLE-3 draft at the target's widths (as the published EAGLE-3 Llama drafts)."""
+    return target.model_copy(update=dict(name=f"eagle3-{target.name}", num_hidden_layers=1,
+                                         draft_vocab_size=32000, num_fc_input_hidden_states=3))
+
+
+SIZES = {"8b": (LLAMA_8B, eagle3_draft(LLAMA_8B)), "1b": (LLAMA_1B, eagle3_draft(LLAMA_1B))}
+NUM_STEPS = tuple(range(1, 9))
+ACCEPTANCE_RATES = (0.5, 0.7, 0.9)
+CONTEXT_LEN = 1024
+WARMUP_CYCLES, NUM_CYCLES = 16, 128
+QUICK_WARMUP_CYCLES, QUICK_NUM_CYCLES = 4, 32
+NOISE_REPEATS = 3
+BASELINE_SPEC = (3, 0.7)  # spec fields a baseline's scenario carries (the baseline ignores them)
+# Rough H200 constants for the printed estimate only (not used in any record).
+EST_HBM_BYTES_PER_S = 3.4e12  # ~70% of 4.8 TB/s
+EST_EAGER_LAUNCH_S, EST_GRAPH_KERNEL_S, EST_HOST_S = 12e-6, 1.5e-6, 60e-6  # per listed op (several kernels)
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One live run: size key, mode, batch, num_steps and rate (None = baseline), repeats."""
+
+    size: str
+    graph: bool
+    batch_size: int
+    num_steps: int | None
+    acceptance_rate: float | None
+    repeats: int = 1
+
+    @property
+    def speculative(self) -> bool:
+        return self.num_steps is not None
+
+    @property
+    def name(self) -> str:
+        mode = "graph" if self.graph else "eager"
+        what = f"s{self.num_steps}_a{round(self.acceptance_rate * 100):02d}" if self.speculative else "baseline"
+        rep = f"_rep{self.repeats}" if self.repeats > 1 else ""
+        return f"{self.size}_{mode}_b{self.batch_size}_{what}{rep}"
+
+    def scenario(self, num_cycles: int, warmup_cycles: int) -> Scenario:
+        target, draft = SIZES[self.size]
+        s, a = (self.num_steps, self.acceptance_rate) if self.speculative else BASELINE_SPEC
+        return Scenario(
+            name=self.name, description="live grid point (calibration/live_grid.py), random bf16 weights",
+            profile="h200", target=target, draft=draft, tp_size=1, placement="shared_tp",
+            spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1),
+            acceptance=dict(kind="iid", acceptance_rate=a),
+            workload=dict(batch_size=self.batch_size, context_len=CONTEXT_LEN,
+                          num_cycles=num_cycles, warmup_cycles=warmup_cycles),
+            engine=dict(cuda_graph=self.graph), seed=0)
+
+
+def grid(quick: bool) -> list[GridPoint]:
+    """Points in run order: grouped by size (one model pair in memory), then batch and mode."""
+    if quick:
+        pts = [GridPoint("1b", g, 1, s, 0.7) for g in (False, True) for s in (1, 4)]
+        pts += [GridPoint("1b", g, 1, None, None) for g in (False, True)]
+        return pts + [GridPoint("8b", True, 1, 3, 0.7), GridPoint("8b", True, 1, None, None)]
+    pts = []
+    for size in ("8b", "1b"):
+        for g in (False, True):
+            pts += [GridPoint(size, g, 1, s, a) for s in NUM_STEPS for a in ACCEPTANCE_RATES]
+            pts.append(GridPoint(size, g, 1, None, None))
+        if size == "8b":
+            pts += [GridPoint(size, g, 1, 4, 0.7, NOISE_REPEATS) for g in (True, False)]
+            pts += [GridPoint(size, True, 4, s, 0.7) for s in (1, 3, 5)] + [GridPoint(size, True, 4, None, None)]
+        else:
+            pts += [GridPoint(size, g, 4, 3, 0.7) for g in (True, False)]
+            pts += [GridPoint(size, g, 4, None, None) for g in (True, False)]
+    return pts
+
+
+def _forward_s(ops: list, graph: bool) -> float:
+    gpu = sum(op.bytes for op in ops) / EST_HBM_BYTES_PER_S
+    return gpu + len(ops) * EST_GRAPH_KERNEL_S if graph else max(gpu, len(ops) * EST_EAGER_LAUNCH_S)
+
+
+def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
+    """Rough wall seconds of one point on an H200 (roofline bytes + launch costs, mean accept)."""
+    target, draft = SIZES[p.size]
+    b, c = p.batch_size, CONTEXT_LEN
+    if not p.speculative:
+        cycle = _forward_s(sim_ops.target_forward_ops(target, 1, b, 1, c), p.graph) + EST_HOST_S
+        setup = 3 * cycle if p.graph else 0.0
+    else:
+        s = p.num_steps
+        spec = SpecConfig(num_steps=s, topk=1, num_draft_tokens=s + 1)
+        acc = build_acceptance(IidAcceptance(acceptance_rate=p.acceptance_rate), spec)
+        ext = max(1, round(acc.mean_accept_length()))
+        verify = _forward_s(sim_ops.target_forward_ops(target, 1, b, s + 1, c), p.graph)
+        step = _forward_s(sim_ops.draft_forward_ops(draft, 1, b, 1, c, False), p.graph)
+        extend = _forward_s(sim_ops.draft_forward_ops(draft, 1, b, ext, c, True), p.graph)
+        cycle = verify + s * step + extend + 2 * EST_HOST_S
+        setup = 3 * (verify + (2 * s + 2) * step) if p.graph else 0.0
+    return setup + (warmup_cycles + p.repeats * num_cycles) * cycle
+
+
+def _load(path: Path) -> LiveRun | None:
+    try:
+        return LiveRun.model_validate(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def print_table(rows: list[tuple[GridPoint, LiveRun]]) -> None:
+    """Points with tok/s, speedup over the baseline of the same size/mode/batch, phase means."""
+    base = {(p.size, p.graph, p.batch_size): r.tok_per_s for p, r in rows if not p.speculative}
+    t = Table(title="live runs (phase columns: mean us per cycle)")
+    for col in ("point", "E[accept]", "accept", "tok/s", "speedup", "extend", "draft", "verify",
+                "accept_us", "decode", "host"):
+        t.add_column(col, justify="left" if col == "point" else "right")
+    for p, r in rows:
+        ph = r.phase_us
+        theory = (build_acceptance(r.scenario.acceptance, r.scenario.spec).mean_accept_length()
+                  if p.speculative else 1.0)
+        ref = base.get((p.size, p.graph, p.batch_size))
+        spread = ""
+        if len(r.repeat_tok_per_s) > 1:
+            spread = f" ({min(r.repeat_tok_per_s):.0f}-{max(r.repeat_tok_per_s):.0f})"
+        t.add_row(p.name, f"{theory:.2f}", f"{r.mean_accept_length:.2f}", f"{r.tok_per_s:.1f}{spread}",
+                  f"{r.tok_per_s / ref:.2f}" if ref else "-",
+                  *(f"{ph[k]:.0f}" if k in ph else "-"
+                    for k in ("draft_extend", "draft", "verify", "accept", "decode", "host")))
+    Console(width=max(console.width, 150)).print(t)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="folder for one LiveRun JSON per point")
+    ap.add_argument("--quick", action="store_true", help="a few 1B / 8B points, fewer cycles (< 1 min)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--cycles", type=int, default=None, help="timed cycles per point (override)")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up cycles per point (override)")
+    args = ap.parse_args(argv)
+    num_cycles = args.cycles or (QUICK_NUM_CYCLES if args.quick else NUM_CYCLES)
+    warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP_CYCLES if args.quick else WARMUP_CYCLES)
+    points = grid(args.quick)
+    todo = [p for p in points if _load(args.out / f"{p.name}.json") is None]
+    est = sum(estimate_s(p, num_cycles, warmup) for p in todo) + 5.0 * len({p.size for p in todo})
+    console.print(f"{len(points)} points, {len(points) - len(todo)} already in {args.out}; "
+                  f"{len(todo)} to run, {warmup} + {num_cycles} cycles each: estimated {est:.0f} s on an H200")
+    from calibration.live import LiveSession, run_live  # imports torch: after the estimate
+    session = LiveSession(args.device)
+    start, failed = time.perf_counter(), []
+    for i, p in enumerate(todo):
+        t0 = time.perf_counter()
+        try:
+            rec = run_live(p.scenario(num_cycles, warmup), p.speculative, num_cycles, warmup,
+                           args.device, p.repeats, session)
+        except (RuntimeError, ValueError) as e:  # OOM or a bad point: keep going, report at the end
+            failed.append((p.name, f"{type(e).__name__}: {e}"))
+            console.print(f"[red]{p.name}: {failed[-1][1]}")
+            continue
+        write_json_atomic(args.out / f"{p.name}.json", rec.model_dump(mode="json"))
+        console.print(f"[{i + 1}/{len(todo)}] {p.name}: {rec.tok_per_s:.1f} tok/s, accept "
+                      f"{rec.mean_accept_length:.2f} ({time.perf_counter() - t0:.1f} s)")
+    console.print(f"ran {len(todo) - len(failed)} points in {time.perf_counter() - start:.0f} s")
+    rows = [(p, r) for p in points if (r := _load(args.out / f"{p.name}.json")) is not None]
+    print_table(rows)
+    for name, err in failed:
+        console.print(f"[red]failed: {name}: {err}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,354 @@
+"""Plotly figures from sweep tables (`simulator.sweep`), calibration-curve tables
+(`simulator.calibration_curves`) and validate records. Nothing here computes a modelled number:
+figures draw, filter and group table rows.
+
+HTML files are self-contained and work offline: plotly.js is inlined (no CDN, no external URL).
+PNG export needs kaleido and a browser; without them it is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import plotly.graph_objects as go
+import typer
+from rich.console import Console
+
+from simulator.sweep import (DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table, fail, read_sweep_table,
+                             write_text_atomic)
+
+TOK_PER_S_TITLE = "throughput (tokens/s, system)"
+ACCEPTANCE_TITLE = "acceptance rate (per draft token, 0..1)"
+BREAKDOWN_GROUPS = (("draft_compute_us", "draft compute"), ("draft_comm_us", "draft comm"),
+                    ("verify_compute_us", "verify compute"), ("verify_comm_us", "verify comm"),
+                    ("draft_extend_us", "draft extend"), ("host_sync_us", "host / sync"))
+MAX_FACETS = 12
+MAX_BARS = 60
+Figures = list[tuple[str, go.Figure]]
+
+
+# ---- grouping helpers (no numbers computed) ---------------------------------------------------------
+def _distinct(rows: list[dict], col: str) -> list:
+    seen = []
+    for r in rows:
+        v = r.get(col)
+        if v is not None and v not in seen:
+            seen.append(v)
+    return sorted(seen, key=lambda v: (isinstance(v, str), v)) if seen else []
+
+
+def facet_columns(rows: list[dict], used: tuple[str, ...], grid_fields: list[str] = ()) -> list[str]:
+    """Columns that vary across rows and are not drawn on an axis or as lines (each value: a figure)."""
+    leaves = set(DESCRIPTIVE_COLUMNS)
+    cands = list(DESCRIPTIVE_COLUMNS) + [g for g in grid_fields if g not in leaves and g.split(".")[-1] not in leaves]
+    return [c for c in cands if c not in used and len(_distinct(rows, c)) > 1]
+
+
+def split_facets(rows: list[dict], cols: list[str]) -> list[tuple[str, list[dict]]]:
+    """(title suffix, rows) per combination of `cols`, in first-seen order."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(json.dumps(r.get(c)) for c in cols), []).append(r)
+    return [(", ".join(f"{c}={json.loads(k)}" for c, k in zip(cols, key)), g) for key, g in groups.items()]
+
+
+def _title(base: str, suffix: str) -> str:
+    return f"{base} ({suffix})" if suffix else base
+
+
+# ---- (a) tok/s vs acceptance rate ---------------------------------------------------------------------
+def tok_per_s_figures(rows: list[dict], grid_fields: list[str] = ()) -> Figures:
+    """tok/s vs acceptance rate, one line per placement x num_steps, the baseline dashed; one figure
+    per combination of the other varying columns."""
+    rows = [r for r in rows if r.get("acceptance_rate") is not None]
+    if len(_distinct(rows, "acceptance_rate")) < 2:
+        return []
+    out = []
+    facets = facet_columns(rows, ("acceptance_rate", "placement", "num_steps", "num_draft_tokens"), grid_fields)
+    for suffix, group in split_facets(rows, facets)[:MAX_FACETS]:
+        fig = go.Figure()
+        for placement in _distinct(group, "placement"):
+            for s in _distinct(group, "num_steps"):
+                line = sorted((r for r in group if r["placement"] == placement and r["num_steps"] == s),
+                              key=lambda r: r["acceptance_rate"])
+                fig.add_trace(go.Scatter(x=[r["acceptance_rate"] for r in line], y=[r["tok_per_s"] for r in line],
+                                         mode="lines+markers", name=f"{placement}, num_steps={s}"))
+        base = sorted({r["acceptance_rate"]: r for r in group}.values(), key=lambda r: r["acceptance_rate"])
+        fig.add_trace(go.Scatter(x=[r["acceptance_rate"] for r in base], y=[r["baseline_tok_per_s"] for r in base],
+                                 mode="lines", name="baseline (no speculation)",
+                                 line=dict(dash="dash", color="black")))
+        fig.update_layout(title=_title("Throughput vs acceptance rate", suffix),
+                          xaxis_title=ACCEPTANCE_TITLE, yaxis_title=TOK_PER_S_TITLE, legend_title="configuration")
+        out.append((suffix, fig))
+    return out
+
+
+# ---- (b) best num_steps heatmap ---------------------------------------------------------------------------
+def best_num_steps_figures(rows: list[dict], grid_fields: list[str] = ()) -> Figures:
+    """Heatmap over acceptance rate x batch size (or context length): colour = best num_steps,
+    cell text = its speedup. Needs num_steps and acceptance rate to vary."""
+    rows = [r for r in rows if r.get("acceptance_rate") is not None]
+    if len(_distinct(rows, "num_steps")) < 2 or len(_distinct(rows, "acceptance_rate")) < 2:
+        return []
+    y_col = "context_len" if (len(_distinct(rows, "batch_size")) < 2 and len(_distinct(rows, "context_len")) > 1) \
+        else "batch_size"
+    y_title = {"batch_size": "batch size (requests)", "context_len": "context length (tokens)"}[y_col]
+    facets = facet_columns(rows, ("acceptance_rate", y_col, "num_steps", "num_draft_tokens"), grid_fields)
+    out = []
+    for suffix, group in split_facets(rows, facets)[:MAX_FACETS]:
+        best = {(b["acceptance_rate"], b[y_col]): b for b in best_num_steps(group, ["acceptance_rate", y_col])}
+        xs, ys = _distinct(group, "acceptance_rate"), _distinct(group, y_col)
+        z = [[best[(x, y)]["best_num_steps"] if (x, y) in best else None for x in xs] for y in ys]
+        text = [[f"{best[(x, y)]['speedup']:.2f}x" if (x, y) in best else "" for x in xs] for y in ys]
+        fig = go.Figure(go.Heatmap(x=xs, y=[str(y) for y in ys], z=z, text=text, texttemplate="%{text}",
+                                   colorscale="Viridis", colorbar=dict(title="best num_steps"),
+                                   hovertemplate="acceptance rate %{x}<br>" + y_col +
+                                                 " %{y}<br>best num_steps %{z}<br>speedup %{text}<extra></extra>"))
+        fig.update_layout(title=_title("Best num_steps (colour) and its speedup over no speculation (text)", suffix),
+                          xaxis_title=ACCEPTANCE_TITLE, yaxis_title=y_title)
+        fig.update_yaxes(type="category")
+        out.append((suffix, fig))
+    return out
+
+
+# ---- (c) cycle-time breakdown --------------------------------------------------------------------------
+def _pin_other_columns(rows: list[dict], keep: tuple[str, ...], grid_fields: list[str]) -> tuple[list[dict], str]:
+    """Rows where every other varying column sits at its middle value (so bars compare like with like)."""
+    pinned = []
+    for c in facet_columns(rows, keep, grid_fields):
+        values = _distinct(rows, c)
+        v = values[(len(values) - 1) // 2]
+        rows = [r for r in rows if r.get(c) == v]
+        pinned.append(f"{c}={v}")
+    return rows, ", ".join(pinned)
+
+
+def breakdown_figure(rows: list[dict], grid_fields: list[str] = ()) -> Figures:
+    """Stacked bars of the cycle time per configuration (placement x num_steps), other columns pinned."""
+    rows, pinned = _pin_other_columns(rows, ("placement", "num_steps", "num_draft_tokens"), grid_fields)
+    table = sorted(cycle_breakdown_table(rows), key=lambda r: (str(r["placement"]), r["num_steps"]))[:MAX_BARS]
+    labels = [f"{r['placement']}, num_steps={r['num_steps']}" for r in table]
+    fig = go.Figure([go.Bar(x=labels, y=[r[col] for r in table], name=name) for col, name in BREAKDOWN_GROUPS])
+    fig.update_layout(barmode="stack", title=_title("Where the cycle time goes", pinned),
+                      xaxis_title="configuration (draft placement, num_steps)",
+                      yaxis_title="time per cycle (us)", legend_title="bucket")
+    return [(pinned, fig)]
+
+
+# ---- (d) calibration curves ------------------------------------------------------------------------------
+def collective_figure(curve_rows: list[dict]) -> go.Figure:
+    """Collective latency vs message size, one line per world size (log-log); table points as markers."""
+    fig = go.Figure()
+    op = curve_rows[0]["op"] if curve_rows else "allreduce"
+    for w in _distinct(curve_rows, "world_size"):
+        model = sorted((r for r in curve_rows if r["world_size"] == w and r["source"] == "model"),
+                       key=lambda r: r["size_bytes"])
+        fig.add_trace(go.Scatter(x=[r["size_bytes"] for r in model], y=[r["latency_us"] for r in model],
+                                 mode="lines", name=f"world size {w} (model)"))
+        pts = [r for r in curve_rows if r["world_size"] == w and r["source"] != "model"]
+        if pts:
+            fig.add_trace(go.Scatter(x=[r["size_bytes"] for r in pts], y=[r["latency_us"] for r in pts],
+                                     mode="markers", name=f"world size {w} ({pts[0]['source']})"))
+    fig.update_layout(title=f"{op} latency vs message size", xaxis_title="message size per rank (bytes)",
+                      yaxis_title="latency (us)")
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def verify_figure(curve_rows: list[dict]) -> go.Figure:
+    """Verify-forward GPU time vs tokens per request, one line per batch size."""
+    fig = go.Figure()
+    for b in _distinct(curve_rows, "batch_size"):
+        line = sorted((r for r in curve_rows if r["batch_size"] == b), key=lambda r: r["num_tokens_per_request"])
+        fig.add_trace(go.Scatter(x=[r["num_tokens_per_request"] for r in line], y=[r["verify_us"] for r in line],
+                                 mode="lines+markers", name=f"batch size {b}"))
+    fig.update_layout(title="Target verify forward cost vs tokens verified",
+                      xaxis_title="tokens per request in the forward (1 = decode)",
+                      yaxis_title="verify forward GPU time (us)")
+    return fig
+
+
+# ---- (e) predicted vs measured ------------------------------------------------------------------------------
+def _record_label(r: dict) -> str:
+    if r.get("label") is not None:
+        return str(r["label"])
+    return ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("predicted_tok_per_s", "measured_tok_per_s")
+                     and isinstance(v, (str, int, bool)))
+
+
+def validation_figure(records: list[dict]) -> go.Figure:
+    """Predicted vs measured tok/s scatter with the y = x line (records from `specdecsim validate`)."""
+    pred = [r["predicted_tok_per_s"] for r in records]
+    meas = [r["measured_tok_per_s"] for r in records]
+    lo, hi = min(pred + meas), max(pred + meas)
+    fig = go.Figure([
+        go.Scatter(x=pred, y=meas, mode="markers", name="runs", text=[_record_label(r) for r in records],
+                   hovertemplate="%{text}<br>predicted %{x:.1f}<br>measured %{y:.1f}<extra></extra>"),
+        go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x", line=dict(dash="dash", color="black")),
+    ])
+    fig.update_layout(title="Predicted vs measured throughput", xaxis_title="predicted throughput (tokens/s)",
+                      yaxis_title="measured throughput (tokens/s)")
+    return fig
+
+
+# ---- files ----------------------------------------------------------------------------------------------
+def figures_html(figs: list[go.Figure], title: str) -> str:
+    """One self-contained HTML page holding the figures (plotly.js inlined once)."""
+    divs = [fig.to_html(full_html=False, include_plotlyjs=(i == 0), include_mathjax=False,
+                        config={"displaylogo": False}) for i, fig in enumerate(figs)]
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head>\n"
+            f"<body><h1>{html.escape(title)}</h1>\n" + "\n".join(divs) + "\n</body></html>\n")
+
+
+def export_png(fig: go.Figure, path: Path) -> str | None:
+    """Write a PNG if kaleido (and the browser it needs) is there; else return why not."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return "PNG export skipped: kaleido is not installed (pip install kaleido)"
+    try:
+        fig.write_image(str(path))
+    except Exception as e:  # kaleido raises several types when no browser is found
+        return f"PNG export skipped: {type(e).__name__}: {e}"
+    return None
+
+
+def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), collective_rows: list[dict] = (),
+                verify_rows: list[dict] = (), validate_records: list[dict] = (), png: bool = True,
+                console: Console | None = None) -> Path:
+    """Write one HTML file per figure kind and an index.html linking them; returns the index path."""
+    out_dir = Path(out_dir)
+    kinds: list[tuple[str, str, list[go.Figure]]] = []
+    if rows:
+        kinds += [("tok_per_s_vs_acceptance", "Throughput vs acceptance rate",
+                   [f for _, f in tok_per_s_figures(rows, grid_fields)]),
+                  ("best_num_steps", "Best num_steps", [f for _, f in best_num_steps_figures(rows, grid_fields)]),
+                  ("cycle_breakdown", "Cycle-time breakdown", [f for _, f in breakdown_figure(rows, grid_fields)])]
+    if collective_rows:
+        kinds.append(("allreduce_latency", "Collective latency vs message size", [collective_figure(collective_rows)]))
+    if verify_rows:
+        kinds.append(("verify_latency", "Verify cost vs tokens", [verify_figure(verify_rows)]))
+    if validate_records:
+        kinds.append(("predicted_vs_measured", "Predicted vs measured", [validation_figure(validate_records)]))
+    links, notes = [], set()
+    for name, title, figs in kinds:
+        if not figs:
+            notes.add(f"{title}: not drawn (the table lacks the varying columns it needs)")
+            continue
+        write_text_atomic(out_dir / f"{name}.html", figures_html(figs, title))
+        links.append((f"{name}.html", title, len(figs)))
+        if png:
+            for i, fig in enumerate(figs):
+                why = export_png(fig, out_dir / f"{name}_{i}.png")
+                if why:
+                    notes.add(why)
+                    break
+    items = "\n".join(f'<li><a href="{html.escape(h)}">{html.escape(t)}</a> ({n} figure{"s" * (n > 1)})</li>'
+                      for h, t, n in links)
+    note_items = "\n".join(f"<li>{html.escape(n)}</li>" for n in sorted(notes))
+    write_text_atomic(out_dir / "index.html", "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+                      "<title>specdecsim figures</title></head><body><h1>specdecsim figures</h1>\n"
+                      f"<ul>\n{items}\n</ul>\n" + (f"<h2>notes</h2><ul>\n{note_items}\n</ul>\n" if notes else "")
+                      + "</body></html>\n")
+    if console is not None:
+        for n in sorted(notes):
+            console.print(f"[yellow]note:[/] {n}", highlight=False)
+    return out_dir / "index.html"
+
+
+def load_validate_records(path: Path) -> list[dict]:
+    """Records from a validate JSON: a list of dicts, or {'records': [...]}; each needs
+    predicted_tok_per_s and measured_tok_per_s.
+
+    Raises:
+        ValueError: naming the file and what is missing.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from None
+    records = data.get("records") if isinstance(data, dict) else data
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"{path}: expected a list of records or {{'records': [...]}}")
+    for i, r in enumerate(records):
+        missing = [k for k in ("predicted_tok_per_s", "measured_tok_per_s") if not isinstance(r.get(k), (int, float))]
+        if missing:
+            raise ValueError(f"{path}: record {i} lacks numeric {', '.join(missing)}")
+    return records
+
+
+def _sweep_inputs(results: Path) -> tuple[list[dict], list[str], dict]:
+    """(rows, grid fields, sweep.json or {}) from a sweep folder or CSV."""
+    csv_path = results / "sweep.csv" if results.is_dir() else results
+    meta_path = csv_path.parent / "sweep.json"
+    if not csv_path.is_file():
+        raise ValueError(f"{results}: no sweep CSV (expected a sweep folder with sweep.csv, or a CSV file)")
+    rows = read_sweep_table(csv_path)
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    if meta.get("grids"):
+        fields = [g["field"] for g in meta["grids"]]
+    else:
+        header = list(rows[0]) if rows else []
+        fields = [c for c in header[:header.index("engine")] if c != "point_idx" and c not in DESCRIPTIVE_COLUMNS] \
+            if "engine" in header else []
+    missing = [c for c in ("tok_per_s", "baseline_tok_per_s", "speedup", "cycle_time_us", "num_steps", "placement")
+               if rows and c not in rows[0]]
+    if missing:
+        raise ValueError(f"{csv_path}: not a sweep table (missing columns {', '.join(missing)})")
+    return rows, fields, meta
+
+
+def _curve_inputs(rows: list[dict], meta: dict, profile: str | None) -> tuple[list[dict], list[dict]]:
+    """Calibration-curve tables for the sweep's scenario on its (or the given) profile."""
+    from simulator.calibration_curves import collective_curve_table, verify_curve_table
+    from simulator.config import Scenario
+    from simulator.scenario import load_profile_for
+    if not rows and profile is None:
+        return [], []
+    sc = Scenario.model_validate(json.loads(rows[0]["scenario_json"])) if rows else None
+    ref = profile or next(iter((meta.get("profiles") or {}).values()), None) or sc.profile
+    from simulator.profile import load_profile, resolve_profile_path
+    try:
+        prof = load_profile(resolve_profile_path(ref)) if sc is None else load_profile_for(sc, ref)[0]
+    except FileNotFoundError as e:
+        raise ValueError(str(e)) from None
+    mode = "graph" if sc is None or sc.engine.cuda_graph else "eager"
+    coll = collective_curve_table(prof, "allreduce", mode)
+    verify = [] if sc is None else verify_curve_table(sc, prof, batch_sizes=tuple(_distinct(rows, "batch_size")))
+    return coll, verify
+
+
+def plot_command(
+    results: Annotated[Path, typer.Argument(help="A sweep folder (with sweep.csv) or a sweep CSV.")],
+    out: Annotated[Path, typer.Option(help="Folder for the HTML figures and index.html.")] = Path("plots"),
+    profile: Annotated[Optional[str], typer.Option(help="Profile for calibration curves (default: sweep's).")] = None,
+    validate_json: Annotated[Optional[Path], typer.Option(help="Validate records JSON: predicted vs measured.")] = None,
+    png: Annotated[bool, typer.Option("--png/--no-png", help="Also write PNGs (needs kaleido and a browser).")] = True,
+) -> None:
+    """Draw a sweep's tables as offline HTML figures (plotly.js inlined) with an index.html."""
+    from simulator.scenario import UserInputError
+    console = Console()
+    try:
+        index = plot_sweep(results, out, profile, validate_json, png, console)
+    except (ValueError, UserInputError) as e:
+        fail(str(e))
+    console.print(f"wrote {index}")
+
+
+def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_json: Path | None = None,
+               png: bool = True, console: Console | None = None) -> Path:
+    """All figures of a sweep folder/CSV (+ calibration curves, + validate records); returns index.html.
+
+    Raises:
+        ValueError, UserInputError: unreadable results, profile or records, naming the file.
+    """
+    rows, fields, meta = _sweep_inputs(Path(results))
+    coll, verify = _curve_inputs(rows, meta, profile)
+    records = load_validate_records(validate_json) if validate_json is not None else []
+    return write_plots(rows, out, fields, coll, verify, records, png=png, console=console)

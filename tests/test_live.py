@@ -1,0 +1,284 @@
+"""calibration.live: token counts, oracle acceptance, KV rollback, op program, LiveRun records (CPU)."""
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from calibration import ops_torch  # noqa: E402
+from calibration.live import (LiveSession, SpecLoop, generate, oracle_accept_lengths,  # noqa: E402
+                              run_live)
+from calibration.models import GLUE_OPS, LOOP_IO_OPS, DraftModel, OpRecorder, TargetModel, describe_call, describe_op  # noqa: E402
+from simulator.acceptance import build_acceptance  # noqa: E402
+from simulator.config import Scenario  # noqa: E402
+from simulator.costs import ops as sim_ops  # noqa: E402
+from simulator.records import LiveRun  # noqa: E402
+
+TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, intermediate_size=128, vocab_size=256)
+DRAFT = dict(name="tiny-draft", hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+             num_key_value_heads=2, intermediate_size=128, vocab_size=256, draft_vocab_size=96,
+             num_fc_input_hidden_states=3)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny ops on a shared CPU run faster (and steadier) on one thread."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def scenario(num_steps=3, rate=0.7, batch_size=2, context_len=64, cuda_graph=False, seed=0, **kw) -> Scenario:
+    return Scenario.model_validate(dict(
+        target=TARGET, draft=DRAFT, spec=dict(num_steps=num_steps, num_draft_tokens=num_steps + 1),
+        acceptance=dict(kind="iid", acceptance_rate=rate),
+        workload=dict(batch_size=batch_size, context_len=context_len),
+        engine=dict(cuda_graph=cuda_graph), seed=seed, **kw))
+
+
+def spec_loop(num_steps=3, batch_size=2, context_len=512) -> SpecLoop:
+    sc = scenario(num_steps, batch_size=batch_size, context_len=context_len)
+    target, draft = TargetModel(sc.target), DraftModel(sc.draft)
+    return SpecLoop(target, draft, batch_size, context_len, num_steps, cuda_graph=False)
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 7, 20])
+def test_generate_emits_exactly_max_new_tokens(max_new_tokens):
+    loop = spec_loop(num_steps=3, batch_size=3)
+    lengths = oracle_accept_lengths(scenario(3, batch_size=3), 64)
+    with torch.no_grad():
+        emitted, num_cycles = generate(loop, max_new_tokens, lengths)
+    assert emitted.tolist() == [max_new_tokens] * 3
+    # It stops at the first cycle where every request's untruncated total reaches the target.
+    done = (np.cumsum(lengths, axis=0) >= max_new_tokens).all(axis=1)
+    assert num_cycles == int(np.argmax(done)) + 1
+
+
+class SlotRecorder(OpRecorder):
+    """Notes at call time (the position buffers are reused) the slots of every kv_write into the
+    layer-0 cache `cache_k` (request-major) and every attn_mask's per-request positions."""
+
+    def __init__(self, cache_k):
+        super().__init__(ops_torch)
+        self.cache_k, self.slots, self.mask_lens = cache_k, [], []
+
+    def __getattr__(self, name):
+        fn = super().__getattr__(name)
+
+        def noting(*args, **kwargs):
+            if name == "kv_write" and args[0] is self.cache_k:
+                self.slots.append(args[4][1].tolist())
+            if name == "attn_mask":
+                self.mask_lens.append(args[0].tolist())
+            return fn(*args, **kwargs)
+        return noting
+
+
+def test_positions_advance_by_accept_length_and_next_verify_overwrites_rejected_slots():
+    s, b = 3, 2
+    loop = spec_loop(num_steps=s, batch_size=b)
+    rec = SlotRecorder(loop.tcache.k[0])
+    with torch.no_grad():
+        loop.cycle(np.array([2, 2]))
+        before = loop.kv_lens.copy()
+        lengths = np.array([1, 4])
+        loop.cycle(lengths)
+        after = loop.kv_lens.copy()
+        assert (after - before).tolist() == lengths.tolist()
+        loop.target.ops = rec
+        k1 = loop.tcache.k[-1].clone()
+        loop.cycle(np.array([1, 1]))
+    # The verify writes s+1 slots from the new position, over the rejected drafts' slots.
+    want = [p for r in range(b) for p in range(after[r], after[r] + s + 1)]
+    assert rec.slots == [want] and rec.mask_lens == [after.tolist()]
+    changed = (loop.tcache.k[-1] != k1).any(dim=(2, 3))  # (batch, slot), last layer
+    for r in range(b):
+        assert changed[r].nonzero().flatten().tolist() == list(range(after[r], after[r] + s + 1))
+
+
+def test_draft_extend_covers_the_accepted_tokens_at_the_old_positions():
+    s, b = 3, 2
+    loop = spec_loop(num_steps=s, batch_size=b)
+    rec = SlotRecorder(loop.dcache.k[0])
+    with torch.no_grad():
+        loop.cycle(np.array([1, 1]))
+        old = loop.kv_lens.copy()
+        loop.cycle(np.array([3, 2]))
+        assert loop.extend_len == 3
+        loop.draft.ops = rec
+        loop.cycle(np.array([1, 1]))
+    new = old + np.array([3, 2])
+    extend = [p for r in range(b) for p in range(old[r], old[r] + 3)]  # padded to max = 3
+    steps = [[int(new[r] + k) for r in range(b)] for k in range(s)]
+    assert rec.slots == [extend] + steps
+    assert rec.mask_lens == [old.tolist()] + [(new + k).tolist() for k in range(s)]
+
+
+def test_positions_stay_in_band_and_wrap_back_by_span():
+    loop = spec_loop(num_steps=2, batch_size=1, context_len=16)
+    assert loop.hi == 16 - 1 and loop.span == 15 and loop.kv_lens.tolist() == [0]
+    with torch.no_grad():
+        seen = []
+        for _ in range(12):
+            loop.cycle(np.array([3]))
+            seen.append(int(loop.kv_lens[0]))
+    assert seen[:6] == [3, 6, 9, 12, 15, 3]  # 18 > hi=15 -> 18 - 15
+    assert all(0 <= p <= loop.hi for p in seen)
+
+
+def test_one_cycle_runs_the_simulators_op_program():
+    s, b, c = 2, 2, 64
+    loop = spec_loop(num_steps=s, batch_size=b, context_len=c)
+    rec = OpRecorder(ops_torch)
+    with torch.no_grad():
+        loop.cycle(np.array([3, 1]))  # next cycle extends over 3 tokens per request
+        loop.target.ops = loop.draft.ops = rec
+        loop.cycle(np.array([1, 1]))
+    t, d = loop.target.shape, loop.draft.shape
+    want = (sim_ops.draft_forward_ops(d, 1, b, 3, c, True)
+            + s * sim_ops.draft_forward_ops(d, 1, b, 1, c, False)
+            + sim_ops.target_forward_ops(t, 1, b, s + 1, c, num_aux_hidden_states=3)
+            + sim_ops.accept_ops(b, s))
+    got = [describe_call(x) for x in rec.calls if x.name not in GLUE_OPS]
+    assert got == [describe_op(op) for op in want if op.name not in LOOP_IO_OPS]
+    assert rec.names.count("rope_cos_sin") == s + 2
+
+
+def test_live_accept_lengths_follow_the_oracle():
+    sc = scenario(num_steps=3, rate=0.7, batch_size=4, seed=5)
+    rec = run_live(sc, True, num_cycles=60, warmup_cycles=2, device="cpu", repeats=2)
+    pmf = build_acceptance(sc.acceptance, sc.spec).pmf()
+    k = np.arange(1, len(pmf) + 1)
+    mean, var = float(k @ pmf), float((k ** 2) @ pmf - (k @ pmf) ** 2)
+    n = sum(rec.accept_length_counts)
+    assert n == 60 * 2 * 4 and len(rec.accept_length_counts) == 4
+    assert abs(rec.mean_accept_length - mean) < 4 * (var / n) ** 0.5
+    counts = np.bincount(oracle_accept_lengths(sc, 122)[2:].ravel(), minlength=5)[1:]
+    assert rec.accept_length_counts == counts.tolist()
+
+
+def test_record_validates_and_is_consistent():
+    sc = scenario(num_steps=2, batch_size=2)
+    session = LiveSession("cpu")
+    rec = run_live(sc, True, num_cycles=8, warmup_cycles=2, device="cpu", repeats=3, session=session)
+    again = LiveRun.model_validate(json.loads(rec.model_dump_json()))
+    assert again == rec and rec.scenario == sc and rec.speculative
+    assert len(rec.repeat_tok_per_s) == 3 and rec.tok_per_s == sorted(rec.repeat_tok_per_s)[1]
+    assert rec.tok_per_s == pytest.approx(rec.num_tokens / rec.elapsed_us * 1e6)
+    assert set(rec.phase_us) == {"draft_extend", "draft", "verify", "accept", "host"}
+    cycle_us = sum(rec.phase_us.values())
+    assert rec.phase_us["verify"] > 0 and cycle_us > rec.phase_us["draft"]
+    base = run_live(sc, False, num_cycles=8, warmup_cycles=1, device="cpu", repeats=1, session=session)
+    assert not base.speculative and base.num_tokens == 8 * 2 and base.mean_accept_length == 1.0
+    assert set(base.phase_us) == {"decode", "host"}
+
+
+def test_graph_mode_needs_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: graph mode is allowed")
+    with pytest.raises(RuntimeError, match="CUDA"):
+        run_live(scenario(cuda_graph=True), True, 2, 0, device="cpu", repeats=1)
+
+
+@pytest.mark.parametrize("bad", [dict(tp_size=2, placement="shared_tp"), dict(context_len=6)])
+def test_rejects_what_it_cannot_run(bad):
+    if "context_len" in bad:
+        sc = scenario(num_steps=3, context_len=bad["context_len"])
+    else:
+        sc = scenario(**bad)
+    with pytest.raises(ValueError):
+        run_live(sc, True, 2, 0, device="cpu", repeats=1)
+
+
+def _fake_capture(fn, *args):
+    """CPU stand-in for a CUDA graph: replay re-runs `fn` on the same argument objects and
+    writes its results into the tensors the capture returned (a graph's fixed addresses)."""
+    out = fn(*args)
+
+    class Replay:
+        def replay(self):
+            new = fn(*args)
+            if isinstance(out, torch.Tensor):
+                out.copy_(new)
+            elif out is not None:
+                for a, b in zip(out, new):
+                    a.copy_(b)
+    return Replay(), out
+
+
+def test_graph_mode_wiring_matches_eager(monkeypatch):
+    """Graph mode's static buffers (step d reads step d-1's outputs, one extend graph per
+    length, verify reads the steps' ids) give the eager tokens, with replays emulated on CPU."""
+    import calibration.live as live
+    monkeypatch.setattr(live, "_capture", _fake_capture)
+    sc = scenario(num_steps=3, batch_size=2, context_len=64)
+    lengths = oracle_accept_lengths(sc, 8)
+    out = []
+    for graph in (False, True):
+        loop = SpecLoop(TargetModel(sc.target), DraftModel(sc.draft), 2, 64, 3, cuda_graph=graph)
+        assert loop.graph == graph
+        with torch.no_grad():
+            history = []
+            for row in lengths:
+                loop.cycle(row)
+                history.append(loop.verify_ids.clone())
+        out.append(torch.stack(history))
+    assert torch.equal(out[0], out[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_graph_mode_matches_eager_on_gpu():
+    sc = scenario(num_steps=3, batch_size=2, context_len=64)
+    lengths = oracle_accept_lengths(sc, 6)
+    out = []
+    for graph in (False, True):
+        target = TargetModel(sc.target, "cuda", torch.float32)
+        draft = DraftModel(sc.draft, "cuda", torch.float32)
+        with torch.no_grad():
+            loop = SpecLoop(target, draft, 2, 64, 3, cuda_graph=graph)
+            for row in lengths:
+                loop.cycle(row)
+        out.append((loop.verify_ids.cpu(), loop.target_tokens.cpu(), loop.kv_lens.copy()))
+    assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
+    assert (out[0][2] == out[1][2]).all()
+
+
+def test_live_grid_covers_the_brief_within_budget():
+    from calibration import live_grid as G
+    pts = G.grid(quick=False)
+    assert len({p.name for p in pts}) == len(pts)
+    spec_b1 = [p for p in pts if p.speculative and p.batch_size == 1 and p.repeats == 1]
+    assert len(spec_b1) == 8 * 3 * 2 * 2  # num_steps x rates x sizes x modes
+    assert {(p.size, p.graph) for p in pts if not p.speculative and p.batch_size == 1} == {
+        (s, g) for s in ("8b", "1b") for g in (False, True)}
+    assert {p.graph for p in pts if p.repeats == 3} == {False, True}
+    assert any(p.batch_size == 4 for p in pts)
+    sc = pts[0].scenario(G.NUM_CYCLES, G.WARMUP_CYCLES)
+    assert sc.profile == "h200" and sc.workload.context_len == 1024 and sc.draft.draft_vocab_size == 32000
+    # The printed estimate (roofline + launch costs) leaves room under the 7-minute budget.
+    assert sum(G.estimate_s(p, G.NUM_CYCLES, G.WARMUP_CYCLES) for p in pts) < 0.5 * 7 * 60
+    quick = G.grid(quick=True)
+    assert sum(G.estimate_s(p, G.QUICK_NUM_CYCLES, G.QUICK_WARMUP_CYCLES) for p in quick) < 0.5 * 60
+
+
+def test_live_grid_writes_one_valid_file_per_point_and_resumes(tmp_path, monkeypatch):
+    from calibration import live_grid as G
+    t = Scenario.model_validate(dict(target=TARGET, draft=DRAFT, acceptance=dict(kind="iid", acceptance_rate=0.5)))
+    monkeypatch.setattr(G, "SIZES", {"1b": (t.target, t.draft)})
+    monkeypatch.setattr(G, "CONTEXT_LEN", 64)
+    pts = [G.GridPoint("1b", False, 1, 2, 0.7), G.GridPoint("1b", False, 1, None, None),
+           G.GridPoint("1b", False, 2, 1, 0.5, repeats=2)]
+    monkeypatch.setattr(G, "grid", lambda quick: pts)
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--cycles", "4", "--warmup", "1"]
+    G.main(argv)
+    assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in pts)
+    rec = LiveRun.model_validate_json((tmp_path / f"{pts[2].name}.json").read_text())
+    assert len(rec.repeat_tok_per_s) == 2 and rec.scenario.workload.batch_size == 2
+    assert rec.scenario == pts[2].scenario(4, 1)
+    stamps = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
+    G.main(argv)  # resume: nothing left to run
+    assert stamps == {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}

@@ -1,0 +1,167 @@
+"""Figures from sweep tables, calibration curves and validate records; offline HTML output."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from simulator.calibration_curves import collective_curve_table, verify_curve_table
+from simulator.plots import (BREAKDOWN_GROUPS, best_num_steps_figures, breakdown_figure, collective_figure,
+                             plot_command, tok_per_s_figures, validation_figure, verify_figure, write_plots)
+from simulator.sweep import best_num_steps, run_sweep
+from tests.conftest import flat_profile, make_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"
+GRIDS = ["spec.num_steps=1..3", "acceptance.acceptance_rate=0.5,0.7,0.9", "placement=shared_tp,tp1_colocated",
+         "workload.batch_size=1,4"]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep")
+    run_sweep(SCENARIO, GRIDS, out_dir=out, des_sample=0, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def rows(sweep_dir):
+    from simulator.sweep import read_sweep_table
+    return read_sweep_table(sweep_dir / "sweep.csv")
+
+
+def test_tok_per_s_figure_has_a_line_per_placement_and_num_steps_and_a_dashed_baseline(rows):
+    figs = tok_per_s_figures(rows, [g.split("=")[0] for g in GRIDS])
+    assert len(figs) == 2  # one per batch size
+    suffix, fig = figs[0]
+    assert "batch_size=1" in suffix
+    names = [t.name for t in fig.data]
+    assert {f"{p}, num_steps={s}" for p in ("shared_tp", "tp1_colocated") for s in (1, 2, 3)} <= set(names)
+    base = next(t for t in fig.data if t.name.startswith("baseline"))
+    assert base.line.dash == "dash"
+    assert list(base.x) == [0.5, 0.7, 0.9]
+    assert "tokens/s" in fig.layout.yaxis.title.text and "acceptance rate" in fig.layout.xaxis.title.text
+
+
+def test_best_num_steps_heatmap_cells(rows):
+    figs = best_num_steps_figures(rows, [g.split("=")[0] for g in GRIDS])
+    assert len(figs) == 2  # one per placement
+    suffix, fig = figs[0]
+    hm = fig.data[0]
+    assert list(hm.x) == [0.5, 0.7, 0.9] and list(hm.y) == ["1", "4"]
+    group = [r for r in rows if f"placement={r['placement']}" == suffix]
+    best = {(b["acceptance_rate"], b["batch_size"]): b
+            for b in best_num_steps(group, ["acceptance_rate", "batch_size"])}
+    assert hm.z[1][2] == best[(0.9, 4)]["best_num_steps"]
+    assert hm.text[1][2] == f"{best[(0.9, 4)]['speedup']:.2f}x"
+    assert fig.layout.yaxis.title.text == "batch size (requests)"
+
+
+def test_breakdown_figure_stacks_the_six_buckets(rows):
+    [(pinned, fig)] = breakdown_figure(rows, [g.split("=")[0] for g in GRIDS])
+    assert fig.layout.barmode == "stack"
+    assert [t.name for t in fig.data] == [name for _, name in BREAKDOWN_GROUPS]
+    assert len(fig.data[0].x) == 6  # 2 placements x 3 num_steps, other columns pinned
+    assert "acceptance_rate=0.7" in pinned and "batch_size=1" in pinned
+    assert fig.layout.yaxis.title.text == "time per cycle (us)"
+
+
+def test_calibration_curves_are_log_log_per_world_size():
+    prof = flat_profile(coll_us=5.0)
+    fig = collective_figure(collective_curve_table(prof, world_sizes=(2, 8)))
+    assert [t.name for t in fig.data] == ["world size 2 (model)", "world size 8 (model)"]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert "(bytes)" in fig.layout.xaxis.title.text and "(us)" in fig.layout.yaxis.title.text
+    vfig = verify_figure(verify_curve_table(make_scenario(), prof, (1, 2, 4), batch_sizes=(1, 8)))
+    assert [t.name for t in vfig.data] == ["batch size 1", "batch size 8"]
+    assert list(vfig.data[0].x) == [1, 2, 4]
+    assert "(us)" in vfig.layout.yaxis.title.text
+
+
+def test_verify_curve_grows_with_tokens():
+    from simulator.scenario import load_profile_for, load_scenario
+    sc = load_scenario(SCENARIO)  # Llama-3.1-70B TP8 on the h200 datasheet roofline: compute-bound at 64 x 65
+    prof, _ = load_profile_for(sc, base_dir=SCENARIO.parent)
+    table = verify_curve_table(sc, prof, (1, 2, 8, 64, 65), batch_sizes=(64,))
+    costs = [r["verify_us"] for r in table]
+    assert costs == sorted(costs) and costs[-1] > costs[0]
+
+
+def test_validation_scatter_has_the_identity_line():
+    recs = [dict(label="a", predicted_tok_per_s=100.0, measured_tok_per_s=110.0),
+            dict(label="b", predicted_tok_per_s=200.0, measured_tok_per_s=190.0)]
+    fig = validation_figure(recs)
+    pts, ident = fig.data
+    assert list(pts.x) == [100.0, 200.0] and list(pts.text) == ["a", "b"]
+    assert list(ident.x) == list(ident.y) == [100.0, 200.0]
+    assert "predicted" in fig.layout.xaxis.title.text and "tokens/s" in fig.layout.yaxis.title.text
+
+
+class _ExternalRefs(HTMLParser):
+    """Attributes of HTML tags that would fetch or link something (script bodies are not tags)."""
+
+    def __init__(self):
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.script_srcs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for k, v in attrs:
+            if k in ("src", "href") and v:
+                self.refs.append((tag, k, v))
+            if tag == "script" and k == "src":
+                self.script_srcs.append(v or "")
+
+
+def test_html_is_offline_and_index_links_the_figures(tmp_path, rows):
+    recs = [dict(label="x", predicted_tok_per_s=1.0, measured_tok_per_s=1.2)]
+    index = write_plots(rows, tmp_path, [g.split("=")[0] for g in GRIDS],
+                        collective_rows=collective_curve_table(flat_profile(), world_sizes=(2,)),
+                        validate_records=recs, png=False)
+    files = sorted(p.name for p in tmp_path.glob("*.html"))
+    assert files == ["allreduce_latency.html", "best_num_steps.html", "cycle_breakdown.html", "index.html",
+                     "predicted_vs_measured.html", "tok_per_s_vs_acceptance.html"]
+    idx = _ExternalRefs()
+    idx.feed(index.read_text())
+    assert sorted(v for _, _, v in idx.refs) == sorted(f for f in files if f != "index.html")
+    for f in files:
+        text = (tmp_path / f).read_text()
+        p = _ExternalRefs()
+        p.feed(text)
+        assert p.script_srcs == [], f
+        external = [r for r in p.refs if r[2].startswith(("http://", "https://", "//"))]
+        assert external == [], (f, external)
+        if f != "index.html":
+            assert len(text) > 1_000_000 and "plotly.js v" in text  # plotly.js inlined, not fetched
+            assert "cdn.plot.ly/plotly" not in text
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("plot")(plot_command)
+
+    @app.command("noop")
+    def _noop() -> None:
+        pass
+    return app
+
+
+def test_plot_command_from_a_sweep_folder(tmp_path, sweep_dir):
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "figs"), "--no-png"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "figs" / "index.html").is_file()
+    assert (tmp_path / "figs" / "verify_latency.html").is_file()  # curves from the sweep's scenario and profile
+
+
+def test_plot_command_bad_inputs_exit_2(tmp_path, sweep_dir):
+    r = CliRunner().invoke(_app(), ["plot", str(tmp_path / "nothing"), "--out", str(tmp_path / "figs")])
+    assert r.exit_code == 2 and "no sweep CSV" in r.output
+    bad = tmp_path / "v.json"
+    bad.write_text('[{"predicted_tok_per_s": 1.0}]')
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "figs"),
+                                    "--validate-json", str(bad)])
+    assert r.exit_code == 2 and "measured_tok_per_s" in r.output
