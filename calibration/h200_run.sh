@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine: calibration and the live grid, results under $OUT.
+#   bash calibration/h200_run.sh quick|calibrate|live|all
+# Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy)
+# for the machine's python3, which has torch but not those. Multicast stays off.
+set -uo pipefail
+what=${1:-quick}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=$PWD:/tmp/site
+out=${OUT:-out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+case $what in
+  quick)
+    timeout 240 python3 -m calibration.run --quick --out "$out/h200_quick.json" --points "$out/h200_quick_points.jsonl"
+    timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_live.py -k gpu
+    timeout 200 python3 -m calibration.live_grid --quick --out /tmp/live_quick
+    tar czf "$out/live_quick.tgz" -C /tmp live_quick ;;
+  calibrate)
+    timeout 420 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl" ;;
+  live)
+    timeout 540 python3 -m calibration.live_grid --out /tmp/live_h200
+    tar czf "$out/live_h200.tgz" -C /tmp live_h200 ;;
+  all)
+    timeout 300 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl"
+    timeout 280 python3 -m calibration.live_grid --out /tmp/live_h200
+    tar czf "$out/live_h200.tgz" -C /tmp live_h200 ;;
+esac
