@@ -1,0 +1,110 @@
+"""calibration.cli (`specdecsim calibrate`) through typer's CliRunner."""
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from calibration.cli import TORCH_MISSING, calibrate_app
+from simulator.profile import load_profile, save_profile
+from tests.conftest import flat_profile
+
+DATA = Path(__file__).parent / "data" / "nccl_tests"
+runner = CliRunner()
+
+
+def test_import_nccl_tests_writes_a_profile_that_validates(tmp_path):
+    save_profile(flat_profile(), tmp_path / "in.json")
+    result = runner.invoke(calibrate_app, ["import-nccl-tests", str(DATA / "all_reduce_perf_8gpu_pcie.log"),
+                                           str(DATA / "all_gather_perf_4gpu_graph.log"),
+                                           "--profile", str(tmp_path / "in.json"), "--out", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    prof = load_profile(tmp_path / "o.json")
+    assert {(t.op, t.world_size, t.mode) for t in prof.collectives} == {("allreduce", 8, "eager"),
+                                                                        ("all_gather", 4, "graph")}
+    assert next(t for t in prof.collectives if t.op == "allreduce").latency_us[1] == 56.42
+
+
+def test_in_place_flag_reaches_the_importer(tmp_path):
+    save_profile(flat_profile(), tmp_path / "in.json")
+    result = runner.invoke(calibrate_app, ["import-nccl-tests", str(DATA / "all_reduce_perf_8gpu_pcie.log"),
+                                           "--in-place", "--profile", str(tmp_path / "in.json"),
+                                           "--out", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    assert load_profile(tmp_path / "o.json").collectives[0].latency_us[1] == 55.96
+
+
+def _one_line_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in result.output
+    return lines[0]
+
+
+def test_a_missing_log_is_one_line_and_exit_code_2(tmp_path):
+    save_profile(flat_profile(), tmp_path / "in.json")
+    result = runner.invoke(calibrate_app, ["import-nccl-tests", str(tmp_path / "nope.log"),
+                                           "--profile", str(tmp_path / "in.json"), "--out", str(tmp_path / "o.json")])
+    assert "nccl-tests log not found" in _one_line_error(result) and "nope.log" in result.stderr
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_a_garbled_log_is_one_line_naming_the_line(tmp_path):
+    save_profile(flat_profile(), tmp_path / "in.json")
+    bad = tmp_path / "all_reduce_bad.log"
+    bad.write_text((DATA / "all_reduce_perf_8gpu_pcie.log").read_text().replace("   56.42 ", "   5x.42 "))
+    result = runner.invoke(calibrate_app, ["import-nccl-tests", str(bad), "--profile", str(tmp_path / "in.json"),
+                                           "--out", str(tmp_path / "o.json")])
+    line = _one_line_error(result)
+    assert f"{bad}:21:" in line  # the 14336-byte row is line 21 of the sample log and "5x.42" in line
+
+
+def test_a_missing_profile_is_one_line(tmp_path):
+    result = runner.invoke(calibrate_app, ["import-nccl-tests", str(DATA / "broadcast_perf_8gpu.log"),
+                                           "--profile", str(tmp_path / "none.json"), "--out", str(tmp_path / "o.json")])
+    assert "profile not found" in _one_line_error(result)
+
+
+def test_calibrate_without_torch_says_how_to_install(monkeypatch, tmp_path):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    result = runner.invoke(calibrate_app, ["--quick", "--out", str(tmp_path / "p.json")])
+    assert TORCH_MISSING in _one_line_error(result)
+
+
+def test_calibrate_help_lists_the_subcommand():
+    result = runner.invoke(calibrate_app, ["--help"])
+    assert result.exit_code == 0 and "import-nccl-tests" in result.output and "--quick" in result.output
+
+
+def test_calibrate_passes_its_options_to_run_calibration(monkeypatch, tmp_path):
+    import pytest
+    pytest.importorskip("torch")
+    import calibration.run
+    calls = []
+
+    def fake_run(out, points, **kwargs):
+        calls.append((out, points, kwargs))
+        return flat_profile()
+
+    monkeypatch.setattr(calibration.run, "run_calibration", fake_run)
+    result = runner.invoke(calibrate_app, ["--quick", "--no-resume", "--out", str(tmp_path / "p.json"),
+                                           "--points", str(tmp_path / "p.jsonl"), "--tp", "1", "--tp", "4"])
+    assert result.exit_code == 0, result.output
+    (out, points, kwargs), = calls
+    assert (out, points) == (tmp_path / "p.json", tmp_path / "p.jsonl")
+    assert kwargs["quick"] is True and kwargs["resume"] is False and kwargs["tp_sizes"] == [1, 4]
+
+    def broken_run(out, points, **kwargs):
+        raise ValueError("op attention: 3 grid point(s) missing\nre-run")
+
+    monkeypatch.setattr(calibration.run, "run_calibration", broken_run)
+    result = runner.invoke(calibrate_app, ["--out", str(tmp_path / "p.json")])
+    assert "grid point(s) missing re-run" in _one_line_error(result)
