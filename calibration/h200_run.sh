@@ -20,9 +20,9 @@ case $what in
     tar czf "$out/live_quick.tgz" -C /tmp live_quick ;;
   calibrate)
     timeout 420 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl" ;;
-  live)
-    timeout 540 python3 -m calibration.live_grid --out /tmp/live_h200
-    tar czf "$out/live_h200.tgz" -C /tmp live_h200 ;;
+  live)  # resumes into the committed records folder: only missing points run
+    timeout 540 python3 -m calibration.live_grid --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
+    tar czf "$out/live_h200.tgz" calibration/live/h200 ;;
   all)
     timeout 300 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl" 2>&1 | grep -v Warning | grep -v scaled_dot_product
     timeout 230 python3 -m calibration.live_grid --out /tmp/live_h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
