@@ -392,25 +392,71 @@ class LiveSession:
         return self._loops[lkey]
 
 
-def measure_host_schedule_us(device, num_steps: int = 4, batch_size: int = 1, reps: int = 200) -> float:
-    """Host time of the live loop's per-cycle bookkeeping (`SpecLoop._commit`), median, in us.
-
-    This is the engine's own scheduling work between the accept sync and the next launch, the
-    profile's `host_schedule_us`. Measured on tiny models: it touches only position buffers.
-    """
+def _tiny_models(dev: torch.device):
     from simulator.config import ModelShape
 
-    dev = torch.device(device)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     tiny = ModelShape(name="tiny", hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
                       num_key_value_heads=2, intermediate_size=128, vocab_size=256)
     draft = tiny.model_copy(update={"name": "tiny-draft", "num_fc_input_hidden_states": 3, "draft_vocab_size": 128})
-    target_m = TargetModel(tiny, device=dev, dtype=dtype, seed=0)
-    loop = SpecLoop(target_m, DraftModel(draft, device=dev, dtype=dtype, seed=1), batch_size, 256, num_steps, False)
+    return TargetModel(tiny, device=dev, dtype=dtype, seed=0), DraftModel(draft, device=dev, dtype=dtype, seed=1)
+
+
+def measure_loop_overhead_us(device, speculative: bool, num_steps: int = 4, batch_size: int = 1,
+                             num_cycles: int = 200) -> dict[str, float]:
+    """What a live-loop cycle costs beyond its GPU work: tiny models, CUDA graphs where possible.
+
+    wall_us: mean wall time per cycle of the loop exactly as `run_live` times it (phase marks
+    included); gpu_us: the same cycle's graphs replayed back to back (GPU time only);
+    overhead_us = wall_us - gpu_us: device->host sync, graph launches, the loop's bookkeeping.
+    On CPU (no graphs) gpu_us is 0 and the overhead is the whole eager cycle.
+    """
+    dev = torch.device(device)
+    graph = dev.type == "cuda"
+    target, draft = _tiny_models(dev)
+    c = 256
+    if speculative:
+        loop = SpecLoop(target, draft, batch_size, c, num_steps, graph)
+        graphs = ([loop.g_extend[2]] + loop.g_steps + [loop.g_verify, loop.g_accept]) if graph else []
+    else:
+        loop = DecodeLoop(target, batch_size, c, graph)
+        graphs = [loop.g_decode] if graph else []
     rng = np.random.default_rng(0)
-    lengths = rng.integers(1, num_steps + 2, size=(reps, batch_size))
+    lengths = (rng.integers(1, num_steps + 2, size=(num_cycles + 20, batch_size)) if speculative
+               else np.ones((num_cycles + 20, batch_size), dtype=np.int64))
+    clock = _Clock(dev)
+    with torch.no_grad():
+        for row in lengths[:20]:
+            loop.cycle(row)
+        clock.sync()
+        clock.reset()
+        t0 = time.perf_counter()
+        for row in lengths[20:]:
+            loop.cycle(row, clock)
+        clock.sync()
+        wall_us = (time.perf_counter() - t0) * US_PER_S / num_cycles
+        gpu_us = 0.0
+        if graphs:
+            reps = 50
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                for g in graphs:
+                    g.replay()
+            end.record()
+            torch.cuda.synchronize(dev)
+            gpu_us = start.elapsed_time(end) * US_PER_MS / reps
+    return {"wall_us": wall_us, "gpu_us": gpu_us, "overhead_us": wall_us - gpu_us}
+
+
+def measure_host_schedule_us(device, num_steps: int = 4, batch_size: int = 1, reps: int = 200) -> float:
+    """Host time of the live loop's per-cycle bookkeeping alone (`SpecLoop._commit`), median, in us."""
+    dev = torch.device(device)
+    target, draft = _tiny_models(dev)
+    loop = SpecLoop(target, draft, batch_size, 256, num_steps, False)
+    rng = np.random.default_rng(0)
     samples = []
-    for row in lengths:
+    for row in rng.integers(1, num_steps + 2, size=(reps, batch_size)):
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()

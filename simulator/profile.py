@@ -82,6 +82,8 @@ class HostOverheads(StrictModel):
     graph_kernel_gap_us: float = Field(0.0, ge=0, le=1000, description="GPU idle per kernel inside a graph.")
     d2h_sync_us: float = Field(ge=0, le=100_000, description="Device->host sync (.item()) after the GPU is idle.")
     host_schedule_us: float = Field(ge=0, le=1_000_000, description="Scheduling and bookkeeping per cycle.")
+    baseline_host_schedule_us: float | None = Field(
+        None, ge=0, le=1_000_000, description="Per decode step without speculation; default host_schedule_us.")
     provenance: Provenance
 
     @model_validator(mode="after")

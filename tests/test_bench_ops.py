@@ -15,7 +15,7 @@ TINY = ModelShape(name="tiny", hidden_size=32, num_hidden_layers=2, num_attentio
                   intermediate_size=64, vocab_size=100)
 MODELS = [TINY, bench_ops.eagle3_draft(TINY)]
 GRID = bench_ops.OpGrid(num_tokens=(1, 2), attn_batch_size=(1,), attn_num_tokens=(1, 2), attn_context_len=(4,),
-                        forward_num_tokens=(1, 2), forward_context_len=(4,))
+                        forward_num_tokens=(1, 2), forward_context_len=(4,), dense_tp_sizes=())
 FAST = bench_ops.TimingSettings(num_replays=3, num_warmup=1)
 CPU = torch.device("cpu")
 
@@ -115,3 +115,18 @@ def test_host_roofline_and_forward_points_are_written(tmp_path):
     assert recs["roofline:hbm_copy"]["bandwidth_gb_per_s"] > 0
     fwd = [k for k in recs if k.startswith("fwd:tiny:1:")]
     assert len(fwd) == 2 * 2 * 1  # modes x num_tokens x context_len
+
+
+def test_dense_grid_applies_to_dense_tp_sizes_only():
+    grid = bench_ops.OpGrid(num_tokens=(1, 2, 3), attn_batch_size=(1,), attn_num_tokens=(1, 3), attn_context_len=(4,),
+                            forward_num_tokens=(1,), forward_context_len=(4,), dense_tp_sizes=(1,))
+    points = bench_ops.enumerate_points(MODELS, [1, 2], grid)
+    tokens = {}
+    for _, op in points:
+        tokens.setdefault(op.key, set()).add(op.axes["num_tokens"])
+    tp1_keys = {op.key for m in MODELS for op in bench_ops.model_ops(m, 1) if not op.is_collective}
+    for key, seen in tokens.items():
+        if key in tp1_keys:
+            assert 3 in seen, key  # the dense grid's odd count
+        else:
+            assert 3 not in seen, key  # coarse grid: powers of two

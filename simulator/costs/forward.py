@@ -144,7 +144,14 @@ class CostModel:
 
     @property
     def host_schedule_us(self) -> float:
+        """Host scheduling and bookkeeping per speculative cycle."""
         return self.host.host_schedule_us
+
+    @property
+    def baseline_host_schedule_us(self) -> float:
+        """Host scheduling and bookkeeping per decode step of the no-speculation baseline."""
+        b = self.host.baseline_host_schedule_us
+        return self.host.host_schedule_us if b is None else b
 
     @property
     def notes(self) -> list[str]:

@@ -169,14 +169,15 @@ class Engine:
         req_start = [0.0] * b
         extend_len = 1
         streams = list(self.streams.values())
+        schedule_us = self.cost.host_schedule_us if spec else self.cost.baseline_host_schedule_us
         for idx in range(warmup_cycles + num_cycles):
             start = env.now
             if not overlapped:
-                yield env.timeout(self.cost.host_schedule_us)
+                yield env.timeout(schedule_us)
             fwds = self.cost.cycle_forwards(extend_len) if spec else self.cost.baseline_forwards()
             yield from self._issue(fwds)
             if overlapped:
-                yield env.timeout(self.cost.host_schedule_us)
+                yield env.timeout(schedule_us)
             syncs = []
             for s in streams:
                 ev = env.event()
