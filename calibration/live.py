@@ -417,10 +417,12 @@ def measure_loop_overhead_us(device, speculative: bool, num_steps: int = 4, batc
     c = 256
     if speculative:
         loop = SpecLoop(target, draft, batch_size, c, num_steps, graph)
-        graphs = ([loop.g_extend[2]] + loop.g_steps + [loop.g_verify, loop.g_accept]) if graph else []
+        graphs = None  # chosen after the timed cycles, when the extend length matches the buffers
     else:
         loop = DecodeLoop(target, batch_size, c, graph)
         graphs = [loop.g_decode] if graph else []
+    # (a speculative cycle's graphs are picked after the timed cycles: the draft-extend graph
+    # must match the extend length the buffers were last set up for)
     rng = np.random.default_rng(0)
     lengths = (rng.integers(1, num_steps + 2, size=(num_cycles + 20, batch_size)) if speculative
                else np.ones((num_cycles + 20, batch_size), dtype=np.int64))
@@ -435,6 +437,9 @@ def measure_loop_overhead_us(device, speculative: bool, num_steps: int = 4, batc
             loop.cycle(row, clock)
         clock.sync()
         wall_us = (time.perf_counter() - t0) * US_PER_S / num_cycles
+        if speculative:
+            graphs = ([loop.g_extend[loop.extend_len]] + loop.g_steps + [loop.g_verify, loop.g_accept]
+                      if graph else [])
         gpu_us = 0.0
         if graphs:
             reps = 50
