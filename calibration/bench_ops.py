@@ -280,6 +280,9 @@ def bench_host(store: PointStore, models: Iterable[ModelShape], device: torch.de
             samples.append((time.perf_counter() - t0) * US_PER_S)
         store.add("host:d2h_sync", {"latency_us": statistics.median(samples), "command": command,
                                     "note": "includes issuing one tiny add kernel"})
+    if device.type == "cuda" and not store.done("host:d2h_sync_busy"):
+        store.add("host:d2h_sync_busy", {"latency_us": _d2h_after_busy_us(device), "command": command,
+                                         "note": "wall minus GPU time of [2 ms kernel, tiny add, .item()]"})
     if device.type != "cuda":
         for key in ("host:graph_replay", "host:empty_kernel", "host:graph_kernel_gap"):
             if not store.done(key):
@@ -301,6 +304,32 @@ def bench_host(store: PointStore, models: Iterable[ModelShape], device: torch.de
         per_kernel_us = statistics.median(_events_us(graph.replay, 1) / 100 for _ in range(20))
         store.add("host:graph_kernel_gap", {"latency_us": per_kernel_us, "command": command,
                                             "note": "device time per empty kernel inside a graph"})
+
+
+def _d2h_after_busy_us(device: torch.device, busy_us: float = 2000.0, reps: int = 30) -> float:
+    """Host cost of a device->host sync that waits on a long GPU job, as a decode loop's does.
+
+    A host that waits milliseconds in a sync wakes later than one that waits microseconds;
+    this times [a ~busy_us kernel, a tiny add, .item()] by wall clock and subtracts the GPU time
+    of the kernel and the add (CUDA events): the rest is issue + wake-up + copy, median over reps.
+    """
+    x = torch.ones(1, device=device)
+    probe = 1_000_000
+    cycles_per_us = probe / max(_events_us(lambda: torch.cuda._sleep(probe), 1), 1e-3)
+    cycles = int(busy_us * cycles_per_us)
+    samples = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        start.record()
+        torch.cuda._sleep(cycles)
+        y = x.add(1)
+        end.record()
+        y.item()
+        wall_us = (time.perf_counter() - t0) * US_PER_S
+        samples.append(wall_us - start.elapsed_time(end) * US_PER_MS)
+    return statistics.median(samples)
 
 
 def bench_roofline(store: PointStore, device: torch.device, command: str, quick: bool = False) -> None:
