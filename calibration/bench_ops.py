@@ -66,8 +66,8 @@ class OpGrid:
     # Shapes of these TP sizes get the grid above; others the coarse grid (powers of two), which
     # keeps the default calibration near 5 minutes on one H200.
     dense_tp_sizes: tuple[int, ...] = (1,)
-    forward_num_tokens: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-    forward_context_len: tuple[int, ...] = (2048, 8192)
+    forward_num_tokens: tuple[int, ...] = tuple(range(1, 10)) + (12, 16, 32, 64)
+    forward_context_len: tuple[int, ...] = (512, 1024, 2048, 8192)
 
     def axes_points(self, op: Op) -> list[dict[str, int]]:
         """Grid points of `op`'s axes, in C order of (batch_size, num_tokens, context_len)."""

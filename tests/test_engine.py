@@ -180,3 +180,21 @@ def test_cycle_granularity_matches_closed_form(acc, profile):
     assert abs(r.tok_per_s - r.analytic_tok_per_s) < 2 * half
     half_al = (r.accept_length.ci95_high - r.accept_length.ci95_low) / 2
     assert abs(r.accept_length.mean - r.analytic_accept_length) < 2 * half_al
+
+
+def test_whole_forward_tables_drive_the_target_when_asked():
+    from simulator.profile import ForwardTable
+    from tests.conftest import ASSUMED
+    table = ForwardTable(model="tiny-target", tp_size=1, mode="graph", num_tokens=[1, 8], context_len=[256, 1024],
+                         latency_us=[[100.0, 200.0], [400.0, 800.0]], provenance=ASSUMED)
+    prof = flat_profile(forwards=[table])
+    sc = make_scenario(costs=dict(source="whole_forward"))  # context 512, num_draft_tokens 4
+    cost = CostModel(sc, prof)
+    names = [k.name for k in cost.verify_forward().kernels]
+    assert names == ["cat_ids", "forward", "concat", "copy_ids"]
+    fwd = cost.verify_forward().kernels[1].gpu_us
+    assert 100.0 < fwd < 800.0  # interpolated inside the table
+    assert fwd == pytest.approx(cost.lookup.forward_us("tiny-target", 1, "graph", 4, 512))
+    # no table for the draft: its per-op sum, with a note
+    assert len(cost.draft_step_forward(0).kernels) == DRAFT_STEP_KERNELS
+    assert any("no whole-forward table for tiny-draft" in n for n in cost.notes)

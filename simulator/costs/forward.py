@@ -178,28 +178,37 @@ class CostModel:
             out.append(Kernel(op.name, phase, cat, gpu, host, ranks, op.is_collective))
         return out
 
-    def _whole(self, model: ModelShape, tp: int, b: int, n: int, c: int, phase: str,
-               ranks: tuple[int, ...]) -> list[Kernel]:
-        gpu = self.lookup.forward_us(model.name, tp, self.mode, b * n, c) * self.sc.costs.compute_latency_scale
-        return [Kernel("forward", phase, "compute", gpu, 0.0, ranks)]
+    def _model_kernels(self, model: ModelShape, tp: int, n: int, phase: str, ranks: tuple[int, ...],
+                       ops: list[O.Op]) -> list[Kernel]:
+        """A model's forward: its whole-forward table when costs.source is whole_forward and the
+        profile has one (batch 1: the tables are measured at batch 1), else the per-op sum."""
+        b, c = self.b, self.c
+        if self.sc.costs.source == "whole_forward":
+            if b == 1 and self.lookup.has_forward(model.name, tp, self.mode):
+                gpu = self.lookup.forward_us(model.name, tp, self.mode, n, c) * self.sc.costs.compute_latency_scale
+                return [Kernel("forward", phase, "compute", gpu, 0.0, ranks)]
+            self.lookup.notes.add(f"no whole-forward table for {model.name} tp{tp} {self.mode} at batch {b}: "
+                                  "per-op sum")
+        return self._kernels(ops, phase, ranks)
 
     def _build_forward(self, phase: str, n: int) -> Forward:
         """Forward of `phase` with `n` new tokens per request (see the public methods)."""
         sc, b, c = self.sc, self.b, self.c
-        whole = sc.costs.source == "whole_forward"
         if phase in ("verify", "decode"):
             aux = sc.draft.num_fc_input_hidden_states if phase == "verify" else 0
-            ks = (self._whole(sc.target, self.tp, b, n, c, phase, self.all_ranks) if whole else
-                  self._kernels(O.target_forward_ops(sc.target, self.tp, b, n, c, aux), phase, self.all_ranks))
+            ks = self._model_kernels(sc.target, self.tp, n, phase, self.all_ranks,
+                                     O.target_forward_ops(sc.target, self.tp, b, n, c))
+            if aux:  # the EAGLE-3 hidden-state capture (whole-forward tables are measured without it)
+                ks += self._kernels([O.elementwise("concat", b * n, aux * sc.target.hidden_size)], phase,
+                                    self.all_ranks)
             cat_ids, copy_ids = O.verify_io_ops(b, n)
             if phase == "verify":
                 ks = self._kernels([cat_ids], phase, self.all_ranks) + ks
             ks += self._kernels([copy_ids], phase, self.all_ranks)
         elif phase in ("draft", "draft_extend"):
             extend = phase == "draft_extend"
-            ks = (self._whole(sc.draft, self.draft_tp, b, n, c, phase, self.draft_ranks) if whole else
-                  self._kernels(O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend),
-                                phase, self.draft_ranks))
+            ks = self._model_kernels(sc.draft, self.draft_tp, n, phase, self.draft_ranks,
+                                     O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend))
             if extend:
                 ks += self._kernels(O.extend_io_ops(b, sc.draft.hidden_size), phase, self.draft_ranks)
         elif phase == "accept":

@@ -154,6 +154,10 @@ class LatencyLookup:
         return inside * roof / roofline_collective_us(kind, s, world_size, self.rf)
 
     # ---- whole forwards -----------------------------------------------------------------------
+    def has_forward(self, model: str, tp_size: int, mode: str) -> bool:
+        """Whether the profile has a whole-forward table for (model, tp_size, mode)."""
+        return any(t.model == model and t.tp_size == tp_size and t.mode == mode for t in self.profile.forwards)
+
     def forward_us(self, model: str, tp_size: int, mode: str, num_tokens: int, context_len: int) -> float:
         """Whole-forward latency from a ForwardTable.
 
