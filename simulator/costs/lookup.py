@@ -99,6 +99,7 @@ class LatencyLookup:
         self._colls: dict[tuple, CollectiveTable] = {(t.op, t.world_size, t.mode): t for t in profile.collectives}
         self._op_interp: dict[str, _Interp] = {}
         self._coll_interp: dict[tuple, PchipInterpolator | float] = {}
+        self._fwd_interp: dict[tuple, _Interp] = {}
         self.op_us = lru_cache(maxsize=None)(self._op_us)
 
     # ---- compute ops -------------------------------------------------------------------------
@@ -177,8 +178,10 @@ class LatencyLookup:
             self.notes.add(f"forward {model}: ({num_tokens}, {context_len}) outside measured range: clamped")
         return interp(edge)
 
-    @lru_cache(maxsize=None)  # noqa: B019 - one lookup object per simulation
     def _forward_interp(self, table: ForwardTable) -> _Interp:
-        return _Interp(["num_tokens", "context_len"],
-                       {"num_tokens": table.num_tokens, "context_len": table.context_len},
-                       np.asarray(table.latency_us, dtype=float))
+        key = (table.model, table.tp_size, table.mode)
+        if key not in self._fwd_interp:
+            self._fwd_interp[key] = _Interp(["num_tokens", "context_len"],
+                                            {"num_tokens": table.num_tokens, "context_len": table.context_len},
+                                            np.asarray(table.latency_us, dtype=float))
+        return self._fwd_interp[key]
