@@ -82,6 +82,7 @@ def validate(
     max_error_pct: Annotated[Optional[float], typer.Option(help="Fail if any |tok/s error| exceeds this.")] = None,
     max_speedup_error: Annotated[Optional[float], typer.Option(help="Fail if any |speedup error| exceeds this.")] = None,
     acceptance: Annotated[str, typer.Option(help="measured: the accept lengths the run drew; scenario: its model.")] = "measured",
+    costs_source: Annotated[Optional[str], typer.Option(help="per_op or whole_forward (default: each record's).")] = None,
 ) -> None:
     """Predict every live record from a profile alone and compare with what was measured."""
     from simulator.profile import resolve_profile_path, write_json_atomic
@@ -97,6 +98,11 @@ def validate(
         prof, prof_path = load_profile_for(recs[0][1].scenario, profile)
     except UserInputError as e:
         fail(str(e))
+    if costs_source not in (None, "per_op", "whole_forward"):
+        fail(f"--costs-source must be per_op or whole_forward, got {costs_source!r}")
+    if costs_source is not None:
+        recs = [(src, r.model_copy(update={"scenario": r.scenario.model_copy(update={
+            "costs": r.scenario.costs.model_copy(update={"source": costs_source})})})) for src, r in recs]
     points = compare(recs, prof, acceptance)
     summaries = summarize(points)
     print_validation(points, summaries)
