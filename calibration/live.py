@@ -402,14 +402,46 @@ def _tiny_models(dev: torch.device):
     return TargetModel(tiny, device=dev, dtype=dtype, seed=0), DraftModel(draft, device=dev, dtype=dtype, seed=1)
 
 
+class _BusyGraph:
+    """A graph followed by a GPU sleep of a fixed number of cycles (stands in for a big model)."""
+
+    def __init__(self, graph, sleep_cycles: int):
+        self.graph, self.sleep_cycles = graph, sleep_cycles
+
+    def replay(self) -> None:
+        self.graph.replay()
+        torch.cuda._sleep(self.sleep_cycles)
+
+
+def _sleep_cycles_for(busy_us: float) -> tuple[int, float]:
+    """(cycles, measured us) of a torch.cuda._sleep lasting about busy_us."""
+    probe = 1_000_000
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(probe)
+    end.record()
+    end.synchronize()
+    cycles = int(busy_us * probe / (start.elapsed_time(end) * US_PER_MS))
+    samples = []
+    for _ in range(5):
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * US_PER_MS)
+    return cycles, statistics.median(samples)
+
+
 def measure_loop_overhead_us(device, speculative: bool, num_steps: int = 4, batch_size: int = 1,
-                             num_cycles: int = 200) -> dict[str, float]:
+                             num_cycles: int = 200, busy_us: float = 0.0) -> dict[str, float]:
     """What a live-loop cycle costs beyond its GPU work: tiny models, CUDA graphs where possible.
 
     wall_us: mean wall time per cycle of the loop exactly as `run_live` times it (phase marks
     included); gpu_us: the same cycle's graphs replayed back to back (GPU time only);
     overhead_us = wall_us - gpu_us: device->host sync, graph launches, the loop's bookkeeping.
     On CPU (no graphs) gpu_us is 0 and the overhead is the whole eager cycle.
+    busy_us > 0 (CUDA only) adds a GPU sleep of that length to the verify (or decode) graph, so the
+    host waits milliseconds at the sync as it does with real models; the sleep counts as GPU time.
     """
     dev = torch.device(device)
     graph = dev.type == "cuda"
@@ -423,6 +455,14 @@ def measure_loop_overhead_us(device, speculative: bool, num_steps: int = 4, batc
         graphs = [loop.g_decode] if graph else []
     # (a speculative cycle's graphs are picked after the timed cycles: the draft-extend graph
     # must match the extend length the buffers were last set up for)
+    sleep_us = 0.0
+    if graph and busy_us > 0:
+        cycles, sleep_us = _sleep_cycles_for(busy_us)
+        if speculative:
+            loop.g_verify = _BusyGraph(loop.g_verify, cycles)
+        else:
+            loop.g_decode = _BusyGraph(loop.g_decode, cycles)
+            graphs = [loop.g_decode.graph]
     rng = np.random.default_rng(0)
     lengths = (rng.integers(1, num_steps + 2, size=(num_cycles + 20, batch_size)) if speculative
                else np.ones((num_cycles + 20, batch_size), dtype=np.int64))
@@ -438,7 +478,8 @@ def measure_loop_overhead_us(device, speculative: bool, num_steps: int = 4, batc
         clock.sync()
         wall_us = (time.perf_counter() - t0) * US_PER_S / num_cycles
         if speculative:
-            graphs = ([loop.g_extend[loop.extend_len]] + loop.g_steps + [loop.g_verify, loop.g_accept]
+            verify = loop.g_verify.graph if isinstance(loop.g_verify, _BusyGraph) else loop.g_verify
+            graphs = ([loop.g_extend[loop.extend_len]] + loop.g_steps + [verify, loop.g_accept]
                       if graph else [])
         gpu_us = 0.0
         if graphs:
@@ -450,8 +491,8 @@ def measure_loop_overhead_us(device, speculative: bool, num_steps: int = 4, batc
                     g.replay()
             end.record()
             torch.cuda.synchronize(dev)
-            gpu_us = start.elapsed_time(end) * US_PER_MS / reps
-    return {"wall_us": wall_us, "gpu_us": gpu_us, "overhead_us": wall_us - gpu_us}
+            gpu_us = start.elapsed_time(end) * US_PER_MS / reps + sleep_us
+    return {"wall_us": wall_us, "gpu_us": gpu_us, "overhead_us": wall_us - gpu_us, "busy_us": sleep_us}
 
 
 def measure_host_schedule_us(device, num_steps: int = 4, batch_size: int = 1, reps: int = 200) -> float:

@@ -101,11 +101,13 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
         store.add("host:schedule", {"latency_us": measure_host_schedule_us(dev), "command": command,
                                     "note": "calibration.live per-cycle bookkeeping (_commit), tiny models"})
     for spec in (True, False):
-        key = f"host:loop_overhead:{'spec' if spec else 'baseline'}"
-        if not store.done(key):
-            from calibration.live import measure_loop_overhead_us
-            store.add(key, {**measure_loop_overhead_us(dev, spec), "command": command,
-                            "note": "calibration.live loop with tiny models: wall per cycle minus its graphs' GPU time"})
+        for busy_us, suffix in ((0.0, ""), (5000.0, ":busy")):
+            key = f"host:loop_overhead:{'spec' if spec else 'baseline'}{suffix}"
+            if not store.done(key) and (not suffix or dev.type == "cuda"):
+                from calibration.live import measure_loop_overhead_us
+                store.add(key, {**measure_loop_overhead_us(dev, spec, busy_us=busy_us), "command": command,
+                                "note": "calibration.live loop with tiny models (plus a GPU sleep of busy_us "
+                                        "in verify/decode): wall per cycle minus its GPU time"})
     bench_ops.bench_ops(store, models, tp_sizes, grid, dev, dtype, settings, command)
     if forwards:
         for m in (m for m in models if not bench_ops.is_draft(m)):
