@@ -478,9 +478,10 @@ def measure_loop_overhead_us(device, speculative: bool, num_steps: int = 4, batc
         clock.sync()
         wall_us = (time.perf_counter() - t0) * US_PER_S / num_cycles
         if speculative:
-            verify = loop.g_verify.graph if isinstance(loop.g_verify, _BusyGraph) else loop.g_verify
-            graphs = ([loop.g_extend[loop.extend_len]] + loop.g_steps + [verify, loop.g_accept]
-                      if graph else [])
+            graphs = []
+            if graph:
+                verify = loop.g_verify.graph if isinstance(loop.g_verify, _BusyGraph) else loop.g_verify
+                graphs = [loop.g_extend[loop.extend_len]] + loop.g_steps + [verify, loop.g_accept]
         gpu_us = 0.0
         if graphs:
             reps = 50
