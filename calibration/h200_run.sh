@@ -24,6 +24,9 @@ case $what in
   live)  # resumes into the committed records folder: only missing points run
     timeout 540 python3 -m calibration.live_grid --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
     tar czf "$out/live_h200.tgz" calibration/live/h200 ;;
+  noise)  # graph batch-1 grid, 3 repeats per point, into the committed records folder
+    timeout 540 python3 -m calibration.live_grid --noise --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -5
+    tar czf "$out/live_h200.tgz" calibration/live/h200 ;;
   all)
     timeout 300 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl" 2>&1 | grep -v Warning | grep -v scaled_dot_product
     timeout 230 python3 -m calibration.live_grid --out /tmp/live_h200 2>&1 | grep -v Warning | grep -v scaled_dot_product

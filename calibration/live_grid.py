@@ -94,6 +94,16 @@ class GridPoint:
             engine=dict(cuda_graph=self.graph), seed=0)
 
 
+def noise_grid() -> list[GridPoint]:
+    """Every CUDA-graph batch-1 point (and baseline) of both sizes, each run NOISE_REPEATS times:
+    run-to-run noise per point, and a median of three for validation."""
+    pts = []
+    for size in ("8b", "1b"):
+        pts += [GridPoint(size, True, 1, s, a, NOISE_REPEATS) for s in NUM_STEPS for a in ACCEPTANCE_RATES]
+        pts.append(GridPoint(size, True, 1, None, None, NOISE_REPEATS))
+    return pts
+
+
 def grid(quick: bool) -> list[GridPoint]:
     """Points in run order: grouped by size (one model pair in memory), then batch and mode."""
     if quick:
@@ -175,10 +185,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--cycles", type=int, default=None, help="timed cycles per point (override)")
     ap.add_argument("--warmup", type=int, default=None, help="warm-up cycles per point (override)")
+    ap.add_argument("--noise", action="store_true",
+                    help=f"the graph batch-1 grid with {NOISE_REPEATS} repeats per point (run-to-run noise)")
     args = ap.parse_args(argv)
     num_cycles = args.cycles or (QUICK_NUM_CYCLES if args.quick else NUM_CYCLES)
     warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP_CYCLES if args.quick else WARMUP_CYCLES)
-    points = grid(args.quick)
+    points = noise_grid() if args.noise else grid(args.quick)
     todo = [p for p in points if _load(args.out / f"{p.name}.json") is None]
     est = sum(estimate_s(p, num_cycles, warmup) for p in todo) + 5.0 * len({p.size for p in todo})
     console.print(f"{len(points)} points, {len(points) - len(todo)} already in {args.out}; "
