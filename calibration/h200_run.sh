@@ -27,6 +27,15 @@ case $what in
   noise)  # graph batch-1 grid, 3 repeats per point, into the committed records folder
     timeout 540 python3 -m calibration.live_grid --noise --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -5
     tar czf "$out/live_h200.tgz" calibration/live/h200 ;;
+  collectives)  # a multi-GPU machine: allreduce / broadcast / all_gather for every world size
+    nvidia-smi topo -m
+    timeout 300 python3 -c "
+from calibration.store import PointStore
+from calibration.collectives import measure_collectives
+store = PointStore('calibration/points/h200_collectives.jsonl')
+print(measure_collectives(store, command='bash calibration/h200_run.sh collectives'), 'points')
+" 2>&1 | grep -v Warning | tail -20
+    cp calibration/points/h200_collectives.jsonl "$out/" ;;
   all)
     timeout 300 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl" 2>&1 | grep -v Warning | grep -v scaled_dot_product
     timeout 230 python3 -m calibration.live_grid --out /tmp/live_h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
