@@ -2,7 +2,7 @@
 
     python benchmarks/bench_simulate.py [--cycles N]
 
-Runs the batch-1 Llama-3.1-8B scenario (scenarios/llama8b_h200.yaml) at the three engine
+Runs the batch-1 Llama-3.1-8B scenario (scenarios/llama8b_h200.yaml, per-op costs) at the three engine
 granularities and prints a table (cycle granularity aggregates a block of cycles per event,
 so its events/s says little; its cycles/s and sim/wall are the figures). Targets (issue: core simulator): >= 200k events/s and
 >= 1e4 x faster than the GPU time simulated.
@@ -43,7 +43,7 @@ class CountingEnvironment(simpy.Environment):
 
 def bench(overrides: list[str], cycles: int) -> dict:
     path = ROOT / "scenarios" / "llama8b_h200.yaml"
-    sc = load_scenario(path, overrides + [f"workload.num_cycles={cycles}"])
+    sc = load_scenario(path, ["costs.source=per_op"] + overrides + [f"workload.num_cycles={cycles}"])
     prof, _ = load_profile_for(sc, base_dir=path.parent)
     cost = CostModel(sc, prof)
     acc = build_acceptance(sc.acceptance, sc.spec)
