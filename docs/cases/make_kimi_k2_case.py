@@ -26,7 +26,7 @@ from scipy.optimize import brentq
 from simulator.acceptance import build_acceptance, iid_mean_accept_length
 from simulator.analytic import AnalyticResult, analyze
 from simulator.config import Scenario
-from simulator.costs.forward import CostModel
+from simulator.costs.forward import CostModel, draft_forwards_per_cycle
 from simulator.costs.lookup import _RING_FACTOR
 from simulator.profile import (CalibrationProfile, CollectiveTable, HardwareInfo, HostOverheads, Provenance,
                                RooflineParams, save_profile)
@@ -314,6 +314,19 @@ def main() -> None:
           f"them, they would run at {expert_bytes / (expert_us + gap_hi) / BYTES_PER_US_PER_GB_PER_S:,.0f}-"
           f"{expert_bytes / (expert_us + gap_lo) / BYTES_PER_US_PER_GB_PER_S:,.0f} GB/s.")
     rest = pub_cycle_us - np.array(PUB_VERIFY_MS) * US_PER_MS
+    dec_expert_us = sum(k.gpu_us for k in decode.kernels if k.name == "moe_experts")
+    print(f"- routed-expert reads in a 1-token decode: {ms(dec_expert_us)} ms per forward "
+          f"(verify of {sc8.spec.num_draft_tokens} tokens: {ms(expert_us)} ms).")
+    n_draft = draft_forwards_per_cycle(sc8.spec.num_steps, sc8.engine.first_draft_from_extend)
+
+    def draft_us(an: AnalyticResult, comm_only: bool = False) -> float:
+        return sum(v for k, v in an.breakdown_us.items() if k.startswith("draft") and (k.endswith("comm") or not comm_only))
+
+    print(f"- draft per cycle at {sc8.spec.num_steps} steps = {n_draft} draft forwards + the draft extend "
+          f"(the extend proposes draft token 1, as SGLang runs EAGLE): shared TP8 {ms(draft_us(an8))} ms "
+          f"(collectives {ms(draft_us(an8, True))} ms; one draft forward {ms(cost8.draft_step_forward(0).gpu_us)} ms), "
+          f"draft on one GPU {ms(draft_us(an1))} ms (collectives {ms(draft_us(an1, True))} ms); published < 5% of "
+          f"the {ms(pub_cycle_us)} ms cycle = < {ms(PUB_DRAFT_SHARE_MAX * pub_cycle_us)} ms.")
     print(f"- published cycle minus published verify: {ms(rest[1])}-{ms(rest[0])} ms for draft, extend, accept and "
           f"host; predicted {ms(an8.cycle_time_us - verify.gpu_us)} ms.")
     print(f"- kernel_floor_us fitted = {floor:.4f}; {len(decode.kernels)} kernels per decode forward.")
@@ -342,7 +355,8 @@ def write_chart(an8: AnalyticResult, an1: AnalyticResult, an_t5: AnalyticResult,
     fig.update_layout(barmode="stack", title="Kimi-K2 + EAGLE-3, 8x PCIe Gen5, TP8, 5 steps, batch 1: "
                       "predicted cycle breakdown (docs/cases/make_kimi_k2_case.py)",
                       xaxis_title="ms per cycle", legend_title="bucket", height=460)
-    fig.write_html(CHART_PATH, include_plotlyjs=True, full_html=True)
+    # a fixed div_id (plotly draws a random one otherwise) keeps the file identical from run to run
+    fig.write_html(CHART_PATH, include_plotlyjs=True, full_html=True, div_id="kimi-k2-cycle-breakdown")
 
 
 if __name__ == "__main__":
