@@ -118,16 +118,27 @@ def breakdown_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]:
     return out
 
 
-def analyze(scenario: Scenario, cost: CostModel, acceptance: AcceptanceModel) -> AnalyticResult:
-    """Closed-form tok/s, accept length, cycle time and breakdown for a scenario."""
+def analyze(scenario: Scenario, cost: CostModel, acceptance: AcceptanceModel,
+            truncate: bool = True) -> AnalyticResult:
+    """Closed-form tok/s, accept length, cycle time and breakdown for a scenario.
+
+    truncate=False drops the max_new_tokens truncation (every accepted token counts, as in a
+    live loop's timed cycles): a request of rate class r then needs M / E[accept_length | r]
+    cycles, the limit of the renewal function.
+    """
     b, M = scenario.workload.batch_size, scenario.workload.max_new_tokens
     rows, request_w = acceptance.rate_classes()
+    lengths = np.arange(1, rows.shape[1] + 1)
+
+    def cycles_needed(pmfs: np.ndarray) -> np.ndarray | float:
+        return renewal_cycles(pmfs, M) if truncate else M / (np.atleast_2d(pmfs) @ lengths)
+
     if len(request_w) == 1:
         slot_pmf = rows[0]
-        cycles_per_request = renewal_cycles(slot_pmf, M)
+        cycles_per_request = float(np.ravel(cycles_needed(slot_pmf))[0])
     else:
         # a request class occupies slots for m_r(M) cycles: cycles see classes by occupancy
-        m_r = renewal_cycles(rows, M)
+        m_r = np.asarray(cycles_needed(rows))
         occupancy = request_w * m_r / float(request_w @ m_r)
         slot_pmf = occupancy @ rows
         cycles_per_request = float(request_w @ m_r)

@@ -11,7 +11,7 @@ profile gives) and never reads the record's timings for the prediction. Errors:
   measured tok/s against the predicted one.
 
 The live loop's timed cycles count every accepted token (no max_new_tokens truncation), so the
-prediction uses max_new_tokens = PREDICT_MAX_NEW_TOKENS to make truncation negligible.
+prediction uses the closed form without truncation.
 
 By default the prediction takes the accept-length distribution the oracle actually drew in the
 run (`accept_length_counts`, an outcome of the seeded acceptance model, not a timing), so that a
@@ -36,9 +36,6 @@ from simulator.costs.forward import CostModel, draft_forwards_per_cycle
 from simulator.profile import CalibrationProfile
 from simulator.records import LiveRun
 from simulator.scenario import UserInputError, format_validation_error
-
-PREDICT_MAX_NEW_TOKENS = 1_000_000
-
 
 @dataclass(frozen=True)
 class PointComparison:
@@ -115,7 +112,7 @@ def predicted_phase_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]
 def predict(rec: LiveRun, profile: CalibrationProfile,
             acceptance: str = "measured") -> tuple[float, float, dict[str, float], float]:
     """(tok_per_s, accept_length, phase_us, baseline tok_per_s) predicted for a record's scenario."""
-    update: dict = {"workload": rec.scenario.workload.model_copy(update={"max_new_tokens": PREDICT_MAX_NEW_TOKENS})}
+    update: dict = {}
     counts = np.asarray(rec.accept_length_counts, dtype=float)
     if acceptance == "measured" and rec.speculative and counts.sum() > 0 \
             and len(counts) == rec.scenario.spec.num_steps + 1:
@@ -123,7 +120,7 @@ def predict(rec: LiveRun, profile: CalibrationProfile,
     sc = rec.scenario.model_copy(update=update)
     cost = CostModel(sc, profile)
     acc = build_acceptance(sc.acceptance, sc.spec)
-    an = analyze(sc, cost, acc)
+    an = analyze(sc, cost, acc, truncate=False)
     if not rec.speculative:
         return an.baseline_tok_per_s, 1.0, {"decode": cost.decode_forward().span_us}, an.baseline_tok_per_s
     ext = extend_length_pmf(acc.pmf(), sc.workload.batch_size)
