@@ -28,11 +28,15 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-@app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False) -> None:
+@app.callback(invoke_without_command=True)
+def _root(ctx: typer.Context,
+          version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False) -> None:
     if version:
         console.print(__version__)
         raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        console.print(ctx.get_help())
+        raise typer.Exit(2)
 
 
 @app.command()
@@ -234,4 +238,7 @@ def main() -> None:
         app()
     except UserInputError as e:  # raised outside a command's own handling
         err_console.print(f"[bold red]error:[/] {e}")
+        sys.exit(2)
+    except OSError as e:  # an output path that is a folder, unwritable, ...
+        err_console.print(f"[bold red]error:[/] {e.filename or ''}: {e.strerror or e}")
         sys.exit(2)

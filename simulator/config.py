@@ -16,7 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveIn
 class StrictModel(BaseModel):
     """Base for scenario models: unknown keys are errors and instances are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelShape(StrictModel):
@@ -31,13 +31,13 @@ class ModelShape(StrictModel):
     config_path: str | None = Field(
         None, description="HF config.json to read the shape from (relative to the scenario file); "
                           "fields written here override it.")
-    hidden_size: PositiveInt
-    num_hidden_layers: PositiveInt
-    num_attention_heads: PositiveInt
+    hidden_size: int = Field(ge=1, le=1_000_000)
+    num_hidden_layers: int = Field(ge=1, le=10_000)
+    num_attention_heads: int = Field(ge=1, le=100_000)
     num_key_value_heads: PositiveInt | None = Field(None, description="GQA KV heads; default = num_attention_heads.")
     head_dim: PositiveInt | None = Field(None, description="Default hidden_size // num_attention_heads.")
     intermediate_size: PositiveInt = Field(description="Dense MLP width (for MoE: the dense layers').")
-    vocab_size: PositiveInt
+    vocab_size: int = Field(ge=1, le=100_000_000)
     # MoE (DeepSeek-V3 field names).
     n_routed_experts: PositiveInt | None = None
     num_experts_per_tok: PositiveInt | None = None

@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, PositiveFloat, model_validator
 
@@ -61,13 +61,13 @@ class RooflineParams(StrictModel):
     collectives: collective_base_latency_us + bytes * ring_factor / link_bw.
     """
 
-    hbm_bandwidth_gb_per_s: PositiveFloat
-    bf16_tflops: PositiveFloat
-    fp8_tflops: PositiveFloat | None = None
-    bandwidth_efficiency: float = Field(0.8, gt=0, le=1)
-    compute_efficiency: float = Field(0.7, gt=0, le=1)
+    hbm_bandwidth_gb_per_s: float = Field(ge=1.0, le=1e18)
+    bf16_tflops: float = Field(ge=1e-3, le=1e18)
+    fp8_tflops: float | None = Field(None, ge=1e-3, le=1e18)
+    bandwidth_efficiency: float = Field(0.8, ge=0.01, le=1)
+    compute_efficiency: float = Field(0.7, ge=0.01, le=1)
     kernel_floor_us: float = Field(3.0, ge=0, le=1000)
-    link_bandwidth_gb_per_s: PositiveFloat = Field(description="Per-GPU bus bandwidth of collectives.")
+    link_bandwidth_gb_per_s: float = Field(ge=0.01, le=1e18, description="Per-GPU bus bandwidth of collectives.")
     collective_base_latency_us: float = Field(ge=0, le=100_000)
     provenance: Provenance
 
@@ -106,7 +106,7 @@ class CollectiveTable(StrictModel):
     world_size: int = Field(ge=2, le=1024)
     mode: Literal["eager", "graph"]
     size_bytes: list[int] = Field(min_length=1, description="Per-rank message size (input bytes).")
-    latency_us: list[PositiveFloat] = Field(min_length=1, description="Median latency.")
+    latency_us: list[Annotated[float, Field(gt=0, le=1e9)]] = Field(min_length=1, description="Median latency.")
     p10_latency_us: list[PositiveFloat] | None = None
     p90_latency_us: list[PositiveFloat] | None = None
     provenance: Provenance
@@ -132,7 +132,7 @@ class OpTable(StrictModel):
     key: str = Field(description="Op key, e.g. 'gemm:k=4096,n=6144,w=2'.")
     axes: list[Literal["batch_size", "num_tokens", "context_len"]] = Field(min_length=1)
     grid: dict[str, list[float]]
-    latency_us: list[PositiveFloat]
+    latency_us: list[Annotated[float, Field(gt=0, le=1e9)]]
     provenance: Provenance
 
     @model_validator(mode="after")
@@ -158,7 +158,8 @@ class ForwardTable(StrictModel):
     mode: Literal["eager", "graph"]
     num_tokens: list[int] = Field(min_length=1)
     context_len: list[int] = Field(min_length=1)
-    latency_us: list[list[PositiveFloat]] = Field(description="[num_tokens index][context_len index].")
+    latency_us: list[list[Annotated[float, Field(gt=0, le=1e9)]]] = Field(
+        description="[num_tokens index][context_len index].")
     provenance: Provenance
 
     @model_validator(mode="after")
@@ -258,6 +259,8 @@ def load_profile(path: Path) -> CalibrationProfile:
 def write_json_atomic(path: Path, data: dict | list) -> None:
     """Write JSON via a temp file in the same folder and os.replace: a reader never sees half a file."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, "is a folder, expected a file path", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -7,9 +7,9 @@ so the prediction runs the very set-up that was measured.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat
+from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
 
 from simulator.config import Scenario, StrictModel
 from simulator.profile import HardwareInfo
@@ -42,3 +42,16 @@ class LiveRun(StrictModel):
     created_utc: str | None = None
     git_commit: str | None = None
     command_line: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        s = self.scenario.spec.num_steps
+        top = s + 1 if self.speculative else 1
+        if not 1.0 <= self.mean_accept_length <= top:
+            raise ValueError(f"mean_accept_length={self.mean_accept_length} outside 1..{top}")
+        if self.speculative and len(self.accept_length_counts) != s + 1:
+            raise ValueError(f"accept_length_counts has {len(self.accept_length_counts)} entries; "
+                             f"num_steps={s} needs {s + 1}")
+        if any(c < 0 for c in self.accept_length_counts):
+            raise ValueError("accept_length_counts must be >= 0")
+        return self

@@ -108,9 +108,13 @@ def read_scenario_dict(path: Path) -> dict:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise UserInputError(f"{path}: invalid YAML: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UserInputError(f"{path}{where}: invalid YAML: {what}") from None
     if not isinstance(data, dict):
-        raise UserInputError(f"{path}: top level must be a mapping of scenario fields, got {type(data).__name__}")
+        got = "an empty file" if data is None else type(data).__name__
+        raise UserInputError(f"{path}: top level must be a mapping of scenario fields, got {got}")
     return data
 
 
@@ -121,8 +125,10 @@ def load_scenario(path: Path, overrides: list[str] | None = None) -> Scenario:
         UserInputError: unreadable file, bad YAML, bad override, or a field out of range.
     """
     path = Path(path)
-    data = apply_overrides(read_scenario_dict(path), list(overrides or []), str(path))
-    return scenario_from_dict(data, str(path), path.parent)
+    overrides = list(overrides or [])
+    data = apply_overrides(read_scenario_dict(path), overrides, str(path))
+    source = f"{path} (with --set {' '.join(overrides)})" if overrides else str(path)
+    return scenario_from_dict(data, source, path.parent)
 
 
 def load_profile_for(scenario: Scenario, override: str | None = None,
