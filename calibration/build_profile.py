@@ -147,8 +147,11 @@ def forward_tables(records: dict[str, dict]) -> list[ForwardTable]:
         n_grid, c_grid = grid["num_tokens"], grid["context_len"]
         first = next(iter(pts.values()))
         rows = np.asarray(lat).reshape(len(n_grid), len(c_grid)).tolist()
+        meta = records.get(f"meta:model:{model}")
+        shape = {k: v for k, v in meta.items() if k not in ("name", "config_path")} if meta else None
         tables.append(ForwardTable(model=model, tp_size=tp, mode=mode, num_tokens=n_grid, context_len=c_grid,
-                                   latency_us=rows, provenance=_provenance(first, first.get("impl", ""))))
+                                   latency_us=rows, shape=shape,
+                                   provenance=_provenance(first, first.get("impl", ""))))
     return tables
 
 

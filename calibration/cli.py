@@ -36,7 +36,8 @@ def calibrate(
     ctx: typer.Context,
     quick: Annotated[bool, typer.Option(help="Small grid (about 1 minute on an H200).")] = False,
     resume: Annotated[bool, typer.Option(help="Keep points already measured (--no-resume moves them aside).")] = True,
-    out: Annotated[Path, typer.Option(help="Profile JSON to write.")] = Path("calibration/profiles/h200.json"),
+    out: Annotated[Path, typer.Option(help="Profile JSON to write (not a shipped one unless you mean it).")] = Path(
+        "calibration/profiles/local.json"),
     points: Annotated[Path, typer.Option(help="Resumable points file (JSONL).")] = Path("calibration/points/h200.jsonl"),
     tp: Annotated[Optional[list[int]], typer.Option(help="TP sizes whose sharded shapes are measured; "
                                                          "repeat for several (default 1 2 4 8).")] = None,
@@ -80,7 +81,7 @@ def calibrate(
 def import_nccl_tests(
     logs: Annotated[list[Path], typer.Argument(help="nccl-tests logs (all_reduce_perf, broadcast_perf, "
                                                     "all_gather_perf, sendrecv_perf output).")],
-    profile: Annotated[Path, typer.Option(help="Existing profile JSON to merge into.")],
+    profile: Annotated[str, typer.Option(help="Existing profile to merge into: a shipped name (h200) or a JSON path.")],
     out: Annotated[Path, typer.Option(help="Profile JSON to write (may be the same as --profile).")],
     in_place: Annotated[bool, typer.Option("--in-place", help="Use the in-place time column.")] = False,
     op: Annotated[Optional[str], typer.Option(help="Collective, when the log does not say: allreduce, "
@@ -98,9 +99,19 @@ def import_nccl_tests(
     missing = [str(p) for p in logs if not p.is_file()]
     if missing:
         fail(f"nccl-tests log not found: {', '.join(missing)}")
+    from pydantic import ValidationError
+
+    from simulator.profile import resolve_profile_path
+    from simulator.scenario import format_validation_error
     try:
-        merged = import_into_profile(profile, logs, out, in_place=in_place, op=op, world_size=world_size,
+        profile_path = resolve_profile_path(profile)
+    except FileNotFoundError as e:
+        fail(str(e))
+    try:
+        merged = import_into_profile(profile_path, logs, out, in_place=in_place, op=op, world_size=world_size,
                                      mode=mode, command=command)
+    except ValidationError as e:
+        fail(format_validation_error(f"{profile_path} (with {', '.join(map(str, logs))})", e))
     except (ValueError, OSError) as e:
         fail(str(e))
     imported = {str(p) for p in logs}

@@ -1,7 +1,7 @@
 """One command for a calibration: per-op tables, host overheads, roofline, whole forwards,
 collectives (when calibration/collectives.py is there and more than one GPU is), then the profile.
 
-    python -m calibration.run --out calibration/profiles/h200.json --points calibration/points/h200.jsonl
+    python -m calibration.run --out calibration/profiles/h200.json --points calibration/points/h200.jsonl   (as calibration/h200_run.sh runs it; the default --out is calibration/profiles/local.json)
 
 Points go to an append-only PointStore first, so an interrupted run picks up where it stopped
 (`--no-resume` moves the old points file aside and starts over). Budget on one H200: the
@@ -144,7 +144,7 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command()
-def main(out: Path = typer.Option(Path("calibration/profiles/h200.json"), help="Profile JSON to write."),
+def main(out: Path = typer.Option(Path("calibration/profiles/local.json"), help="Profile JSON to write."),
          points: Path = typer.Option(Path("calibration/points/h200.jsonl"), help="Resumable points file."),
          quick: bool = typer.Option(False, help="Small grid (about 1 minute on an H200)."),
          resume: bool = typer.Option(True, help="Keep points already measured."),

@@ -154,6 +154,8 @@ class ForwardTable(StrictModel):
     """Whole-forward GPU latency of one model at one TP size: num_tokens x context_len grid."""
 
     model: str = Field(description="ModelShape.name it applies to.")
+    shape: dict | None = Field(None, description="The measured ModelShape's fields (name aside); a scenario "
+                                                 "model of that name but another shape does not use the table.")
     tp_size: int = Field(ge=1)
     mode: Literal["eager", "graph"]
     num_tokens: list[int] = Field(min_length=1)

@@ -62,7 +62,16 @@ def test_a_garbled_log_is_one_line_naming_the_line(tmp_path):
 def test_a_missing_profile_is_one_line(tmp_path):
     result = runner.invoke(calibrate_app, ["import-nccl-tests", str(DATA / "broadcast_perf_8gpu.log"),
                                            "--profile", str(tmp_path / "none.json"), "--out", str(tmp_path / "o.json")])
-    assert "profile not found" in _one_line_error(result)
+    msg = _one_line_error(result)
+    assert "none.json' not found" in msg and "shipped profiles" in msg
+
+
+def test_a_shipped_profile_name_is_accepted(tmp_path):
+    out = tmp_path / "o.json"
+    result = runner.invoke(calibrate_app, ["import-nccl-tests", str(DATA / "broadcast_perf_8gpu.log"),
+                                           "--profile", "h200", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.is_file()
 
 
 def test_calibrate_without_torch_says_how_to_install(monkeypatch, tmp_path):

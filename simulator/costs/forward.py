@@ -184,7 +184,7 @@ class CostModel:
         profile has one (batch 1: the tables are measured at batch 1), else the per-op sum."""
         b, c = self.b, self.c
         if self.sc.costs.source == "whole_forward":
-            if b == 1 and self.lookup.has_forward(model.name, tp, self.mode):
+            if b == 1 and self.lookup.has_forward(model, tp, self.mode):
                 gpu = self.lookup.forward_us(model.name, tp, self.mode, n, c) * self.sc.costs.compute_latency_scale
                 return [Kernel("forward", phase, "compute", gpu, 0.0, ranks)]
             self.lookup.notes.add(f"no whole-forward table for {model.name} tp{tp} {self.mode} at batch {b}: "

@@ -155,9 +155,16 @@ class LatencyLookup:
         return inside * roof / roofline_collective_us(kind, s, world_size, self.rf)
 
     # ---- whole forwards -----------------------------------------------------------------------
-    def has_forward(self, model: str, tp_size: int, mode: str) -> bool:
-        """Whether the profile has a whole-forward table for (model, tp_size, mode)."""
-        return any(t.model == model and t.tp_size == tp_size and t.mode == mode for t in self.profile.forwards)
+    def has_forward(self, model, tp_size: int, mode: str) -> bool:
+        """Whether the profile has a whole-forward table for this model (a ModelShape: same name
+        and, where the table recorded it, the same shape), tp_size and mode."""
+        for t in self.profile.forwards:
+            if t.model == model.name and t.tp_size == tp_size and t.mode == mode:
+                mine = model.model_dump(exclude={"name", "config_path"})
+                if t.shape is None or all(mine.get(k) == v for k, v in t.shape.items()):
+                    return True
+                self.notes.add(f"whole-forward table for {model.name} was measured with another shape")
+        return False
 
     def forward_us(self, model: str, tp_size: int, mode: str, num_tokens: int, context_len: int) -> float:
         """Whole-forward latency from a ForwardTable.
