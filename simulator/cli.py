@@ -199,13 +199,14 @@ def live(
     device: Annotated[str, typer.Option(help="torch device.")] = "cuda",
     cycles: Annotated[Optional[int], typer.Option(help="Timed cycles per point.")] = None,
     warmup: Annotated[Optional[int], typer.Option(help="Warm-up cycles per point.")] = None,
+    noise: Annotated[bool, typer.Option(help="The CUDA-graph batch-1 grid, 3 runs per point (noise).")] = False,
 ) -> None:
     """Run the live speculative grid on a GPU (real forwards, seeded acceptance oracle); needs torch."""
     try:
         from calibration.live_grid import main as live_grid_main
     except ImportError as e:
         fail(f"specdecsim live needs torch: pip install 'specdecsim[calibrate]' ({e})")
-    argv = ["--out", str(out), "--device", device] + (["--quick"] if quick else [])
+    argv = ["--out", str(out), "--device", device] + (["--quick"] if quick else []) + (["--noise"] if noise else [])
     argv += (["--cycles", str(cycles)] if cycles else []) + (["--warmup", str(warmup)] if warmup else [])
     live_grid_main(argv)
 

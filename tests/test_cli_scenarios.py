@@ -90,3 +90,10 @@ def test_importing_the_simulator_does_not_import_torch():
     code = ("import sys, simulator, simulator.cli, simulator.simulate, simulator.analytic; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_version_and_live_help():
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.output.strip()
+    r = runner.invoke(app, ["live", "--help"])
+    assert r.exit_code == 0 and "--noise" in r.output
