@@ -24,8 +24,12 @@ case $what in
   live)  # resumes into the committed records folder: only missing points run
     timeout 540 python3 -m calibration.live_grid --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
     tar czf "$out/live_h200.tgz" calibration/live/h200 ;;
-  noise)  # graph batch-1 grid, 3 repeats per point, into the committed records folder
-    timeout 540 python3 -m calibration.live_grid --noise --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -5
+  noise)  # graph batch-1 grid, 3 repeats per point (+ paired baselines), into the committed records
+          # folder; forward drift against the profile before and after, loop overhead vs GPU wait
+    timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_live.py -k gpu 2>&1 | tail -2
+    timeout 150 python3 -m calibration.diagnose_drift ${DRIFT_ARGS:-} --out "$out/drift_before.json" 2>&1 | grep -v Warning
+    timeout 330 python3 -m calibration.live_grid --noise --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -60
+    timeout 60 python3 -m calibration.diagnose_drift --skip-overhead --out "$out/drift_after.json" 2>&1 | grep -v Warning
     tar czf "$out/live_h200.tgz" calibration/live/h200 ;;
   collectives)  # a multi-GPU machine: allreduce / broadcast / all_gather for every world size
     nvidia-smi topo -m

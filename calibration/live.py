@@ -259,11 +259,21 @@ class SpecLoop(_Loop):
 
     def run_accept(self) -> list[int]:
         """Accept on the GPU, then the device->host sync. Returns accepted drafts per request."""
+        return self.read_accept(self.launch_accept())
+
+    def launch_accept(self) -> torch.Tensor:
+        """Enqueue the accept (graph replay or eager); returns its (b,) int64 output on the device."""
         if self.graph:
             self.g_accept.replay()
-            out = self.accept_out
-        else:
-            out = self._accept()
+            return self.accept_out
+        return self._accept()
+
+    def read_accept(self, out: torch.Tensor) -> list[int]:
+        """Device->host copy of the accept output (the sync); accepted drafts per request.
+
+        Raises:
+            RuntimeError: a count outside 0..num_steps (corrupt buffers).
+        """
         accepted = out.tolist()
         if any(not 0 <= a <= self.s for a in accepted):
             raise RuntimeError(f"GPU accept returned {accepted}, outside 0..{self.s}: corrupt buffers")
@@ -283,14 +293,23 @@ class SpecLoop(_Loop):
             "ver_pos": (self.kv_lens[:, None] + ar).reshape(-1),
             "last_idx": np.maximum(lengths - 1, 0)})
 
+    PHASES = ("draft_extend", "draft", "verify", "accept", "sync")
+
     def cycle(self, accept_lengths: np.ndarray, clock: _Clock | None = None) -> list:
         """Run one cycle keeping `accept_lengths` (b,) tokens per request; returns clock marks
-        [start, after draft_extend, after draft, after verify, after accept+sync]."""
+        [start, after draft_extend, after draft, after verify, after accept, after the sync]
+        (the gaps are PHASES)."""
         marks = [clock.mark()] if clock else []
-        for phase in (self.run_draft_extend, self.run_draft, self.run_verify, self.run_accept):
+        for phase in (self.run_draft_extend, self.run_draft, self.run_verify):
             phase()
             if clock:
                 marks.append(clock.mark())
+        out = self.launch_accept()
+        if clock:
+            marks.append(clock.mark())
+        self.read_accept(out)
+        if clock:
+            marks.append(clock.mark())
         self._commit(np.asarray(accept_lengths, dtype=np.int64))
         return marks
 
@@ -314,14 +333,19 @@ class DecodeLoop(_Loop):
         self.ids.copy_(tokens)
         return tokens
 
+    PHASES = ("decode", "sync")
+
     def cycle(self, accept_lengths: np.ndarray | None = None, clock: _Clock | None = None) -> list:
-        """One decode step; marks [start, after decode+sync]."""
+        """One decode step; marks [start, after the forward, after the token's sync] (PHASES)."""
         marks = [clock.mark()] if clock else []
         if self.graph:
             self.g_decode.replay()
-            self.out.tolist()
+            out = self.out
         else:
-            self._decode().tolist()
+            out = self._decode()
+        if clock:
+            marks.append(clock.mark())
+        out.tolist()
         if clock:
             marks.append(clock.mark())
         self.advance(np.ones(self.b, dtype=np.int64))
@@ -528,15 +552,36 @@ def _check(scenario: Scenario) -> None:
         raise ValueError(f"live runs draft chains only (topk=1), got topk={scenario.spec.topk}")
 
 
+def _time_repeats(loop, rows: np.ndarray, repeats: int, clock: _Clock) -> tuple[list, dict[str, float]]:
+    """Time `repeats` runs of the cycles `rows` ((num_cycles, b) accept lengths), each between
+    device syncs. Returns ([(num_tokens, elapsed_us)] per repeat, summed us per phase)."""
+    phase_sum_us = dict.fromkeys(loop.PHASES, 0.0)
+    runs = []
+    for _ in range(repeats):
+        clock.sync()
+        clock.reset()
+        start_s = time.perf_counter()
+        marks = [loop.cycle(row, clock) for row in rows]
+        clock.sync()
+        elapsed_us = (time.perf_counter() - start_s) * US_PER_S
+        for m in marks:
+            for name, a, z in zip(loop.PHASES, m, m[1:]):
+                phase_sum_us[name] += clock.us(a, z)
+        runs.append((int(rows.sum()), elapsed_us))
+    return runs, phase_sum_us
+
+
 def run_live(scenario: Scenario, speculative: bool, num_cycles: int, warmup_cycles: int,
-             device: str = "cuda", repeats: int = 1, session: LiveSession | None = None) -> LiveRun:
+             device: str = "cuda", repeats: int = 1, session: LiveSession | None = None,
+             paired_baseline: bool = False) -> LiveRun:
     """Run `scenario` for real and measure it: tokens/s, accept lengths, mean us per phase.
 
-    Warm-up cycles run first (untimed); then `repeats` timed runs of `num_cycles` cycles each
-    (decode steps for the baseline), wall clock between device syncs: tok_per_s = tokens
-    emitted / elapsed. The record's tok_per_s, num_tokens and elapsed_us are the lower-median
-    repeat's (so tok_per_s = num_tokens / elapsed exactly); accept-length counts and phase means
-    pool all timed cycles of all repeats. Phases: CUDA events on the GPU, perf_counter on CPU.
+    Warm-up cycles run first (untimed); then `repeats` timed runs of the same `num_cycles`
+    cycles (one accept-length sequence drawn by the seeded oracle, replayed by every repeat, so
+    repeats differ in timing only), wall clock between device syncs. The record pools all
+    repeats: num_tokens and elapsed_us are totals, tok_per_s = num_tokens / elapsed_us, and
+    per-repeat figures are kept (`repeat_*`). Phases: CUDA events on the GPU, perf_counter on
+    CPU; `host` is the rest of the wall time per cycle.
 
     Args:
         scenario: what to run (target, draft, spec, acceptance, batch_size, context_len,
@@ -544,6 +589,8 @@ def run_live(scenario: Scenario, speculative: bool, num_cycles: int, warmup_cycl
         speculative: False runs the no-speculation baseline of the same scenario.
         device: 'cuda' (bf16) or 'cpu' (float32; eager only).
         session: models and loops to reuse across points (the grid passes one).
+        paired_baseline: (speculative only) also time the baseline of the same target right
+            after, `repeats` x `num_cycles` decode steps, into `paired_baseline_tok_per_s`.
 
     Raises:
         ValueError: tp_size or draft TP size != 1, topk != 1, context_len < 2 * (num_steps + 1).
@@ -553,40 +600,62 @@ def run_live(scenario: Scenario, speculative: bool, num_cycles: int, warmup_cycl
     session = session or LiveSession(device)
     loop = session.loop(scenario, speculative)
     b, s = scenario.workload.batch_size, scenario.spec.num_steps
-    total = warmup_cycles + repeats * num_cycles
-    lengths = (oracle_accept_lengths(scenario, total) if speculative
-               else np.ones((total, b), dtype=np.int64))
-    phases = ("draft_extend", "draft", "verify", "accept") if speculative else ("decode",)
+    lengths = (oracle_accept_lengths(scenario, warmup_cycles + num_cycles) if speculative
+               else np.ones((warmup_cycles + num_cycles, b), dtype=np.int64))
     clock = _Clock(session.device)
-    phase_sum_us = dict.fromkeys(phases, 0.0)
-    runs = []  # (tok_per_s, num_tokens, elapsed_us)
+    paired = None
     with torch.no_grad():
         for i in range(warmup_cycles):
             loop.cycle(lengths[i])
-        for r in range(repeats):
-            rows = lengths[warmup_cycles + r * num_cycles:warmup_cycles + (r + 1) * num_cycles]
-            clock.sync()
-            clock.reset()
-            start_s = time.perf_counter()
-            marks = [loop.cycle(row, clock) for row in rows]
-            clock.sync()
-            elapsed_us = (time.perf_counter() - start_s) * US_PER_S
-            for m in marks:
-                for name, a, z in zip(phases, m, m[1:]):
-                    phase_sum_us[name] += clock.us(a, z)
-            num_tokens = int(rows.sum())
-            runs.append((num_tokens / elapsed_us * US_PER_S, num_tokens, elapsed_us))
-    median = statistics.median_low([r[0] for r in runs])
-    tok_per_s, num_tokens, elapsed_us = next(r for r in runs if r[0] == median)
-    timed = lengths[warmup_cycles:]
+        timed = lengths[warmup_cycles:]
+        runs, phase_sum_us = _time_repeats(loop, timed, repeats, clock)
+        if speculative and paired_baseline:
+            base = session.loop(scenario, False)
+            ones = np.ones((warmup_cycles + num_cycles, b), dtype=np.int64)
+            for row in ones[:warmup_cycles]:
+                base.cycle(row)
+            base_runs, _ = _time_repeats(base, ones[warmup_cycles:], repeats, clock)
+            paired = sum(r[0] for r in base_runs) / sum(r[1] for r in base_runs) * US_PER_S
+    num_tokens, elapsed_us = sum(r[0] for r in runs), sum(r[1] for r in runs)
     phase_us = {k: v / (repeats * num_cycles) for k, v in phase_sum_us.items()}
-    cycle_us = sum(r[2] for r in runs) / (repeats * num_cycles)
-    phase_us["host"] = max(0.0, cycle_us - sum(phase_us.values()))
+    phase_us["host"] = max(0.0, elapsed_us / (repeats * num_cycles) - sum(phase_us.values()))
     return LiveRun(
         scenario=scenario, speculative=speculative, num_cycles=num_cycles, num_tokens=num_tokens,
-        elapsed_us=elapsed_us, tok_per_s=tok_per_s, repeat_tok_per_s=[r[0] for r in runs],
+        elapsed_us=elapsed_us, tok_per_s=num_tokens / elapsed_us * US_PER_S,
+        repeat_tok_per_s=[n / e * US_PER_S for n, e in runs], repeat_num_tokens=[n for n, _ in runs],
+        repeat_elapsed_us=[e for _, e in runs], paired_baseline_tok_per_s=paired,
         mean_accept_length=float(timed.mean()),
         accept_length_counts=np.bincount(timed.reshape(-1), minlength=s + 2)[1:].tolist() if speculative else [],
         phase_us=phase_us, hardware=hardware_info(session.device),
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         git_commit=git_commit(), command_line=shlex.join([sys.executable] + sys.argv))
+
+
+def merge_repeats(records: list[LiveRun]) -> LiveRun:
+    """One record from single runs of one point taken at different times (interleaved passes
+    of a grid): repeats = the runs, in order; totals pooled, phase means averaged (every run has
+    the same num_cycles), paired baselines pooled over the runs that have one.
+
+    Raises:
+        ValueError: no records, or records of different scenarios, cycle counts or accept draws.
+    """
+    if not records:
+        raise ValueError("merge_repeats needs at least one record")
+    first = records[0]
+    for r in records[1:]:
+        if (r.scenario != first.scenario or r.speculative != first.speculative or r.num_cycles != first.num_cycles
+                or r.accept_length_counts != first.accept_length_counts):
+            raise ValueError("merge_repeats: records differ in scenario, num_cycles or accept draws")
+    reps = [(n, e) for r in records for n, e in zip(r.repeat_num_tokens or [r.num_tokens],
+                                                     r.repeat_elapsed_us or [r.elapsed_us])]
+    num_tokens, elapsed_us = sum(n for n, _ in reps), sum(e for _, e in reps)
+    weights = [len(r.repeat_num_tokens or [0]) for r in records]
+    phase_us = {k: sum(w * r.phase_us.get(k, 0.0) for w, r in zip(weights, records)) / sum(weights)
+                for k in first.phase_us}
+    base = [(r.paired_baseline_tok_per_s, w) for r, w in zip(records, weights) if r.paired_baseline_tok_per_s]
+    paired = (sum(w for _, w in base) / sum(w / t for t, w in base)) if base else None  # pooled: harmonic
+    return first.model_copy(update=dict(
+        num_tokens=num_tokens, elapsed_us=elapsed_us, tok_per_s=num_tokens / elapsed_us * US_PER_S,
+        repeat_tok_per_s=[n / e * US_PER_S for n, e in reps], repeat_num_tokens=[n for n, _ in reps],
+        repeat_elapsed_us=[e for _, e in reps], paired_baseline_tok_per_s=paired, phase_us=phase_us,
+        created_utc=records[-1].created_utc))

@@ -9,6 +9,8 @@ Default grid (batch 1, context_len 1024, random bf16 weights):
   points    num_steps 1..8 x iid acceptance_rate {0.5, 0.7, 0.9}, plus the no-speculation
             baseline of each (size, mode);
   noise     two points (one graph, one eager) run with 3 repeats: run-to-run spread;
+            (--noise: every graph batch-1 point with 3 repeats, each speculative point followed
+            by a paired baseline of its target, timed in the same minute);
   batch 4   a few points (and their baselines) at batch_size 4.
 Each point is `warmup` untimed cycles then `cycles` timed ones. Points already written (and
 valid) are skipped, so an interrupted grid resumes. Budget on one H200: default grid about
@@ -69,6 +71,8 @@ class GridPoint:
     num_steps: int | None
     acceptance_rate: float | None
     repeats: int = 1
+    paired_baseline: bool = False
+    interleaved: bool = False  # repeats run one per pass over the grid (not back to back)
 
     @property
     def speculative(self) -> bool:
@@ -95,12 +99,14 @@ class GridPoint:
 
 
 def noise_grid() -> list[GridPoint]:
-    """Every CUDA-graph batch-1 point (and baseline) of both sizes, each run NOISE_REPEATS times:
-    run-to-run noise per point, and a median of three for validation."""
+    """Every CUDA-graph batch-1 point (and baseline) of both sizes, each run NOISE_REPEATS times,
+    one run per pass over the grid (a point's runs are minutes apart, so host or GPU slowdowns
+    that last seconds hit one run, not all): run-to-run noise per point, and a pooled record."""
     pts = []
     for size in ("8b", "1b"):
-        pts += [GridPoint(size, True, 1, s, a, NOISE_REPEATS) for s in NUM_STEPS for a in ACCEPTANCE_RATES]
-        pts.append(GridPoint(size, True, 1, None, None, NOISE_REPEATS))
+        pts += [GridPoint(size, True, 1, s, a, NOISE_REPEATS, paired_baseline=True, interleaved=True)
+                for s in NUM_STEPS for a in ACCEPTANCE_RATES]
+        pts.append(GridPoint(size, True, 1, None, None, NOISE_REPEATS, interleaved=True))
     return pts
 
 
@@ -133,8 +139,9 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
     """Rough wall seconds of one point on an H200 (roofline bytes + launch costs, mean accept)."""
     target, draft = SIZES[p.size]
     b, c = p.batch_size, CONTEXT_LEN
+    decode = _forward_s(sim_ops.target_forward_ops(target, 1, b, 1, c), p.graph) + EST_HOST_S
     if not p.speculative:
-        cycle = _forward_s(sim_ops.target_forward_ops(target, 1, b, 1, c), p.graph) + EST_HOST_S
+        cycle = decode
         setup = 3 * cycle if p.graph else 0.0
     else:
         s = p.num_steps
@@ -146,7 +153,8 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
         extend = _forward_s(sim_ops.draft_forward_ops(draft, 1, b, ext, c, True), p.graph)
         cycle = verify + s * step + extend + 2 * EST_HOST_S
         setup = 3 * (verify + (2 * s + 2) * step) if p.graph else 0.0
-    return setup + (warmup_cycles + p.repeats * num_cycles) * cycle
+    paired = (warmup_cycles + p.repeats * num_cycles) * decode if p.speculative and p.paired_baseline else 0.0
+    return setup + (warmup_cycles + p.repeats * num_cycles) * cycle + paired
 
 
 def _load(path: Path) -> LiveRun | None:
@@ -161,7 +169,7 @@ def print_table(rows: list[tuple[GridPoint, LiveRun]]) -> None:
     base = {(p.size, p.graph, p.batch_size): r.tok_per_s for p, r in rows if not p.speculative}
     t = Table(title="live runs (phase columns: mean us per cycle)")
     for col in ("point", "E[accept]", "accept", "tok/s", "speedup", "extend", "draft", "verify",
-                "accept_us", "decode", "host"):
+                "accept_us", "decode", "sync", "host"):
         t.add_column(col, justify="left" if col == "point" else "right")
     for p, r in rows:
         ph = r.phase_us
@@ -171,10 +179,12 @@ def print_table(rows: list[tuple[GridPoint, LiveRun]]) -> None:
         spread = ""
         if len(r.repeat_tok_per_s) > 1:
             spread = f" ({min(r.repeat_tok_per_s):.0f}-{max(r.repeat_tok_per_s):.0f})"
+        if r.paired_baseline_tok_per_s:
+            ref = r.paired_baseline_tok_per_s
         t.add_row(p.name, f"{theory:.2f}", f"{r.mean_accept_length:.2f}", f"{r.tok_per_s:.1f}{spread}",
                   f"{r.tok_per_s / ref:.2f}" if ref else "-",
                   *(f"{ph[k]:.0f}" if k in ph else "-"
-                    for k in ("draft_extend", "draft", "verify", "accept", "decode", "host")))
+                    for k in ("draft_extend", "draft", "verify", "accept", "decode", "sync", "host")))
     Console(width=max(console.width, 150)).print(t)
 
 
@@ -195,21 +205,39 @@ def main(argv: list[str] | None = None) -> None:
     est = sum(estimate_s(p, num_cycles, warmup) for p in todo) + 5.0 * len({p.size for p in todo})
     console.print(f"{len(points)} points, {len(points) - len(todo)} already in {args.out}; "
                   f"{len(todo)} to run, {warmup} + {num_cycles} cycles each: estimated {est:.0f} s on an H200")
-    from calibration.live import LiveSession, run_live  # imports torch: after the estimate
+    from calibration.live import LiveSession, merge_repeats, run_live  # imports torch: after the estimate
     session = LiveSession(args.device)
     start, failed = time.perf_counter(), []
-    for i, p in enumerate(todo):
+    passes_dir = args.out / ".passes"
+    num_passes = max([p.repeats for p in todo if p.interleaved], default=1)
+    # (pass, point, repeats in this run, file): interleaved points run once per pass, in grid order
+    runs = [(k, p, 1, passes_dir / f"{p.name}.pass{k}.json")
+            for k in range(num_passes) for p in todo if p.interleaved and k < p.repeats]
+    runs += [(0, p, p.repeats, args.out / f"{p.name}.json") for p in todo if not p.interleaved]
+    for i, (k, p, reps, path) in enumerate(runs):
+        if _load(path) is not None:
+            continue
         t0 = time.perf_counter()
         try:
             rec = run_live(p.scenario(num_cycles, warmup), p.speculative, num_cycles, warmup,
-                           args.device, p.repeats, session)
+                           args.device, reps, session, paired_baseline=p.paired_baseline)
         except (RuntimeError, ValueError) as e:  # OOM or a bad point: keep going, report at the end
             failed.append((p.name, f"{type(e).__name__}: {e}"))
             console.print(f"[red]{p.name}: {failed[-1][1]}")
             continue
-        write_json_atomic(args.out / f"{p.name}.json", rec.model_dump(mode="json"))
-        console.print(f"[{i + 1}/{len(todo)}] {p.name}: {rec.tok_per_s:.1f} tok/s, accept "
+        write_json_atomic(path, rec.model_dump(mode="json"))
+        console.print(f"[{i + 1}/{len(runs)}] {path.stem}: {rec.tok_per_s:.1f} tok/s, accept "
                       f"{rec.mean_accept_length:.2f} ({time.perf_counter() - t0:.1f} s)")
+    for p in todo:
+        if not p.interleaved:
+            continue
+        parts = [_load(passes_dir / f"{p.name}.pass{k}.json") for k in range(p.repeats)]
+        if all(parts):
+            write_json_atomic(args.out / f"{p.name}.json", merge_repeats(parts).model_dump(mode="json"))
+            for k in range(p.repeats):
+                (passes_dir / f"{p.name}.pass{k}.json").unlink()
+    if passes_dir.is_dir() and not any(passes_dir.iterdir()):
+        passes_dir.rmdir()
     console.print(f"ran {len(todo) - len(failed)} points in {time.perf_counter() - start:.0f} s")
     rows = [(p, r) for p in points if (r := _load(args.out / f"{p.name}.json")) is not None]
     print_table(rows)

@@ -90,7 +90,7 @@ def validate(
 ) -> None:
     """Predict every live record from a profile alone and compare with what was measured."""
     from simulator.profile import resolve_profile_path, write_json_atomic
-    from simulator.validate import compare, load_records, summarize, to_json
+    from simulator.validate import compare, load_records, summarize, to_json, with_costs_source
     from simulator.scenario import load_profile_for
 
     if judge_mode not in ("graph", "eager", "all"):
@@ -104,9 +104,7 @@ def validate(
         fail(str(e))
     if costs_source not in (None, "per_op", "whole_forward"):
         fail(f"--costs-source must be per_op or whole_forward, got {costs_source!r}")
-    if costs_source is not None:
-        recs = [(src, r.model_copy(update={"scenario": r.scenario.model_copy(update={
-            "costs": r.scenario.costs.model_copy(update={"source": costs_source})})})) for src, r in recs]
+    recs = with_costs_source(recs, costs_source)
     points = compare(recs, prof, acceptance)
     summaries = summarize(points)
     print_validation(points, summaries)

@@ -7,6 +7,7 @@ so the prediction runs the very set-up that was measured.
 
 from __future__ import annotations
 
+from statistics import median
 from typing import Literal, Self
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
@@ -14,7 +15,8 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
 from simulator.config import Scenario, StrictModel
 from simulator.profile import HardwareInfo
 
-LIVE_PHASES = ("draft", "verify", "accept", "draft_extend", "host", "decode")
+US_PER_S = 1e6
+LIVE_PHASES = ("draft", "verify", "accept", "draft_extend", "sync", "host", "decode")
 
 
 class LiveRun(StrictModel):
@@ -22,6 +24,15 @@ class LiveRun(StrictModel):
 
     Phase times are means per cycle (per decode step for the baseline), in us, measured with
     CUDA events (graph mode) or host timers around synchronised regions (eager diagnostics).
+    `sync` (records from 2026-11-29 on) is the device->host copy of the accept result (the
+    decoded token) and the host's wake-up after it; older records fold it into `accept`/`decode`.
+
+    Repeats (`repeat_*`, same length): every repeat replays the same accept-length sequence,
+    so their spread is timing noise alone; `num_tokens`, `elapsed_us` and `tok_per_s` pool all
+    repeats (older records: the lower-median repeat, with `repeat_num_tokens` empty).
+    `paired_baseline_tok_per_s`: the no-speculation baseline of the same target timed in the
+    same process right after this point's repeats, so a speedup is not skewed by a GPU whose
+    speed drifts over minutes.
     """
 
     schema_version: Literal[1] = 1
@@ -33,6 +44,10 @@ class LiveRun(StrictModel):
     tok_per_s: PositiveFloat = Field(description="System throughput: num_tokens / elapsed.")
     repeat_tok_per_s: list[PositiveFloat] = Field(default_factory=list,
                                                   description="tok_per_s of repeats of this point.")
+    repeat_num_tokens: list[int] = Field(default_factory=list, description="Tokens emitted per repeat.")
+    repeat_elapsed_us: list[PositiveFloat] = Field(default_factory=list, description="Wall us per repeat.")
+    paired_baseline_tok_per_s: PositiveFloat | None = Field(
+        None, description="Baseline tok/s of the same target measured right after this point.")
     mean_accept_length: float = Field(ge=1.0)
     accept_length_counts: list[int] = Field(default_factory=list,
                                             description="Count of accept_length 1..num_steps+1.")
@@ -54,4 +69,31 @@ class LiveRun(StrictModel):
                              f"num_steps={s} needs {s + 1}")
         if any(c < 0 for c in self.accept_length_counts):
             raise ValueError("accept_length_counts must be >= 0")
+        n = len(self.repeat_tok_per_s)
+        if self.repeat_num_tokens or self.repeat_elapsed_us:
+            if not len(self.repeat_num_tokens) == len(self.repeat_elapsed_us) == n:
+                raise ValueError(f"repeat_tok_per_s, repeat_num_tokens and repeat_elapsed_us must have one "
+                                 f"entry per repeat, got {n}, {len(self.repeat_num_tokens)}, "
+                                 f"{len(self.repeat_elapsed_us)}")
+            if sum(self.repeat_num_tokens) != self.num_tokens:
+                raise ValueError(f"num_tokens={self.num_tokens} != sum(repeat_num_tokens)="
+                                 f"{sum(self.repeat_num_tokens)}")
+        if abs(self.tok_per_s * self.elapsed_us / US_PER_S - self.num_tokens) > 1e-6 * self.num_tokens + 1e-3:
+            raise ValueError(f"tok_per_s={self.tok_per_s} != num_tokens / elapsed = "
+                             f"{self.num_tokens / self.elapsed_us * US_PER_S}")
         return self
+
+    @property
+    def median_tok_per_s(self) -> float:
+        """tok/s of the median repeat where every repeat replayed one accept sequence (records with
+        `repeat_num_tokens`): robust to one repeat hit by a host or GPU hiccup. Else tok_per_s."""
+        if len(self.repeat_num_tokens) > 1 and len(set(self.repeat_num_tokens)) == 1:
+            return float(median(self.repeat_tok_per_s))
+        return self.tok_per_s
+
+    @property
+    def repeat_cycle_us(self) -> list[float]:
+        """Mean wall us per cycle of each repeat: timing alone (accept draws do not enter)."""
+        if self.repeat_elapsed_us:
+            return [e / self.num_cycles for e in self.repeat_elapsed_us]
+        return []

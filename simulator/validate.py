@@ -4,9 +4,14 @@ Each LiveRun record embeds the Scenario that ran. `validate_records` predicts ev
 a profile alone (the closed form of `simulator.analytic`, exact for the deterministic costs the
 profile gives) and never reads the record's timings for the prediction. Errors:
 
-- tok_per_s_error_frac = predicted / measured - 1 (per point);
-- speedup_error = predicted speedup - measured speedup, pairing each speculative point with the
-  baseline record of the same target, batch_size, context_len and mode;
+- tok_per_s_error_frac = predicted / measured - 1 (per point); measured = the median repeat's
+  tok/s where the record's repeats replayed one accept sequence (`LiveRun.median_tok_per_s`);
+- speedup_error = predicted speedup - measured speedup. The measured speedup divides by the
+  record's own paired baseline (`paired_baseline_tok_per_s`, timed right after the point) where
+  it has one, else by the baseline record of the same target, batch_size, context_len and mode;
+- repeat spread: (max - min) / median of the per-repeat cycle times (timing only: the repeats of
+  a record replay one accept-length sequence); older records without per-repeat times give the
+  spread of their repeats' tok/s, which also holds the accept-length draws of each repeat;
 - best num_steps: per cell (target, mode, acceptance, batch_size), the num_steps with the highest
   measured tok/s against the predicted one.
 
@@ -90,6 +95,14 @@ def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
     return out
 
 
+def with_costs_source(records: list[tuple[str, LiveRun]], source: str | None) -> list[tuple[str, LiveRun]]:
+    """The records with every scenario's `costs.source` set to `source` (None: unchanged)."""
+    if source is None:
+        return records
+    return [(src, r.model_copy(update={"scenario": r.scenario.model_copy(update={
+        "costs": r.scenario.costs.model_copy(update={"source": source})})})) for src, r in records]
+
+
 def _acceptance_label(rec: LiveRun) -> str:
     a = rec.scenario.acceptance
     if a.kind in ("iid", "tree"):
@@ -104,6 +117,7 @@ def predicted_phase_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]
         "draft": sum(cost.draft_step_forward(i).span_us for i in range(draft_forwards_per_cycle(s, cost.sc.engine.first_draft_from_extend))),
         "verify": cost.verify_forward().span_us,
         "accept": cost.accept_forward().span_us,
+        "sync": cost.d2h_sync_us,
         "draft_extend": float(sum(p * cost.draft_extend_forward(j).span_us
                                   for j, p in enumerate(ext_pmf, start=1) if p > 0)),
     }
@@ -122,7 +136,8 @@ def predict(rec: LiveRun, profile: CalibrationProfile,
     acc = build_acceptance(sc.acceptance, sc.spec)
     an = analyze(sc, cost, acc, truncate=False)
     if not rec.speculative:
-        return an.baseline_tok_per_s, 1.0, {"decode": cost.decode_forward().span_us}, an.baseline_tok_per_s
+        return (an.baseline_tok_per_s, 1.0, {"decode": cost.decode_forward().span_us, "sync": cost.d2h_sync_us},
+                an.baseline_tok_per_s)
     ext = extend_length_pmf(acc.pmf(), sc.workload.batch_size)
     return an.tok_per_s, an.mean_accept_length, predicted_phase_us(cost, ext), an.baseline_tok_per_s
 
@@ -134,27 +149,27 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
     baselines: dict[tuple, float] = {}
     for _, rec in records:
         if not rec.speculative:
-            baselines[_pair_key(rec)] = rec.tok_per_s
+            baselines[_pair_key(rec)] = rec.median_tok_per_s
     for src, rec in records:
         tok, al, phases, base_pred = predict(rec, profile, acceptance)
         sc = rec.scenario
-        reps = rec.repeat_tok_per_s
+        reps = rec.repeat_cycle_us or rec.repeat_tok_per_s
         spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None
         mode = "graph" if sc.engine.cuda_graph else "eager"
-        base_meas = baselines.get(_pair_key(rec)) if rec.speculative else None
+        base_meas = (rec.paired_baseline_tok_per_s or baselines.get(_pair_key(rec))) if rec.speculative else None
         out.append(PointComparison(
             label=f"{sc.target.name} {mode} b{sc.workload.batch_size} "
                   + (f"steps={sc.spec.num_steps} {_acceptance_label(rec)}" if rec.speculative else "baseline"),
             source=Path(src).name, target=sc.target.name, mode=mode, speculative=rec.speculative,
             num_steps=sc.spec.num_steps if rec.speculative else 0, acceptance=_acceptance_label(rec),
             batch_size=sc.workload.batch_size, context_len=sc.workload.context_len,
-            measured_tok_per_s=rec.tok_per_s, predicted_tok_per_s=tok,
-            tok_per_s_error_frac=tok / rec.tok_per_s - 1.0,
+            measured_tok_per_s=rec.median_tok_per_s, predicted_tok_per_s=tok,
+            tok_per_s_error_frac=tok / rec.median_tok_per_s - 1.0,
             measured_accept_length=rec.mean_accept_length, predicted_accept_length=al,
             measured_repeat_spread_frac=spread,
             measured_phase_us={k: v for k, v in rec.phase_us.items() if k in phases},
             predicted_phase_us=phases,
-            measured_speedup=rec.tok_per_s / base_meas if base_meas else None,
+            measured_speedup=rec.median_tok_per_s / base_meas if base_meas else None,
             predicted_speedup=tok / base_pred if base_meas else None,
         ))
     return out

@@ -150,15 +150,17 @@ def test_one_cycle_runs_the_simulators_op_program():
 
 def test_live_accept_lengths_follow_the_oracle():
     sc = scenario(num_steps=3, rate=0.7, batch_size=4, seed=5)
-    rec = run_live(sc, True, num_cycles=60, warmup_cycles=2, device="cpu", repeats=2)
+    rec = run_live(sc, True, num_cycles=120, warmup_cycles=2, device="cpu", repeats=2)
     pmf = build_acceptance(sc.acceptance, sc.spec).pmf()
     k = np.arange(1, len(pmf) + 1)
     mean, var = float(k @ pmf), float((k ** 2) @ pmf - (k @ pmf) ** 2)
     n = sum(rec.accept_length_counts)
-    assert n == 60 * 2 * 4 and len(rec.accept_length_counts) == 4
+    assert n == 120 * 4 and len(rec.accept_length_counts) == 4  # repeats replay one sequence
     assert abs(rec.mean_accept_length - mean) < 4 * (var / n) ** 0.5
-    counts = np.bincount(oracle_accept_lengths(sc, 122)[2:].ravel(), minlength=5)[1:]
+    drawn = oracle_accept_lengths(sc, 122)[2:]
+    counts = np.bincount(drawn.ravel(), minlength=5)[1:]
     assert rec.accept_length_counts == counts.tolist()
+    assert rec.repeat_num_tokens == [int(drawn.sum())] * 2 and rec.num_tokens == 2 * int(drawn.sum())
 
 
 def test_record_validates_and_is_consistent():
@@ -167,14 +169,28 @@ def test_record_validates_and_is_consistent():
     rec = run_live(sc, True, num_cycles=8, warmup_cycles=2, device="cpu", repeats=3, session=session)
     again = LiveRun.model_validate(json.loads(rec.model_dump_json()))
     assert again == rec and rec.scenario == sc and rec.speculative
-    assert len(rec.repeat_tok_per_s) == 3 and rec.tok_per_s == sorted(rec.repeat_tok_per_s)[1]
+    assert len(rec.repeat_tok_per_s) == 3 and len(rec.repeat_elapsed_us) == 3
+    assert rec.elapsed_us == pytest.approx(sum(rec.repeat_elapsed_us))
+    assert min(rec.repeat_tok_per_s) <= rec.tok_per_s <= max(rec.repeat_tok_per_s)  # pooled
     assert rec.tok_per_s == pytest.approx(rec.num_tokens / rec.elapsed_us * 1e6)
-    assert set(rec.phase_us) == {"draft_extend", "draft", "verify", "accept", "host"}
+    assert len(rec.repeat_cycle_us) == 3 and rec.paired_baseline_tok_per_s is None
+    assert set(rec.phase_us) == {"draft_extend", "draft", "verify", "accept", "sync", "host"}
     cycle_us = sum(rec.phase_us.values())
     assert rec.phase_us["verify"] > 0 and cycle_us > rec.phase_us["draft"]
     base = run_live(sc, False, num_cycles=8, warmup_cycles=1, device="cpu", repeats=1, session=session)
     assert not base.speculative and base.num_tokens == 8 * 2 and base.mean_accept_length == 1.0
-    assert set(base.phase_us) == {"decode", "host"}
+    assert set(base.phase_us) == {"decode", "sync", "host"}
+    paired = run_live(sc, True, num_cycles=8, warmup_cycles=1, device="cpu", repeats=2, session=session,
+                      paired_baseline=True)
+    assert paired.paired_baseline_tok_per_s is not None and paired.paired_baseline_tok_per_s > 0
+    bad = json.loads(rec.model_dump_json())
+    bad["repeat_num_tokens"] = bad["repeat_num_tokens"][:2]
+    with pytest.raises(ValueError, match="one entry per repeat"):
+        LiveRun.model_validate(bad)
+    bad = json.loads(rec.model_dump_json())
+    bad["tok_per_s"] *= 1.1
+    with pytest.raises(ValueError, match="num_tokens / elapsed"):
+        LiveRun.model_validate(bad)
 
 
 def test_graph_mode_needs_cuda():
@@ -271,7 +287,8 @@ def test_live_grid_writes_one_valid_file_per_point_and_resumes(tmp_path, monkeyp
     monkeypatch.setattr(G, "SIZES", {"1b": (t.target, t.draft)})
     monkeypatch.setattr(G, "CONTEXT_LEN", 64)
     pts = [G.GridPoint("1b", False, 1, 2, 0.7), G.GridPoint("1b", False, 1, None, None),
-           G.GridPoint("1b", False, 2, 1, 0.5, repeats=2)]
+           G.GridPoint("1b", False, 2, 1, 0.5, repeats=2),
+           G.GridPoint("1b", False, 1, 3, 0.9, repeats=3, paired_baseline=True, interleaved=True)]
     monkeypatch.setattr(G, "grid", lambda quick: pts)
     argv = ["--out", str(tmp_path), "--device", "cpu", "--cycles", "4", "--warmup", "1"]
     G.main(argv)
@@ -279,6 +296,29 @@ def test_live_grid_writes_one_valid_file_per_point_and_resumes(tmp_path, monkeyp
     rec = LiveRun.model_validate_json((tmp_path / f"{pts[2].name}.json").read_text())
     assert len(rec.repeat_tok_per_s) == 2 and rec.scenario.workload.batch_size == 2
     assert rec.scenario == pts[2].scenario(4, 1)
+    inter = LiveRun.model_validate_json((tmp_path / f"{pts[3].name}.json").read_text())
+    assert len(inter.repeat_elapsed_us) == 3 and inter.paired_baseline_tok_per_s is not None
+    assert inter.num_tokens == 3 * inter.repeat_num_tokens[0] and not (tmp_path / ".passes").exists()
     stamps = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
     G.main(argv)  # resume: nothing left to run
     assert stamps == {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
+
+
+def test_merge_repeats_pools_runs_and_refuses_other_points():
+    from calibration.live import merge_repeats
+    sc = scenario(num_steps=2, batch_size=1)
+    session = LiveSession("cpu")
+    runs = [run_live(sc, True, num_cycles=6, warmup_cycles=1, device="cpu", session=session,
+                     paired_baseline=True) for _ in range(3)]
+    m = merge_repeats(runs)
+    assert m.repeat_elapsed_us == [r.elapsed_us for r in runs]
+    assert m.elapsed_us == pytest.approx(sum(r.elapsed_us for r in runs))
+    assert m.num_tokens == sum(r.num_tokens for r in runs)
+    assert m.tok_per_s == pytest.approx(m.num_tokens / m.elapsed_us * 1e6)
+    bases = [r.paired_baseline_tok_per_s for r in runs]
+    assert min(bases) <= m.paired_baseline_tok_per_s <= max(bases)
+    assert m.phase_us["verify"] == pytest.approx(sum(r.phase_us["verify"] for r in runs) / 3)
+    other = run_live(scenario(num_steps=3, batch_size=1), True, num_cycles=6, warmup_cycles=1,
+                     device="cpu", session=session)
+    with pytest.raises(ValueError, match="differ"):
+        merge_repeats(runs + [other])

@@ -1,0 +1,88 @@
+"""`specdecsim validate`: committed records reproduce the documented table; doctored records
+report the error they should; paired baselines and timing-only spreads are used."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from simulator.cli import app
+from simulator.profile import load_profile, resolve_profile_path
+from simulator.records import LiveRun
+from simulator.validate import compare, load_records, summarize, with_costs_source
+
+ROOT = Path(__file__).resolve().parents[1]
+LIVE = ROOT / "calibration" / "live" / "h200"
+POINT = LIVE / "8b_graph_b1_s3_a70_rep3.json"
+BASE = LIVE / "8b_graph_b1_baseline_rep3.json"
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_profile(resolve_profile_path("h200"))
+
+
+def _doc_block() -> str:
+    spec = importlib.util.spec_from_file_location("make_validation_table", ROOT / "docs" / "make_validation_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = mod.DOC.read_text()
+    return text[text.index(mod.BEGIN) + len(mod.BEGIN):text.index(mod.END)].strip(), mod.generated_block()
+
+
+def test_committed_records_reproduce_the_documented_table():
+    documented, now = _doc_block()
+    assert documented == now.strip()
+
+
+def test_committed_graph_records_meet_the_tok_per_s_bar(profile):
+    recs = with_costs_source([r for r in load_records([LIVE]) if r[0].endswith("_rep3.json")], "whole_forward")
+    s = next(x for x in summarize(compare(recs, profile)) if x.mode == "graph")
+    assert s.num_points == 50 and s.median_abs_error_frac <= 0.03 and s.max_abs_error_frac <= 0.08
+
+
+def test_doctored_record_reports_the_error_it_should(profile, tmp_path):
+    rec = LiveRun.model_validate_json(POINT.read_text())
+    [(_, base)] = with_costs_source([("p", rec)], "whole_forward")
+    honest = compare([("p", base)], profile)[0]
+    # the GPU "ran" 10% slower: every repeat's elapsed time x 1.1
+    d = json.loads(POINT.read_text())
+    d["repeat_elapsed_us"] = [e * 1.1 for e in d["repeat_elapsed_us"]]
+    d["repeat_tok_per_s"] = [t / 1.1 for t in d["repeat_tok_per_s"]]
+    d["elapsed_us"] *= 1.1
+    d["tok_per_s"] /= 1.1
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(d))
+    [(_, doctored)] = with_costs_source(load_records([slow]), "whole_forward")
+    p = compare([("slow", doctored)], profile)[0]
+    assert p.predicted_tok_per_s == pytest.approx(honest.predicted_tok_per_s)  # timings never feed the prediction
+    assert 1 + p.tok_per_s_error_frac == pytest.approx(1.1 * (1 + honest.tok_per_s_error_frac), rel=1e-9)
+    assert p.measured_speedup == pytest.approx(honest.measured_speedup / 1.1)  # paired baseline untouched
+    r = CliRunner().invoke(app, ["validate", str(slow), "--profile", "h200", "--costs-source", "whole_forward",
+                                 "--max-error-pct", "5"])
+    assert r.exit_code != 0
+    r = CliRunner().invoke(app, ["validate", str(POINT), "--profile", "h200", "--costs-source", "whole_forward",
+                                 "--max-error-pct", "5"])
+    assert r.exit_code == 0, r.output
+
+
+def test_speedup_uses_the_paired_baseline_else_the_baseline_record(profile):
+    rec = LiveRun.model_validate_json(POINT.read_text())
+    base = LiveRun.model_validate_json(BASE.read_text())
+    p = compare([("p", rec), ("b", base)], profile)[0]
+    assert p.measured_speedup == pytest.approx(rec.median_tok_per_s / rec.paired_baseline_tok_per_s)
+    unpaired = rec.model_copy(update={"paired_baseline_tok_per_s": None})
+    p = compare([("p", unpaired), ("b", base)], profile)[0]
+    assert p.measured_speedup == pytest.approx(rec.median_tok_per_s / base.median_tok_per_s)
+
+
+def test_repeat_spread_is_timing_only_and_measured_is_the_median_repeat():
+    rec = LiveRun.model_validate_json(POINT.read_text())
+    assert len(set(rec.repeat_num_tokens)) == 1  # one accept sequence replayed
+    cyc = rec.repeat_cycle_us
+    assert cyc == pytest.approx([e / rec.num_cycles for e in rec.repeat_elapsed_us])
+    assert rec.median_tok_per_s == pytest.approx(sorted(rec.repeat_tok_per_s)[1])
