@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|calibrate|live|all
+#   bash calibration/h200_run.sh quick|calibrate|live|noise|collectives|tp|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy)
 # for the machine's python3, which has torch but not those. Multicast stays off.
 set -uo pipefail
@@ -40,6 +40,12 @@ store = PointStore('calibration/points/h200_collectives.jsonl')
 print(measure_collectives(store, command='bash calibration/h200_run.sh collectives'), 'points')
 " 2>&1 | grep -v Warning | tail -20
     cp calibration/points/h200_collectives.jsonl "$out/" ;;
+  tp)  # tensor-parallel live grid over every GPU of the machine (one GPU: a tp 1 smoke run of the
+       # NCCL + CUDA-graph path), into calibration/live/h200_tp<N>; QUICK=1 for the small grid
+    n=$(nvidia-smi -L | wc -l)
+    nvidia-smi topo -m
+    timeout 540 python3 -m calibration.live_tp --tp "$n" ${QUICK:+--quick} --out "calibration/live/h200_tp$n" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
+    tar czf "$out/live_h200_tp$n.tgz" "calibration/live/h200_tp$n" ;;
   all)
     timeout 300 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl" 2>&1 | grep -v Warning | grep -v scaled_dot_product
     timeout 230 python3 -m calibration.live_grid --out /tmp/live_h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
