@@ -552,23 +552,50 @@ def _check(scenario: Scenario) -> None:
         raise ValueError(f"live runs draft chains only (topk=1), got topk={scenario.spec.topk}")
 
 
-def _time_repeats(loop, rows: np.ndarray, repeats: int, clock: _Clock) -> tuple[list, dict[str, float]]:
-    """Time `repeats` runs of the cycles `rows` ((num_cycles, b) accept lengths), each between
-    device syncs. Returns ([(num_tokens, elapsed_us)] per repeat, summed us per phase)."""
+def _time_repeats(loop, rows: np.ndarray, repeats: int, clock: _Clock | None,
+                  start=None, end=None) -> tuple[list, dict[str, float]]:
+    """Time `repeats` runs of the cycles `rows` ((num_cycles, b) accept lengths). Each run starts
+    after `start()` and ends after `end()` (default: a device sync; a TP group passes its
+    barrier). clock None (a TP rank that does not time) marks nothing. Returns
+    ([(num_tokens, elapsed_us)] per repeat, summed us per phase of loop.PHASES)."""
+    start = start or clock.sync
+    end = end or clock.sync
     phase_sum_us = dict.fromkeys(loop.PHASES, 0.0)
     runs = []
     for _ in range(repeats):
-        clock.sync()
-        clock.reset()
+        start()
+        if clock:
+            clock.reset()
         start_s = time.perf_counter()
         marks = [loop.cycle(row, clock) for row in rows]
-        clock.sync()
+        end()
         elapsed_us = (time.perf_counter() - start_s) * US_PER_S
         for m in marks:
             for name, a, z in zip(loop.PHASES, m, m[1:]):
                 phase_sum_us[name] += clock.us(a, z)
         runs.append((int(rows.sum()), elapsed_us))
     return runs, phase_sum_us
+
+
+def live_record(scenario: Scenario, speculative: bool, timed: np.ndarray, runs: list,
+                phase_sum_us: dict[str, float], paired: float | None, hardware: HardwareInfo) -> LiveRun:
+    """The LiveRun of timed runs: `timed` (num_cycles, b) accept lengths replayed by every run,
+    `runs` [(num_tokens, elapsed_us)] per repeat, `phase_sum_us` summed over all runs' cycles.
+    Totals pool the repeats; host = wall time per cycle not in any phase."""
+    num_cycles, repeats, s = len(timed), len(runs), scenario.spec.num_steps
+    num_tokens, elapsed_us = sum(r[0] for r in runs), sum(r[1] for r in runs)
+    phase_us = {k: v / (repeats * num_cycles) for k, v in phase_sum_us.items()}
+    phase_us["host"] = max(0.0, elapsed_us / (repeats * num_cycles) - sum(phase_us.values()))
+    return LiveRun(
+        scenario=scenario, speculative=speculative, num_cycles=num_cycles, num_tokens=num_tokens,
+        elapsed_us=elapsed_us, tok_per_s=num_tokens / elapsed_us * US_PER_S,
+        repeat_tok_per_s=[n / e * US_PER_S for n, e in runs], repeat_num_tokens=[n for n, _ in runs],
+        repeat_elapsed_us=[e for _, e in runs], paired_baseline_tok_per_s=paired,
+        mean_accept_length=float(timed.mean()),
+        accept_length_counts=np.bincount(timed.reshape(-1), minlength=s + 2)[1:].tolist() if speculative else [],
+        phase_us=phase_us, hardware=hardware,
+        created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        git_commit=git_commit(), command_line=shlex.join([sys.executable] + sys.argv))
 
 
 def run_live(scenario: Scenario, speculative: bool, num_cycles: int, warmup_cycles: int,
@@ -616,19 +643,7 @@ def run_live(scenario: Scenario, speculative: bool, num_cycles: int, warmup_cycl
                 base.cycle(row)
             base_runs, _ = _time_repeats(base, ones[warmup_cycles:], repeats, clock)
             paired = sum(r[0] for r in base_runs) / sum(r[1] for r in base_runs) * US_PER_S
-    num_tokens, elapsed_us = sum(r[0] for r in runs), sum(r[1] for r in runs)
-    phase_us = {k: v / (repeats * num_cycles) for k, v in phase_sum_us.items()}
-    phase_us["host"] = max(0.0, elapsed_us / (repeats * num_cycles) - sum(phase_us.values()))
-    return LiveRun(
-        scenario=scenario, speculative=speculative, num_cycles=num_cycles, num_tokens=num_tokens,
-        elapsed_us=elapsed_us, tok_per_s=num_tokens / elapsed_us * US_PER_S,
-        repeat_tok_per_s=[n / e * US_PER_S for n, e in runs], repeat_num_tokens=[n for n, _ in runs],
-        repeat_elapsed_us=[e for _, e in runs], paired_baseline_tok_per_s=paired,
-        mean_accept_length=float(timed.mean()),
-        accept_length_counts=np.bincount(timed.reshape(-1), minlength=s + 2)[1:].tolist() if speculative else [],
-        phase_us=phase_us, hardware=hardware_info(session.device),
-        created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        git_commit=git_commit(), command_line=shlex.join([sys.executable] + sys.argv))
+    return live_record(scenario, speculative, timed, runs, phase_sum_us, paired, hardware_info(session.device))
 
 
 def merge_repeats(records: list[LiveRun]) -> LiveRun:

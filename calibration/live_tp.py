@@ -39,8 +39,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import shlex
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,9 +47,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from calibration.build_profile import collect_hardware_info, git_commit
+from calibration.build_profile import collect_hardware_info
 from calibration.live import (DRAFT_WEIGHT_SEED, TARGET_WEIGHT_SEED, DecodeLoop, SpecLoop, _capture, _Clock,
-                              oracle_accept_lengths)
+                              _time_repeats, live_record, oracle_accept_lengths)
 from calibration.live_grid import (ACCEPTANCE_RATES, CONTEXT_LEN, EST_HOST_S, NUM_CYCLES, NUM_STEPS,
                                    QUICK_NUM_CYCLES, QUICK_WARMUP_CYCLES, SIZES, WARMUP_CYCLES, GridPoint,
                                    _forward_s, _load, console, print_table)
@@ -270,28 +268,6 @@ def _check_ranks_agree(session: TPLiveSession, digest: np.ndarray) -> None:
                            "(oracle seeds or a collective differ)")
 
 
-def _time_repeats_tp(loop, rows: np.ndarray, repeats: int, session: TPLiveSession,
-                     clock: _Clock | None) -> tuple[list, dict[str, float]]:
-    """`live._time_repeats` on a TP group: each repeat starts at a barrier; rank 0's wall clock
-    and phase marks (clock None on the other ranks). Returns ([(num_tokens, elapsed_us)] per
-    repeat, summed us per phase of loop.PHASES)."""
-    phase_sum_us = dict.fromkeys(loop.PHASES, 0.0)
-    runs = []
-    for _ in range(repeats):
-        session.barrier()
-        if clock:
-            clock.reset()
-        start_s = time.perf_counter()
-        marks = [loop.cycle(row, clock) for row in rows]
-        session.sync()
-        elapsed_us = (time.perf_counter() - start_s) * US_PER_S
-        for m in marks:
-            for name, a, z in zip(loop.PHASES, m, m[1:]):
-                phase_sum_us[name] += clock.us(a, z)
-        runs.append((int(rows.sum()), elapsed_us))
-    return runs, phase_sum_us
-
-
 def run_live_tp(scenario: Scenario, speculative: bool, num_cycles: int, warmup_cycles: int,
                 device: str = "cuda", repeats: int = 1, group=None, session: TPLiveSession | None = None,
                 paired_baseline: bool = False) -> LiveRun | None:
@@ -332,7 +308,7 @@ def run_live_tp(scenario: Scenario, speculative: bool, num_cycles: int, warmup_c
         for row in lengths[:warmup_cycles]:
             loop.cycle(row)
         timed = lengths[warmup_cycles:]
-        runs, phase_sum_us = _time_repeats_tp(loop, timed, repeats, session, clock)
+        runs, phase_sum_us = _time_repeats(loop, timed, repeats, clock, session.barrier, session.sync)
         last = [loop.verify_ids, loop.target_tokens] if speculative else [loop.ids]
         accepted = loop.accepted_log[log_start:] if speculative else []
         digest = [lengths.ravel(), np.asarray(accepted, dtype=np.int64).ravel()]
@@ -343,23 +319,12 @@ def run_live_tp(scenario: Scenario, speculative: bool, num_cycles: int, warmup_c
             ones = np.ones((warmup_cycles + num_cycles, b), dtype=np.int64)
             for row in ones[:warmup_cycles]:
                 base.cycle(row)
-            base_runs, _ = _time_repeats_tp(base, ones[warmup_cycles:], repeats, session, clock)
+            base_runs, _ = _time_repeats(base, ones[warmup_cycles:], repeats, clock, session.barrier, session.sync)
             paired = sum(r[0] for r in base_runs) / sum(r[1] for r in base_runs) * US_PER_S
     if rank != 0:
         return None
-    num_tokens, elapsed_us = sum(r[0] for r in runs), sum(r[1] for r in runs)
-    phase_us = {k: v / (repeats * num_cycles) for k, v in phase_sum_us.items()}
-    phase_us["host"] = max(0.0, elapsed_us / (repeats * num_cycles) - sum(phase_us.values()))
-    return LiveRun(
-        scenario=scenario, speculative=speculative, num_cycles=num_cycles, num_tokens=num_tokens,
-        elapsed_us=elapsed_us, tok_per_s=num_tokens / elapsed_us * US_PER_S,
-        repeat_tok_per_s=[n / e * US_PER_S for n, e in runs], repeat_num_tokens=[n for n, _ in runs],
-        repeat_elapsed_us=[e for _, e in runs], paired_baseline_tok_per_s=paired,
-        mean_accept_length=float(timed.mean()),
-        accept_length_counts=np.bincount(timed.reshape(-1), minlength=s + 2)[1:].tolist() if speculative else [],
-        phase_us=phase_us, hardware=session.hardware(),
-        created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        git_commit=git_commit(), command_line=shlex.join([sys.executable] + sys.argv))
+    return live_record(scenario, speculative, lengths[warmup_cycles:], runs, phase_sum_us, paired,
+                       session.hardware())
 
 
 # ---- the grid and the CLI ---------------------------------------------------------------------

@@ -219,9 +219,14 @@ class _Base:
         o.kv_write(cache.k[i], cache.v[i], k, v, (cache.batch_idx(num_new), pos))
         attn = o.attention(q.view(b, num_new, self.h, self.d), cache.k[i], cache.v[i],
                            context_len, num_new, mask)
-        x = o.add(residual, o.gemm(attn.reshape(t, hd), w["o"]))
+        x = o.add(residual, self._reduce(o.gemm(attn.reshape(t, hd), w["o"])))
         mlp = o.gemm(o.silu_mul(o.gemm(o.rmsnorm(x, w["post_norm"], RMS_EPS), w["gate_up"])), w["down"])
-        return o.add(x, mlp)
+        return o.add(x, self._reduce(mlp))
+
+    def _reduce(self, x: torch.Tensor) -> torch.Tensor:
+        """Output of a row-parallel linear (o_proj, down_proj): the identity on one device;
+        tensor-parallel models (calibration/tp_models.py) allreduce here."""
+        return x
 
     def _prologue(self, ids, table, cache, kv_lens, token_pos, context_len, num_new):
         """embedding, attn_mask (once per forward), rope cos/sin gather (glue)."""

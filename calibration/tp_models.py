@@ -179,24 +179,10 @@ class _TPMixin:
         cos, sin = o.rope_cos_sin(token_pos, cache.cos_sin)
         return x, mask, (token_pos, cos, sin)
 
-    def _layer(self, i: int, x: torch.Tensor, residual: torch.Tensor, cache: KVCache, rope,
-               mask: torch.Tensor, context_len: int, num_new: int) -> torch.Tensor:
-        """One pre-norm decoder layer on this rank's heads / intermediate slice; two allreduces."""
-        o, w = self.ops, self.layers[i]
-        t, b = x.shape[0], cache.batch_size
-        hd, kvd = self.h * self.d, self.kv * self.d
-        pos, cos, sin = rope
-        qkv = o.gemm(o.rmsnorm(x, w["in_norm"], RMS_EPS), w["qkv"])
-        q = qkv[:, :hd].view(t, self.h, self.d)
-        k = qkv[:, hd:hd + kvd].view(t, self.kv, self.d)
-        v = qkv[:, hd + kvd:].view(t, self.kv, self.d)
-        q, k = o.rotary(q, k, cos, sin)
-        o.kv_write(cache.k[i], cache.v[i], k, v, (cache.batch_idx(num_new), pos))
-        attn = o.attention(q.view(b, num_new, self.h, self.d), cache.k[i], cache.v[i],
-                           context_len, num_new, mask)
-        x = o.add(residual, o.allreduce(o.gemm(attn.reshape(t, hd), w["o"])))
-        mlp = o.gemm(o.silu_mul(o.gemm(o.rmsnorm(x, w["post_norm"], RMS_EPS), w["gate_up"])), w["down"])
-        return o.add(x, o.allreduce(mlp))
+    def _reduce(self, x: torch.Tensor) -> torch.Tensor:
+        """Row-parallel linear output (o_proj, down_proj): allreduce over the group; the layer
+        itself is the single-device one (models._Base._layer) on this rank's slices."""
+        return self.ops.allreduce(x)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         """Final norm, vocab-parallel lm_head, all_gather: (tokens, full vocabulary) on every rank."""
