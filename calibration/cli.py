@@ -38,7 +38,8 @@ def calibrate(
     resume: Annotated[bool, typer.Option(help="Keep points already measured (--no-resume moves them aside).")] = True,
     out: Annotated[Path, typer.Option(help="Profile JSON to write (not a shipped one unless you mean it).")] = Path(
         "calibration/profiles/local.json"),
-    points: Annotated[Path, typer.Option(help="Resumable points file (JSONL).")] = Path("calibration/points/h200.jsonl"),
+    points: Annotated[Optional[Path], typer.Option(help="Resumable points file (JSONL); default OUT with "
+                                                         "the suffix .points.jsonl.")] = None,
     tp: Annotated[Optional[list[int]], typer.Option(help="TP sizes whose sharded shapes are measured; "
                                                          "repeat for several (default 1 2 4 8).")] = None,
     scenario: Annotated[Optional[list[Path]], typer.Option(help="Measure these scenarios' target and draft "
@@ -56,9 +57,10 @@ def calibrate(
         fail(TORCH_MISSING)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from calibration.run import _scenario_models, run_calibration
+    from calibration.run import _scenario_models, default_points_path, run_calibration
     from simulator.scenario import UserInputError
 
+    points = points or default_points_path(out)
     tp_sizes = list(tp or [1, 2, 4, 8])
     if any(t < 1 for t in tp_sizes):
         fail(f"--tp sizes must be >= 1, got {tp_sizes}")

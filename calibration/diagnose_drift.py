@@ -1,5 +1,7 @@
-"""Diagnostic: is this GPU still as fast as the profile measured it, and what does the live
-loop's host cost per cycle when the GPU keeps it waiting longer?
+"""Diagnostic: this GPU's whole forwards now against the profile, and the loop's host time per GPU wait.
+
+Is this GPU still as fast as the profile measured it, and what does the live loop's host cost
+per cycle when the GPU keeps it waiting longer?
 
     python -m calibration.diagnose_drift --out drift.json [--profile h200] [--skip-overhead]
 

@@ -198,6 +198,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--noise", action="store_true",
                     help=f"the graph batch-1 grid with {NOISE_REPEATS} repeats per point (run-to-run noise)")
     args = ap.parse_args(argv)
+    if args.cycles is not None and args.cycles < 1 or args.warmup is not None and args.warmup < 0:
+        ap.error(f"--cycles must be >= 1 and --warmup >= 0, got {args.cycles} and {args.warmup}")
+    import torch
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"error: --device {args.device}: no CUDA GPU here (the grid's CUDA-graph points need "
+                         "one; --device cpu runs eager points only)")
     num_cycles = args.cycles or (QUICK_NUM_CYCLES if args.quick else NUM_CYCLES)
     warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP_CYCLES if args.quick else WARMUP_CYCLES)
     points = noise_grid() if args.noise else grid(args.quick)
@@ -243,6 +249,8 @@ def main(argv: list[str] | None = None) -> None:
     print_table(rows)
     for name, err in failed:
         console.print(f"[red]failed: {name}: {err}")
+    if failed:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

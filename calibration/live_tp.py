@@ -440,17 +440,30 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=None, help="warm-up cycles per point (override)")
     args = ap.parse_args(argv)
     sizes = tuple(x for x in args.sizes.split(",") if x)
-    if args.tp < 1 or not sizes or any(x not in TP_SIZES for x in sizes):
-        ap.error(f"--tp must be >= 1 (got {args.tp}) and --sizes among {', '.join(TP_SIZES)} (got {args.sizes!r})")
+    if args.tp < 1:
+        ap.error(f"--tp must be >= 1, got {args.tp}")
+    if not sizes or any(x not in TP_SIZES for x in sizes):
+        ap.error(f"--sizes must be a comma-separated list of {', '.join(TP_SIZES)}, got {args.sizes!r}")
+    if args.cycles is not None and args.cycles < 1 or args.warmup is not None and args.warmup < 0:
+        ap.error(f"--cycles must be >= 1 and --warmup >= 0, got {args.cycles} and {args.warmup}")
+    if args.out.exists() and not args.out.is_dir():
+        ap.error(f"--out {args.out} exists and is not a folder")
     if args.device == "cuda" and torch.cuda.device_count() < args.tp:
         ap.error(f"--tp {args.tp} needs {args.tp} GPUs; {torch.cuda.device_count()} visible (--device cpu runs gloo)")
     num_cycles = args.cycles or (QUICK_NUM_CYCLES if args.quick else NUM_CYCLES)
     warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP_CYCLES if args.quick else WARMUP_CYCLES)
     points = grid(args.quick, sizes, args.device == "cuda" and not args.eager, args.tp)
+    for p in points:  # shapes that do not shard over --tp: one line before any process starts
+        try:
+            check_tp_scenario(p.scenario(num_cycles, warmup), args.tp)
+        except ValueError as e:  # pydantic's ValidationError is one too: keep its messages only
+            msg = "; ".join(err["msg"] for err in e.errors()) if hasattr(e, "errors") else str(e)
+            ap.error(f"--tp {args.tp} --sizes {p.size}: {' '.join(msg.split())}")
     todo = [p for p in points if _load(args.out / f"{p.name}.json") is None]
     est = sum(estimate_s(p, num_cycles, warmup) for p in todo) + 10.0 * len({p.size for p in todo})
     console.print(f"{len(points)} points, {len(points) - len(todo)} already in {args.out}; {len(todo)} to run "
-                  f"over {args.tp} ranks, {warmup} + {num_cycles} cycles each: estimated {est:.0f} s on H200s")
+                  f"over {args.tp} ranks, {warmup} + {num_cycles} cycles each"
+                  + (f": estimated {est:.0f} s on H200s" if args.device == "cuda" else ""))
     start = time.perf_counter()
     if todo:
         from calibration.collectives import _free_port, _spawn_env
@@ -464,6 +477,8 @@ def main(argv: list[str] | None = None) -> None:
     missing = [p.name for p in todo if not (args.out / f"{p.name}.json").exists()]
     for name in missing:
         console.print(f"[red]not written: {name}")
+    if missing:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """One command for a calibration: per-op tables, host overheads, roofline, whole forwards,
 collectives (when calibration/collectives.py is there and more than one GPU is), then the profile.
 
-    python -m calibration.run --out calibration/profiles/h200.json --points calibration/points/h200.jsonl   (as calibration/h200_run.sh runs it; the default --out is calibration/profiles/local.json)
+    python -m calibration.run --out calibration/profiles/h200.json --points calibration/points/h200.jsonl   (as calibration/h200_run.sh runs it; the default --out is calibration/profiles/local.json, its points
+    calibration/profiles/local.points.jsonl)
 
 Points go to an append-only PointStore first, so an interrupted run picks up where it stopped
 (`--no-resume` moves the old points file aside and starts over). Budget on one H200: the
@@ -49,6 +50,12 @@ def _collectives(store: PointStore, quick: bool, tp_sizes: list[int], command: s
         warnings.warn(f"collectives failed, profile built without them: {type(e).__name__}: {e}", stacklevel=2)
 
 
+def default_points_path(out_profile: Path) -> Path:
+    """The points file that goes with a profile: calibration/profiles/local.json ->
+    calibration/profiles/local.points.jsonl (never a shipped machine's points file)."""
+    return Path(out_profile).with_suffix(".points.jsonl")
+
+
 def _fresh_points(points_path: Path) -> None:
     """Move an existing points file aside (never delete measurements)."""
     if points_path.exists():
@@ -90,10 +97,16 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
     if not resume:
         _fresh_points(Path(points_path))
     store = PointStore(points_path)
+    here = collect_hardware_info()
+    before = store.records().get("meta:hardware")
+    if before and before.get("gpu_name") != here.get("gpu_name"):
+        raise ValueError(f"points file {points_path} holds points measured on {before.get('gpu_name')!r}; this "
+                         f"machine is {here.get('gpu_name')!r}: give another --points (or --no-resume to move "
+                         "the old file aside)")
     num_points = len(bench_ops.enumerate_points(models, tp_sizes, grid))
     console.print(f"{num_points} op points ({len(store)} points already stored) on {dev}; "
                   f"estimate {num_points * EST_S_PER_OP_POINT / 60:.1f} min on an H200")
-    store.add("meta:hardware", collect_hardware_info())
+    store.add("meta:hardware", here)
     bench_ops.bench_roofline(store, dev, command, quick=quick)
     bench_ops.bench_host(store, models, dev, dtype, command)
     if not store.done("host:schedule"):
@@ -145,7 +158,7 @@ app = typer.Typer(add_completion=False)
 
 @app.command()
 def main(out: Path = typer.Option(Path("calibration/profiles/local.json"), help="Profile JSON to write."),
-         points: Path = typer.Option(Path("calibration/points/h200.jsonl"), help="Resumable points file."),
+         points: Optional[Path] = typer.Option(None, help="Resumable points file; default OUT with .points.jsonl."),
          quick: bool = typer.Option(False, help="Small grid (about 1 minute on an H200)."),
          resume: bool = typer.Option(True, help="Keep points already measured."),
          scenario: Optional[list[Path]] = typer.Option(None, help="Measure these scenarios' target/draft shapes."),
@@ -155,7 +168,7 @@ def main(out: Path = typer.Option(Path("calibration/profiles/local.json"), help=
          name: Optional[str] = typer.Option(None, help="Profile name; default the file stem.")) -> None:
     """Calibrate this machine and write a CalibrationProfile."""
     models = _scenario_models(scenario) if scenario else None
-    profile = run_calibration(out, points, quick=quick, resume=resume, models=models, tp_sizes=tp,
+    profile = run_calibration(out, points or default_points_path(out), quick=quick, resume=resume, models=models, tp_sizes=tp,
                               device=device, name=name, forwards=forwards)
     console.print(f"[green]wrote {out}: {len(profile.ops)} op tables, {len(profile.forwards)} forward tables, "
                   f"{len(profile.collectives)} collective tables")

@@ -5,6 +5,8 @@ Bad input ends with one message naming the file and field, and exit code 2.
 
 from __future__ import annotations
 
+import math
+
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -97,6 +99,10 @@ def validate(
         fail(f"--judge-mode must be graph, eager or all, got {judge_mode!r}")
     if acceptance not in ("measured", "scenario"):
         fail(f"--acceptance must be measured or scenario, got {acceptance!r}")
+    for opt, v in (("--max-median-error-pct", max_median_error_pct), ("--max-error-pct", max_error_pct),
+                   ("--max-speedup-error", max_speedup_error)):
+        if v is not None and not (v >= 0 and math.isfinite(v)):
+            fail(f"{opt} must be a finite number >= 0, got {v}")
     try:
         recs = load_records(records)
         prof, prof_path = load_profile_for(recs[0][1].scenario, profile)
@@ -149,6 +155,10 @@ def print_validation(points, summaries) -> None:
                   f"{sm.best_num_steps_agree}/{sm.best_num_steps_cells}",
                   f"{sm.median_repeat_spread_frac * 100:.1f}%" if sm.median_repeat_spread_frac is not None else "")
     console.print(s)
+    for sm in summaries:
+        if sm.faster_placement_cells:
+            console.print(f"{sm.mode}: the predicted-faster draft placement is the measured-faster one in "
+                          f"{sm.faster_placement_agree} of {sm.faster_placement_cells} cells")
 
 
 def print_result(r) -> None:

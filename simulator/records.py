@@ -69,12 +69,26 @@ class LiveRun(StrictModel):
                              f"num_steps={s} needs {s + 1}")
         if any(c < 0 for c in self.accept_length_counts):
             raise ValueError("accept_length_counts must be >= 0")
+        if self.speculative:
+            cycles = self.num_cycles * self.scenario.workload.batch_size  # request-cycles per repeat
+            total = sum(self.accept_length_counts)
+            if total == 0 or total % cycles or total > cycles * max(1, len(self.repeat_tok_per_s)):
+                raise ValueError(f"accept_length_counts sum to {total}; num_cycles={self.num_cycles} x batch_size="
+                                 f"{self.scenario.workload.batch_size} needs {cycles} per repeat")
+            mean = sum(k * c for k, c in enumerate(self.accept_length_counts, start=1)) / total
+            if abs(mean - self.mean_accept_length) > 1e-6 * mean:
+                raise ValueError(f"mean_accept_length={self.mean_accept_length} != {mean:.6f}, the mean of "
+                                 "accept_length_counts")
         n = len(self.repeat_tok_per_s)
         if self.repeat_num_tokens or self.repeat_elapsed_us:
             if not len(self.repeat_num_tokens) == len(self.repeat_elapsed_us) == n:
                 raise ValueError(f"repeat_tok_per_s, repeat_num_tokens and repeat_elapsed_us must have one "
                                  f"entry per repeat, got {n}, {len(self.repeat_num_tokens)}, "
                                  f"{len(self.repeat_elapsed_us)}")
+            for i, (t, k, e) in enumerate(zip(self.repeat_tok_per_s, self.repeat_num_tokens, self.repeat_elapsed_us)):
+                if abs(t * e / US_PER_S - k) > 1e-6 * k + 1e-3:
+                    raise ValueError(f"repeat {i}: repeat_tok_per_s={t} != repeat_num_tokens / repeat_elapsed_us "
+                                     f"= {k / e * US_PER_S}")
             if sum(self.repeat_num_tokens) != self.num_tokens:
                 raise ValueError(f"num_tokens={self.num_tokens} != sum(repeat_num_tokens)="
                                  f"{sum(self.repeat_num_tokens)}")

@@ -26,7 +26,9 @@ def format_validation_error(source: str, err: ValidationError) -> str:
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
         got = e.get("input")
-        got_s = "" if isinstance(got, dict) or e["type"] == "missing" else f" (got {got!r})"
+        got_r = repr(got)
+        got_r = got_r if len(got_r) <= 80 else got_r[:77] + "..."
+        got_s = "" if isinstance(got, dict) or e["type"] == "missing" else f" (got {got_r})"
         msg = e["msg"].removeprefix("Value error, ")
         lines.append(f"{source}: {loc}: {msg}{got_s}")
     return "\n".join(lines)

@@ -12,8 +12,12 @@ profile gives) and never reads the record's timings for the prediction. Errors:
 - repeat spread: (max - min) / median of the per-repeat cycle times (timing only: the repeats of
   a record replay one accept-length sequence); older records without per-repeat times give the
   spread of their repeats' tok/s, which also holds the accept-length draws of each repeat;
-- best num_steps: per cell (target, mode, acceptance, batch_size), the num_steps with the highest
-  measured tok/s against the predicted one.
+- best num_steps: per cell (target, mode, acceptance, batch_size, context_len, tp_size, placement)
+  with more than one num_steps, the num_steps with the highest measured tok/s against the
+  predicted one;
+- faster placement: per cell (target, mode, acceptance, batch_size, context_len, tp_size,
+  num_steps) with more than one draft placement, the measured-faster placement against the
+  predicted-faster one.
 
 The live loop's timed cycles count every accepted token (no max_new_tokens truncation), so the
 prediction uses the closed form without truncation.
@@ -65,6 +69,8 @@ class PointComparison:
     predicted_phase_us: dict
     measured_speedup: float | None = None
     predicted_speedup: float | None = None
+    tp_size: int = 1
+    placement: str = "shared_tp"
 
 
 def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
@@ -90,6 +96,8 @@ def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
             out.append((str(f), LiveRun.model_validate(json.loads(f.read_text()))))
         except json.JSONDecodeError as e:
             raise UserInputError(f"{f}: not valid JSON: {e}") from None
+        except UnicodeDecodeError as e:
+            raise UserInputError(f"{f}: not UTF-8 text (a LiveRun JSON file?): {e.reason} at byte {e.start}") from None
         except ValidationError as e:
             raise UserInputError(format_validation_error(str(f), e)) from None
     return out
@@ -157,9 +165,13 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
         spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None
         mode = "graph" if sc.engine.cuda_graph else "eager"
         base_meas = (rec.paired_baseline_tok_per_s or baselines.get(_pair_key(rec))) if rec.speculative else None
+        where = ""
+        if sc.tp_size > 1 or sc.placement != "shared_tp":
+            where = f"tp{sc.tp_size} " + (f"{sc.placement} " if rec.speculative else "")
         out.append(PointComparison(
-            label=f"{sc.target.name} {mode} b{sc.workload.batch_size} "
+            label=f"{sc.target.name} {mode} b{sc.workload.batch_size} {where}"
                   + (f"steps={sc.spec.num_steps} {_acceptance_label(rec)}" if rec.speculative else "baseline"),
+            tp_size=sc.tp_size, placement=sc.placement,
             source=Path(src).name, target=sc.target.name, mode=mode, speculative=rec.speculative,
             num_steps=sc.spec.num_steps if rec.speculative else 0, acceptance=_acceptance_label(rec),
             batch_size=sc.workload.batch_size, context_len=sc.workload.context_len,
@@ -177,7 +189,7 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
 
 def _pair_key(rec: LiveRun) -> tuple:
     sc = rec.scenario
-    return (sc.target.name, sc.workload.batch_size, sc.workload.context_len, sc.engine.cuda_graph)
+    return (sc.target.name, sc.workload.batch_size, sc.workload.context_len, sc.engine.cuda_graph, sc.tp_size)
 
 
 @dataclass(frozen=True)
@@ -193,10 +205,19 @@ class ModeSummary:
     best_num_steps_agree: int
     best_num_steps_cells: int
     median_repeat_spread_frac: float | None
+    faster_placement_agree: int = 0
+    faster_placement_cells: int = 0
 
 
-def summarize(points: list[PointComparison]) -> list[ModeSummary]:
-    """ModeSummary per mode (graph, eager) over all points of that mode."""
+PLACEMENT_NOISE_FRAC = 0.025  # about the median run-to-run spread of the H200 graph grid (docs/validation.md)
+
+
+def summarize(points: list[PointComparison], placement_noise_frac: float = PLACEMENT_NOISE_FRAC) -> list[ModeSummary]:
+    """ModeSummary per mode (graph, eager) over all points of that mode.
+
+    A placement cell counts only where the measured tok/s of its placements differ by more than
+    the run-to-run noise: the largest repeat spread of its points, or `placement_noise_frac`
+    for points without repeats."""
     out = []
     for mode in sorted({p.mode for p in points}):
         pts = [p for p in points if p.mode == mode]
@@ -205,15 +226,32 @@ def summarize(points: list[PointComparison]) -> list[ModeSummary]:
         cells = defaultdict(list)
         for p in pts:
             if p.speculative:
-                cells[(p.target, p.acceptance, p.batch_size, p.context_len)].append(p)
+                cells[(p.target, p.acceptance, p.batch_size, p.context_len, p.tp_size, p.placement)].append(p)
+        cells = {k: c for k, c in cells.items() if len({p.num_steps for p in c}) > 1}  # a choice to make
         agree = sum(1 for c in cells.values()
                     if max(c, key=lambda p: p.measured_tok_per_s).num_steps
                     == max(c, key=lambda p: p.predicted_tok_per_s).num_steps)
+        placed = defaultdict(list)
+        for p in pts:
+            if p.speculative:
+                placed[(p.target, p.acceptance, p.batch_size, p.context_len, p.tp_size, p.num_steps)].append(p)
+        placed = {k: c for k, c in placed.items() if len({p.placement for p in c}) > 1
+                  and _beyond_noise(c, placement_noise_frac)}
+        placement_agree = sum(1 for c in placed.values()
+                              if max(c, key=lambda p: p.measured_tok_per_s).placement
+                              == max(c, key=lambda p: p.predicted_tok_per_s).placement)
         spreads = [p.measured_repeat_spread_frac for p in pts if p.measured_repeat_spread_frac is not None]
         out.append(ModeSummary(mode, len(pts), float(np.median(err)), float(err.max()), float(err.mean()),
                                max(sp) if sp else None, agree, len(cells),
-                               float(np.median(spreads)) if spreads else None))
+                               float(np.median(spreads)) if spreads else None, placement_agree, len(placed)))
     return out
+
+
+def _beyond_noise(cell: list[PointComparison], default_noise_frac: float) -> bool:
+    tok = [p.measured_tok_per_s for p in cell]
+    noise = max((p.measured_repeat_spread_frac for p in cell if p.measured_repeat_spread_frac is not None),
+                default=default_noise_frac)
+    return (max(tok) - min(tok)) / min(tok) > noise
 
 
 def to_json(points: list[PointComparison], summaries: list[ModeSummary], profile_ref: str) -> dict:

@@ -107,3 +107,12 @@ def test_decomposition_note_reports_the_per_op_sum_error(scale, verdict):
 def test_hardware_info_tolerates_a_cpu_machine():
     info = build_profile.collect_hardware_info()
     assert info["gpu_count"] >= 1 and info["gpu_name"]
+
+
+def test_calibration_refuses_points_measured_on_another_machine(tmp_path):
+    from calibration.store import PointStore
+    store = PointStore(tmp_path / "points.jsonl")
+    store.add("meta:hardware", {"gpu_name": "NVIDIA H200", "gpu_count": 1})
+    with pytest.raises(ValueError, match="measured on 'NVIDIA H200'"):
+        run_calibration(tmp_path / "x.json", tmp_path / "points.jsonl", quick=True, models=[TINY], tp_sizes=[1],
+                        device="cpu", grid=GRID, settings=FAST)

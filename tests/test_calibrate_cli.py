@@ -111,6 +111,11 @@ def test_calibrate_passes_its_options_to_run_calibration(monkeypatch, tmp_path):
     assert (out, points) == (tmp_path / "p.json", tmp_path / "p.jsonl")
     assert kwargs["quick"] is True and kwargs["resume"] is False and kwargs["tp_sizes"] == [1, 4]
 
+    calls.clear()
+    result = runner.invoke(calibrate_app, ["--quick", "--out", str(tmp_path / "mine.json")])
+    assert result.exit_code == 0, result.output
+    assert calls[0][1] == tmp_path / "mine.points.jsonl"  # never a shipped machine's points file
+
     def broken_run(out, points, **kwargs):
         raise ValueError("op attention: 3 grid point(s) missing\nre-run")
 

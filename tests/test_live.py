@@ -191,6 +191,14 @@ def test_record_validates_and_is_consistent():
     bad["tok_per_s"] *= 1.1
     with pytest.raises(ValueError, match="num_tokens / elapsed"):
         LiveRun.model_validate(bad)
+    for field, value, match in (("repeat_tok_per_s", [3 * t for t in rec.repeat_tok_per_s], "repeat 0"),
+                                ("mean_accept_length", 1.0, "mean of accept_length_counts"),
+                                ("num_cycles", 1, "accept_length_counts sum"),
+                                ("accept_length_counts", [0, 0, 0], "accept_length_counts sum")):
+        bad = json.loads(rec.model_dump_json())
+        bad[field] = value
+        with pytest.raises(ValueError, match=match):
+            LiveRun.model_validate(bad)
 
 
 def test_graph_mode_needs_cuda():

@@ -86,3 +86,36 @@ def test_repeat_spread_is_timing_only_and_measured_is_the_median_repeat():
     cyc = rec.repeat_cycle_us
     assert cyc == pytest.approx([e / rec.num_cycles for e in rec.repeat_elapsed_us])
     assert rec.median_tok_per_s == pytest.approx(sorted(rec.repeat_tok_per_s)[1])
+
+
+def _tp_point(placement: str, steps: int, measured: float, predicted: float, tp: int = 2):
+    from simulator.validate import PointComparison
+    return PointComparison(label="x", source="x", target="t", mode="graph", speculative=True, num_steps=steps,
+                           acceptance="iid 0.7", batch_size=1, context_len=1024, measured_tok_per_s=measured,
+                           predicted_tok_per_s=predicted, tok_per_s_error_frac=predicted / measured - 1,
+                           measured_accept_length=2.0, predicted_accept_length=2.0,
+                           measured_repeat_spread_frac=None, measured_phase_us={}, predicted_phase_us={},
+                           tp_size=tp, placement=placement)
+
+
+def test_faster_placement_is_judged_only_beyond_noise_and_cells_keep_tp_apart():
+    pts = [_tp_point("shared_tp", 3, 100.0, 120.0), _tp_point("tp1_colocated", 3, 110.0, 105.0),  # disagree
+           _tp_point("shared_tp", 5, 100.0, 100.0), _tp_point("tp1_colocated", 5, 101.0, 90.0),   # within noise
+           _tp_point("shared_tp", 3, 50.0, 50.0, tp=4)]                                          # other tp: alone
+    s = summarize(pts)[0]
+    assert (s.faster_placement_agree, s.faster_placement_cells) == (0, 1)
+    pts[0] = _tp_point("shared_tp", 3, 100.0, 100.0)
+    s = summarize(pts)[0]
+    assert (s.faster_placement_agree, s.faster_placement_cells) == (1, 1)
+    # best num_steps: per (tp, placement); the tp 4 cell has one num_steps, so no choice to judge
+    assert s.best_num_steps_cells == 2
+
+
+def test_tp_records_pair_with_their_own_tp_baseline(profile):
+    rec = LiveRun.model_validate_json(POINT.read_text()).model_copy(update={"paired_baseline_tok_per_s": None})
+    base = LiveRun.model_validate_json(BASE.read_text())
+    other = base.model_copy(update={"scenario": base.scenario.model_copy(update={"tp_size": 2}),
+                                    "tok_per_s": base.tok_per_s})
+    p = compare([("b2", other), ("p", rec), ("b", base)], profile)[1]
+    assert p.measured_speedup == pytest.approx(rec.median_tok_per_s / base.median_tok_per_s)
+    assert "tp" not in p.label.split()[3]
