@@ -50,6 +50,41 @@ def _collectives(store: PointStore, quick: bool, tp_sizes: list[int], command: s
         warnings.warn(f"collectives failed, profile built without them: {type(e).__name__}: {e}", stacklevel=2)
 
 
+def available_memory_bytes(dev: torch.device) -> int | None:
+    """Free memory where the models will live: CUDA mem_get_info, else /proc/meminfo MemAvailable
+    (None where neither is known)."""
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(models: list[ModelShape], dev: torch.device, dtype: torch.dtype, forwards: bool) -> None:
+    """Raise ValueError before measuring when a whole-forward model cannot fit in memory.
+
+    Need: the largest target's weight bytes (simulator.costs.ops op list at 1 token) at this
+    dtype, times 1.2 for caches and activations.
+    """
+    if not forwards:
+        return
+    from simulator.costs.ops import target_forward_ops
+    elem = torch.tensor([], dtype=dtype).element_size()
+    need = {m.name: 1.2 * sum(op.bytes for op in target_forward_ops(m, 1, 1, 1, 1)) / m.weight_dtype_bytes * elem
+            for m in models if not bench_ops.is_draft(m)}
+    have = available_memory_bytes(dev)
+    if not need or have is None:
+        return
+    name, big = max(need.items(), key=lambda kv: kv[1])
+    if big > have:
+        raise ValueError(f"the whole forward of {name} needs about {big / 1e9:.0f} GB ({dtype} on {dev}); "
+                         f"{have / 1e9:.0f} GB free: calibrate smaller models (--scenario) or pass --no-forwards")
+
+
 def default_points_path(out_profile: Path) -> Path:
     """The points file that goes with a profile: calibration/profiles/local.json ->
     calibration/profiles/local.points.jsonl (never a shipped machine's points file)."""
@@ -94,6 +129,7 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
     grid = grid or (QUICK_GRID if quick else DEFAULT_GRID)
     settings = settings or TimingSettings(target_replay_us=100.0 if quick else 300.0)
     command = command_line or shlex.join([Path(sys.executable).name, "-m", "calibration.run", *sys.argv[1:]])
+    check_memory(models, dev, dtype, forwards)
     if not resume:
         _fresh_points(Path(points_path))
     store = PointStore(points_path)

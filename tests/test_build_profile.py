@@ -116,3 +116,19 @@ def test_calibration_refuses_points_measured_on_another_machine(tmp_path):
     with pytest.raises(ValueError, match="measured on 'NVIDIA H200'"):
         run_calibration(tmp_path / "x.json", tmp_path / "points.jsonl", quick=True, models=[TINY], tp_sizes=[1],
                         device="cpu", grid=GRID, settings=FAST)
+
+
+def test_calibration_stops_up_front_when_a_model_cannot_fit(monkeypatch, tmp_path):
+    import torch
+    import calibration.run as run
+    monkeypatch.setattr(run, "available_memory_bytes", lambda dev: 10**9)
+    big = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                     num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
+    with pytest.raises(ValueError, match="llama-3.1-8b needs about 3[0-9] GB"):
+        run.check_memory([big], torch.device("cpu"), torch.float32, forwards=True)
+    run.check_memory([big], torch.device("cpu"), torch.float32, forwards=False)  # op tables only: no check
+    run.check_memory([TINY], torch.device("cpu"), torch.float32, forwards=True)
+    with pytest.raises(ValueError, match="--no-forwards"):
+        run_calibration(tmp_path / "x.json", tmp_path / "p.jsonl", models=[big], tp_sizes=[1], device="cpu",
+                        grid=GRID, settings=FAST)
+    assert not (tmp_path / "p.jsonl").exists()  # nothing measured, nothing written
