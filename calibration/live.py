@@ -5,11 +5,14 @@ One cycle, for a batch of b requests (chain drafting, topk = 1, s = num_steps):
                 states, padded to max(accept_length) tokens per request (the first cycle: 1);
   draft         s draft forwards over b tokens, step d feeding the draft's own hidden state;
   verify        one target forward over b x (s + 1) tokens: the last verified token + s drafts;
-  accept        `ops_torch.accept` on the GPU, then the device->host sync (`.tolist()`);
+  accept        `ops_torch.accept` on the GPU;
+  sync          the device->host copy of its result (`.tolist()`) and the host's wake-up;
   host          bookkeeping: positions advance by accept_length; one host->device copy of the
-                next cycle's positions (`meta`). host = cycle time - the four phases above.
-The baseline is one target decode forward over b tokens + argmax + sync per step ("decode"
-includes its sync, as "accept" does).
+                next cycle's positions (`meta`). host = cycle time - the five phases above.
+The baseline is one target decode forward over b tokens + argmax ("decode"), then its sync.
+Sync modes (`_Loop.sync_mode`): "blocking" (default) lets `.tolist()` block in the CUDA driver;
+"spin" first polls a CUDA event from Python until the GPU is done, so the host thread never
+sleeps in the driver (what a latency-critical serving loop may do).
 
 Acceptance comes from an oracle (`simulator.acceptance.build_acceptance`), since random weights
 agree with nothing: the GPU's accept result is synchronised and range-checked, the oracle's
@@ -131,6 +134,15 @@ class _Loop:
         self.span = min(WRAP_SPAN_TOKENS, self.hi)
         self.kv_lens = np.full(batch_size, self.hi - self.span, dtype=np.int64)
         self.graph = False
+        self.sync_mode = "blocking"
+        self._done = torch.cuda.Event() if target.device.type == "cuda" else None
+
+    def wait_gpu(self) -> None:
+        """In sync_mode "spin" on CUDA, poll an event recorded now until the GPU reaches it."""
+        if self.sync_mode == "spin" and self._done is not None:
+            self._done.record()
+            while not self._done.query():
+                pass
 
     def _segments(self, sizes: dict[str, int]) -> None:
         total = sum(sizes.values())
@@ -274,6 +286,7 @@ class SpecLoop(_Loop):
         Raises:
             RuntimeError: a count outside 0..num_steps (corrupt buffers).
         """
+        self.wait_gpu()
         accepted = out.tolist()
         if any(not 0 <= a <= self.s for a in accepted):
             raise RuntimeError(f"GPU accept returned {accepted}, outside 0..{self.s}: corrupt buffers")
@@ -345,6 +358,7 @@ class DecodeLoop(_Loop):
             out = self._decode()
         if clock:
             marks.append(clock.mark())
+        self.wait_gpu()
         out.tolist()
         if clock:
             marks.append(clock.mark())
