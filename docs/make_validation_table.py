@@ -48,6 +48,21 @@ def generated_block() -> str:
                          f"{_pct(s.median_repeat_spread_frac)} |")
             if per_point is None:
                 per_point = pts
+    lines += ["", "Host time per cycle (`sync` + `host` phases, us): median (min-max) over the points", "",
+              "| record set | target | loop | GPU phases per cycle | sync + host |", "|---|---|---|---|---|"]
+    for label, folder in (("interleaved", INTERLEAVED), ("back to back", BACK_TO_BACK)):
+        groups: dict[tuple, list[tuple[float, float]]] = {}
+        for f, r in load_records([folder]):
+            if not f.endswith("_rep3.json") or not r.scenario.engine.cuda_graph:
+                continue
+            ph = r.phase_us
+            gpu = sum(v for k, v in ph.items() if k not in ("sync", "host"))
+            groups.setdefault((r.scenario.target.name, "speculative" if r.speculative else "baseline"),
+                              []).append((gpu, ph.get("sync", 0.0) + ph.get("host", 0.0)))
+        for (target, loop), v in sorted(groups.items()):
+            g, o = np.array(v).T
+            lines.append(f"| {label} | {target} | {loop} | {np.median(g):.0f} ({g.min():.0f}-{g.max():.0f}) | "
+                         f"{np.median(o):.0f} ({o.min():.0f}-{o.max():.0f}) |")
     sp = np.array([p.predicted_speedup - p.measured_speedup for p in per_point if p.measured_speedup])
     lines += ["", f"Speedup error (predicted - measured, interleaved, whole_forward): median {np.median(sp):+.3f}, "
               f"min {sp.min():+.3f}, max {sp.max():+.3f}; {int((np.abs(sp) <= 0.05).sum())} of {len(sp)} "
