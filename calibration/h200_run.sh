@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|calibrate|live|noise|overhead|collectives|tp|all
+#   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|tp|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy)
 # for the machine's python3, which has torch but not those. Multicast stays off.
 set -uo pipefail
@@ -40,6 +40,15 @@ store = PointStore('calibration/points/h200_collectives.jsonl')
 print(measure_collectives(store, command='bash calibration/h200_run.sh collectives'), 'points')
 " 2>&1 | grep -v Warning | tail -20
     cp calibration/points/h200_collectives.jsonl "$out/" ;;
+  loop-reps)  # the calibration's tiny-model loop overheads, 5 interleaved repeats (profile host figures)
+    timeout 300 python3 -c "
+import torch
+from calibration.run import measure_loop_overheads
+from calibration.store import PointStore
+measure_loop_overheads(PointStore('calibration/points/h200.jsonl'), torch.device('cuda'), 'bash calibration/h200_run.sh loop-reps')
+" 2>&1 | grep -v Warning | tail -5
+    grep loop_overhead calibration/points/h200.jsonl | cut -c1-160
+    cp calibration/points/h200.jsonl "$out/h200_points.jsonl" ;;
   overhead)  # live-loop host time vs GPU time per cycle (probe target, 3 interleaved passes)
     timeout 540 python3 -m calibration.loop_overhead --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -30
     cp calibration/points/h200.jsonl "$out/h200_points.jsonl" ;;

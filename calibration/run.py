@@ -26,7 +26,7 @@ from rich.console import Console
 
 from calibration import bench_ops
 from calibration.bench_ops import DEFAULT_GRID, DEFAULT_MODELS, QUICK_GRID, OpGrid, TimingSettings
-from calibration.build_profile import collect_hardware_info, write_profile
+from calibration.build_profile import LOOP_BUSY_US, collect_hardware_info, write_profile
 from calibration.store import PointStore
 from simulator.config import ModelShape
 from simulator.profile import CalibrationProfile
@@ -83,6 +83,25 @@ def check_memory(models: list[ModelShape], dev: torch.device, dtype: torch.dtype
     if big > have:
         raise ValueError(f"the whole forward of {name} needs about {big / 1e9:.0f} GB ({dtype} on {dev}); "
                          f"{have / 1e9:.0f} GB free: calibrate smaller models (--scenario) or pass --no-forwards")
+
+
+LOOP_OVERHEAD_REPEATS = 5  # the loop overhead varies from run to run on a VM host: median of 5
+
+
+def measure_loop_overheads(store: PointStore, dev: torch.device, command: str,
+                           repeats: int = LOOP_OVERHEAD_REPEATS) -> None:
+    """`live.measure_loop_overhead_us` for the speculative and baseline loops, with a short GPU
+    job and (CUDA) a 5 ms GPU sleep, `repeats` times each, interleaved (keys
+    host:loop_overhead:<spec|baseline>[:busy]:rep<i>); build_profile takes the median."""
+    for r in range(repeats):
+        for spec in (True, False):
+            for busy_us, suffix in ((0.0, ""), (LOOP_BUSY_US, ":busy")):
+                key = f"host:loop_overhead:{'spec' if spec else 'baseline'}{suffix}:rep{r}"
+                if not store.done(key) and (not suffix or dev.type == "cuda"):
+                    from calibration.live import measure_loop_overhead_us
+                    store.add(key, {**measure_loop_overhead_us(dev, spec, busy_us=busy_us), "command": command,
+                                    "note": "calibration.live loop with tiny models (plus a GPU sleep of busy_us "
+                                            "in verify/decode): wall per cycle minus its GPU time"})
 
 
 def default_points_path(out_profile: Path) -> Path:
@@ -149,14 +168,7 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
         from calibration.live import measure_host_schedule_us
         store.add("host:schedule", {"latency_us": measure_host_schedule_us(dev), "command": command,
                                     "note": "calibration.live per-cycle bookkeeping (_commit), tiny models"})
-    for spec in (True, False):
-        for busy_us, suffix in ((0.0, ""), (5000.0, ":busy")):
-            key = f"host:loop_overhead:{'spec' if spec else 'baseline'}{suffix}"
-            if not store.done(key) and (not suffix or dev.type == "cuda"):
-                from calibration.live import measure_loop_overhead_us
-                store.add(key, {**measure_loop_overhead_us(dev, spec, busy_us=busy_us), "command": command,
-                                "note": "calibration.live loop with tiny models (plus a GPU sleep of busy_us "
-                                        "in verify/decode): wall per cycle minus its GPU time"})
+    measure_loop_overheads(store, dev, command)
     bench_ops.bench_ops(store, models, tp_sizes, grid, dev, dtype, settings, command)
     if forwards:
         for m in (m for m in models if not bench_ops.is_draft(m)):

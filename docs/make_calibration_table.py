@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.build_profile import _loop_overhead_us
 from calibration.store import PointStore
 from simulator.profile import load_profile
 
@@ -35,9 +36,10 @@ def main() -> None:
     print(f"| device->host sync: GPU idle / after a 2 ms GPU job | {pts['host:d2h_sync']['latency_us']:.1f} / "
           f"{pts['host:d2h_sync_busy']['latency_us']:.1f} us |")
     for kind in ("spec", "baseline"):
-        a, b = pts[f"host:loop_overhead:{kind}"], pts[f"host:loop_overhead:{kind}:busy"]
-        print(f"| live-loop overhead per {'cycle' if kind == 'spec' else 'decode step'} (tiny models): "
-              f"short GPU work / with a 5 ms GPU job | {a['overhead_us']:.0f} / {b['overhead_us']:.0f} us |")
+        a = _loop_overhead_us(pts, f"host:loop_overhead:{kind}")
+        b = _loop_overhead_us(pts, f"host:loop_overhead:{kind}:busy")
+        print(f"| live-loop overhead per {'cycle' if kind == 'spec' else 'decode step'} (tiny models, median of "
+              f"repeats): short GPU work / with a 5 ms GPU job | {a:.0f} / {b:.0f} us |")
     print(f"| -> host_schedule_us / baseline_host_schedule_us | {host.host_schedule_us:.0f} / "
           f"{host.baseline_host_schedule_us:.0f} us |")
     launch = sorted(host.op_launch_us.items(), key=lambda kv: kv[1])

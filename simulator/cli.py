@@ -161,6 +161,14 @@ def print_validation(points, summaries) -> None:
                           f"{sm.faster_placement_agree} of {sm.faster_placement_cells} cells")
 
 
+def _short_path(path: str) -> str:
+    """`path` relative to the working folder when it lies below it, else unchanged."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
 def print_result(r) -> None:
     """Rich tables of a SimulationResult."""
     sc = r.scenario
@@ -191,7 +199,7 @@ def print_result(r) -> None:
         b.add_row(k, f"{v:,.1f}", f"{v / r.cycle_time_us * 100:.1f}%")
     console.print(b)
     console.print(f"[dim]{r.num_cycles} cycles, {r.simulated_us / 1e6:.3f} s simulated, seed {r.seed}, "
-                  f"profile {r.profile}[/]")
+                  f"profile {_short_path(r.profile)}[/]")
     roof = [n for n in r.notes if n.startswith("no table for ")]
     for n in [n for n in r.notes if n not in roof]:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
