@@ -132,3 +132,16 @@ def test_calibration_stops_up_front_when_a_model_cannot_fit(monkeypatch, tmp_pat
         run_calibration(tmp_path / "x.json", tmp_path / "p.jsonl", models=[big], tp_sizes=[1], device="cpu",
                         grid=GRID, settings=FAST)
     assert not (tmp_path / "p.jsonl").exists()  # nothing measured, nothing written
+
+
+def test_loop_schedule_takes_the_median_of_repeats_and_drops_misfired_sleeps():
+    from calibration.build_profile import _loop_schedule_us
+    recs = {"host:graph_replay": {"latency_us": 5.0}, "host:d2h_sync": {"latency_us": 25.0},
+            "host:d2h_sync_busy": {"latency_us": 20.0},
+            "host:loop_overhead:spec:busy": {"overhead_us": 999.0, "busy_us": 5000.0}}  # old single point
+    for i, (o, busy) in enumerate([(300.0, 5000.0), (100.0, 5000.0), (225.0, 4900.0), (50.0, 280.0)]):
+        recs[f"host:loop_overhead:spec:busy:rep{i}"] = {"overhead_us": o, "busy_us": busy}
+    recs["host:loop_overhead:baseline:rep0"] = {"overhead_us": 80.0}
+    out = _loop_schedule_us(recs)
+    assert out["host_schedule_us"] == pytest.approx(225.0 - 5.0 - 20.0)  # median of 300, 100, 225
+    assert out["baseline_host_schedule_us"] == pytest.approx(80.0 - 5.0 - 25.0)  # no busy point: idle one
