@@ -63,6 +63,20 @@ def generated_block() -> str:
             g, o = np.array(v).T
             lines.append(f"| {label} | {target} | {loop} | {np.median(g):.0f} ({g.min():.0f}-{g.max():.0f}) | "
                          f"{np.median(o):.0f} ({o.min():.0f}-{o.max():.0f}) |")
+    lines += ["", "Paired baselines (the same baseline, timed after each speculative point; interleaved "
+              "records): the spread is how well a measured speedup is known", "",
+              "| target | points | paired baseline tok/s, min-max | spread | baseline record (median repeat) |",
+              "|---|---|---|---|---|"]
+    paired: dict[str, list[float]] = {}
+    base_rec: dict[str, float] = {}
+    for _, r in rep3:
+        if r.scenario.engine.cuda_graph and r.paired_baseline_tok_per_s:
+            paired.setdefault(r.scenario.target.name, []).append(r.paired_baseline_tok_per_s)
+        elif r.scenario.engine.cuda_graph and not r.speculative:
+            base_rec[r.scenario.target.name] = r.median_tok_per_s
+    for target, v in sorted(paired.items()):
+        lines.append(f"| {target} | {len(v)} | {min(v):.1f}-{max(v):.1f} | {_pct((max(v) - min(v)) / np.median(v))} "
+                     f"| {base_rec.get(target, float('nan')):.1f} |")
     sp = np.array([p.predicted_speedup - p.measured_speedup for p in per_point if p.measured_speedup])
     lines += ["", f"Speedup error (predicted - measured, interleaved, whole_forward): median {np.median(sp):+.3f}, "
               f"min {sp.min():+.3f}, max {sp.max():+.3f}; {int((np.abs(sp) <= 0.05).sum())} of {len(sp)} "
