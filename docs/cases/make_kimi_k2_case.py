@@ -28,7 +28,7 @@ from simulator.analytic import AnalyticResult, analyze
 from simulator.config import Scenario
 from simulator.costs.forward import CostModel, draft_forwards_per_cycle
 from simulator.costs.lookup import _RING_FACTOR
-from simulator.profile import (CalibrationProfile, CollectiveTable, HardwareInfo, HostOverheads, Provenance,
+from simulator.profile import (CalibrationProfile, CollectiveTable, HardwareInfo, HostOverheads, OpTable, Provenance,
                                RooflineParams, save_profile)
 from simulator.scenario import load_scenario
 from simulator.simulate import simulate
@@ -332,6 +332,50 @@ def main() -> None:
     print(f"- kernel_floor_us fitted = {floor:.4f}; {len(decode.kernels)} kernels per decode forward.")
 
     write_chart(an8, an1, an_t5, pub_cycle_us)
+    moe_sensitivity(sc8)
+
+
+MOE_MEASUREMENT = REPO_DIR / "calibration" / "measurements" / "moe_kimi_k2_tp8_h200.json"
+
+
+def moe_table(sc: Scenario, bytes_scale: float) -> OpTable:
+    """The `moe_experts` table of the scenario's target at its TP size from the H200 measurement
+    (calibration/bench_moe.py, bf16 grouped GEMM), latencies x bytes_scale (0.5: an fp8 kernel
+    reading half the bytes at the same bandwidth; 1.0: as measured)."""
+    import json
+
+    from simulator.costs.ops import moe_experts
+    rows = json.loads(MOE_MEASUREMENT.read_text())["rows"]
+    return OpTable(key=moe_experts(sc.target, sc.tp_size, 1).key, axes=["num_tokens"],
+                   grid={"num_tokens": [float(r["num_tokens"]) for r in rows]},
+                   latency_us=[r["latency_us"] * bytes_scale for r in rows],
+                   provenance=Provenance(kind="measured", source=f"{MOE_MEASUREMENT.name}, one H200, bf16 "
+                                         "torch._grouped_mm", command="python -m calibration.bench_moe --out "
+                                         f"{MOE_MEASUREMENT.name}", note=f"latency x {bytes_scale} for fp8 weights"))
+
+
+def moe_sensitivity(sc8: Scenario) -> None:
+    """Replace the roofline MoE experts by the H200 measurement, refit the floor to the baseline,
+    and predict again: a what-if with a measured basis, not the case's shipped profile."""
+    print("\n### Sensitivity: routed experts timed on an H200 instead of the roofline\n")
+    print("| MoE experts | kernel_floor_us refit | baseline tok/s | verify 6 tokens (ms) | cycle (ms) "
+          "| 5 steps tok/s |")
+    print("|---|---|---|---|---|---|")
+    for label, scale in (("roofline (shipped profile)", None), ("H200 bf16 grouped GEMM, latency x 0.5 (fp8)", 0.5),
+                         ("H200 bf16 grouped GEMM, as measured", 1.0)):
+        extra = [] if scale is None else [moe_table(sc8, scale)]
+
+        def prof(f: float, extra=extra) -> CalibrationProfile:
+            return build_profile(f).model_copy(update={"ops": extra})
+
+        gap = lambda f: baseline_tok_per_s(sc8, prof(f)) - PUB_BASELINE_TOK_PER_S  # noqa: E731
+        if gap(0.0) < 0:
+            print(f"| {label} | - (baseline {baseline_tok_per_s(sc8, prof(0.0)):.1f} tok/s even at 0) | | | | |")
+            continue
+        floor = brentq(gap, 0.0, 20.0, xtol=1e-6)
+        an, cost = predict(sc8, prof(floor))
+        print(f"| {label} | {floor:.4f} | {an.baseline_tok_per_s:.1f} | {ms(cost.verify_forward().span_us)} | "
+              f"{ms(an.cycle_time_us)} | {an.tok_per_s:.1f} |")
 
 
 def _moe_ops(sc: Scenario):
