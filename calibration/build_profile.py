@@ -27,7 +27,7 @@ from scipy.optimize import nnls
 from simulator.config import ModelShape
 from simulator.costs.ops import target_forward_ops
 from simulator.profile import (OP_AXES, CalibrationProfile, CollectiveTable, ForwardTable, HardwareInfo,
-                               HostOverheads, OpTable, Provenance, RooflineParams, save_profile)
+                               HostOverheads, LoopOverheadCurve, OpTable, Provenance, RooflineParams, save_profile)
 from simulator.units import BYTES_PER_US_PER_GB_PER_S
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -175,6 +175,7 @@ def host_overheads(records: dict[str, dict]) -> HostOverheads:
         # a cycle's sync waits on milliseconds of GPU work: take the sync measured after a busy GPU
         d2h_sync_us=records.get("host:d2h_sync_busy", records["host:d2h_sync"])["latency_us"],
         **_loop_schedule_us(records),
+        loop_overhead_curve=loop_overhead_curve(records),
         provenance=_provenance(records["host:graph_replay"],
                                note=f"default_launch_us = median of op_launch_us; empty-kernel launch "
                                     f"{records['host:empty_kernel']['latency_us']:.2f} us; device time per "
@@ -206,6 +207,32 @@ def _loop_schedule_us(records: dict[str, dict]) -> dict[str, float]:
         elif idle is not None:
             out[field] = max(0.0, idle - replay - records["host:d2h_sync"]["latency_us"])
     return out
+
+
+def loop_overhead_curve(records: dict[str, dict]) -> LoopOverheadCurve | None:
+    """HostOverheads.loop_overhead_curve from the host:loop_wait points, or None (< 2 waits).
+
+    Per loop and wait: the median over repeats of gpu_us (x) and of overhead_us less one graph
+    replay and the busy-GPU sync (y, what the simulator charges as host_schedule_us). Repeats
+    whose GPU sleep came out under half its target are left out (see _loop_overhead_us).
+    """
+    if "host:d2h_sync_busy" not in records or "host:graph_replay" not in records:
+        return None
+    rest = records["host:graph_replay"]["latency_us"] + records["host:d2h_sync_busy"]["latency_us"]
+    out = {}
+    for kind in ("spec", "baseline"):
+        by_wait: dict[float, list[dict]] = {}
+        for k, r in records.items():
+            if k.startswith(f"host:loop_wait:{kind}:") and r.get("busy_us", 0.0) >= 0.5 * r.get("busy_target_us", 0.0):
+                by_wait.setdefault(r["busy_target_us"], []).append(r)
+        pts = sorted((float(np.median([r["gpu_us"] for r in rs])),
+                      max(0.0, float(np.median([r["overhead_us"] for r in rs])) - rest)) for rs in by_wait.values())
+        if len(pts) < 2:
+            return None
+        out[kind] = pts
+    return LoopOverheadCurve(gpu_us=[x for x, _ in out["spec"]], host_schedule_us=[y for _, y in out["spec"]],
+                             baseline_gpu_us=[x for x, _ in out["baseline"]],
+                             baseline_host_schedule_us=[y for _, y in out["baseline"]])
 
 
 LOOP_BUSY_US = 5000.0  # GPU sleep standing in for a real model in the `:busy` loop-overhead points

@@ -40,14 +40,17 @@ store = PointStore('calibration/points/h200_collectives.jsonl')
 print(measure_collectives(store, command='bash calibration/h200_run.sh collectives'), 'points')
 " 2>&1 | grep -v Warning | tail -20
     cp calibration/points/h200_collectives.jsonl "$out/" ;;
-  loop-reps)  # the calibration's tiny-model loop overheads, 5 interleaved repeats (profile host figures)
-    timeout 300 python3 -c "
+  loop-reps)  # the calibration's tiny-model loop overheads, 5 interleaved repeats (profile host figures),
+              # and their curve over GPU waits of 0-20 ms
+    timeout 500 python3 -c "
 import torch
-from calibration.run import measure_loop_overheads
+from calibration.run import measure_loop_overhead_curve, measure_loop_overheads
 from calibration.store import PointStore
-measure_loop_overheads(PointStore('calibration/points/h200.jsonl'), torch.device('cuda'), 'bash calibration/h200_run.sh loop-reps')
+store, dev = PointStore('calibration/points/h200.jsonl'), torch.device('cuda')
+measure_loop_overheads(store, dev, 'bash calibration/h200_run.sh loop-reps')
+measure_loop_overhead_curve(store, dev, 'bash calibration/h200_run.sh loop-reps')
 " 2>&1 | grep -v Warning | tail -5
-    grep loop_overhead calibration/points/h200.jsonl | cut -c1-160
+    grep loop_wait calibration/points/h200.jsonl | cut -c1-200
     cp calibration/points/h200.jsonl "$out/h200_points.jsonl" ;;
   overhead)  # live-loop host time vs GPU time per cycle (probe target, 3 interleaved passes)
     timeout 540 python3 -m calibration.loop_overhead --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -30

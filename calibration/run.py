@@ -104,6 +104,28 @@ def measure_loop_overheads(store: PointStore, dev: torch.device, command: str,
                                             "in verify/decode): wall per cycle minus its GPU time"})
 
 
+LOOP_WAIT_US = (0.0, 1000.0, 2500.0, 5000.0, 10000.0, 20000.0)  # GPU sleeps of the loop-overhead curve
+
+
+def measure_loop_overhead_curve(store: PointStore, dev: torch.device, command: str,
+                                repeats: int = LOOP_OVERHEAD_REPEATS, waits_us: tuple = LOOP_WAIT_US) -> None:
+    """The loop overhead of the speculative and baseline loops at several GPU waits (a GPU sleep
+    in verify / decode), `repeats` interleaved passes (keys host:loop_wait:<kind>:<wait>:rep<i>);
+    build_profile turns the medians into HostOverheads.loop_overhead_curve. CUDA only."""
+    if dev.type != "cuda":
+        return
+    from calibration.live import measure_loop_overhead_us
+    for r in range(repeats):
+        for wait in waits_us:
+            for spec in (True, False):
+                key = f"host:loop_wait:{'spec' if spec else 'baseline'}:{wait:.0f}:rep{r}"
+                if not store.done(key):
+                    store.add(key, {**measure_loop_overhead_us(dev, spec, busy_us=wait), "busy_target_us": wait,
+                                    "command": command,
+                                    "note": "calibration.live loop with tiny models and a GPU sleep of busy_target_us "
+                                            "in verify/decode: wall per cycle minus its GPU time"})
+
+
 def default_points_path(out_profile: Path) -> Path:
     """The points file that goes with a profile: calibration/profiles/local.json ->
     calibration/profiles/local.points.jsonl (never a shipped machine's points file)."""
@@ -169,6 +191,7 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
         store.add("host:schedule", {"latency_us": measure_host_schedule_us(dev), "command": command,
                                     "note": "calibration.live per-cycle bookkeeping (_commit), tiny models"})
     measure_loop_overheads(store, dev, command)
+    measure_loop_overhead_curve(store, dev, command)
     bench_ops.bench_ops(store, models, tp_sizes, grid, dev, dtype, settings, command)
     if forwards:
         for m in (m for m in models if not bench_ops.is_draft(m)):

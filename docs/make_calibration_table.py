@@ -42,6 +42,13 @@ def main() -> None:
               f"repeats): short GPU work / with a 5 ms GPU job | {a:.0f} / {b:.0f} us |")
     print(f"| -> host_schedule_us / baseline_host_schedule_us | {host.host_schedule_us:.0f} / "
           f"{host.baseline_host_schedule_us:.0f} us |")
+    curve = host.loop_overhead_curve
+    if curve is not None:
+        for label, xs, ys in (("speculative cycle", curve.gpu_us, curve.host_schedule_us),
+                              ("decode step", curve.baseline_gpu_us, curve.baseline_host_schedule_us)):
+            pairs = ", ".join(f"{x / 1000:.1f} ms: {y:.0f}" for x, y in zip(xs, ys))
+            print(f"| -> host_schedule_us by GPU time per {label} (CUDA graphs; tiny models + GPU sleep, "
+                  f"median of 5) | {pairs} us |")
     launch = sorted(host.op_launch_us.items(), key=lambda kv: kv[1])
     print(f"| eager issue cost per op, host side (min .. max) | {launch[0][0]} {launch[0][1]:.1f} .. "
           f"{launch[-1][0]} {launch[-1][1]:.1f} us (median {host.default_launch_us:.1f}) |")

@@ -72,6 +72,31 @@ class RooflineParams(StrictModel):
     provenance: Provenance
 
 
+class LoopOverheadCurve(StrictModel):
+    """The serving loop's host scheduling time per cycle as a function of the GPU time per cycle.
+
+    Measured on the live loop (tiny models, a GPU sleep standing in for a real model's GPU time;
+    calibration.run.measure_loop_overheads): a host that waits longer at the sync pays more per
+    cycle on some machines. Values are host_schedule_us (already net of the graph replay and
+    the device->host sync, which the simulator charges apart); linear in between, clamped at
+    the ends (numpy.interp).
+    """
+
+    gpu_us: list[Annotated[float, Field(ge=0, le=1e9)]] = Field(min_length=2, description="Speculative cycle GPU time.")
+    host_schedule_us: list[Annotated[float, Field(ge=0, le=1e6)]]
+    baseline_gpu_us: list[Annotated[float, Field(ge=0, le=1e9)]] = Field(min_length=2, description="Decode step GPU time.")
+    baseline_host_schedule_us: list[Annotated[float, Field(ge=0, le=1e6)]]
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        for xs, ys, name in ((self.gpu_us, self.host_schedule_us, "gpu_us"),
+                             (self.baseline_gpu_us, self.baseline_host_schedule_us, "baseline_gpu_us")):
+            _check_increasing(name, xs)
+            if len(xs) != len(ys):
+                raise ValueError(f"{name} has {len(xs)} points but its schedule values {len(ys)}")
+        return self
+
+
 class HostOverheads(StrictModel):
     """Host-side costs: what the CPU spends to issue GPU work and to wait for it."""
 
@@ -84,6 +109,8 @@ class HostOverheads(StrictModel):
     host_schedule_us: float = Field(ge=0, le=1_000_000, description="Scheduling and bookkeeping per cycle.")
     baseline_host_schedule_us: float | None = Field(
         None, ge=0, le=1_000_000, description="Per decode step without speculation; default host_schedule_us.")
+    loop_overhead_curve: LoopOverheadCurve | None = Field(
+        None, description="CUDA-graph loops: host_schedule_us by GPU time per cycle; overrides the constants.")
     provenance: Provenance
 
     @model_validator(mode="after")

@@ -145,3 +145,21 @@ def test_loop_schedule_takes_the_median_of_repeats_and_drops_misfired_sleeps():
     out = _loop_schedule_us(recs)
     assert out["host_schedule_us"] == pytest.approx(225.0 - 5.0 - 20.0)  # median of 300, 100, 225
     assert out["baseline_host_schedule_us"] == pytest.approx(80.0 - 5.0 - 25.0)  # no busy point: idle one
+
+
+def test_loop_overhead_curve_from_medians_of_repeats_per_wait():
+    from calibration.build_profile import loop_overhead_curve
+    recs = {"host:graph_replay": {"latency_us": 5.0}, "host:d2h_sync_busy": {"latency_us": 20.0}}
+    for kind in ("spec", "baseline"):
+        for wait, gpu, overs in ((0.0, 100.0, (60.0, 80.0, 70.0)), (5000.0, 5100.0, (225.0, 900.0, 125.0))):
+            for i, o in enumerate(overs):
+                recs[f"host:loop_wait:{kind}:{wait:.0f}:rep{i}"] = {"gpu_us": gpu + i, "overhead_us": o,
+                                                                   "busy_us": wait, "busy_target_us": wait}
+    recs["host:loop_wait:spec:5000:rep3"] = {"gpu_us": 300.0, "overhead_us": 1.0, "busy_us": 40.0,
+                                             "busy_target_us": 5000.0}  # misfired sleep: left out
+    c = loop_overhead_curve(recs)
+    assert c.gpu_us == [101.0, 5101.0] and c.host_schedule_us == [70.0 - 25.0, 225.0 - 25.0]
+    assert c.baseline_host_schedule_us == c.host_schedule_us
+    del recs["host:loop_wait:baseline:5000:rep0"], recs["host:loop_wait:baseline:5000:rep1"]
+    del recs["host:loop_wait:baseline:5000:rep2"]
+    assert loop_overhead_curve(recs) is None  # one wait is not a curve

@@ -198,3 +198,27 @@ def test_whole_forward_tables_drive_the_target_when_asked():
     # no table for the draft: its per-op sum, with a note
     assert len(cost.draft_step_forward(0).kernels) == DRAFT_STEP_KERNELS
     assert any("no whole-forward table for tiny-draft" in n for n in cost.notes)
+
+
+def test_loop_overhead_curve_sets_host_schedule_at_the_cycles_gpu_time():
+    from simulator.costs.forward import chain_span_us
+    from simulator.profile import LoopOverheadCurve
+    s, floor, replay, d2h = 3, 10.0, 12.0, 15.0
+    base = flat_profile(floor_us=floor, graph_replay_us=replay, schedule_us=40.0, d2h_us=d2h)
+    curve = LoopOverheadCurve(gpu_us=[0.0, 1e6], host_schedule_us=[100.0, 1100.0],
+                              baseline_gpu_us=[0.0, 1e6], baseline_host_schedule_us=[50.0, 2050.0])
+    prof = base.model_copy(update={"host": base.host.model_copy(update={"loop_overhead_curve": curve})})
+    sc = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 3),
+                       workload=dict(batch_size=1, context_len=512, max_new_tokens=3 * 1000, num_cycles=50))
+    cost = CostModel(sc, prof)
+    span, base_span = chain_span_us(cost.cycle_forwards(1)), chain_span_us(cost.baseline_forwards())
+    assert cost.host_schedule_us == pytest.approx(100.0 + span * 1e-3, rel=1e-12)  # linear in between
+    assert cost.baseline_host_schedule_us == pytest.approx(50.0 + base_span * 2e-3, rel=1e-12)
+    result, _ = simulate(sc, prof)
+    assert result.cycle_time_us == pytest.approx(cost.host_schedule_us + span + d2h, rel=1e-12)
+    eager = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 3),
+                          engine=dict(cuda_graph=False))
+    assert CostModel(eager, prof).host_schedule_us == 40.0  # the curve is of CUDA-graph loops
+    with pytest.raises(ValueError, match="strictly increasing"):
+        LoopOverheadCurve(gpu_us=[2.0, 1.0], host_schedule_us=[1.0, 1.0], baseline_gpu_us=[0.0, 1.0],
+                          baseline_host_schedule_us=[1.0, 1.0])

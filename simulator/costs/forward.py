@@ -136,6 +136,8 @@ class CostModel:
             self.draft_ranks = tuple(range(self.draft_tp))
         self.all_ranks = tuple(range(self.tp))
         self._forward = lru_cache(maxsize=None)(self._build_forward)
+        self._spec_schedule_us: float | None = None
+        self._base_schedule_us: float | None = None
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -144,12 +146,26 @@ class CostModel:
 
     @property
     def host_schedule_us(self) -> float:
-        """Host scheduling and bookkeeping per speculative cycle."""
-        return self.host.host_schedule_us
+        """Host scheduling and bookkeeping per speculative cycle: the profile's loop-overhead curve
+        at this cycle's GPU time (CUDA graphs, extend length 1) where it has one, else the constant."""
+        curve = self.host.loop_overhead_curve
+        if curve is None or not self.graph:
+            return self.host.host_schedule_us
+        if self._spec_schedule_us is None:
+            self._spec_schedule_us = float(np.interp(chain_span_us(self.cycle_forwards(1)), curve.gpu_us,
+                                                     curve.host_schedule_us))
+        return self._spec_schedule_us
 
     @property
     def baseline_host_schedule_us(self) -> float:
-        """Host scheduling and bookkeeping per decode step of the no-speculation baseline."""
+        """Host scheduling and bookkeeping per decode step of the no-speculation baseline (the
+        curve at the decode step's GPU time where the profile has one)."""
+        curve = self.host.loop_overhead_curve
+        if curve is not None and self.graph:
+            if self._base_schedule_us is None:
+                self._base_schedule_us = float(np.interp(chain_span_us(self.baseline_forwards()),
+                                                         curve.baseline_gpu_us, curve.baseline_host_schedule_us))
+            return self._base_schedule_us
         b = self.host.baseline_host_schedule_us
         return self.host.host_schedule_us if b is None else b
 
