@@ -148,9 +148,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--profile", default="h200", help="profile whose device-copy bandwidth is the reference")
     args = ap.parse_args(argv)
+    if args.out.is_dir():
+        raise SystemExit(f"error: --out {args.out} is a folder, expected a file path")
+    try:
+        torch.device(args.device)
+    except RuntimeError as e:
+        raise SystemExit(f"error: --device {args.device!r}: {e}") from None
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("error: bench_moe --device cuda: no CUDA GPU here (--device cpu for a smoke run)")
-    hbm = load_profile(resolve_profile_path(args.profile)).roofline.hbm_bandwidth_gb_per_s
+    try:
+        hbm = load_profile(resolve_profile_path(args.profile)).roofline.hbm_bandwidth_gb_per_s
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"error: --profile: {e}") from None
     rows = bench(SHAPES[args.shape], args.device, hbm_gb_per_s=hbm)
     write_json_atomic(args.out, {"created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"), "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",

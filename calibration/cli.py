@@ -52,7 +52,7 @@ def calibrate(
     if ctx.invoked_subcommand is not None:
         return
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         fail(TORCH_MISSING)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -61,6 +61,16 @@ def calibrate(
     from simulator.scenario import UserInputError
 
     points = points or default_points_path(out)
+    for opt, path in (("--out", out), ("--points", points)):
+        if path.is_dir():
+            fail(f"{opt} {path} is a folder, expected a file path")
+    if device is not None:
+        try:
+            dev = torch.device(device)
+        except RuntimeError as e:
+            fail(f"--device {device!r}: {e}")
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            fail(f"--device {device}: no CUDA GPU here (--device cpu measures on the CPU)")
     tp_sizes = list(tp or [1, 2, 4, 8])
     if any(t < 1 for t in tp_sizes):
         fail(f"--tp sizes must be >= 1, got {tp_sizes}")

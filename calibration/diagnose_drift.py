@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-overhead", action="store_true")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
-        raise SystemExit("diagnose_drift needs a CUDA GPU")
+        raise SystemExit("error: diagnose_drift needs a CUDA GPU")
     dev = torch.device("cuda")
     out = {"created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "profile": args.profile, "gpu_name": torch.cuda.get_device_name(dev)}

@@ -181,6 +181,9 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
                          f"machine is {here.get('gpu_name')!r}: give another --points (or --no-resume to move "
                          "the old file aside)")
     num_points = len(bench_ops.enumerate_points(models, tp_sizes, grid))
+    if num_points == 0:
+        raise ValueError(f"no op shape of {', '.join(m.name for m in models)} shards over tp {tp_sizes} "
+                         "(attention heads and kv heads must divide by the TP size)")
     console.print(f"{num_points} op points ({len(store)} points already stored) on {dev}; "
                   f"estimate {num_points * EST_S_PER_OP_POINT / 60:.1f} min on an H200")
     store.add("meta:hardware", here)

@@ -102,7 +102,7 @@ class HostOverheads(StrictModel):
 
     op_launch_us: dict[str, float] = Field(
         default_factory=dict, description="Host time to issue one eager op, by op name (rmsnorm, gemm, ...).")
-    default_launch_us: float = Field(ge=0, le=10_000, description="Per eager op not in op_launch_us.")
+    default_launch_us: float = Field(ge=0, le=1_000_000, description="Per eager op not in op_launch_us.")
     graph_replay_us: float = Field(ge=0, le=100_000, description="Host time to replay one CUDA graph.")
     graph_kernel_gap_us: float = Field(0.0, ge=0, le=1000, description="GPU idle per kernel inside a graph.")
     d2h_sync_us: float = Field(ge=0, le=100_000, description="Device->host sync (.item()) after the GPU is idle.")
@@ -115,9 +115,9 @@ class HostOverheads(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        bad = {k: v for k, v in self.op_launch_us.items() if not 0 <= v <= 10_000}
+        bad = {k: v for k, v in self.op_launch_us.items() if not 0 <= v <= 1_000_000}
         if bad:
-            raise ValueError(f"op_launch_us values must be in [0, 10000] us, got {bad}")
+            raise ValueError(f"op_launch_us values must be in [0, 1e6] us, got {bad}")
         return self
 
 
@@ -298,6 +298,9 @@ def write_json_atomic(path: Path, data: dict | list) -> None:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a plain open() would respect the umask
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

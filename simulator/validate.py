@@ -71,6 +71,7 @@ class PointComparison:
     predicted_speedup: float | None = None
     tp_size: int = 1
     placement: str = "shared_tp"
+    record_set: str = ""  # the folder the record came from: points of different runs never share a cell
 
 
 def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
@@ -90,6 +91,7 @@ def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
             raise UserInputError(f"{p}: no such record file or folder")
     if not files:
         raise UserInputError(f"no *.json records in {', '.join(map(str, paths))}")
+    files = list({f.resolve(): f for f in files}.values())  # a file given twice counts once
     out = []
     for f in files:
         try:
@@ -155,23 +157,24 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
     """PointComparison per record, with measured/predicted speedup where a baseline record pairs up."""
     out = []
     baselines: dict[tuple, float] = {}
-    for _, rec in records:
+    for src, rec in records:
         if not rec.speculative:
-            baselines[_pair_key(rec)] = rec.median_tok_per_s
+            baselines[_pair_key(src, rec)] = rec.median_tok_per_s
+    several_sets = len({Path(src).parent for src, _ in records}) > 1
     for src, rec in records:
         tok, al, phases, base_pred = predict(rec, profile, acceptance)
         sc = rec.scenario
         reps = rec.repeat_cycle_us or rec.repeat_tok_per_s
         spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None
         mode = "graph" if sc.engine.cuda_graph else "eager"
-        base_meas = (rec.paired_baseline_tok_per_s or baselines.get(_pair_key(rec))) if rec.speculative else None
-        where = ""
-        if sc.tp_size > 1 or sc.placement != "shared_tp":
-            where = f"tp{sc.tp_size} " + (f"{sc.placement} " if rec.speculative else "")
+        base_meas = (rec.paired_baseline_tok_per_s or baselines.get(_pair_key(src, rec))) if rec.speculative else None
+        where = f"[{Path(src).parent.name}] " if several_sets else ""
+        if sc.tp_size > 1 or any(r.scenario.placement != "shared_tp" for _, r in records):
+            where += f"tp{sc.tp_size} " + (f"{sc.placement} " if rec.speculative else "")
         out.append(PointComparison(
             label=f"{sc.target.name} {mode} b{sc.workload.batch_size} {where}"
                   + (f"steps={sc.spec.num_steps} {_acceptance_label(rec)}" if rec.speculative else "baseline"),
-            tp_size=sc.tp_size, placement=sc.placement,
+            tp_size=sc.tp_size, placement=sc.placement, record_set=str(Path(src).parent),
             source=Path(src).name, target=sc.target.name, mode=mode, speculative=rec.speculative,
             num_steps=sc.spec.num_steps if rec.speculative else 0, acceptance=_acceptance_label(rec),
             batch_size=sc.workload.batch_size, context_len=sc.workload.context_len,
@@ -187,9 +190,9 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
     return out
 
 
-def _pair_key(rec: LiveRun) -> tuple:
+def _pair_key(src: str, rec: LiveRun) -> tuple:
     sc = rec.scenario
-    return (sc.target.name, sc.workload.batch_size, sc.workload.context_len, sc.engine.cuda_graph, sc.tp_size)
+    return (str(Path(src).parent), sc.target.name, sc.workload.batch_size, sc.workload.context_len, sc.engine.cuda_graph, sc.tp_size)
 
 
 @dataclass(frozen=True)
@@ -226,7 +229,8 @@ def summarize(points: list[PointComparison], placement_noise_frac: float = PLACE
         cells = defaultdict(list)
         for p in pts:
             if p.speculative:
-                cells[(p.target, p.acceptance, p.batch_size, p.context_len, p.tp_size, p.placement)].append(p)
+                cells[(p.record_set, p.target, p.acceptance, p.batch_size, p.context_len, p.tp_size,
+                       p.placement)].append(p)
         cells = {k: c for k, c in cells.items() if len({p.num_steps for p in c}) > 1}  # a choice to make
         agree = sum(1 for c in cells.values()
                     if max(c, key=lambda p: p.measured_tok_per_s).num_steps
@@ -234,9 +238,10 @@ def summarize(points: list[PointComparison], placement_noise_frac: float = PLACE
         placed = defaultdict(list)
         for p in pts:
             if p.speculative:
-                placed[(p.target, p.acceptance, p.batch_size, p.context_len, p.tp_size, p.num_steps)].append(p)
+                placed[(p.record_set, p.target, p.acceptance, p.batch_size, p.context_len, p.tp_size,
+                        p.num_steps)].append(p)
         placed = {k: c for k, c in placed.items() if len({p.placement for p in c}) > 1
-                  and _beyond_noise(c, placement_noise_frac)}
+                  and _beyond_noise(c, placement_noise_frac) and _predictions_differ(c)}
         placement_agree = sum(1 for c in placed.values()
                               if max(c, key=lambda p: p.measured_tok_per_s).placement
                               == max(c, key=lambda p: p.predicted_tok_per_s).placement)
@@ -245,6 +250,12 @@ def summarize(points: list[PointComparison], placement_noise_frac: float = PLACE
                                max(sp) if sp else None, agree, len(cells),
                                float(np.median(spreads)) if spreads else None, placement_agree, len(placed)))
     return out
+
+
+def _predictions_differ(cell: list[PointComparison]) -> bool:
+    """The model names a faster placement (not a tie, as at TP 1 where placements cost alike)."""
+    tok = sorted(p.predicted_tok_per_s for p in cell)
+    return tok[-1] > tok[-2] * (1 + 1e-9)
 
 
 def _beyond_noise(cell: list[PointComparison], default_noise_frac: float) -> bool:

@@ -163,3 +163,14 @@ def test_loop_overhead_curve_from_medians_of_repeats_per_wait():
     del recs["host:loop_wait:baseline:5000:rep0"], recs["host:loop_wait:baseline:5000:rep1"]
     del recs["host:loop_wait:baseline:5000:rep2"]
     assert loop_overhead_curve(recs) is None  # one wait is not a curve
+
+
+def test_atomic_writes_respect_the_umask(tmp_path):
+    import os
+    from simulator.profile import write_json_atomic
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "x.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o644

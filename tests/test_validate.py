@@ -119,3 +119,29 @@ def test_tp_records_pair_with_their_own_tp_baseline(profile):
     p = compare([("b2", other), ("p", rec), ("b", base)], profile)[1]
     assert p.measured_speedup == pytest.approx(rec.median_tok_per_s / base.median_tok_per_s)
     assert "tp" not in p.label.split()[3]
+
+
+def test_record_sets_stay_apart_and_a_file_given_twice_counts_once(profile, tmp_path):
+    import shutil
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        shutil.copy(POINT, tmp_path / d / POINT.name)
+        shutil.copy(BASE, tmp_path / d / BASE.name)
+    slow = json.loads(BASE.read_text())  # set b's baseline ran 2x slower
+    for k in ("repeat_elapsed_us",):
+        slow[k] = [e * 2 for e in slow[k]]
+    slow["repeat_tok_per_s"] = [t / 2 for t in slow["repeat_tok_per_s"]]
+    slow["elapsed_us"] *= 2
+    slow["tok_per_s"] /= 2
+    (tmp_path / "b" / BASE.name).write_text(json.dumps(slow))
+    recs = load_records([tmp_path / "a", tmp_path / "b", tmp_path / "a" / POINT.name])
+    assert len(recs) == 4
+    unpaired = [(s, r.model_copy(update={"paired_baseline_tok_per_s": None}) if r.speculative else r) for s, r in recs]
+    pts = {(Path(p.record_set).name, p.speculative): p for p in compare(unpaired, profile)}
+    assert pts[("b", True)].measured_speedup == pytest.approx(2 * pts[("a", True)].measured_speedup)
+    assert all(p.label.startswith(("llama", "[")) for p in pts.values()) and "[a]" in pts[("a", True)].label
+
+
+def test_a_tie_between_placements_is_not_a_placement_cell():
+    pts = [_tp_point("shared_tp", 3, 100.0, 110.0), _tp_point("tp1_colocated", 3, 120.0, 110.0)]
+    assert summarize(pts)[0].faster_placement_cells == 0
