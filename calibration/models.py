@@ -223,6 +223,10 @@ class _Base:
         mlp = o.gemm(o.silu_mul(o.gemm(o.rmsnorm(x, w["post_norm"], RMS_EPS), w["gate_up"])), w["down"])
         return o.add(x, self._reduce(mlp))
 
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Final norm and lm_head: (tokens, vocab) logits (tensor-parallel models all_gather them)."""
+        return self.ops.gemm(self.ops.rmsnorm(x, self.final_norm, RMS_EPS), self.lm_head)
+
     def _reduce(self, x: torch.Tensor) -> torch.Tensor:
         """Output of a row-parallel linear (o_proj, down_proj): the identity on one device;
         tensor-parallel models (calibration/tp_models.py) allreduce here."""
@@ -280,7 +284,7 @@ class TargetModel(_Base):
             if aux_out is not None and i in self.aux_layer_ids:
                 aux += [x] * self.aux_layer_ids.count(i)
             x = self._layer(i, x, x, cache, rope, mask, context_len, num_new)
-        tokens = o.argmax(o.gemm(o.rmsnorm(x, self.final_norm, RMS_EPS), self.lm_head))
+        tokens = o.argmax(self._logits(x))
         if aux_out is not None:
             o.concat(aux, out=aux_out)
         return tokens
@@ -334,5 +338,5 @@ class DraftModel(_Base):
             hidden = o.gemm(aux, self.fc)
         for i in range(len(self.layers)):
             hidden = self._layer(i, o.concat([e, hidden]), hidden, cache, rope, mask, context_len, num_new)
-        _, top_ids = o.topk(o.gemm(o.rmsnorm(hidden, self.final_norm, RMS_EPS), self.lm_head), 1)
+        _, top_ids = o.topk(self._logits(hidden), 1)
         return top_ids, hidden

@@ -214,22 +214,6 @@ class TPTargetModel(_TPMixin, TargetModel):
         self.embed = self._vocab_shard(full.embed)
         self.full_embed = full.embed if keep_full_embed else None
 
-    def forward(self, ids: torch.Tensor, cache: KVCache, kv_lens: torch.Tensor, token_pos: torch.Tensor,
-                num_new: int, context_len: int, aux_out: torch.Tensor | None = None) -> torch.Tensor:
-        """As TargetModel.forward (same shapes; aux_out gets the full-width hidden states, which
-        are replicated after each allreduce); every rank returns the same tokens."""
-        o = self.ops
-        x, mask, rope = self._prologue(ids, self.embed, cache, kv_lens, token_pos, context_len, num_new)
-        aux = []
-        for i in range(len(self.layers)):
-            if aux_out is not None and i in self.aux_layer_ids:
-                aux += [x] * self.aux_layer_ids.count(i)
-            x = self._layer(i, x, x, cache, rope, mask, context_len, num_new)
-        tokens = o.argmax(self._logits(x))
-        if aux_out is not None:
-            o.concat(aux, out=aux_out)
-        return tokens
-
 
 class TPDraftModel(_TPMixin, DraftModel):
     """EAGLE-3 draft sharded over the same TP group as the target (placement shared_tp).
@@ -261,21 +245,6 @@ class TPDraftModel(_TPMixin, DraftModel):
         self._adopt(full, group)
         self.fc = full.fc
         self.embed = embed if embed is not None else self._vocab_shard(full.embed)
-
-    def forward(self, ids: torch.Tensor, cache: KVCache, kv_lens: torch.Tensor, token_pos: torch.Tensor,
-                num_new: int, context_len: int, hidden: torch.Tensor | None = None,
-                aux: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """As DraftModel.forward; every rank returns the same top ids and the (replicated) hidden."""
-        if (hidden is None) == (aux is None):
-            raise ValueError("give exactly one of hidden (draft step) or aux (draft extend)")
-        o = self.ops
-        e, mask, rope = self._prologue(ids, self.embed, cache, kv_lens, token_pos, context_len, num_new)
-        if aux is not None:
-            hidden = o.gemm(aux, self.fc)
-        for i in range(len(self.layers)):
-            hidden = self._layer(i, o.concat([e, hidden]), hidden, cache, rope, mask, context_len, num_new)
-        _, top_ids = o.topk(self._logits(hidden), 1)
-        return top_ids, hidden
 
 
 def describe_tp_op(op, activation_dtype_bytes: float = 2.0) -> tuple:
