@@ -91,7 +91,7 @@ def validate(
     costs_source: Annotated[Optional[str], typer.Option(help="per_op or whole_forward (default: each record's).")] = None,
 ) -> None:
     """Predict every live record from a profile alone and compare with what was measured."""
-    from simulator.profile import resolve_profile_path, write_json_atomic
+    from simulator.profile import write_json_atomic
     from simulator.validate import compare, load_records, summarize, to_json, with_costs_source
     from simulator.scenario import load_profile_for
 
