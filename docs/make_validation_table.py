@@ -78,6 +78,23 @@ def generated_block() -> str:
         lines.append(f"| {target} | {len(v)} | {min(v):.1f}-{max(v):.1f} | {_pct((max(v) - min(v)) / np.median(v))} "
                      f"| {base_rec.get(target, float('nan')):.1f} |")
     sp = np.array([p.predicted_speedup - p.measured_speedup for p in per_point if p.measured_speedup])
+    tp2 = ROOT / "calibration" / "live" / "h200_tp2"
+    if tp2.is_dir():
+        pts2 = [p for p in compare(with_costs_source(load_records([tp2]), "whole_forward"), profile)
+                if p.mode == "graph"]
+        s2 = summarize(pts2)[0]
+        lines += ["", "Tensor parallel, tp 2 on 2 H200s (NVLink), Llama-3.1-8B shape, single runs "
+                  "(`calibration/live/h200_tp2`; per-op costs: no whole-forward tables at tp 2)", "",
+                  "| points | median abs error | max | even num_draft_tokens: median / max | odd: median / max "
+                  "| max abs speedup error | best num_steps agrees | faster placement agrees |",
+                  "|---|---|---|---|---|---|---|---|"]
+        even = np.abs([p.tok_per_s_error_frac for p in pts2 if p.speculative and (p.num_steps + 1) % 2 == 0])
+        odd = np.abs([p.tok_per_s_error_frac for p in pts2 if p.speculative and (p.num_steps + 1) % 2 == 1])
+        lines.append(f"| {s2.num_points} | {_pct(s2.median_abs_error_frac)} | {_pct(s2.max_abs_error_frac)} | "
+                     f"{_pct(float(np.median(even)))} / {_pct(float(even.max()))} | "
+                     f"{_pct(float(np.median(odd)))} / {_pct(float(odd.max()))} | {s2.max_abs_speedup_error:.3f} | "
+                     f"{s2.best_num_steps_agree} of {s2.best_num_steps_cells} | "
+                     f"{s2.faster_placement_agree} of {s2.faster_placement_cells} |")
     lines += ["", f"Speedup error (predicted - measured, interleaved, whole_forward): median {np.median(sp):+.3f}, "
               f"min {sp.min():+.3f}, max {sp.max():+.3f}; {int((np.abs(sp) <= 0.05).sum())} of {len(sp)} "
               "points within +-0.05.", "",
