@@ -63,9 +63,10 @@ class OpGrid:
     attn_batch_size: tuple[int, ...] = (1, 4, 16)
     attn_num_tokens: tuple[int, ...] = tuple(range(1, 10)) + (12, 16, 32, 64)
     attn_context_len: tuple[int, ...] = (512, 1024, 2048, 8192, 32768)
-    # Shapes of these TP sizes get the grid above; others the coarse grid (powers of two), which
-    # keeps the default calibration near 5 minutes on one H200.
-    dense_tp_sizes: tuple[int, ...] = (1,)
+    # Shapes of these TP sizes get the grid above; others the coarse grid (powers of two). TP 2
+    # joined after the live tp-2 runs on 2 H200s showed verify over odd token counts 13% above
+    # the coarse grid's interpolation (docs/validation.md).
+    dense_tp_sizes: tuple[int, ...] = (1, 2)
     forward_num_tokens: tuple[int, ...] = tuple(range(1, 10)) + (12, 16, 32, 64)
     forward_context_len: tuple[int, ...] = (512, 1024, 2048, 8192)
 

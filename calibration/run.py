@@ -6,7 +6,8 @@ collectives (when calibration/collectives.py is there and more than one GPU is),
 
 Points go to an append-only PointStore first, so an interrupted run picks up where it stopped
 (`--no-resume` moves the old points file aside and starts over). Budget on one H200: the
-default grid (about 1600 op points, 4 models x tp 1/2/4/8) in about 5 minutes, `--quick`
+default grid (about 3,400 op points, 4 models x tp 1/2/4/8; token counts 1-24 at tp 1 and 2):
+about 7 minutes by the estimate the run prints (0.12 s per op point), `--quick`
 (about 450 points) in about 1 minute.
 """
 
