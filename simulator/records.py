@@ -14,8 +14,8 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
 
 from simulator.config import Scenario, StrictModel
 from simulator.profile import HardwareInfo
+from simulator.units import US_PER_S
 
-US_PER_S = 1e6
 LIVE_PHASES = ("draft", "verify", "accept", "draft_extend", "sync", "host", "decode")
 
 
