@@ -23,6 +23,7 @@ from calibration.tp_models import (TPDraftModel, TPOps, TPTargetModel, check_sha
 from simulator.config import ModelShape, Scenario  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
 from simulator.records import LiveRun  # noqa: E402
+from test_live import _fake_capture  # noqa: E402  (CPU stand-in for a CUDA graph)
 
 TARGET = ModelShape(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                     num_key_value_heads=2, intermediate_size=128, vocab_size=256)
@@ -98,22 +99,6 @@ def _loop_history(loop, lengths) -> list:
             loop.cycle(row)
             hist.append(loop.verify_ids.tolist())
     return hist
-
-
-def _fake_capture(fn, *args):
-    """CPU stand-in for a CUDA graph (as tests/test_live.py): replay re-runs `fn` on the same
-    arguments and copies its results into the tensors the capture returned."""
-    out = fn(*args)
-
-    class Replay:
-        def replay(self):
-            new = fn(*args)
-            if isinstance(out, torch.Tensor):
-                out.copy_(new)
-            elif out is not None:
-                for a, b in zip(out, new):
-                    a.copy_(b)
-    return Replay(), out
 
 
 def _graph_history(rank: int, placement: str, lengths) -> list:
