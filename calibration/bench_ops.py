@@ -5,6 +5,7 @@ Every measured point goes to a `PointStore`, so an interrupted run resumes where
   host:{what}                           host-side costs (launch per op name, graph replay, sync)
   roofline:{what}                       HBM copy bandwidth, bf16 / fp8 matmul rate
   fwd:{model}:{tp}:{mode}:{n}:{c}       whole target forward, eager or CUDA graph
+  fwd:{model}:{tp}:{mode}:{phase}:{n}:{c}  whole draft step (phase draft) or draft extend
   meta:model:{name}                     the ModelShape measured (for the decomposition check)
 
 GPU timing is pure device time: R repetitions of the op are captured in one CUDA graph, which
@@ -377,15 +378,18 @@ def ops_chain_forward(m: ModelShape, tp_size: int, device: torch.device, dtype: 
     return make
 
 
-def models_forward(m: ModelShape, device: torch.device, dtype: torch.dtype, max_len: int
+def models_forward(m: ModelShape, device: torch.device, dtype: torch.dtype, max_len: int, model=None
                    ) -> Callable[[int, int], Callable[[], object]] | None:
     """Whole forward of calibration.models.TargetModel (batch 1, tp 1, no EAGLE-3 hidden-state
-    capture), or None if that module is absent. The cache holds max_len positions."""
-    try:
-        from calibration.models import TargetModel
-    except ImportError:
-        return None
-    model = TargetModel(m, device=device, dtype=dtype, seed=0, num_aux_states=0)
+    capture), or None if that module is absent. The cache holds max_len positions. `model`: an
+    already built model with TargetModel's forward to time instead (calibration.tp_forwards
+    passes this rank's TPTargetModel)."""
+    if model is None:
+        try:
+            from calibration.models import TargetModel
+        except ImportError:
+            return None
+        model = TargetModel(m, device=device, dtype=dtype, seed=0, num_aux_states=0)
     cache = model.new_cache(1, max_len)
 
     def make(num_tokens: int, context_len: int) -> Callable[[], object]:
@@ -400,19 +404,56 @@ def models_forward(m: ModelShape, device: torch.device, dtype: torch.dtype, max_
     return make
 
 
+def draft_forward(m: ModelShape, device: torch.device, dtype: torch.dtype, max_len: int, extend: bool, model=None
+                  ) -> Callable[[int, int], Callable[[], object]]:
+    """Whole forward of calibration.models.DraftModel (batch 1): a draft step over num_tokens
+    tokens given its own hidden states (extend False), or the draft extend over num_tokens
+    accepted tokens given the target's num_fc_input_hidden_states hidden states (extend True),
+    as calibration/live.py calls it. `model`: an already built draft (calibration.tp_forwards
+    passes this rank's TPDraftModel). The cache holds max_len positions."""
+    if model is None:
+        from calibration.models import DraftModel
+        model = DraftModel(m, device=device, dtype=dtype, seed=1)
+    cache = model.new_cache(1, max_len)
+    h, k = m.hidden_size, max(1, m.num_fc_input_hidden_states)
+
+    def make(num_tokens: int, context_len: int) -> Callable[[], object]:
+        ids = torch.randint(0, m.vocab_size, (num_tokens,), device=device)
+        kv_lens = torch.full((1,), context_len, dtype=torch.int64, device=device)
+        token_pos = context_len + torch.arange(num_tokens, device=device)
+        states = {"aux": torch.randn(num_tokens, k * h, device=device, dtype=dtype)} if extend else \
+            {"hidden": torch.randn(num_tokens, h, device=device, dtype=dtype)}
+
+        def forward() -> object:
+            with torch.no_grad():
+                return model.forward(ids, cache, kv_lens, token_pos, num_tokens, context_len, **states)
+        return forward
+    return make
+
+
+def forward_key(model_name: str, tp_size: int, mode: str, num_tokens: int, context_len: int,
+                phase: str = "forward") -> str:
+    """PointStore key of a whole-forward point (phase 'forward': a target; 'draft' /
+    'draft_extend': a draft's step / extend)."""
+    what = "" if phase == "forward" else f"{phase}:"
+    return f"fwd:{model_name}:{tp_size}:{mode}:{what}{num_tokens}:{context_len}"
+
+
 def bench_forwards(store: PointStore, model_name: str, tp_size: int, make_forward: Callable[[int, int], Callable],
                    grid: OpGrid, device: torch.device, settings: TimingSettings, command: str,
-                   modes: tuple[str, ...] = ("eager", "graph"), impl: str = "") -> None:
+                   modes: tuple[str, ...] = ("eager", "graph"), impl: str = "", progress: bool = True,
+                   phase: str = "forward") -> None:
     """Whole-forward latency over grid.forward_num_tokens x grid.forward_context_len, per mode.
 
     eager: device time of one forward launched op by op (host-bound small forwards show it);
     graph: one forward captured in a CUDA graph (on CPU both are wall-clock).
-    `impl` names what ran the forward (recorded with each point).
+    `impl` names what ran the forward (recorded with each point); progress=False hides the bar;
+    `phase` as in forward_key (make_forward builds that phase's forward).
     """
     todo = [(mode, n, c) for mode in modes for n in grid.forward_num_tokens for c in grid.forward_context_len
-            if not store.done(f"fwd:{model_name}:{tp_size}:{mode}:{n}:{c}")]
-    with Progress() as progress:
-        task = progress.add_task(f"forward {model_name}", total=len(todo))
+            if not store.done(forward_key(model_name, tp_size, mode, n, c, phase))]
+    with Progress(disable=not progress) as bar:
+        task = bar.add_task(f"{phase} {model_name} tp{tp_size}", total=len(todo))
         for mode, n, c in todo:
             fn = make_forward(n, c)
             one = dataclasses.replace(settings, max_reps=1, target_replay_us=0.0)
@@ -423,8 +464,9 @@ def bench_forwards(store: PointStore, model_name: str, tp_size: int, make_forwar
             else:
                 fn()
                 t = _stats([_events_us(fn, 1) for _ in range(settings.num_replays)]) | {"mode": "eager"}
-            store.add(f"fwd:{model_name}:{tp_size}:{mode}:{n}:{c}",
-                      {"model": model_name, "tp_size": tp_size, "mode": mode, "num_tokens": n, "context_len": c,
+            store.add(forward_key(model_name, tp_size, mode, n, c, phase),
+                      {"model": model_name, "tp_size": tp_size, "mode": mode, "phase": phase,
+                       "num_tokens": n, "context_len": c,
                        **{k: t[k] for k in ("latency_us", "p10_latency_us", "p90_latency_us")},
                        "timing_mode": t["mode"], "impl": impl, "command": command})
-            progress.advance(task)
+            bar.advance(task)

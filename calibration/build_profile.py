@@ -25,7 +25,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from simulator.config import ModelShape
-from simulator.costs.ops import target_forward_ops
+from simulator.costs.ops import draft_forward_ops, target_forward_ops
 from simulator.profile import (OP_AXES, CalibrationProfile, CollectiveTable, ForwardTable, HardwareInfo,
                                HostOverheads, LoopOverheadCurve, OpTable, Provenance, RooflineParams, save_profile)
 from simulator.units import BYTES_PER_US_PER_GB_PER_S
@@ -135,21 +135,23 @@ def collective_tables(records: dict[str, dict]) -> list[CollectiveTable]:
 
 
 def forward_tables(records: dict[str, dict]) -> list[ForwardTable]:
-    """One ForwardTable per (model, tp_size, mode) from the `fwd:` points."""
+    """One ForwardTable per (model, tp_size, mode, phase) from the `fwd:` points (records without a
+    phase are a target's forward)."""
     groups: dict[tuple, dict[tuple, dict]] = defaultdict(dict)
     for k, rec in records.items():
         if k.startswith("fwd:"):
-            groups[(rec["model"], int(rec["tp_size"]), rec["mode"])][(rec["num_tokens"], rec["context_len"])] = rec
+            key = (rec["model"], int(rec["tp_size"]), rec["mode"], rec.get("phase", "forward"))
+            groups[key][(rec["num_tokens"], rec["context_len"])] = rec
     tables = []
-    for (model, tp, mode), pts in sorted(groups.items()):
-        grid, lat = _full_grid(f"forward {model} tp{tp} {mode}", ["num_tokens", "context_len"],
+    for (model, tp, mode, phase), pts in sorted(groups.items()):
+        grid, lat = _full_grid(f"{phase} {model} tp{tp} {mode}", ["num_tokens", "context_len"],
                                {p: r["latency_us"] for p, r in pts.items()})
         n_grid, c_grid = grid["num_tokens"], grid["context_len"]
         first = next(iter(pts.values()))
         rows = np.asarray(lat).reshape(len(n_grid), len(c_grid)).tolist()
         meta = records.get(f"meta:model:{model}")
         shape = {k: v for k, v in meta.items() if k not in ("name", "config_path")} if meta else None
-        tables.append(ForwardTable(model=model, tp_size=tp, mode=mode, num_tokens=n_grid, context_len=c_grid,
+        tables.append(ForwardTable(model=model, tp_size=tp, mode=mode, phase=phase, num_tokens=n_grid, context_len=c_grid,
                                    latency_us=rows, shape=shape,
                                    provenance=_provenance(first, first.get("impl", ""))))
     return tables
@@ -310,15 +312,19 @@ def decomposition_notes(records: dict[str, dict], forwards: list[ForwardTable]) 
     notes = {}
     for fwd in forwards:
         meta = records.get(f"meta:model:{fwd.model}")
+        name = f"decomposition:{fwd.model}:tp{fwd.tp_size}:{fwd.mode}" + (
+            "" if fwd.phase == "forward" else f":{fwd.phase}")
         if meta is None:
-            notes[f"decomposition:{fwd.model}:tp{fwd.tp_size}:{fwd.mode}"] = "no meta:model record; not checked"
+            notes[name] = "no meta:model record; not checked"
             continue
         shape = ModelShape.model_validate(meta)
         errs, missing = [], set()
         for i, n in enumerate(fwd.num_tokens):
             for j, c in enumerate(fwd.context_len):
                 total_us = 0.0
-                for op in target_forward_ops(shape, fwd.tp_size, 1, n, c):
+                ops = (target_forward_ops(shape, fwd.tp_size, 1, n, c) if fwd.phase == "forward"
+                       else draft_forward_ops(shape, fwd.tp_size, 1, n, c, fwd.phase == "draft_extend"))
+                for op in ops:
                     if op.is_collective or op.key.split(":")[0] in ROOFLINE_ONLY_OPS:
                         continue
                     lat = by_point.get((op.key, tuple(sorted(op.axes.items()))))
@@ -327,7 +333,6 @@ def decomposition_notes(records: dict[str, dict], forwards: list[ForwardTable]) 
                     else:
                         total_us += lat
                 errs.append(((total_us - fwd.latency_us[i][j]) / fwd.latency_us[i][j], n, c))
-        name = f"decomposition:{fwd.model}:tp{fwd.tp_size}:{fwd.mode}"
         if missing:
             notes[name] = f"op points missing for {sorted(missing)[:5]}; not checked"
             continue
@@ -336,7 +341,8 @@ def decomposition_notes(records: dict[str, dict], forwards: list[ForwardTable]) 
         verdict = "within" if abs(worst[0]) <= 0.05 else "OUTSIDE"
         notes[name] = (f"per-op sum vs whole forward (batch 1, compute ops only): median |err| {med:.1%}, "
                        f"max {worst[0]:+.1%} at num_tokens={worst[1]}, context_len={worst[2]}; "
-                       f"{verdict} the 5% goal")
+                       f"{verdict} the 5% goal"
+                       + ("" if fwd.tp_size == 1 else " (the whole forward includes its collectives; the sum not)"))
     return notes
 
 

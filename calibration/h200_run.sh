@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|tp|all
+#   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|tp-forwards|tp|tp-noise|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy)
 # for the machine's python3, which has torch but not those. Multicast stays off.
 set -uo pipefail
@@ -55,6 +55,17 @@ measure_loop_overhead_curve(store, dev, 'bash calibration/h200_run.sh loop-reps'
   overhead)  # live-loop host time vs GPU time per cycle (probe target, 3 interleaved passes)
     timeout 540 python3 -m calibration.loop_overhead --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -30
     cp calibration/points/h200.jsonl "$out/h200_points.jsonl" ;;
+  tp-forwards)  # a multi-GPU machine: the op points still missing on GPU 0 alone (one process, no
+                # collectives), then whole target forwards over TP groups of 2 .. all GPUs
+    CUDA_VISIBLE_DEVICES=0 timeout 300 python3 -m calibration.run --out "$out/h200.json" --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -8
+    nvidia-smi topo -m
+    timeout 240 python3 -m calibration.tp_forwards --sizes 8b,1b --points calibration/points/h200_tp_forwards.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -12
+    tar czf "$out/points.tgz" calibration/points/h200.jsonl calibration/points/h200_tp_forwards.jsonl ;;
+  tp-noise)  # tensor-parallel live grid over every GPU, every point 3 times in interleaved passes with
+             # paired baselines, into calibration/live/h200_tp<N>_noise
+    n=$(nvidia-smi -L | wc -l)
+    timeout 540 python3 -m calibration.live_tp --tp "$n" --noise --sizes ${SIZES:-8b} --out "calibration/live/h200_tp${n}_noise" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
+    tar czf "$out/live_h200_tp${n}_noise.tgz" "calibration/live/h200_tp${n}_noise" ;;
   tp)  # tensor-parallel live grid over every GPU of the machine (one GPU: a tp 1 smoke run of the
        # NCCL + CUDA-graph path), into calibration/live/h200_tp<N>; QUICK=1 for the small grid
     n=$(nvidia-smi -L | wc -l)

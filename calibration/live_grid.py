@@ -157,6 +157,38 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
     return setup + (warmup_cycles + p.repeats * num_cycles) * cycle + paired
 
 
+def plan_runs(todo: list[GridPoint], out: Path) -> list[tuple[GridPoint, int, Path]]:
+    """(point, repeats in this run, file to write) for the points of `todo`, in run order.
+
+    An interleaved point runs one repeat per pass over the grid, into
+    `out/.passes/{name}.pass{k}.json` (k < repeats; `merge_passes` pools them); the others run
+    their repeats back to back into `out/{name}.json`. Files already there are left out (resume).
+    """
+    passes_dir = out / ".passes"
+    num_passes = max([p.repeats for p in todo if p.interleaved], default=1)
+    runs = [(p, 1, passes_dir / f"{p.name}.pass{k}.json")
+            for k in range(num_passes) for p in todo if p.interleaved and k < p.repeats]
+    runs += [(p, p.repeats, out / f"{p.name}.json") for p in todo if not p.interleaved]
+    return [r for r in runs if _load(r[2]) is None]
+
+
+def merge_passes(todo: list[GridPoint], out: Path) -> None:
+    """Pool each interleaved point's pass files into `out/{name}.json` (live.merge_repeats) once
+    all its passes are there, then delete them (and `out/.passes` once empty)."""
+    from calibration.live import merge_repeats  # imports torch
+    passes_dir = out / ".passes"
+    for p in todo:
+        if not p.interleaved:
+            continue
+        parts = [_load(passes_dir / f"{p.name}.pass{k}.json") for k in range(p.repeats)]
+        if all(parts):
+            write_json_atomic(out / f"{p.name}.json", merge_repeats(parts).model_dump(mode="json"))
+            for k in range(p.repeats):
+                (passes_dir / f"{p.name}.pass{k}.json").unlink()
+    if passes_dir.is_dir() and not any(passes_dir.iterdir()):
+        passes_dir.rmdir()
+
+
 def _load(path: Path) -> LiveRun | None:
     try:
         return LiveRun.model_validate(json.loads(path.read_text()))
@@ -211,18 +243,11 @@ def main(argv: list[str] | None = None) -> None:
     est = sum(estimate_s(p, num_cycles, warmup) for p in todo) + 5.0 * len({p.size for p in todo})
     console.print(f"{len(points)} points, {len(points) - len(todo)} already in {args.out}; "
                   f"{len(todo)} to run, {warmup} + {num_cycles} cycles each: estimated {est:.0f} s on an H200")
-    from calibration.live import LiveSession, merge_repeats, run_live  # imports torch: after the estimate
+    from calibration.live import LiveSession, run_live  # imports torch: after the estimate
     session = LiveSession(args.device)
     start, failed = time.perf_counter(), []
-    passes_dir = args.out / ".passes"
-    num_passes = max([p.repeats for p in todo if p.interleaved], default=1)
-    # (pass, point, repeats in this run, file): interleaved points run once per pass, in grid order
-    runs = [(k, p, 1, passes_dir / f"{p.name}.pass{k}.json")
-            for k in range(num_passes) for p in todo if p.interleaved and k < p.repeats]
-    runs += [(0, p, p.repeats, args.out / f"{p.name}.json") for p in todo if not p.interleaved]
-    for i, (k, p, reps, path) in enumerate(runs):
-        if _load(path) is not None:
-            continue
+    runs = plan_runs(todo, args.out)
+    for i, (p, reps, path) in enumerate(runs):
         t0 = time.perf_counter()
         try:
             rec = run_live(p.scenario(num_cycles, warmup), p.speculative, num_cycles, warmup,
@@ -234,16 +259,7 @@ def main(argv: list[str] | None = None) -> None:
         write_json_atomic(path, rec.model_dump(mode="json"))
         console.print(f"[{i + 1}/{len(runs)}] {path.stem}: {rec.tok_per_s:.1f} tok/s, accept "
                       f"{rec.mean_accept_length:.2f} ({time.perf_counter() - t0:.1f} s)")
-    for p in todo:
-        if not p.interleaved:
-            continue
-        parts = [_load(passes_dir / f"{p.name}.pass{k}.json") for k in range(p.repeats)]
-        if all(parts):
-            write_json_atomic(args.out / f"{p.name}.json", merge_repeats(parts).model_dump(mode="json"))
-            for k in range(p.repeats):
-                (passes_dir / f"{p.name}.pass{k}.json").unlink()
-    if passes_dir.is_dir() and not any(passes_dir.iterdir()):
-        passes_dir.rmdir()
+    merge_passes(todo, args.out)
     console.print(f"ran {len(todo) - len(failed)} points in {time.perf_counter() - start:.0f} s")
     rows = [(p, r) for p in points if (r := _load(args.out / f"{p.name}.json")) is not None]
     print_table(rows)

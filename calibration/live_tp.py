@@ -1,6 +1,6 @@
 """Live speculative decoding over a tensor-parallel group: one process per rank, one LiveRun per point.
 
-    python -m calibration.live_tp --tp 2 --out calibration/live/h200_tp2 [--quick] [--device cpu|cuda]
+    python -m calibration.live_tp --tp 2 --out calibration/live/h200_tp2 [--quick | --noise] [--device cpu|cuda]
 
 `run_live_tp` runs on every rank of an initialised process group (NCCL with one GPU per rank,
 cuda:{local_rank}; gloo on CPU) the loop of `calibration/live.py` (`SpecLoop`, `DecodeLoop`)
@@ -21,14 +21,15 @@ before each repeat every rank synchronises its device and meets at a one-element
 (the barrier); rank 0 takes the wall clock from there to its final device sync and the phases
 (loop.PHASES) with CUDA events (GPU) or perf_counter (CPU). Rank 0 returns the LiveRun
 (hardware.gpu_count = group size), other ranks None. CUDA graphs (engine.cuda_graph) capture
-the NCCL collectives with the forwards (NCCL supports capture; not yet run on GPUs); eager on
+the NCCL collectives with the forwards (run on 2 H200s: calibration/live/h200_tp2); eager on
 CPU / gloo. The tp1_colocated loop captures the cat + broadcast as its own graph.
 
 The CLI spawns the ranks itself (torch.multiprocessing; NVLink SHARP / multicast off:
 NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1) and runs, per
 size (Llama-3.1-8B, Llama-3.2-1B shapes of `live_grid`, EAGLE-3 one-layer drafts; "tiny" for
 CPU smoke runs): both placements x num_steps 1..8 x acceptance_rate {0.5, 0.7, 0.9}, plus the
-no-speculation baseline; --quick: num_steps {1, 4} at 0.7 plus the baseline. Rank 0 writes
+no-speculation baseline; --quick: num_steps {1, 4} at 0.7 plus the baseline; --noise: the full
+grid, every point 3 times in interleaved passes with paired baselines (as live_grid --noise). Rank 0 writes
 each point atomically; points already written are skipped (resume).
 
 Left out: placements tp1_dedicated and tp<k> (k < tp_size), trees (topk > 1), pipeline parallelism.
@@ -37,6 +38,7 @@ Left out: placements tp1_dedicated and tp<k> (k < tp_size), trees (topk > 1), pi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import time
@@ -50,9 +52,9 @@ import torch.distributed as dist
 from calibration.build_profile import collect_hardware_info
 from calibration.live import (DRAFT_WEIGHT_SEED, TARGET_WEIGHT_SEED, DecodeLoop, SpecLoop, _capture, _Clock,
                               _time_repeats, live_record, oracle_accept_lengths)
-from calibration.live_grid import (ACCEPTANCE_RATES, CONTEXT_LEN, EST_HOST_S, NUM_CYCLES, NUM_STEPS,
-                                   QUICK_NUM_CYCLES, QUICK_WARMUP_CYCLES, SIZES, WARMUP_CYCLES, GridPoint,
-                                   _forward_s, _load, console, print_table)
+from calibration.live_grid import (ACCEPTANCE_RATES, CONTEXT_LEN, EST_HOST_S, NOISE_REPEATS, NUM_CYCLES,
+                                   NUM_STEPS, QUICK_NUM_CYCLES, QUICK_WARMUP_CYCLES, SIZES, WARMUP_CYCLES, GridPoint,
+                                   _forward_s, _load, console, merge_passes, plan_runs, print_table)
 from calibration.models import DraftModel, KVCache
 from calibration.tp_models import TPDraftModel, TPOps, TPTargetModel, check_shardable, group_rank_world
 from simulator.acceptance import build_acceptance
@@ -368,6 +370,15 @@ def grid(quick: bool, sizes: tuple[str, ...], graph: bool, tp_size: int) -> list
     return pts
 
 
+def noise_grid(sizes: tuple[str, ...], graph: bool, tp_size: int) -> list[TPGridPoint]:
+    """The full grid with NOISE_REPEATS repeats per point, run one repeat per pass over the grid
+    (interleaved: a drift of the machine that lasts a minute hits one repeat of many points, not
+    every repeat of one), each speculative repeat followed by a paired baseline, as
+    live_grid.noise_grid does on one GPU."""
+    return [dataclasses.replace(p, repeats=NOISE_REPEATS, paired_baseline=p.speculative, interleaved=True)
+            for p in grid(False, sizes, graph, tp_size)]
+
+
 def _forward_tp_s(ops: list, graph: bool) -> float:
     coll = sum(op.is_collective for op in ops)
     return _forward_s([op for op in ops if not op.is_collective], graph) + coll * EST_COLLECTIVE_S[graph]
@@ -395,9 +406,10 @@ def estimate_s(p: TPGridPoint, num_cycles: int, warmup_cycles: int) -> float:
     return setup + (warmup_cycles + p.repeats * num_cycles) * cycle + paired
 
 
-def _worker(rank: int, tp_size: int, device_kind: str, points: list[TPGridPoint], out: Path,
+def _worker(rank: int, tp_size: int, device_kind: str, runs: list[tuple[TPGridPoint, int, Path]],
             num_cycles: int, warmup_cycles: int) -> None:
-    """One rank of the CLI: join the group, run every point, rank 0 writes each LiveRun."""
+    """One rank of the CLI: join the group, run every (point, repeats, file) of `runs`
+    (live_grid.plan_runs), rank 0 writes each LiveRun to its file."""
     from calibration.collectives import DISABLE_MULTICAST_ENV
     os.environ.update(DISABLE_MULTICAST_ENV)
     on_cuda = device_kind == "cuda"
@@ -411,18 +423,18 @@ def _worker(rank: int, tp_size: int, device_kind: str, points: list[TPGridPoint]
                             **({"device_id": dev} if on_cuda else {}))
     try:
         session = TPLiveSession(dev)
-        for i, p in enumerate(points):
+        for i, (p, reps, path) in enumerate(runs):
             t0 = time.perf_counter()
             try:
                 rec = run_live_tp(p.scenario(num_cycles, warmup_cycles), p.speculative, num_cycles,
-                                  warmup_cycles, str(dev), p.repeats, None, session, p.paired_baseline)
+                                  warmup_cycles, str(dev), reps, None, session, p.paired_baseline)
             except ValueError as e:  # raised alike on every rank, before any collective of the point
                 if rank == 0:
                     console.print(f"[red]{p.name}: ValueError: {e}")
                 continue
             if rank == 0:
-                write_json_atomic(out / f"{p.name}.json", rec.model_dump(mode="json"))
-                console.print(f"[{i + 1}/{len(points)}] {p.name}: {rec.tok_per_s:.1f} tok/s, accept "
+                write_json_atomic(path, rec.model_dump(mode="json"))
+                console.print(f"[{i + 1}/{len(runs)}] {path.stem}: {rec.tok_per_s:.1f} tok/s, accept "
                               f"{rec.mean_accept_length:.2f} ({time.perf_counter() - t0:.1f} s)")
     finally:
         dist.destroy_process_group()
@@ -438,6 +450,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eager", action="store_true", help="on CUDA, eager instead of CUDA graphs")
     ap.add_argument("--cycles", type=int, default=None, help="timed cycles per point (override)")
     ap.add_argument("--warmup", type=int, default=None, help="warm-up cycles per point (override)")
+    ap.add_argument("--noise", action="store_true",
+                    help=f"every point {NOISE_REPEATS} times in interleaved passes, each speculative run "
+                         "followed by a paired baseline (run-to-run noise; records *_rep3.json)")
     args = ap.parse_args(argv)
     sizes = tuple(x for x in args.sizes.split(",") if x)
     if args.tp < 1:
@@ -452,7 +467,8 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--tp {args.tp} needs {args.tp} GPUs; {torch.cuda.device_count()} visible (--device cpu runs gloo)")
     num_cycles = args.cycles or (QUICK_NUM_CYCLES if args.quick else NUM_CYCLES)
     warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP_CYCLES if args.quick else WARMUP_CYCLES)
-    points = grid(args.quick, sizes, args.device == "cuda" and not args.eager, args.tp)
+    graph = args.device == "cuda" and not args.eager
+    points = noise_grid(sizes, graph, args.tp) if args.noise else grid(args.quick, sizes, graph, args.tp)
     for p in points:  # shapes that do not shard over --tp: one line before any process starts
         try:
             check_tp_scenario(p.scenario(num_cycles, warmup), args.tp)
@@ -465,12 +481,14 @@ def main(argv: list[str] | None = None) -> None:
                   f"over {args.tp} ranks, {warmup} + {num_cycles} cycles each"
                   + (f": estimated {est:.0f} s on H200s" if args.device == "cuda" else ""))
     start = time.perf_counter()
-    if todo:
+    runs = plan_runs(todo, args.out)
+    if runs:
         from calibration.collectives import _free_port, _spawn_env
         import torch.multiprocessing as torch_mp
         with _spawn_env(_free_port(), "nccl" if args.device == "cuda" else "gloo"):
-            torch_mp.spawn(_worker, args=(args.tp, args.device, todo, args.out, num_cycles, warmup),
+            torch_mp.spawn(_worker, args=(args.tp, args.device, runs, num_cycles, warmup),
                            nprocs=args.tp, join=True)
+    merge_passes(todo, args.out)
     console.print(f"ran {len(todo)} points in {time.perf_counter() - start:.0f} s")
     rows = [(p, r) for p in points if (r := _load(args.out / f"{p.name}.json")) is not None]
     print_table(rows)

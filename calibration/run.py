@@ -1,5 +1,5 @@
 """One command for a calibration: per-op tables, host overheads, roofline, whole forwards,
-collectives (when calibration/collectives.py is there and more than one GPU is), then the profile.
+collectives and whole forwards over TP groups (when more than one GPU is), then the profile.
 
     python -m calibration.run --out calibration/profiles/h200.json --points calibration/points/h200.jsonl   (as calibration/h200_run.sh runs it; the default --out is calibration/profiles/local.json, its points
     calibration/profiles/local.points.jsonl)
@@ -49,6 +49,18 @@ def _collectives(store: PointStore, quick: bool, tp_sizes: list[int], command: s
         measure_collectives(store, quick=quick, **{k: v for k, v in offered.items() if k in params})
     except Exception as e:  # noqa: BLE001 - the op points are stored; build the profile anyway
         warnings.warn(f"collectives failed, profile built without them: {type(e).__name__}: {e}", stacklevel=2)
+
+
+def _tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: list[int], grid: OpGrid,
+                 settings: TimingSettings, command: str) -> None:
+    """Whole target forwards over TP groups of 2+ GPUs (calibration.tp_forwards), when there are."""
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        return
+    from calibration.tp_forwards import measure_tp_forwards
+    try:
+        measure_tp_forwards(store, models, [t for t in tp_sizes if t > 1], grid, command=command, settings=settings)
+    except Exception as e:  # noqa: BLE001 - the op points are stored; build the profile anyway
+        warnings.warn(f"tp forwards failed, profile built without them: {type(e).__name__}: {e}", stacklevel=2)
 
 
 def available_memory_bytes(dev: torch.device) -> int | None:
@@ -159,7 +171,8 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
         device: 'cuda', 'cuda:1', 'cpu'; default CUDA when available.
         grid, settings: override the grid and timing (tests use tiny ones).
         name: profile name (default: the output file's stem).
-        forwards: also time whole target forwards at tp 1.
+        forwards: also time whole forwards at tp 1 (targets; drafts' step and extend) and, with
+            2+ GPUs, over TP groups of each size in tp_sizes the GPUs allow (calibration.tp_forwards).
 
     Returns:
         The profile written.
@@ -198,22 +211,34 @@ def run_calibration(out_profile: Path, points_path: Path, quick: bool = False, r
     measure_loop_overhead_curve(store, dev, command)
     bench_ops.bench_ops(store, models, tp_sizes, grid, dev, dtype, settings, command)
     if forwards:
-        for m in (m for m in models if not bench_ops.is_draft(m)):
+        for m in models:
             _bench_forward(store, m, grid, dev, dtype, settings, command)
     _collectives(store, quick, tp_sizes, command)
+    if forwards:
+        _tp_forwards(store, models, tp_sizes, grid, settings, command)
     return write_profile(store.records(), Path(out_profile), name or Path(out_profile).stem,
                          description=f"{'quick ' if quick else ''}calibration on {dev}", command_line=command)
 
 
 def _bench_forward(store: PointStore, m: ModelShape, grid: OpGrid, dev: torch.device, dtype: torch.dtype,
                    settings: TimingSettings, command: str) -> None:
+    """Whole forwards of one model at tp 1: a target's forward, or a draft's step and extend."""
     max_len = max(grid.forward_context_len) + max(grid.forward_num_tokens)
-    make, impl = bench_ops.models_forward(m, dev, dtype, max_len), "calibration.models.TargetModel"
-    if make is None:
-        warnings.warn("calibration.models not importable: whole forwards run the op chain stand-in", stacklevel=2)
-        make, impl = bench_ops.ops_chain_forward(m, 1, dev, dtype), "op chain stand-in (bench_ops.ops_chain_forward)"
-    bench_ops.bench_forwards(store, m.name, 1, make, grid, dev, settings, command, impl=impl)
-    del make
+    if bench_ops.is_draft(m):
+        if m.num_fc_input_hidden_states < 1:  # not an EAGLE-3 draft the live loop can run: per-op only
+            return
+        for phase in ("draft", "draft_extend"):
+            make = bench_ops.draft_forward(m, dev, dtype, max_len, extend=phase == "draft_extend")
+            bench_ops.bench_forwards(store, m.name, 1, make, grid, dev, settings, command,
+                                     impl="calibration.models.DraftModel", phase=phase)
+            del make
+    else:
+        make, impl = bench_ops.models_forward(m, dev, dtype, max_len), "calibration.models.TargetModel"
+        if make is None:
+            warnings.warn("calibration.models not importable: whole forwards run the op chain stand-in", stacklevel=2)
+            make, impl = bench_ops.ops_chain_forward(m, 1, dev, dtype), "op chain stand-in (bench_ops.ops_chain_forward)"
+        bench_ops.bench_forwards(store, m.name, 1, make, grid, dev, settings, command, impl=impl)
+        del make
     if dev.type == "cuda":
         torch.cuda.empty_cache()
 
@@ -239,7 +264,7 @@ def main(out: Path = typer.Option(Path("calibration/profiles/local.json"), help=
          scenario: Optional[list[Path]] = typer.Option(None, help="Measure these scenarios' target/draft shapes."),
          tp: list[int] = typer.Option([1, 2, 4, 8], help="TP sizes whose sharded shapes are measured."),
          device: Optional[str] = typer.Option(None, help="torch device; default cuda when available."),
-         forwards: bool = typer.Option(True, help="Also time whole target forwards (tp 1)."),
+         forwards: bool = typer.Option(True, help="Also time whole target forwards (tp 1; tp 2+ over the GPUs there are)."),
          name: Optional[str] = typer.Option(None, help="Profile name; default the file stem.")) -> None:
     """Calibrate this machine and write a CalibrationProfile."""
     models = _scenario_models(scenario) if scenario else None

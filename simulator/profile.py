@@ -178,9 +178,16 @@ class OpTable(StrictModel):
 
 
 class ForwardTable(StrictModel):
-    """Whole-forward GPU latency of one model at one TP size: num_tokens x context_len grid."""
+    """Whole-forward GPU latency of one model at one TP size: num_tokens x context_len grid.
+
+    A target's table (phase 'forward') prices its verify and decode forwards; a draft's tables
+    price its draft step ('draft', num_tokens per request = that step's tokens) and its draft
+    extend ('draft_extend', num_tokens = the accepted tokens it catches up on).
+    """
 
     model: str = Field(description="ModelShape.name it applies to.")
+    phase: Literal["forward", "draft", "draft_extend"] = Field(
+        "forward", description="'forward' (a target: verify and decode), 'draft' or 'draft_extend' (a draft).")
     shape: dict | None = Field(None, description="The measured ModelShape's fields (name aside); a scenario "
                                                  "model of that name but another shape does not use the table.")
     tp_size: int = Field(ge=1)

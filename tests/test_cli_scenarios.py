@@ -61,6 +61,7 @@ def test_cli_json_and_trace(tmp_path):
     out, trace = tmp_path / "r.json", tmp_path / "t.json"
     r = runner.invoke(app, ["simulate", str(ROOT / "scenarios" / "llama8b_h200.yaml"), "--set",
                             "workload.num_cycles=30", "--set", "engine.granularity=kernel",
+                            "--set", "costs.source=per_op",  # per-op kernels (whole forwards are one each)
                             "--json", str(out), "--trace", str(trace)])
     assert r.exit_code == 0, r.output
     data = json.loads(out.read_text())

@@ -197,7 +197,45 @@ def test_whole_forward_tables_drive_the_target_when_asked():
     assert fwd == pytest.approx(cost.lookup.forward_us("tiny-target", 1, "graph", 4, 512))
     # no table for the draft: its per-op sum, with a note
     assert len(cost.draft_step_forward(0).kernels) == DRAFT_STEP_KERNELS
-    assert any("no whole-forward table for tiny-draft" in n for n in cost.notes)
+    assert any("no whole-forward draft table for tiny-draft" in n for n in cost.notes)
+
+
+def test_draft_tables_drive_the_draft_step_and_extend_apart():
+    from simulator.profile import ForwardTable
+    from tests.conftest import ASSUMED
+    grid = dict(tp_size=1, mode="graph", num_tokens=[1, 8], context_len=[256, 1024], provenance=ASSUMED)
+    step = ForwardTable(model="tiny-draft", phase="draft", latency_us=[[10.0, 20.0], [40.0, 80.0]], **grid)
+    ext = ForwardTable(model="tiny-draft", phase="draft_extend", latency_us=[[30.0, 60.0], [90.0, 180.0]], **grid)
+    cost = CostModel(make_scenario(costs=dict(source="whole_forward")), flat_profile(forwards=[step, ext]))
+    (k,) = cost.draft_step_forward(0).kernels
+    assert k.name == "forward" and k.gpu_us == pytest.approx(cost.lookup.forward_us("tiny-draft", 1, "graph", 1, 512,
+                                                                                    "draft"))
+    extend = cost.draft_extend_forward(3).kernels
+    assert extend[0].name == "forward" and len(extend) > 1  # + the extend's gathers, per op
+    assert extend[0].gpu_us == pytest.approx(cost.lookup.forward_us("tiny-draft", 1, "graph", 3, 512, "draft_extend"))
+    assert 30.0 < extend[0].gpu_us < 180.0 and k.gpu_us < 20.0 + 1e-9
+    # the draft's tables never price the target: no target table -> per-op verify, with a note
+    assert "forward" not in [k.name for k in cost.verify_forward().kernels]
+    assert any("no whole-forward forward table for tiny-target" in n for n in cost.notes)
+    with pytest.raises(KeyError, match="phase=forward"):
+        cost.lookup.forward_us("tiny-draft", 1, "graph", 1, 512)
+
+
+def test_a_table_of_the_same_shape_under_another_name_applies_another_shape_does_not():
+    from simulator.profile import ForwardTable
+    from tests.conftest import ASSUMED
+    sc = make_scenario(costs=dict(source="whole_forward"))
+    shape = sc.draft.model_dump(exclude={"name", "config_path"})
+    grid = dict(tp_size=1, mode="graph", phase="draft", num_tokens=[1, 8], context_len=[256, 1024],
+                latency_us=[[10.0, 20.0], [40.0, 80.0]], provenance=ASSUMED)
+    renamed = ForwardTable(model="other-name", shape=shape, **grid)
+    cost = CostModel(sc, flat_profile(forwards=[renamed]))
+    assert [k.name for k in cost.draft_step_forward(0).kernels] == ["forward"]
+    assert any("other-name (same shape) used" in n for n in cost.notes)
+    wider = ForwardTable(model="other-name", shape={**shape, "hidden_size": shape["hidden_size"] * 2}, **grid)
+    unnamed = ForwardTable(model="no-shape", **grid)  # no recorded shape: only its own name matches
+    cost = CostModel(sc, flat_profile(forwards=[wider, unnamed]))
+    assert len(cost.draft_step_forward(0).kernels) == DRAFT_STEP_KERNELS
 
 
 def test_loop_overhead_curve_sets_host_schedule_at_the_cycles_gpu_time():

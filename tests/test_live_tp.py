@@ -279,3 +279,20 @@ def test_cli_quick_writes_valid_points_and_resumes(tmp_path, capsys):
     assert "1 to run" in capsys.readouterr().out.replace("\n", " ")
     new = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
     assert set(new) == set(stamps) and {k for k in new if new[k] != stamps[k]} == {again}
+
+
+def test_cli_noise_runs_interleaved_passes_and_pools_them(tmp_path, monkeypatch):
+    quick_grid = live_tp.grid
+    monkeypatch.setattr(live_tp, "grid", lambda quick, *a: quick_grid(True, *a)[:2] + quick_grid(True, *a)[-1:])
+    pts = live_tp.noise_grid(("tiny",), False, 2)
+    assert [p.repeats for p in pts] == [3] * 3 and all(p.interleaved for p in pts)
+    assert [p.paired_baseline for p in pts] == [True, True, False]
+    live_tp.main(["--tp", "2", "--out", str(tmp_path), "--noise", "--device", "cpu", "--sizes", "tiny",
+                  "--cycles", "2", "--warmup", "1"])
+    assert not (tmp_path / ".passes").exists()  # every pass pooled, pass files removed
+    assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in pts)
+    for p in pts:
+        rec = LiveRun.model_validate_json((tmp_path / f"{p.name}.json").read_text())
+        assert p.name.endswith("_rep3") and len(rec.repeat_tok_per_s) == 3 and rec.num_cycles == 2
+        assert sum(rec.repeat_num_tokens) == rec.num_tokens and len(set(rec.repeat_num_tokens)) == 1
+        assert (rec.paired_baseline_tok_per_s is not None) == p.speculative

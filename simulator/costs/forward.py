@@ -197,14 +197,18 @@ class CostModel:
     def _model_kernels(self, model: ModelShape, tp: int, n: int, phase: str, ranks: tuple[int, ...],
                        ops: list[O.Op]) -> list[Kernel]:
         """A model's forward: its whole-forward table when costs.source is whole_forward and the
-        profile has one (batch 1: the tables are measured at batch 1), else the per-op sum."""
+        profile has one (batch 1: the tables are measured at batch 1; the target's 'forward' table
+        for verify and decode, the draft's 'draft' / 'draft_extend' tables), else the per-op sum.
+        A whole forward at tp > 1 includes its collectives (timed over the TP group)."""
         b, c = self.b, self.c
+        table = phase if phase in ("draft", "draft_extend") else "forward"
         if self.sc.costs.source == "whole_forward":
-            if b == 1 and self.lookup.has_forward(model, tp, self.mode):
-                gpu = self.lookup.forward_us(model.name, tp, self.mode, n, c) * self.sc.costs.compute_latency_scale
+            found = self.lookup.find_forward(model, tp, self.mode, table) if b == 1 else None
+            if found is not None:
+                gpu = self.lookup.table_us(found, n, c) * self.sc.costs.compute_latency_scale
                 return [Kernel("forward", phase, "compute", gpu, 0.0, ranks)]
-            self.lookup.notes.add(f"no whole-forward table for {model.name} tp{tp} {self.mode} at batch {b}: "
-                                  "per-op sum")
+            self.lookup.notes.add(f"no whole-forward {table} table for {model.name} tp{tp} {self.mode} at batch "
+                                  f"{b}: per-op sum")
         return self._kernels(ops, phase, ranks)
 
     def _build_forward(self, phase: str, n: int) -> Forward:

@@ -155,38 +155,59 @@ class LatencyLookup:
         return inside * roof / roofline_collective_us(kind, s, world_size, self.rf)
 
     # ---- whole forwards -----------------------------------------------------------------------
-    def has_forward(self, model, tp_size: int, mode: str) -> bool:
-        """Whether the profile has a whole-forward table for this model (a ModelShape: same name
-        and, where the table recorded it, the same shape), tp_size and mode."""
-        for t in self.profile.forwards:
-            if t.model == model.name and t.tp_size == tp_size and t.mode == mode:
-                mine = model.model_dump(exclude={"name", "config_path"})
-                if t.shape is None or all(mine.get(k) == v for k, v in t.shape.items()):
-                    return True
-                self.notes.add(f"whole-forward table for {model.name} was measured with another shape")
-        return False
+    def find_forward(self, model, tp_size: int, mode: str, phase: str = "forward") -> ForwardTable | None:
+        """The whole-forward table for this model (a ModelShape), tp_size, mode and phase ('forward'
+        for a target; 'draft' or 'draft_extend' for a draft), or None.
 
-    def forward_us(self, model: str, tp_size: int, mode: str, num_tokens: int, context_len: int) -> float:
-        """Whole-forward latency from a ForwardTable.
+        A table applies when it names the model and, where it recorded a shape, has the model's
+        shape; a table recorded under another name with exactly the model's shape applies too
+        (the cost depends on the shape, not the name; a note says so).
+        """
+        mine = model.model_dump(exclude={"name", "config_path"})
+        same_shape = lambda t: t.shape is not None and all(mine.get(k) == v for k, v in t.shape.items())  # noqa: E731
+        cands = [t for t in self.profile.forwards if t.tp_size == tp_size and t.mode == mode and t.phase == phase]
+        for t in cands:
+            if t.model == model.name:
+                if t.shape is None or same_shape(t):
+                    return t
+                self.notes.add(f"whole-forward table for {model.name} was measured with another shape")
+        for t in cands:
+            if t.model != model.name and same_shape(t):
+                self.notes.add(f"{model.name}: whole-forward {phase} table of {t.model} (same shape) used")
+                return t
+        return None
+
+    def has_forward(self, model, tp_size: int, mode: str, phase: str = "forward") -> bool:
+        """Whether `find_forward` finds a table."""
+        return self.find_forward(model, tp_size, mode, phase) is not None
+
+    def forward_us(self, model: str, tp_size: int, mode: str, num_tokens: int, context_len: int,
+                   phase: str = "forward") -> float:
+        """Whole-forward latency from a ForwardTable (see has_forward for `phase`).
 
         Raises:
-            KeyError: no table for (model, tp_size, mode), naming the tables there are.
+            KeyError: no table for (model, tp_size, mode, phase), naming the tables there are.
         """
         table = next((t for t in self.profile.forwards
-                      if t.model == model and t.tp_size == tp_size and t.mode == mode), None)
+                      if t.model == model and t.tp_size == tp_size and t.mode == mode and t.phase == phase), None)
         if table is None:
-            have = sorted({(t.model, t.tp_size, t.mode) for t in self.profile.forwards})
+            have = sorted({(t.model, t.tp_size, t.mode, t.phase) for t in self.profile.forwards})
             raise KeyError(f"profile {self.profile.name!r} has no whole-forward table for model "
-                           f"{model!r} tp_size={tp_size} mode={mode}; it has {have or 'none'}")
+                           f"{model!r} tp_size={tp_size} mode={mode} phase={phase}; it has {have or 'none'}")
+        return self.table_us(table, num_tokens, context_len)
+
+    def table_us(self, table: ForwardTable, num_tokens: int, context_len: int) -> float:
+        """Latency from one ForwardTable, interpolated (clamped at its edges, with a note)."""
         interp = self._forward_interp(table)
         point = {"num_tokens": float(num_tokens), "context_len": float(context_len)}
         edge = interp.clamp(point)
         if edge != point:
-            self.notes.add(f"forward {model}: ({num_tokens}, {context_len}) outside measured range: clamped")
+            self.notes.add(f"forward {table.model} {table.phase}: ({num_tokens}, {context_len}) outside measured "
+                           "range: clamped")
         return interp(edge)
 
     def _forward_interp(self, table: ForwardTable) -> _Interp:
-        key = (table.model, table.tp_size, table.mode)
+        key = (table.model, table.tp_size, table.mode, table.phase)
         if key not in self._fwd_interp:
             self._fwd_interp[key] = _Interp(["num_tokens", "context_len"],
                                             {"num_tokens": table.num_tokens, "context_len": table.context_len},

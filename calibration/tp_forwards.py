@@ -1,0 +1,222 @@
+"""Whole target and draft forwards over a tensor-parallel group: the profile's ForwardTables at tp > 1.
+
+    python -m calibration.tp_forwards --tp 2 --sizes 8b --points calibration/points/h200_tp2_forwards.jsonl
+
+At tp 1 the calibration times the whole target forward on one GPU (`bench_ops.bench_forwards`,
+`fwd:{model}:1:{mode}:{n}:{c}` points). At tp > 1 a forward is the sharded matmuls of every rank
+plus its allreduces and the lm_head all_gather, and the per-op sum of those (op tables timed one
+kernel at a time on one GPU, collectives timed alone) misses what the kernels do to each other
+and the ranks' skew at each collective. This module times the forward of `calibration.tp_models.
+TPTargetModel` itself: one process per rank (NCCL, cuda:{rank}; gloo on CPU for tests), the
+same points (`fwd:{model}:{tp}:graph:{n}:{c}`, batch 1, no EAGLE-3 hidden-state capture, as at
+tp 1) and the same timing as tp 1 (`bench_ops.bench_forwards`: one forward captured in a CUDA
+graph with its collectives, replayed between CUDA events, median / p10 / p90 of 20 replays;
+wall clock on CPU). Every rank replays in lock step (the capture and the replay counts are
+fixed, never adapted to a rank's own estimate); rank 0's events are recorded, so a point is the
+time from rank 0's launch to the end of its forward, waits for the other ranks included.
+
+Rank 0 sends each point to the parent process, which appends it to the PointStore: an
+interrupted run keeps what it measured, and a rerun measures only the missing points.
+`calibration.build_profile.forward_tables` turns the points into ForwardTable(tp_size=tp);
+`simulator/costs/forward.py` uses it for the target's verify and decode forwards when the
+scenario's costs.source is whole_forward (`specdecsim validate --costs-source whole_forward`).
+
+Drafts (placement shared_tp: the draft sharded over the same group) get the same treatment with
+`TPDraftModel`: a draft step ('draft' table) and a draft extend ('draft_extend') over the grid,
+`fwd:{model}:{tp}:graph:{phase}:{n}:{c}` points (`bench_ops.draft_forward`).
+
+Left out: eager mode (the live TP loop runs CUDA graphs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as torch_mp
+
+from calibration import bench_ops
+from calibration.bench_ops import DEFAULT_GRID, QUICK_GRID, OpGrid, TimingSettings
+from calibration.build_profile import collect_hardware_info
+from calibration.collectives import DISABLE_MULTICAST_ENV, _drain, _free_port, _spawn_env, console
+from calibration.store import PointStore
+from calibration.tp_models import TPDraftModel, TPTargetModel, check_shardable
+from simulator.config import ModelShape
+
+FORWARD_SEED = 0  # target weights (as calibration.models.TargetModel's seed) and inputs, equal on every rank
+DRAFT_SEED = 1  # draft weights (as calibration.models.DraftModel's)
+MODE = {"nccl": "graph", "gloo": "eager"}  # CUDA graphs on GPUs; gloo (CPU) cannot capture
+
+
+def phases(model: ModelShape) -> tuple[str, ...]:
+    """Whole-forward tables of a model: a target's 'forward'; a draft's 'draft' and 'draft_extend'."""
+    return ("draft", "draft_extend") if bench_ops.is_draft(model) else ("forward",)
+
+
+def point_keys(model: ModelShape, tp_size: int, grid: OpGrid, mode: str) -> list[tuple[str, int, int]]:
+    """(store key, num_tokens, context_len) of every whole-forward point of `model` at `tp_size`."""
+    return [(bench_ops.forward_key(model.name, tp_size, mode, n, c, ph), n, c) for ph in phases(model)
+            for n in grid.forward_num_tokens for c in grid.forward_context_len]
+
+
+class _QueueStore:
+    """The PointStore face `bench_ops.bench_forwards` writes to, inside a rank: rank 0 forwards
+    each point to the parent's queue, other ranks drop theirs. `done` is False for every key:
+    the parent passes only the points still to measure."""
+
+    def __init__(self, queue, rank: int):
+        self.queue, self.rank = queue, rank
+
+    def done(self, key: str) -> bool:
+        return False
+
+    def add(self, key: str, record: dict) -> None:
+        if self.rank == 0:
+            self.queue.put((key, record))
+
+
+def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGrid, settings: TimingSettings,
+            command: str, timeout_s: float, queue) -> None:
+    """One rank: join the group, build this rank's shard of `model`, time every forward of `grid`."""
+    os.environ.update(DISABLE_MULTICAST_ENV)
+    on_cuda = backend == "nccl"
+    dev = torch.device("cuda", rank) if on_cuda else torch.device("cpu")
+    dtype = torch.bfloat16 if on_cuda else torch.float32
+    if on_cuda:
+        torch.cuda.set_device(dev)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // tp_size))
+    dist.init_process_group(backend, rank=rank, world_size=tp_size, timeout=datetime.timedelta(seconds=timeout_s),
+                            **({"device_id": dev} if on_cuda else {}))
+    try:
+        torch.manual_seed(FORWARD_SEED)  # the same input ids (and draft inputs) on every rank
+        max_len = max(grid.forward_context_len) + max(grid.forward_num_tokens)
+        if bench_ops.is_draft(model):
+            draft = TPDraftModel(model, None, dev, dtype, DRAFT_SEED)
+            makes = {ph: bench_ops.draft_forward(model, dev, dtype, max_len, ph == "draft_extend", model=draft)
+                     for ph in phases(model)}
+        else:
+            target = TPTargetModel(model, None, dev, dtype, FORWARD_SEED, num_aux_states=0)
+            makes = {"forward": bench_ops.models_forward(model, dev, dtype, max_len, model=target)}
+        for ph, make in makes.items():
+            bench_ops.bench_forwards(_QueueStore(queue, rank), model.name, tp_size, make, grid, dev, settings,
+                                     command, modes=(MODE[backend],), progress=rank == 0, phase=ph,
+                                     impl=f"calibration.tp_models.TP{'Draft' if ph != 'forward' else 'Target'}Model "
+                                          f"over {tp_size} ranks ({backend})")
+    finally:
+        dist.destroy_process_group()
+
+
+def measure_tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: list[int], grid: OpGrid = DEFAULT_GRID,
+                        backend: str | None = None, command: str | None = None,
+                        settings: TimingSettings | None = None, timeout_s: float = 600.0) -> int:
+    """Time whole target forwards of `models` at every TP size of `tp_sizes` not yet in `store`.
+
+    Args:
+        store: PointStore; points already there are skipped (resume).
+        models: target shapes (table 'forward') and EAGLE-3 draft shapes (tables 'draft' and
+            'draft_extend'; drafts without num_fc_input_hidden_states are skipped).
+        tp_sizes: group sizes >= 2; sizes above the GPUs there are (CPU processes with gloo), or that a
+            model's heads, KV heads, intermediate size or vocabulary do not divide by, are skipped.
+        grid: forward_num_tokens x forward_context_len.
+        backend: 'nccl' (default with >= 2 CUDA GPUs: CUDA-graph points) or 'gloo' (CPU processes,
+            wall clock, recorded as mode 'eager'; tests).
+        command: provenance recorded with each point (default: this process's command line).
+        settings: timing (bench_ops.TimingSettings; one forward per replay whatever max_reps says).
+        timeout_s: process-group timeout: a hung rank fails the run instead of hanging it.
+
+    Returns:
+        Points measured and stored by this call (0 with fewer than 2 GPUs and no backend='gloo').
+
+    Raises:
+        ValueError: an unknown backend.
+        torch.multiprocessing.ProcessRaisedException: a rank failed (points stored before are kept).
+    """
+    if backend is None:
+        if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+            console.print("tp forwards: fewer than 2 CUDA GPUs, nothing measured")
+            return 0
+        backend = "nccl"
+    if backend not in ("nccl", "gloo"):
+        raise ValueError(f"backend {backend!r}: use 'nccl' or 'gloo'")
+    max_world = torch.cuda.device_count() if backend == "nccl" else max(os.cpu_count() or 2, 2)
+    settings = dataclasses.replace(settings or TimingSettings(), max_reps=1, target_replay_us=0.0)
+    command = command or shlex.join([Path(sys.executable).name, *sys.argv])
+    written = 0
+    for tp in sorted(set(tp_sizes)):
+        if not 2 <= tp <= max_world:
+            console.print(f"tp forwards: tp {tp} skipped (need 2 <= tp <= {max_world})")
+            continue
+        for m in models:
+            if bench_ops.is_draft(m) and m.num_fc_input_hidden_states < 1:
+                continue  # not an EAGLE-3 draft the live loop runs: per-op only
+            try:
+                check_shardable(m, tp, "draft" if bench_ops.is_draft(m) else "target")
+            except ValueError as e:
+                console.print(f"tp forwards: {m.name} tp {tp} skipped: {e}")
+                continue
+            keys = point_keys(m, tp, grid, MODE[backend])
+            todo_n = sorted({n for k, n, _ in keys if not store.done(k)})
+            if not todo_n:
+                console.print(f"tp forwards: {m.name} tp {tp}: all points already stored")
+                continue
+            if not store.done(f"meta:model:{m.name}"):
+                store.add(f"meta:model:{m.name}", m.model_dump(mode="json"))
+            # whole num_tokens rows (every context) are remeasured together; rows already complete are skipped
+            sub = dataclasses.replace(grid, forward_num_tokens=tuple(todo_n))
+            t0 = time.perf_counter()
+            console.print(f"tp forwards: {m.name} tp {tp} ({backend}): {len(todo_n) * len(grid.forward_context_len)} "
+                          "points")
+            queue = torch_mp.get_context("spawn").SimpleQueue()
+            with _spawn_env(_free_port(), backend):
+                procs = torch_mp.start_processes(_worker, args=(tp, backend, m, sub, settings, command, timeout_s,
+                                                                queue),
+                                                 nprocs=tp, join=False, start_method="spawn")
+                try:
+                    while not procs.join(timeout=0.2):
+                        written += _drain(queue, store)
+                finally:
+                    written += _drain(queue, store)
+            console.print(f"tp forwards: {m.name} tp {tp}: done in {time.perf_counter() - t0:.1f} s")
+    if written:
+        hw = collect_hardware_info()
+        store.add(f"meta:hardware:tp_forwards:{backend}", {**hw, "command": command})
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    from calibration.live_grid import SIZES
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tp", type=int, nargs="+", default=None, help="TP sizes (default: 2 .. the GPUs there are)")
+    ap.add_argument("--points", type=Path, required=True, help="PointStore JSONL to append to (resumes)")
+    ap.add_argument("--sizes", default="8b", help=f"comma-separated (target, draft) shapes of {', '.join(SIZES)}")
+    ap.add_argument("--quick", action="store_true", help="the quick forward grid (num_tokens 1, 4, 16)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: gloo processes, wall clock")
+    args = ap.parse_args(argv)
+    sizes = [x for x in args.sizes.split(",") if x]
+    if not sizes or any(x not in SIZES for x in sizes):
+        ap.error(f"--sizes must be a comma-separated list of {', '.join(SIZES)}, got {args.sizes!r}")
+    if args.points.is_dir():
+        ap.error(f"--points {args.points} is a folder; give a .jsonl file")
+    ngpu = torch.cuda.device_count() if args.device == "cuda" else 0
+    if args.device == "cuda" and ngpu < 2:
+        ap.error(f"--device cuda needs >= 2 GPUs; {ngpu} visible (--device cpu runs gloo processes)")
+    tps = args.tp or list(range(2, ngpu + 1))
+    if any(t < 2 for t in tps):
+        ap.error(f"--tp sizes must be >= 2, got {tps}")
+    store = PointStore(args.points)
+    n = measure_tp_forwards(store, [m for s in sizes for m in SIZES[s]], tps, QUICK_GRID if args.quick else DEFAULT_GRID,
+                            backend="nccl" if args.device == "cuda" else "gloo")
+    console.print(f"stored {n} points in {args.points}")
+
+
+if __name__ == "__main__":
+    main()

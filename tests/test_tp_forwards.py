@@ -1,0 +1,84 @@
+"""calibration.tp_forwards on CPU: 2 gloo ranks time a tiny TP target's whole forward."""
+
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from calibration import tp_forwards  # noqa: E402
+from calibration.bench_ops import QUICK_GRID, TimingSettings  # noqa: E402
+from calibration.build_profile import forward_tables  # noqa: E402
+from calibration.store import PointStore  # noqa: E402
+from simulator.config import ModelShape  # noqa: E402
+
+TARGET = ModelShape(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, intermediate_size=128, vocab_size=256)
+DRAFT = TARGET.model_copy(update=dict(name="tiny-draft", num_hidden_layers=1, draft_vocab_size=96,
+                                      num_fc_input_hidden_states=3))
+ODD = TARGET.model_copy(update=dict(name="odd-heads", num_attention_heads=3, num_key_value_heads=3,
+                                    hidden_size=48))
+GRID = dataclasses.replace(QUICK_GRID, forward_num_tokens=(1, 3), forward_context_len=(16, 32))
+FAST = TimingSettings(num_replays=3, num_warmup=1)
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tpf") / "points.jsonl"
+    n = tp_forwards.measure_tp_forwards(PointStore(path), [TARGET, DRAFT, ODD], [2], GRID, backend="gloo",
+                                        command="test", settings=FAST)
+    return path, n
+
+
+def test_every_forward_point_of_the_target_is_stored_once(measured):
+    path, n = measured
+    recs = PointStore(path).records()
+    fwd = {k: r for k, r in recs.items() if k.startswith("fwd:")}
+    want = {f"fwd:tiny-target:2:eager:{t}:{c}" for t in (1, 3) for c in (16, 32)}
+    want |= {f"fwd:tiny-draft:2:eager:{ph}:{t}:{c}" for ph in ("draft", "draft_extend") for t in (1, 3)
+             for c in (16, 32)}
+    assert n == len(want) and set(fwd) == want  # the unshardable shape is skipped
+    for k, r in fwd.items():
+        assert r["tp_size"] == 2 and 0 < r["p10_latency_us"] <= r["latency_us"] <= r["p90_latency_us"]
+        model = "TPDraftModel" if "draft" in k else "TPTargetModel"
+        assert f"{model} over 2 ranks" in r["impl"] and r["command"] == "test"
+    assert recs["meta:model:tiny-target"]["hidden_size"] == 64 and "meta:model:tiny-draft" in recs
+
+
+def test_points_build_a_tp2_forward_table_with_the_shape(measured):
+    path, _ = measured
+    tables = forward_tables(PointStore(path).records())
+    assert sorted((t.model, t.tp_size, t.mode, t.phase) for t in tables) == [
+        ("tiny-draft", 2, "eager", "draft"), ("tiny-draft", 2, "eager", "draft_extend"),
+        ("tiny-target", 2, "eager", "forward")]
+    for table in tables:
+        assert table.num_tokens == [1, 3] and table.context_len == [16, 32]
+        assert table.shape["num_attention_heads"] == 4
+
+
+def test_rerun_measures_only_missing_rows(measured, tmp_path):
+    path, _ = measured
+    copy = tmp_path / "points.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    copy.write_text("".join(x for x in lines if ":3:32\"" not in x))  # drop one point of row num_tokens=3
+    store = PointStore(copy)
+    assert not store.done("fwd:tiny-target:2:eager:3:32")
+    n = tp_forwards.measure_tp_forwards(store, [TARGET], [2], GRID, backend="gloo", command="test", settings=FAST)
+    assert n == 2 and store.done("fwd:tiny-target:2:eager:3:32")  # the whole row (2 contexts) again
+    assert tp_forwards.measure_tp_forwards(store, [TARGET], [2], GRID, backend="gloo", settings=FAST) == 0
+
+
+def test_nothing_without_two_gpus_and_bad_backend_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert tp_forwards.measure_tp_forwards(PointStore(tmp_path / "p.jsonl"), [TARGET], [2]) == 0
+    with pytest.raises(ValueError, match="backend"):
+        tp_forwards.measure_tp_forwards(PointStore(tmp_path / "p.jsonl"), [TARGET], [2], backend="mpi")
+
+
+def test_cli_refuses_bad_arguments(tmp_path, capsys):
+    for argv, msg in ((["--points", str(tmp_path), "--device", "cpu"], "is a folder"),
+                      (["--points", str(tmp_path / "p.jsonl"), "--sizes", "70b", "--device", "cpu"], "--sizes"),
+                      (["--points", str(tmp_path / "p.jsonl"), "--tp", "1", "--device", "cpu"], ">= 2")):
+        with pytest.raises(SystemExit):
+            tp_forwards.main(argv)
+        assert msg in capsys.readouterr().err
