@@ -3,8 +3,8 @@
     python docs/make_calibration_table.py
 
 Every figure comes from calibration/profiles/h200.json and calibration/points/*.jsonl, which
-`bash calibration/h200_run.sh calibrate` (one H200) and `bash calibration/h200_run.sh collectives`
-(2x H200) measured on the lent machines.
+`bash calibration/h200_run.sh calibrate` (one H200), `bash calibration/h200_run.sh collectives`
+and `bash calibration/h200_run.sh tp-forwards` (2x H200) measured on the lent machines.
 """
 
 from __future__ import annotations
@@ -64,16 +64,16 @@ def main() -> None:
             row.append(f"{t.latency_us[i]:.1f}" if t.size_bytes[i] == s else "-")
         print(f"| {t.op} (us) | {t.mode} | " + " | ".join(row) + " |")
     print()
-    print("| whole forward, graph, batch 1 (us) | context | 1 token | 2 | 3 | 4 | 5 | 8 | 9 |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for f in p.forwards:
+    print("| whole forward, graph, batch 1 (us) | tp | phase | context | 1 token | 2 | 3 | 4 | 5 | 8 | 9 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for f in sorted(p.forwards, key=lambda f: (f.tp_size, f.model, f.phase)):
         if f.mode != "graph":
             continue
         for j, c in enumerate(f.context_len):
             if c not in (1024, 8192):
                 continue
             cells = [f"{f.latency_us[f.num_tokens.index(n)][j]:,.0f}" for n in (1, 2, 3, 4, 5, 8, 9)]
-            print(f"| {f.model} | {c} | " + " | ".join(cells) + " |")
+            print(f"| {f.model} | {f.tp_size} | {f.phase} | {c} | " + " | ".join(cells) + " |")
     print()
     for k, v in sorted(p.notes.items()):
         if k.startswith("decomposition"):
