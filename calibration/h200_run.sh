@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|tp-forwards|tp|tp-noise|all
+#   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp|tp-noise|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy)
 # for the machine's python3, which has torch but not those. Multicast stays off.
 set -uo pipefail
@@ -55,6 +55,32 @@ measure_loop_overhead_curve(store, dev, 'bash calibration/h200_run.sh loop-reps'
   overhead)  # live-loop host time vs GPU time per cycle (probe target, 3 interleaved passes)
     timeout 540 python3 -m calibration.loop_overhead --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -30
     cp calibration/points/h200.jsonl "$out/h200_points.jsonl" ;;
+  session)  # one H200: the graph whole forwards (targets, drafts' step and extend; contexts 1024, 2048)
+            # timed afresh, then the interleaved noise grid minutes later, into a new records folder,
+            # so a profile with those forwards and the records share one session of the machine
+    timeout 150 python3 -c "
+import dataclasses, torch
+from calibration import bench_ops
+from calibration.bench_ops import DEFAULT_GRID, DEFAULT_MODELS, TimingSettings
+from calibration.store import PointStore
+store, dev = PointStore('calibration/points/h200_session_forwards.jsonl'), torch.device('cuda')
+grid = dataclasses.replace(DEFAULT_GRID, forward_context_len=(1024, 2048))
+cmd = 'bash calibration/h200_run.sh session'
+for m in DEFAULT_MODELS:
+    store.add(f'meta:model:{m.name}', m.model_dump(mode='json'))
+    mk = 4096 + 64
+    if bench_ops.is_draft(m):
+        for ph in ('draft', 'draft_extend'):
+            bench_ops.bench_forwards(store, m.name, 1, bench_ops.draft_forward(m, dev, torch.bfloat16, mk, ph == 'draft_extend'),
+                                     grid, dev, TimingSettings(), cmd, modes=('graph',), impl='calibration.models.DraftModel', phase=ph)
+    else:
+        bench_ops.bench_forwards(store, m.name, 1, bench_ops.models_forward(m, dev, torch.bfloat16, mk), grid, dev,
+                                 TimingSettings(), cmd, modes=('graph',), impl='calibration.models.TargetModel')
+    torch.cuda.empty_cache()
+print(len(store), 'points')
+" 2>&1 | grep -v Warning | tail -3
+    timeout 400 python3 -m calibration.live_grid --noise --out calibration/live/h200_session 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -15
+    tar czf "$out/session.tgz" calibration/points/h200_session_forwards.jsonl calibration/live/h200_session ;;
   tp-forwards)  # a multi-GPU machine: the op points still missing on GPU 0 alone (one process, no
                 # collectives), then whole target forwards over TP groups of 2 .. all GPUs
     CUDA_VISIBLE_DEVICES=0 timeout 300 python3 -m calibration.run --out "$out/h200.json" --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -8
