@@ -441,18 +441,17 @@ def forward_key(model_name: str, tp_size: int, mode: str, num_tokens: int, conte
 
 def bench_forwards(store: PointStore, model_name: str, tp_size: int, make_forward: Callable[[int, int], Callable],
                    grid: OpGrid, device: torch.device, settings: TimingSettings, command: str,
-                   modes: tuple[str, ...] = ("eager", "graph"), impl: str = "", progress: bool = True,
-                   phase: str = "forward") -> None:
+                   modes: tuple[str, ...] = ("eager", "graph"), impl: str = "", phase: str = "forward") -> None:
     """Whole-forward latency over grid.forward_num_tokens x grid.forward_context_len, per mode.
 
     eager: device time of one forward launched op by op (host-bound small forwards show it);
     graph: one forward captured in a CUDA graph (on CPU both are wall-clock).
-    `impl` names what ran the forward (recorded with each point); progress=False hides the bar;
-    `phase` as in forward_key (make_forward builds that phase's forward).
+    `impl` names what ran the forward (recorded with each point); `phase` as in forward_key
+    (make_forward builds that phase's forward).
     """
     todo = [(mode, n, c) for mode in modes for n in grid.forward_num_tokens for c in grid.forward_context_len
             if not store.done(forward_key(model_name, tp_size, mode, n, c, phase))]
-    with Progress(disable=not progress) as bar:
+    with Progress() as bar:
         task = bar.add_task(f"{phase} {model_name} tp{tp_size}", total=len(todo))
         for mode, n, c in todo:
             fn = make_forward(n, c)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp|tp-noise|all
+#   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy)
 # for the machine's python3, which has torch but not those. Multicast stays off.
 set -uo pipefail
@@ -92,6 +92,14 @@ print(len(store), 'points')
     n=$(nvidia-smi -L | wc -l)
     timeout 540 python3 -m calibration.live_tp --tp "$n" --noise --sizes ${SIZES:-8b} --out "calibration/live/h200_tp${n}_noise" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
     tar czf "$out/live_h200_tp${n}_noise.tgz" "calibration/live/h200_tp${n}_noise" ;;
+  tp-skew)  # 2+ GPUs: a TP forward timed on rank 0 / on the last rank to launch / back to back, then
+            # the quick tp live grid in the same session (its baseline's decode phase to compare)
+    n=$(nvidia-smi -L | wc -l)
+    timeout 200 python3 -m calibration.diagnose_tp_skew --tp "$n" --out "$out/tp_skew.json" 2>&1 | grep -v Warning | tail -14
+    [ -n "${SKEW_ONLY:-}" ] && exit 0
+    timeout 240 python3 -m calibration.live_tp --tp "$n" --quick --sizes 8b --out /tmp/tpq 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -3
+    python3 -c "import json,glob; [print(f.split('/')[-1], {k: round(v) for k, v in json.load(open(f))['phase_us'].items()}) for f in sorted(glob.glob('/tmp/tpq/*.json'))]"
+    tar czf "$out/tpq.tgz" -C /tmp tpq ;;
   tp)  # tensor-parallel live grid over every GPU of the machine (one GPU: a tp 1 smoke run of the
        # NCCL + CUDA-graph path), into calibration/live/h200_tp<N>; QUICK=1 for the small grid
     n=$(nvidia-smi -L | wc -l)

@@ -6,14 +6,13 @@ At tp 1 the calibration times the whole target forward on one GPU (`bench_ops.be
 `fwd:{model}:1:{mode}:{n}:{c}` points). At tp > 1 a forward is the sharded matmuls of every rank
 plus its allreduces and the lm_head all_gather, and the per-op sum of those (op tables timed one
 kernel at a time on one GPU, collectives timed alone) misses what the kernels do to each other
-and the ranks' skew at each collective. This module times the forward of `calibration.tp_models.
-TPTargetModel` itself: one process per rank (NCCL, cuda:{rank}; gloo on CPU for tests), the
-same points (`fwd:{model}:{tp}:graph:{n}:{c}`, batch 1, no EAGLE-3 hidden-state capture, as at
-tp 1) and the same timing as tp 1 (`bench_ops.bench_forwards`: one forward captured in a CUDA
-graph with its collectives, replayed between CUDA events, median / p10 / p90 of 20 replays;
-wall clock on CPU). Every rank replays in lock step (the capture and the replay counts are
-fixed, never adapted to a rank's own estimate); rank 0's events are recorded, so a point is the
-time from rank 0's launch to the end of its forward, waits for the other ranks included.
+and what a collective costs between the kernels of a forward. This module times the forward of
+`calibration.tp_models.TPTargetModel` itself: one process per rank (NCCL, cuda:{rank}; gloo on
+CPU for tests), the same points as tp 1 (`fwd:{model}:{tp}:graph:{n}:{c}`, batch 1, no EAGLE-3
+hidden-state capture): one forward captured in a CUDA graph with its collectives, replayed
+between CUDA events, 20 samples (wall clock on CPU), every rank in lock step (`time_min_over_ranks`:
+fixed warm-up and replay counts). A sample is the minimum over the ranks, so the hosts' launch
+skew is left out (the simulator keeps host time apart).
 
 Rank 0 sends each point to the parent process, which appends it to the PointStore: an
 interrupted run keeps what it measured, and a rerun measures only the missing points.
@@ -24,6 +23,11 @@ scenario's costs.source is whole_forward (`specdecsim validate --costs-source wh
 Drafts (placement shared_tp: the draft sharded over the same group) get the same treatment with
 `TPDraftModel`: a draft step ('draft' table) and a draft extend ('draft_extend') over the grid,
 `fwd:{model}:{tp}:graph:{phase}:{n}:{c}` points (`bench_ops.draft_forward`).
+
+The tp-2 points committed in calibration/points/h200_tp_forwards.jsonl were timed before the
+minimum over ranks, from rank 0's launch (their `impl` does not say "minimum over ranks"): at
+tp 2 on the H200s that reads 0.0-1.3% above the minimum (`calibration/diagnose_tp_skew.py`,
+calibration/live/h200_diagnostics/tp2_skew.json); a rerun with --points to a new file replaces them.
 
 Left out: eager mode (the live TP loop runs CUDA graphs).
 """
@@ -39,6 +43,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
@@ -50,6 +55,7 @@ from calibration.collectives import DISABLE_MULTICAST_ENV, _drain, _free_port, _
 from calibration.store import PointStore
 from calibration.tp_models import TPDraftModel, TPTargetModel, check_shardable
 from simulator.config import ModelShape
+from simulator.units import US_PER_S
 
 FORWARD_SEED = 0  # target weights (as calibration.models.TargetModel's seed) and inputs, equal on every rank
 DRAFT_SEED = 1  # draft weights (as calibration.models.DraftModel's)
@@ -67,20 +73,47 @@ def point_keys(model: ModelShape, tp_size: int, grid: OpGrid, mode: str) -> list
             for n in grid.forward_num_tokens for c in grid.forward_context_len]
 
 
-class _QueueStore:
-    """The PointStore face `bench_ops.bench_forwards` writes to, inside a rank: rank 0 forwards
-    each point to the parent's queue, other ranks drop theirs. `done` is False for every key:
-    the parent passes only the points still to measure."""
+def time_min_over_ranks(fn, dev: torch.device, settings: TimingSettings, group=None) -> dict:
+    """Time one call of `fn` (a forward with collectives) on every rank of `group` in lock step:
+    `settings.num_warmup` calls on a side stream, one CUDA graph of one call (CPU: `fn` itself),
+    then `settings.num_replays` samples of host sync + one replay between CUDA events
+    (perf_counter on CPU). Each sample's time is the minimum over the ranks (all_gather): the rank
+    that launched last waits on no other, so the launch skew of the hosts, which the simulator
+    keeps on the host side, is left out, as calibration/collectives.py times collectives
+    (calibration/diagnose_tp_skew.py: rank 0's own time was 0.0-1.3% above this at tp 2).
 
-    def __init__(self, queue, rank: int):
-        self.queue, self.rank = queue, rank
-
-    def done(self, key: str) -> bool:
-        return False
-
-    def add(self, key: str, record: dict) -> None:
-        if self.rank == 0:
-            self.queue.put((key, record))
+    Returns {latency_us, p10_latency_us, p90_latency_us} (median, percentiles over samples) and
+    mode ('graph' or 'cpu_wall'); the same on every rank.
+    """
+    on_cuda = dev.type == "cuda"
+    if on_cuda:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(settings.num_warmup):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        replay = graph.replay
+        replay()
+        samples = [bench_ops._events_us(replay, 1) for _ in range(settings.num_replays)]
+    else:
+        for _ in range(settings.num_warmup):
+            fn()
+        samples = []
+        for _ in range(settings.num_replays):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * US_PER_S)
+    mine = torch.tensor(samples, dtype=torch.float64, device=dev)
+    ranks = [torch.zeros_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(ranks, mine, group=group)
+    fastest = torch.stack(ranks).min(dim=0).values.cpu().numpy()
+    p10, p50, p90 = np.percentile(fastest, [10, 50, 90])
+    return {"latency_us": float(p50), "p10_latency_us": float(p10), "p90_latency_us": float(p90),
+            "mode": "graph" if on_cuda else "cpu_wall"}
 
 
 def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGrid, settings: TimingSettings,
@@ -106,11 +139,19 @@ def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGr
         else:
             target = TPTargetModel(model, None, dev, dtype, FORWARD_SEED, num_aux_states=0)
             makes = {"forward": bench_ops.models_forward(model, dev, dtype, max_len, model=target)}
+        mode = MODE[backend]
         for ph, make in makes.items():
-            bench_ops.bench_forwards(_QueueStore(queue, rank), model.name, tp_size, make, grid, dev, settings,
-                                     command, modes=(MODE[backend],), progress=rank == 0, phase=ph,
-                                     impl=f"calibration.tp_models.TP{'Draft' if ph != 'forward' else 'Target'}Model "
-                                          f"over {tp_size} ranks ({backend})")
+            impl = (f"calibration.tp_models.TP{'Draft' if ph != 'forward' else 'Target'}Model over {tp_size} ranks "
+                    f"({backend}), median over samples of the minimum over ranks")
+            for n in grid.forward_num_tokens:
+                for c in grid.forward_context_len:
+                    t = time_min_over_ranks(make(n, c), dev, settings)
+                    if rank == 0:
+                        queue.put((bench_ops.forward_key(model.name, tp_size, mode, n, c, ph),
+                                   {"model": model.name, "tp_size": tp_size, "mode": mode, "phase": ph,
+                                    "num_tokens": n, "context_len": c,
+                                    **{k: t[k] for k in ("latency_us", "p10_latency_us", "p90_latency_us")},
+                                    "timing_mode": t["mode"], "impl": impl, "command": command}))
     finally:
         dist.destroy_process_group()
 

@@ -82,3 +82,27 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys):
         with pytest.raises(SystemExit):
             tp_forwards.main(argv)
         assert msg in capsys.readouterr().err
+
+
+def _skew_worker(rank: int, init: str, out: str) -> None:
+    """Rank 1's 'forward' takes 5 ms longer than rank 0's; the time kept is the faster rank's."""
+    import json
+    import time
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
+    try:
+        t = tp_forwards.time_min_over_ranks(lambda: time.sleep(0.002 + 0.005 * rank), torch.device("cpu"),
+                                            TimingSettings(num_replays=5, num_warmup=1))
+        with open(f"{out}/rank{rank}.json", "w") as f:
+            json.dump(t, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_each_sample_is_the_fastest_ranks_time(tmp_path):
+    import json
+    import torch.multiprocessing as torch_mp
+    torch_mp.spawn(_skew_worker, args=(str(tmp_path / "pg"), str(tmp_path)), nprocs=2, join=True)
+    got = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert got[0] == got[1] and got[0]["mode"] == "cpu_wall"
+    assert 2000 <= got[0]["latency_us"] < 6000  # rank 0's 2 ms, not rank 1's 7 ms
