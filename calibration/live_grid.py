@@ -157,19 +157,28 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
     return setup + (warmup_cycles + p.repeats * num_cycles) * cycle + paired
 
 
-def plan_runs(todo: list[GridPoint], out: Path) -> list[tuple[GridPoint, int, Path]]:
+def plan_runs(todo: list[GridPoint], out: Path, num_cycles: int, warmup_cycles: int
+              ) -> list[tuple[GridPoint, int, Path]]:
     """(point, repeats in this run, file to write) for the points of `todo`, in run order.
 
     An interleaved point runs one repeat per pass over the grid, into
     `out/.passes/{name}.pass{k}.json` (k < repeats; `merge_passes` pools them); the others run
-    their repeats back to back into `out/{name}.json`. Files already there are left out (resume).
+    their repeats back to back into `out/{name}.json`. Files already there are left out (resume),
+    except pass files of another scenario (e.g. other --cycles), which run again and are replaced:
+    `merge_repeats` pools only passes of one scenario.
     """
     passes_dir = out / ".passes"
     num_passes = max([p.repeats for p in todo if p.interleaved], default=1)
     runs = [(p, 1, passes_dir / f"{p.name}.pass{k}.json")
             for k in range(num_passes) for p in todo if p.interleaved and k < p.repeats]
     runs += [(p, p.repeats, out / f"{p.name}.json") for p in todo if not p.interleaved]
-    return [r for r in runs if _load(r[2]) is None]
+
+    def done(p: GridPoint, path: Path) -> bool:
+        rec = _load(path)
+        if rec is None:
+            return False
+        return path.parent != passes_dir or rec.scenario == p.scenario(num_cycles, warmup_cycles)
+    return [r for r in runs if not done(r[0], r[2])]
 
 
 def merge_passes(todo: list[GridPoint], out: Path) -> None:
@@ -182,7 +191,12 @@ def merge_passes(todo: list[GridPoint], out: Path) -> None:
             continue
         parts = [_load(passes_dir / f"{p.name}.pass{k}.json") for k in range(p.repeats)]
         if all(parts):
-            write_json_atomic(out / f"{p.name}.json", merge_repeats(parts).model_dump(mode="json"))
+            try:
+                merged = merge_repeats(parts)
+            except ValueError as e:  # passes of different runs: keep them, say so, go on
+                console.print(f"[red]{p.name}: passes not pooled ({e}); they stay in {passes_dir}")
+                continue
+            write_json_atomic(out / f"{p.name}.json", merged.model_dump(mode="json"))
             for k in range(p.repeats):
                 (passes_dir / f"{p.name}.pass{k}.json").unlink()
     if passes_dir.is_dir() and not any(passes_dir.iterdir()):
@@ -230,8 +244,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--noise", action="store_true",
                     help=f"the graph batch-1 grid with {NOISE_REPEATS} repeats per point (run-to-run noise)")
     args = ap.parse_args(argv)
-    if args.cycles is not None and args.cycles < 1 or args.warmup is not None and args.warmup < 0:
-        ap.error(f"--cycles must be >= 1 and --warmup >= 0, got {args.cycles} and {args.warmup}")
+    if args.quick and args.noise:
+        ap.error("--quick and --noise are two different grids: give one")
+    if args.cycles is not None and args.cycles < 1:
+        ap.error(f"--cycles must be >= 1, got {args.cycles}")
+    if args.warmup is not None and args.warmup < 0:
+        ap.error(f"--warmup must be >= 0, got {args.warmup}")
     import torch
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"error: --device {args.device}: no CUDA GPU here (the grid's CUDA-graph points need "
@@ -246,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     from calibration.live import LiveSession, run_live  # imports torch: after the estimate
     session = LiveSession(args.device)
     start, failed = time.perf_counter(), []
-    runs = plan_runs(todo, args.out)
+    runs = plan_runs(todo, args.out, num_cycles, warmup)
     for i, (p, reps, path) in enumerate(runs):
         t0 = time.perf_counter()
         try:

@@ -459,8 +459,12 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--tp must be >= 1, got {args.tp}")
     if not sizes or any(x not in TP_SIZES for x in sizes):
         ap.error(f"--sizes must be a comma-separated list of {', '.join(TP_SIZES)}, got {args.sizes!r}")
-    if args.cycles is not None and args.cycles < 1 or args.warmup is not None and args.warmup < 0:
-        ap.error(f"--cycles must be >= 1 and --warmup >= 0, got {args.cycles} and {args.warmup}")
+    if args.quick and args.noise:
+        ap.error("--quick and --noise are two different grids: give one")
+    if args.cycles is not None and args.cycles < 1:
+        ap.error(f"--cycles must be >= 1, got {args.cycles}")
+    if args.warmup is not None and args.warmup < 0:
+        ap.error(f"--warmup must be >= 0, got {args.warmup}")
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out {args.out} exists and is not a folder")
     if args.device == "cuda" and torch.cuda.device_count() < args.tp:
@@ -481,7 +485,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"over {args.tp} ranks, {warmup} + {num_cycles} cycles each"
                   + (f": estimated {est:.0f} s on H200s" if args.device == "cuda" else ""))
     start = time.perf_counter()
-    runs = plan_runs(todo, args.out)
+    runs = plan_runs(todo, args.out, num_cycles, warmup)
     if runs:
         from calibration.collectives import _free_port, _spawn_env
         import torch.multiprocessing as torch_mp

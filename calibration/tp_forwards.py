@@ -253,6 +253,10 @@ def main(argv: list[str] | None = None) -> None:
     tps = args.tp or list(range(2, ngpu + 1))
     if any(t < 2 for t in tps):
         ap.error(f"--tp sizes must be >= 2, got {tps}")
+    most = ngpu if args.device == "cuda" else max(os.cpu_count() or 2, 2)
+    if max(tps) > most:
+        ap.error(f"--tp {max(tps)} needs {max(tps)} {'GPUs' if args.device == 'cuda' else 'CPU cores'}; "
+                 f"{most} here")
     store = PointStore(args.points)
     n = measure_tp_forwards(store, [m for s in sizes for m in SIZES[s]], tps, QUICK_GRID if args.quick else DEFAULT_GRID,
                             backend="nccl" if args.device == "cuda" else "gloo")

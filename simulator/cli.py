@@ -56,8 +56,13 @@ def simulate(
     from simulator.trace import write_trace
 
     overrides = list(set_ or [])
+    if seed is not None and seed < 0:
+        fail(f"--seed must be >= 0, got {seed}")
     if seed is not None:
         overrides.append(f"seed={seed}")
+    for flag, path in (("--json", json_out), ("--trace", trace)):
+        if path is not None and path.is_dir():
+            fail(f"{flag} {path} is a folder; give a file to write")
     try:
         sc = load_scenario(scenario, overrides)
         prof, prof_path = load_profile_for(sc, profile, base_dir=None if profile else scenario.parent)

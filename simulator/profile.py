@@ -237,6 +237,10 @@ class CalibrationProfile(StrictModel):
         dup = {k for k in keys if keys.count(k) > 1}
         if dup:
             raise ValueError(f"duplicate op tables {sorted(dup)}")
+        fwd = [(t.model, t.tp_size, t.mode, t.phase) for t in self.forwards]
+        dup = {k for k in fwd if fwd.count(k) > 1}
+        if dup:
+            raise ValueError(f"duplicate whole-forward tables (model, tp_size, mode, phase) {sorted(dup)}")
         return self
 
 
@@ -272,6 +276,8 @@ def resolve_profile_path(ref: str, base_dir: Path | None = None) -> Path:
             looked.append(c)
             if c.is_file():
                 return c
+            if c.is_dir():
+                raise FileNotFoundError(f"profile {ref!r} is a folder ({c}); give a profile JSON file")
     shipped = sorted(x.stem for x in (shipped_profiles_dir() or Path("/nonexistent")).glob("*.json"))
     raise FileNotFoundError(f"profile {ref!r} not found (looked in: {', '.join(map(str, looked))}); "
                             f"shipped profiles: {', '.join(shipped) or 'none'}")

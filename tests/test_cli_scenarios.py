@@ -98,3 +98,11 @@ def test_version_and_live_help():
     assert r.exit_code == 0 and r.output.strip()
     r = runner.invoke(app, ["live", "--help"])
     assert r.exit_code == 0 and "--noise" in r.output
+
+
+def test_folders_and_negative_seeds_are_refused_before_simulating(tmp_path):
+    scen = str(ROOT / "scenarios" / "llama8b_h200.yaml")
+    for args, msg in ((["--json", str(tmp_path)], "--json"), (["--trace", str(tmp_path)], "--trace"),
+                      (["--profile", str(tmp_path)], "is a folder"), (["--seed", "-1"], "--seed must be >= 0")):
+        r = runner.invoke(app, ["simulate", scen, *args])
+        assert r.exit_code == 2 and msg in r.output, (args, r.output)

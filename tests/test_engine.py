@@ -238,6 +238,32 @@ def test_a_table_of_the_same_shape_under_another_name_applies_another_shape_does
     assert len(cost.draft_step_forward(0).kernels) == DRAFT_STEP_KERNELS
 
 
+def test_outside_a_tables_grid_the_per_op_sum_is_used_not_a_clamped_table():
+    from simulator.profile import ForwardTable
+    from tests.conftest import ASSUMED
+    table = ForwardTable(model="tiny-target", tp_size=1, mode="graph", num_tokens=[1, 8], context_len=[256, 1024],
+                         latency_us=[[100.0, 200.0], [400.0, 800.0]], provenance=ASSUMED)
+    prof = flat_profile(forwards=[table])
+    inside = CostModel(make_scenario(costs=dict(source="whole_forward")), prof)
+    assert "forward" in [k.name for k in inside.verify_forward().kernels]
+    long = make_scenario(costs=dict(source="whole_forward"),
+                         workload=dict(batch_size=1, context_len=4096, max_new_tokens=64, num_cycles=500))
+    cost = CostModel(long, prof)
+    per_op = CostModel(long.model_copy(update={"costs": long.costs.model_copy(update={"source": "per_op"})}), prof)
+    assert cost.verify_forward().gpu_us == pytest.approx(per_op.verify_forward().gpu_us)
+    assert any("outside the whole-forward table" in n and "context 4096" in n for n in cost.notes)
+
+
+def test_two_forward_tables_for_one_model_phase_tp_and_mode_are_refused():
+    from simulator.profile import ForwardTable
+    from tests.conftest import ASSUMED
+    t = dict(model="tiny-target", tp_size=1, mode="graph", num_tokens=[1, 8], context_len=[256, 1024],
+             latency_us=[[100.0, 200.0], [400.0, 800.0]], provenance=ASSUMED)
+    flat_profile(forwards=[ForwardTable(**t), ForwardTable(**t, phase="draft")])  # another phase: fine
+    with pytest.raises(ValueError, match="duplicate whole-forward tables"):
+        flat_profile(forwards=[ForwardTable(**t), ForwardTable(**t)])
+
+
 def test_loop_overhead_curve_sets_host_schedule_at_the_cycles_gpu_time():
     from simulator.costs.forward import chain_span_us
     from simulator.profile import LoopOverheadCurve

@@ -296,3 +296,24 @@ def test_cli_noise_runs_interleaved_passes_and_pools_them(tmp_path, monkeypatch)
         assert p.name.endswith("_rep3") and len(rec.repeat_tok_per_s) == 3 and rec.num_cycles == 2
         assert sum(rec.repeat_num_tokens) == rec.num_tokens and len(set(rec.repeat_num_tokens)) == 1
         assert (rec.paired_baseline_tok_per_s is not None) == p.speculative
+
+
+def test_noise_resume_with_other_cycles_reruns_stale_passes(tmp_path, monkeypatch):
+    quick_grid = live_tp.grid
+    monkeypatch.setattr(live_tp, "grid", lambda quick, *a: quick_grid(True, *a)[:1] + quick_grid(True, *a)[-1:])
+    pts = live_tp.noise_grid(("tiny",), False, 2)
+    passes = tmp_path / ".passes"
+    argv = ["--tp", "2", "--out", str(tmp_path), "--noise", "--device", "cpu", "--sizes", "tiny",
+            "--cycles", "2", "--warmup", "1"]
+    live_tp.main(argv[:-4] + ["--cycles", "3", "--warmup", "1"])  # a first run with other cycles...
+    passes.mkdir()
+    for p in pts:  # ...interrupted before pooling: put its passes back as leftovers
+        rec = (tmp_path / f"{p.name}.json").read_text()
+        (tmp_path / f"{p.name}.json").unlink()
+        for k in range(p.repeats):
+            (passes / f"{p.name}.pass{k}.json").write_text(rec)
+    live_tp.main(argv)  # the stale passes run again with --cycles 2, then pool
+    assert not passes.exists()
+    for p in pts:
+        rec = LiveRun.model_validate_json((tmp_path / f"{p.name}.json").read_text())
+        assert rec.num_cycles == 2 and len(rec.repeat_tok_per_s) == 3

@@ -78,7 +78,8 @@ def test_nothing_without_two_gpus_and_bad_backend_refused(tmp_path, monkeypatch)
 def test_cli_refuses_bad_arguments(tmp_path, capsys):
     for argv, msg in ((["--points", str(tmp_path), "--device", "cpu"], "is a folder"),
                       (["--points", str(tmp_path / "p.jsonl"), "--sizes", "70b", "--device", "cpu"], "--sizes"),
-                      (["--points", str(tmp_path / "p.jsonl"), "--tp", "1", "--device", "cpu"], ">= 2")):
+                      (["--points", str(tmp_path / "p.jsonl"), "--tp", "1", "--device", "cpu"], ">= 2"),
+                      (["--points", str(tmp_path / "p.jsonl"), "--tp", "100000", "--device", "cpu"], "CPU cores")):
         with pytest.raises(SystemExit):
             tp_forwards.main(argv)
         assert msg in capsys.readouterr().err

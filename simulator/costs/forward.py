@@ -198,17 +198,23 @@ class CostModel:
                        ops: list[O.Op]) -> list[Kernel]:
         """A model's forward: its whole-forward table when costs.source is whole_forward and the
         profile has one (batch 1: the tables are measured at batch 1; the target's 'forward' table
-        for verify and decode, the draft's 'draft' / 'draft_extend' tables), else the per-op sum.
+        for verify and decode, the draft's 'draft' / 'draft_extend' tables) inside its measured grid,
+        else the per-op sum.
         A whole forward at tp > 1 includes its collectives (timed over the TP group)."""
         b, c = self.b, self.c
         table = phase if phase in ("draft", "draft_extend") else "forward"
         if self.sc.costs.source == "whole_forward":
             found = self.lookup.find_forward(model, tp, self.mode, table) if b == 1 else None
-            if found is not None:
+            if found is not None and self.lookup.table_covers(found, n, c):
                 gpu = self.lookup.table_us(found, n, c) * self.sc.costs.compute_latency_scale
                 return [Kernel("forward", phase, "compute", gpu, 0.0, ranks)]
-            self.lookup.notes.add(f"no whole-forward {table} table for {model.name} tp{tp} {self.mode} at batch "
-                                  f"{b}: per-op sum")
+            if found is not None:  # outside the measured grid: the per-op sum scales, a clamped table would not
+                self.lookup.notes.add(f"{model.name} {table} at {n} tokens, context {c}: outside the whole-forward "
+                                      f"table (tokens {found.num_tokens[0]}-{found.num_tokens[-1]}, context "
+                                      f"{found.context_len[0]}-{found.context_len[-1]}): per-op sum")
+            else:
+                self.lookup.notes.add(f"no whole-forward {table} table for {model.name} tp{tp} {self.mode} at "
+                                      f"batch {b}: per-op sum")
         return self._kernels(ops, phase, ranks)
 
     def _build_forward(self, phase: str, n: int) -> Forward:

@@ -196,6 +196,12 @@ class LatencyLookup:
                            f"{model!r} tp_size={tp_size} mode={mode} phase={phase}; it has {have or 'none'}")
         return self.table_us(table, num_tokens, context_len)
 
+    @staticmethod
+    def table_covers(table: ForwardTable, num_tokens: int, context_len: int) -> bool:
+        """Whether (num_tokens, context_len) lies inside the table's measured grid."""
+        return (table.num_tokens[0] <= num_tokens <= table.num_tokens[-1]
+                and table.context_len[0] <= context_len <= table.context_len[-1])
+
     def table_us(self, table: ForwardTable, num_tokens: int, context_len: int) -> float:
         """Latency from one ForwardTable, interpolated (clamped at its edges, with a note)."""
         interp = self._forward_interp(table)
