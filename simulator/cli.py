@@ -6,6 +6,7 @@ Bad input ends with one message naming the file and field, and exit code 2.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import sys
 from pathlib import Path
@@ -108,6 +109,8 @@ def validate(
                    ("--max-speedup-error", max_speedup_error)):
         if v is not None and not (v >= 0 and math.isfinite(v)):
             fail(f"{opt} must be a finite number >= 0, got {v}")
+    if json_out is not None and json_out.is_dir():
+        fail(f"--json {json_out} is a folder; give a file to write")
     try:
         recs = load_records(records)
         prof, prof_path = load_profile_for(recs[0][1].scenario, profile)
@@ -119,6 +122,12 @@ def validate(
     points = compare(recs, prof, acceptance)
     summaries = summarize(points)
     print_validation(points, summaries)
+    counts = Counter((p.record_set, p.label) for p in points)
+    twice = [label for (_, label), n in counts.items() if n > 1]
+    if twice:
+        console.print(f"[yellow]note: more than one record in one folder for {len(twice)} point(s) (e.g. a quick "
+                      f"and a noise take); each record is compared: {', '.join(twice[:3])}"
+                      f"{' ...' if len(twice) > 3 else ''}[/]")
     if json_out is not None:
         write_json_atomic(json_out, to_json(points, summaries, str(prof_path)))
         console.print(f"wrote {json_out}")

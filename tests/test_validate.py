@@ -145,3 +145,20 @@ def test_record_sets_stay_apart_and_a_file_given_twice_counts_once(profile, tmp_
 def test_a_tie_between_placements_is_not_a_placement_cell():
     pts = [_tp_point("shared_tp", 3, 100.0, 110.0), _tp_point("tp1_colocated", 3, 120.0, 110.0)]
     assert summarize(pts)[0].faster_placement_cells == 0
+
+
+def test_take3_and_tp2_records_meet_the_tok_per_s_bar_and_pick_the_faster_placement(profile):
+    for folder, n in ((ROOT / "calibration" / "live" / "h200_session", 50),
+                      (ROOT / "calibration" / "live" / "h200_tp2_noise", 49)):
+        s = summarize(compare(with_costs_source(load_records([folder]), "whole_forward"), profile))[0]
+        assert s.num_points == n and s.median_abs_error_frac <= 0.03 and s.max_abs_error_frac <= 0.08, folder
+    assert s.faster_placement_cells >= 10 and s.faster_placement_agree == s.faster_placement_cells
+
+
+def test_two_records_of_one_point_in_a_folder_get_a_note(tmp_path):
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(POINT.read_text())
+    r = CliRunner().invoke(app, ["validate", str(tmp_path), "--profile", "h200"], terminal_width=200)
+    assert r.exit_code == 0 and "more than one record in one folder for 1 point(s)" in r.output, r.output
+    r = CliRunner().invoke(app, ["validate", str(tmp_path), "--json", str(tmp_path)])
+    assert r.exit_code == 2 and "is a folder" in r.output
