@@ -87,6 +87,8 @@ def _worker(rank: int, tp: int, backend: str, queue) -> None:
     dtype = torch.bfloat16 if on_cuda else torch.float32
     if on_cuda:
         torch.cuda.set_device(dev)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // tp))
     dist.init_process_group(backend, rank=rank, world_size=tp, timeout=datetime.timedelta(seconds=600),
                             **({"device_id": dev} if on_cuda else {}))
     try:

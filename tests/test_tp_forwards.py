@@ -107,3 +107,17 @@ def test_each_sample_is_the_fastest_ranks_time(tmp_path):
     got = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert got[0] == got[1] and got[0]["mode"] == "cpu_wall"
     assert 2000 <= got[0]["latency_us"] < 6000  # rank 0's 2 ms, not rank 1's 7 ms
+
+
+def test_diagnose_tp_skew_runs_on_cpu_and_its_minimum_never_exceeds_rank0(tmp_path):
+    import json
+    from calibration import diagnose_tp_skew
+    out = tmp_path / "skew.json"
+    diagnose_tp_skew.main(["--device", "cpu", "--out", str(out)])
+    d = json.loads(out.read_text())
+    assert d["tp_size"] == 2 and d["backend"] == "gloo"
+    assert sorted((r["phase"], r["num_tokens"]) for r in d["rows"]) == sorted(
+        (ph, n) for ph in ("forward", "draft") for n in diagnose_tp_skew.NUM_TOKENS)
+    for r in d["rows"]:
+        assert 0 < r["min_over_ranks_us"] <= r["rank0_us"] and len(r["per_rank_median_us"]) == 2
+        assert r["back_to_back_us"] > 0
