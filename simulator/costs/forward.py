@@ -206,10 +206,17 @@ class CostModel:
         if self.sc.costs.source == "whole_forward":
             found = self.lookup.find_forward(model, tp, self.mode, table) if b == 1 else None
             if found is not None and self.lookup.table_covers(found, n, c):
+                if found.model != model.name:
+                    self.lookup.notes.add(f"{model.name}: whole-forward {table} table of {found.model} (same shape) used")
                 gpu = self.lookup.table_us(found, n, c) * self.sc.costs.compute_latency_scale
                 return [Kernel("forward", phase, "compute", gpu, 0.0, ranks)]
             if found is not None:  # outside the measured grid: the per-op sum scales, a clamped table would not
-                self.lookup.notes.add(f"{model.name} {table} at {n} tokens, context {c}: outside the whole-forward "
+                where = []
+                if not found.num_tokens[0] <= n <= found.num_tokens[-1]:
+                    where.append(f"{n} tokens")
+                if not found.context_len[0] <= c <= found.context_len[-1]:
+                    where.append(f"context {c}")
+                self.lookup.notes.add(f"{model.name} {table} at {' and '.join(where)}: outside the whole-forward "
                                       f"table (tokens {found.num_tokens[0]}-{found.num_tokens[-1]}, context "
                                       f"{found.context_len[0]}-{found.context_len[-1]}): per-op sum")
             else:

@@ -161,7 +161,7 @@ class LatencyLookup:
 
         A table applies when it names the model and, where it recorded a shape, has the model's
         shape; a table recorded under another name with exactly the model's shape applies too
-        (the cost depends on the shape, not the name; a note says so).
+        (the cost depends on the shape, not the name; the cost model notes it where it uses one).
         """
         mine = model.model_dump(exclude={"name", "config_path"})
         same_shape = lambda t: t.shape is not None and all(mine.get(k) == v for k, v in t.shape.items())  # noqa: E731
@@ -173,7 +173,6 @@ class LatencyLookup:
                 self.notes.add(f"whole-forward table for {model.name} was measured with another shape")
         for t in cands:
             if t.model != model.name and same_shape(t):
-                self.notes.add(f"{model.name}: whole-forward {phase} table of {t.model} (same shape) used")
                 return t
         return None
 
