@@ -7,9 +7,9 @@ collectives and whole forwards over TP groups (when more than one GPU is), then 
 Points go to an append-only PointStore first, so an interrupted run picks up where it stopped
 (`--no-resume` moves the old points file aside and starts over). Budget on one H200: the
 default grid (about 3,400 op points, 4 models x tp 1/2/4/8; token counts 1-24 at tp 1 and 2):
-about 7 minutes by the estimate the run prints (0.12 s per op point), plus about a minute of
-whole forwards (targets; drafts' step and extend) and, on 2 GPUs, about a minute of tp-2
-forwards (`calibration/tp_forwards.py`); `--quick` (about 450 points) in about 1 minute.
+about 7 minutes by the estimate the run prints (0.12 s per op point), plus the whole forwards
+(targets; drafts' step and extend) and, on 2 GPUs, the tp-2 forwards (`calibration/tp_forwards.py`:
+88 s for both targets and drafts on the lent 2x H200); `--quick` (about 450 points) in about 1 minute.
 """
 
 from __future__ import annotations
