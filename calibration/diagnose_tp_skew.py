@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import time
 from pathlib import Path
 
@@ -30,9 +29,11 @@ import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
 from calibration import bench_ops
-from calibration.collectives import DISABLE_MULTICAST_ENV, _free_port, _spawn_env, console
+from calibration.collectives import _free_port, _spawn_env, console
+from calibration.live import _capture
 from calibration.live_grid import CONTEXT_LEN
 from calibration.live_tp import TP_SIZES
+from calibration.tp_forwards import join_group
 from calibration.tp_models import TPDraftModel, TPTargetModel
 from simulator.profile import write_json_atomic
 from simulator.units import US_PER_MS, US_PER_S
@@ -63,34 +64,16 @@ def _timer(dev: torch.device):
 
 
 def _replayable(fn, dev: torch.device):
-    """A CUDA graph's replay of `fn` (warmed up on a side stream), or fn itself on CPU."""
+    """A CUDA graph's replay of `fn` (live._capture), or fn itself on CPU (after one call)."""
     if dev.type != "cuda":
         fn()
         return fn
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    graph.replay()
-    return graph.replay
+    return _capture(fn)[0].replay
 
 
 def _worker(rank: int, tp: int, backend: str, queue) -> None:
-    os.environ.update(DISABLE_MULTICAST_ENV)
-    on_cuda = backend == "nccl"
-    dev = torch.device("cuda", rank) if on_cuda else torch.device("cpu")
-    dtype = torch.bfloat16 if on_cuda else torch.float32
-    if on_cuda:
-        torch.cuda.set_device(dev)
-    else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // tp))
-    dist.init_process_group(backend, rank=rank, world_size=tp, timeout=datetime.timedelta(seconds=600),
-                            **({"device_id": dev} if on_cuda else {}))
+    dev, dtype = join_group(rank, tp, backend)
+    on_cuda = dev.type == "cuda"
     try:
         torch.manual_seed(0)
         target_shape, draft_shape = TP_SIZES["8b" if on_cuda else "tiny"]

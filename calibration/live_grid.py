@@ -157,6 +157,16 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
     return setup + (warmup_cycles + p.repeats * num_cycles) * cycle + paired
 
 
+def check_grid_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """ap.error (exit 2, one line) on --quick with --noise, --cycles < 1 or --warmup < 0."""
+    if args.quick and args.noise:
+        ap.error("--quick and --noise are two different grids: give one")
+    if args.cycles is not None and args.cycles < 1:
+        ap.error(f"--cycles must be >= 1, got {args.cycles}")
+    if args.warmup is not None and args.warmup < 0:
+        ap.error(f"--warmup must be >= 0, got {args.warmup}")
+
+
 def plan_runs(todo: list[GridPoint], out: Path, num_cycles: int, warmup_cycles: int
               ) -> list[tuple[GridPoint, int, Path]]:
     """(point, repeats in this run, file to write) for the points of `todo`, in run order.
@@ -244,12 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--noise", action="store_true",
                     help=f"the graph batch-1 grid with {NOISE_REPEATS} repeats per point (run-to-run noise)")
     args = ap.parse_args(argv)
-    if args.quick and args.noise:
-        ap.error("--quick and --noise are two different grids: give one")
-    if args.cycles is not None and args.cycles < 1:
-        ap.error(f"--cycles must be >= 1, got {args.cycles}")
-    if args.warmup is not None and args.warmup < 0:
-        ap.error(f"--warmup must be >= 0, got {args.warmup}")
+    check_grid_args(ap, args)
     import torch
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"error: --device {args.device}: no CUDA GPU here (the grid's CUDA-graph points need "

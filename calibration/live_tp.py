@@ -54,7 +54,8 @@ from calibration.live import (DRAFT_WEIGHT_SEED, TARGET_WEIGHT_SEED, DecodeLoop,
                               _time_repeats, live_record, oracle_accept_lengths)
 from calibration.live_grid import (ACCEPTANCE_RATES, CONTEXT_LEN, EST_HOST_S, NOISE_REPEATS, NUM_CYCLES,
                                    NUM_STEPS, QUICK_NUM_CYCLES, QUICK_WARMUP_CYCLES, SIZES, WARMUP_CYCLES, GridPoint,
-                                   _forward_s, _load, console, merge_passes, plan_runs, print_table)
+                                   _forward_s, _load, check_grid_args, console, merge_passes, plan_runs,
+                                   print_table)
 from calibration.models import DraftModel, KVCache
 from calibration.tp_models import TPDraftModel, TPOps, TPTargetModel, check_shardable, group_rank_world
 from simulator.acceptance import build_acceptance
@@ -459,12 +460,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--tp must be >= 1, got {args.tp}")
     if not sizes or any(x not in TP_SIZES for x in sizes):
         ap.error(f"--sizes must be a comma-separated list of {', '.join(TP_SIZES)}, got {args.sizes!r}")
-    if args.quick and args.noise:
-        ap.error("--quick and --noise are two different grids: give one")
-    if args.cycles is not None and args.cycles < 1:
-        ap.error(f"--cycles must be >= 1, got {args.cycles}")
-    if args.warmup is not None and args.warmup < 0:
-        ap.error(f"--warmup must be >= 0, got {args.warmup}")
+    check_grid_args(ap, args)
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out {args.out} exists and is not a folder")
     if args.device == "cuda" and torch.cuda.device_count() < args.tp:

@@ -52,6 +52,7 @@ from calibration import bench_ops
 from calibration.bench_ops import DEFAULT_GRID, QUICK_GRID, OpGrid, TimingSettings
 from calibration.build_profile import collect_hardware_info
 from calibration.collectives import DISABLE_MULTICAST_ENV, _drain, _free_port, _spawn_env, console
+from calibration.live import _capture
 from calibration.store import PointStore
 from calibration.tp_models import TPDraftModel, TPTargetModel, check_shardable
 from simulator.config import ModelShape
@@ -75,7 +76,8 @@ def point_keys(model: ModelShape, tp_size: int, grid: OpGrid, mode: str) -> list
 
 def time_min_over_ranks(fn, dev: torch.device, settings: TimingSettings, group=None) -> dict:
     """Time one call of `fn` (a forward with collectives) on every rank of `group` in lock step:
-    `settings.num_warmup` calls on a side stream, one CUDA graph of one call (CPU: `fn` itself),
+    one CUDA graph of one call, warmed up and captured by `live._capture` (CPU: `fn` itself after
+    `settings.num_warmup` calls),
     then `settings.num_replays` samples of host sync + one replay between CUDA events
     (perf_counter on CPU). Each sample's time is the minimum over the ranks (all_gather): the rank
     that launched last waits on no other, so the launch skew of the hosts, which the simulator
@@ -87,18 +89,8 @@ def time_min_over_ranks(fn, dev: torch.device, settings: TimingSettings, group=N
     """
     on_cuda = dev.type == "cuda"
     if on_cuda:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(settings.num_warmup):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        replay = graph.replay
-        replay()
-        samples = [bench_ops._events_us(replay, 1) for _ in range(settings.num_replays)]
+        graph, _ = _capture(fn)
+        samples = [bench_ops._events_us(graph.replay, 1) for _ in range(settings.num_replays)]
     else:
         for _ in range(settings.num_warmup):
             fn()
@@ -116,19 +108,26 @@ def time_min_over_ranks(fn, dev: torch.device, settings: TimingSettings, group=N
             "mode": "graph" if on_cuda else "cpu_wall"}
 
 
-def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGrid, settings: TimingSettings,
-            command: str, timeout_s: float, queue) -> None:
-    """One rank: join the group, build this rank's shard of `model`, time every forward of `grid`."""
+def join_group(rank: int, world_size: int, backend: str, timeout_s: float = 600.0) -> tuple[torch.device, torch.dtype]:
+    """In a spawned rank: multicast off, join the process group (MASTER_ADDR / MASTER_PORT set by
+    collectives._spawn_env) and return (device, dtype): cuda:{rank} and bf16 with NCCL, CPU and
+    float32 with gloo (the rank gets its share of the cores)."""
     os.environ.update(DISABLE_MULTICAST_ENV)
     on_cuda = backend == "nccl"
     dev = torch.device("cuda", rank) if on_cuda else torch.device("cpu")
-    dtype = torch.bfloat16 if on_cuda else torch.float32
     if on_cuda:
         torch.cuda.set_device(dev)
     else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // tp_size))
-    dist.init_process_group(backend, rank=rank, world_size=tp_size, timeout=datetime.timedelta(seconds=timeout_s),
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s),
                             **({"device_id": dev} if on_cuda else {}))
+    return dev, torch.bfloat16 if on_cuda else torch.float32
+
+
+def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGrid, settings: TimingSettings,
+            command: str, timeout_s: float, queue) -> None:
+    """One rank: join the group, build this rank's shard of `model`, time every forward of `grid`."""
+    dev, dtype = join_group(rank, tp_size, backend, timeout_s)
     try:
         torch.manual_seed(FORWARD_SEED)  # the same input ids (and draft inputs) on every rank
         max_len = max(grid.forward_context_len) + max(grid.forward_num_tokens)
