@@ -192,19 +192,27 @@ def _measure_point(op: str, mode: str, size_bytes: int, world_size: int, device:
     return t.cpu().tolist()
 
 
+def join_group(rank: int, world_size: int, backend: str, timeout_s: float = 600.0) -> tuple[torch.device, torch.dtype]:
+    """In a spawned rank: multicast off, join the process group (MASTER_ADDR / MASTER_PORT set by
+    `_spawn_env`) and return (device, dtype): cuda:{rank} and bf16 with NCCL, CPU and float32 with
+    gloo (the rank gets its share of the cores)."""
+    os.environ.update(DISABLE_MULTICAST_ENV)
+    on_cuda = backend == "nccl"
+    dev = torch.device("cuda", rank) if on_cuda else torch.device("cpu")
+    if on_cuda:
+        torch.cuda.set_device(dev)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s),
+                            **({"device_id": dev} if on_cuda else {}))
+    return dev, torch.bfloat16 if on_cuda else torch.float32
+
+
 def _worker(rank: int, world_size: int, backend: str, points: list[tuple[str, str, int]], timing: CollectiveTiming,
             command: str, queue) -> None:
     """One rank: join the group, measure every point, rank 0 puts (key, record) on the queue."""
-    for name, value in DISABLE_MULTICAST_ENV.items():
-        os.environ[name] = value
-    on_cuda = backend == "nccl"
-    device = torch.device("cuda", rank) if on_cuda else torch.device("cpu")
-    dtype = torch.bfloat16 if on_cuda else torch.float32
-    kwargs = {"device_id": device} if on_cuda else {}
-    if on_cuda:
-        torch.cuda.set_device(device)
-    dist.init_process_group(backend, rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=timing.timeout_s), **kwargs)
+    device, dtype = join_group(rank, world_size, backend, timing.timeout_s)
+    on_cuda = device.type == "cuda"
     try:
         device_name = torch.cuda.get_device_name(device) if on_cuda else "cpu"
         for op, mode, size_bytes in points:
@@ -235,11 +243,22 @@ def _drain(queue, store: PointStore) -> int:
 def _measure_world(store: PointStore, world_size: int, backend: str, points: list[tuple[str, str, int]],
                    timing: CollectiveTiming, command: str) -> int:
     """Spawn `world_size` ranks for `points`; store each point as rank 0 reports it. Returns points stored."""
+    return spawn_ranks_into_store(_worker, (world_size, backend, points, timing, command), world_size, backend, store)
+
+
+def spawn_ranks_into_store(worker, args: tuple, world_size: int, backend: str, store: PointStore) -> int:
+    """Run `worker(rank, *args, queue)` in `world_size` spawned processes (a free local port,
+    multicast off) and append every (key, record) a rank puts on the queue to `store` as it comes,
+    so an interrupted run keeps what was measured. Returns points stored.
+
+    Raises:
+        torch.multiprocessing.ProcessRaisedException / ProcessExitedException: a rank failed.
+    """
     queue = torch_mp.get_context("spawn").SimpleQueue()
     written = 0
     with _spawn_env(_free_port(), backend):
-        procs = torch_mp.start_processes(_worker, args=(world_size, backend, points, timing, command, queue),
-                                         nprocs=world_size, join=False, start_method="spawn")
+        procs = torch_mp.start_processes(worker, args=(*args, queue), nprocs=world_size, join=False,
+                                         start_method="spawn")
         try:
             while not procs.join(timeout=0.2):
                 written += _drain(queue, store)

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -411,17 +409,8 @@ def _worker(rank: int, tp_size: int, device_kind: str, runs: list[tuple[TPGridPo
             num_cycles: int, warmup_cycles: int) -> None:
     """One rank of the CLI: join the group, run every (point, repeats, file) of `runs`
     (live_grid.plan_runs), rank 0 writes each LiveRun to its file."""
-    from calibration.collectives import DISABLE_MULTICAST_ENV
-    os.environ.update(DISABLE_MULTICAST_ENV)
-    on_cuda = device_kind == "cuda"
-    dev = torch.device("cuda", rank) if on_cuda else torch.device("cpu")
-    if on_cuda:
-        torch.cuda.set_device(dev)
-    else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // tp_size))
-    dist.init_process_group("nccl" if on_cuda else "gloo", rank=rank, world_size=tp_size,
-                            timeout=datetime.timedelta(seconds=PG_TIMEOUT_S),
-                            **({"device_id": dev} if on_cuda else {}))
+    from calibration.collectives import join_group
+    dev, _ = join_group(rank, tp_size, "nccl" if device_kind == "cuda" else "gloo", PG_TIMEOUT_S)
     try:
         session = TPLiveSession(dev)
         for i, (p, reps, path) in enumerate(runs):

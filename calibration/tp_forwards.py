@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import os
 import shlex
 import sys
@@ -46,12 +45,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as torch_mp
 
 from calibration import bench_ops
 from calibration.bench_ops import DEFAULT_GRID, QUICK_GRID, OpGrid, TimingSettings
 from calibration.build_profile import collect_hardware_info
-from calibration.collectives import DISABLE_MULTICAST_ENV, _drain, _free_port, _spawn_env, console
+from calibration.collectives import console, join_group, spawn_ranks_into_store
 from calibration.live import _capture
 from calibration.store import PointStore
 from calibration.tp_models import TPDraftModel, TPTargetModel, check_shardable
@@ -106,22 +104,6 @@ def time_min_over_ranks(fn, dev: torch.device, settings: TimingSettings, group=N
     p10, p50, p90 = np.percentile(fastest, [10, 50, 90])
     return {"latency_us": float(p50), "p10_latency_us": float(p10), "p90_latency_us": float(p90),
             "mode": "graph" if on_cuda else "cpu_wall"}
-
-
-def join_group(rank: int, world_size: int, backend: str, timeout_s: float = 600.0) -> tuple[torch.device, torch.dtype]:
-    """In a spawned rank: multicast off, join the process group (MASTER_ADDR / MASTER_PORT set by
-    collectives._spawn_env) and return (device, dtype): cuda:{rank} and bf16 with NCCL, CPU and
-    float32 with gloo (the rank gets its share of the cores)."""
-    os.environ.update(DISABLE_MULTICAST_ENV)
-    on_cuda = backend == "nccl"
-    dev = torch.device("cuda", rank) if on_cuda else torch.device("cpu")
-    if on_cuda:
-        torch.cuda.set_device(dev)
-    else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s),
-                            **({"device_id": dev} if on_cuda else {}))
-    return dev, torch.bfloat16 if on_cuda else torch.float32
 
 
 def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGrid, settings: TimingSettings,
@@ -215,16 +197,8 @@ def measure_tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: l
             t0 = time.perf_counter()
             console.print(f"tp forwards: {m.name} tp {tp} ({backend}): {len(todo_n) * len(grid.forward_context_len)} "
                           "points")
-            queue = torch_mp.get_context("spawn").SimpleQueue()
-            with _spawn_env(_free_port(), backend):
-                procs = torch_mp.start_processes(_worker, args=(tp, backend, m, sub, settings, command, timeout_s,
-                                                                queue),
-                                                 nprocs=tp, join=False, start_method="spawn")
-                try:
-                    while not procs.join(timeout=0.2):
-                        written += _drain(queue, store)
-                finally:
-                    written += _drain(queue, store)
+            written += spawn_ranks_into_store(_worker, (tp, backend, m, sub, settings, command, timeout_s), tp,
+                                              backend, store)
             console.print(f"tp forwards: {m.name} tp {tp}: done in {time.perf_counter() - t0:.1f} s")
     if written:
         hw = collect_hardware_info()
