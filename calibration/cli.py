@@ -37,7 +37,7 @@ def calibrate(
     quick: Annotated[bool, typer.Option(help="Small grid (about 1 minute on an H200).")] = False,
     resume: Annotated[bool, typer.Option(help="Keep points already measured (--no-resume moves them aside).")] = True,
     out: Annotated[Path, typer.Option(help="Profile JSON to write (not a shipped one unless you mean it).")] = Path(
-        "calibration/profiles/local.json"),
+        "data/profiles/local.json"),
     points: Annotated[Optional[Path], typer.Option(help="Resumable points file (JSONL); default OUT with "
                                                          "the suffix .points.jsonl.")] = None,
     tp: Annotated[Optional[list[int]], typer.Option(help="TP sizes whose sharded shapes are measured; "

@@ -19,42 +19,42 @@ case $what in
     timeout 200 python3 -m calibration.live_grid --quick --out /tmp/live_quick
     tar czf "$out/live_quick.tgz" -C /tmp live_quick ;;
   calibrate)  # resumes from the committed points: only points not yet measured run
-    timeout 540 python3 -m calibration.run --out "$out/h200.json" --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product
-    cp calibration/points/h200.jsonl "$out/h200_points.jsonl" ;;
+    timeout 540 python3 -m calibration.run --out "$out/h200.json" --points data/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product
+    cp data/points/h200.jsonl "$out/h200_points.jsonl" ;;
   live)  # resumes into the committed records folder: only missing points run
-    timeout 540 python3 -m calibration.live_grid --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
-    tar czf "$out/live_h200.tgz" calibration/live/h200 ;;
+    timeout 540 python3 -m calibration.live_grid --out data/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
+    tar czf "$out/live_h200.tgz" data/live/h200 ;;
   noise)  # graph batch-1 grid, 3 repeats per point (+ paired baselines), into the committed records
           # folder; forward drift against the profile before and after, loop overhead vs GPU wait
     timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_live.py -k gpu 2>&1 | tail -2
     timeout 150 python3 -m calibration.diagnose_drift ${DRIFT_ARGS:-} --out "$out/drift_before.json" 2>&1 | grep -v Warning
-    timeout 330 python3 -m calibration.live_grid --noise --out calibration/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -60
+    timeout 330 python3 -m calibration.live_grid --noise --out data/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -60
     timeout 60 python3 -m calibration.diagnose_drift --skip-overhead --out "$out/drift_after.json" 2>&1 | grep -v Warning
-    tar czf "$out/live_h200.tgz" calibration/live/h200 ;;
+    tar czf "$out/live_h200.tgz" data/live/h200 ;;
   collectives)  # a multi-GPU machine: allreduce / broadcast / all_gather for every world size
     nvidia-smi topo -m
     timeout 300 python3 -c "
 from calibration.store import PointStore
 from calibration.collectives import measure_collectives
-store = PointStore('calibration/points/h200_collectives.jsonl')
+store = PointStore('data/points/h200_collectives.jsonl')
 print(measure_collectives(store, command='bash calibration/h200_run.sh collectives'), 'points')
 " 2>&1 | grep -v Warning | tail -20
-    cp calibration/points/h200_collectives.jsonl "$out/" ;;
+    cp data/points/h200_collectives.jsonl "$out/" ;;
   loop-reps)  # the calibration's tiny-model loop overheads, 5 interleaved repeats (profile host figures),
               # and their curve over GPU waits of 0-20 ms
     timeout 500 python3 -c "
 import torch
 from calibration.run import measure_loop_overhead_curve, measure_loop_overheads
 from calibration.store import PointStore
-store, dev = PointStore('calibration/points/h200.jsonl'), torch.device('cuda')
+store, dev = PointStore('data/points/h200.jsonl'), torch.device('cuda')
 measure_loop_overheads(store, dev, 'bash calibration/h200_run.sh loop-reps')
 measure_loop_overhead_curve(store, dev, 'bash calibration/h200_run.sh loop-reps')
 " 2>&1 | grep -v Warning | tail -5
-    grep loop_wait calibration/points/h200.jsonl | cut -c1-200
-    cp calibration/points/h200.jsonl "$out/h200_points.jsonl" ;;
+    grep loop_wait data/points/h200.jsonl | cut -c1-200
+    cp data/points/h200.jsonl "$out/h200_points.jsonl" ;;
   overhead)  # live-loop host time vs GPU time per cycle (probe target, 3 interleaved passes)
-    timeout 540 python3 -m calibration.loop_overhead --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -30
-    cp calibration/points/h200.jsonl "$out/h200_points.jsonl" ;;
+    timeout 540 python3 -m calibration.loop_overhead --points data/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -30
+    cp data/points/h200.jsonl "$out/h200_points.jsonl" ;;
   session)  # one H200: the graph whole forwards (targets, drafts' step and extend; contexts 1024, 2048)
             # timed afresh, then the interleaved noise grid minutes later, into a new records folder,
             # so a profile with those forwards and the records share one session of the machine
@@ -63,7 +63,7 @@ import dataclasses, torch
 from calibration import bench_ops
 from calibration.bench_ops import DEFAULT_GRID, DEFAULT_MODELS, TimingSettings
 from calibration.store import PointStore
-store, dev = PointStore('calibration/points/h200_session_forwards.jsonl'), torch.device('cuda')
+store, dev = PointStore('data/points/h200_session_forwards.jsonl'), torch.device('cuda')
 grid = dataclasses.replace(DEFAULT_GRID, forward_context_len=(1024, 2048))
 cmd = 'bash calibration/h200_run.sh session'
 for m in DEFAULT_MODELS:
@@ -79,19 +79,19 @@ for m in DEFAULT_MODELS:
     torch.cuda.empty_cache()
 print(len(store), 'points')
 " 2>&1 | grep -v Warning | tail -3
-    timeout 400 python3 -m calibration.live_grid --noise --out calibration/live/h200_session 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -15
-    tar czf "$out/session.tgz" calibration/points/h200_session_forwards.jsonl calibration/live/h200_session ;;
+    timeout 400 python3 -m calibration.live_grid --noise --out data/live/h200_session 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -15
+    tar czf "$out/session.tgz" data/points/h200_session_forwards.jsonl data/live/h200_session ;;
   tp-forwards)  # a multi-GPU machine: the op points still missing on GPU 0 alone (one process, no
                 # collectives), then whole target forwards over TP groups of 2 .. all GPUs
-    CUDA_VISIBLE_DEVICES=0 timeout 300 python3 -m calibration.run --out "$out/h200.json" --points calibration/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -8
+    CUDA_VISIBLE_DEVICES=0 timeout 300 python3 -m calibration.run --out "$out/h200.json" --points data/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -8
     nvidia-smi topo -m
-    timeout 240 python3 -m calibration.tp_forwards --sizes 8b,1b --points calibration/points/h200_tp_forwards.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -12
-    tar czf "$out/points.tgz" calibration/points/h200.jsonl calibration/points/h200_tp_forwards.jsonl ;;
+    timeout 240 python3 -m calibration.tp_forwards --sizes 8b,1b --points data/points/h200_tp_forwards.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -12
+    tar czf "$out/points.tgz" data/points/h200.jsonl data/points/h200_tp_forwards.jsonl ;;
   tp-noise)  # tensor-parallel live grid over every GPU, every point 3 times in interleaved passes with
-             # paired baselines, into calibration/live/h200_tp<N>_noise
+             # paired baselines, into data/live/h200_tp<N>_noise
     n=$(nvidia-smi -L | wc -l)
-    timeout 540 python3 -m calibration.live_tp --tp "$n" --noise --sizes ${SIZES:-8b} --out "calibration/live/h200_tp${n}_noise" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
-    tar czf "$out/live_h200_tp${n}_noise.tgz" "calibration/live/h200_tp${n}_noise" ;;
+    timeout 540 python3 -m calibration.live_tp --tp "$n" --noise --sizes ${SIZES:-8b} --out "data/live/h200_tp${n}_noise" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
+    tar czf "$out/live_h200_tp${n}_noise.tgz" "data/live/h200_tp${n}_noise" ;;
   tp-skew)  # 2+ GPUs: a TP forward timed on rank 0 / on the last rank to launch / back to back, then
             # the quick tp live grid in the same session (its baseline's decode phase to compare)
     n=$(nvidia-smi -L | wc -l)
@@ -101,11 +101,11 @@ print(len(store), 'points')
     python3 -c "import json,glob; [print(f.split('/')[-1], {k: round(v) for k, v in json.load(open(f))['phase_us'].items()}) for f in sorted(glob.glob('/tmp/tpq/*.json'))]"
     tar czf "$out/tpq.tgz" -C /tmp tpq ;;
   tp)  # tensor-parallel live grid over every GPU of the machine (one GPU: a tp 1 smoke run of the
-       # NCCL + CUDA-graph path), into calibration/live/h200_tp<N>; QUICK=1 for the small grid
+       # NCCL + CUDA-graph path), into data/live/h200_tp<N>; QUICK=1 for the small grid
     n=$(nvidia-smi -L | wc -l)
     nvidia-smi topo -m
-    timeout 540 python3 -m calibration.live_tp --tp "$n" ${QUICK:+--quick} --out "calibration/live/h200_tp$n" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
-    tar czf "$out/live_h200_tp$n.tgz" "calibration/live/h200_tp$n" ;;
+    timeout 540 python3 -m calibration.live_tp --tp "$n" ${QUICK:+--quick} --out "data/live/h200_tp$n" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
+    tar czf "$out/live_h200_tp$n.tgz" "data/live/h200_tp$n" ;;
   all)
     timeout 300 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl" 2>&1 | grep -v Warning | grep -v scaled_dot_product
     timeout 230 python3 -m calibration.live_grid --out /tmp/live_h200 2>&1 | grep -v Warning | grep -v scaled_dot_product

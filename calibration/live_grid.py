@@ -1,6 +1,6 @@
 """The live validation grid: real speculative runs on one GPU, one LiveRun JSON per point.
 
-    python3 -m calibration.live_grid --out calibration/live/h200 [--quick]
+    python3 -m calibration.live_grid --out data/live/h200 [--quick]
 
 Default grid (batch 1, context_len 1024, random bf16 weights):
   targets   Llama-3.1-8B and Llama-3.2-1B shapes, each with an EAGLE-3 one-layer draft

@@ -1,6 +1,6 @@
 """Live speculative decoding over a tensor-parallel group: one process per rank, one LiveRun per point.
 
-    python -m calibration.live_tp --tp 2 --out calibration/live/h200_tp2 [--quick | --noise] [--device cpu|cuda]
+    python -m calibration.live_tp --tp 2 --out data/live/h200_tp2 [--quick | --noise] [--device cpu|cuda]
 
 `run_live_tp` runs on every rank of an initialised process group (NCCL with one GPU per rank,
 cuda:{local_rank}; gloo on CPU) the loop of `calibration/live.py` (`SpecLoop`, `DecodeLoop`)
@@ -21,7 +21,7 @@ before each repeat every rank synchronises its device and meets at a one-element
 (the barrier); rank 0 takes the wall clock from there to its final device sync and the phases
 (loop.PHASES) with CUDA events (GPU) or perf_counter (CPU). Rank 0 returns the LiveRun
 (hardware.gpu_count = group size), other ranks None. CUDA graphs (engine.cuda_graph) capture
-the NCCL collectives with the forwards (run on 2 H200s: calibration/live/h200_tp2); eager on
+the NCCL collectives with the forwards (run on 2 H200s: data/live/h200_tp2); eager on
 CPU / gloo. The tp1_colocated loop captures the cat + broadcast as its own graph.
 
 The CLI spawns the ranks itself (torch.multiprocessing; NVLink SHARP / multicast off:

@@ -1,6 +1,6 @@
 """Host time per cycle of the live loop as a function of the GPU time per cycle, with real models.
 
-    python -m calibration.loop_overhead --points calibration/points/h200.jsonl [--passes 3]
+    python -m calibration.loop_overhead --points data/points/h200.jsonl [--passes 3]
 
 Why: the serving loop's cost beyond GPU work (the device->host copy of the accept result, the
 host's wake-up, bookkeeping, the next launch) is not a constant. On the lent H200 it grew from

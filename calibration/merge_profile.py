@@ -1,7 +1,7 @@
 """Build one profile from several points files (e.g. one GPU's op tables + a multi-GPU machine's collectives).
 
-    python -m calibration.merge_profile --points calibration/points/h200.jsonl \
-        --points calibration/points/h200_collectives.jsonl --out calibration/profiles/h200.json \
+    python -m calibration.merge_profile --points data/points/h200.jsonl \
+        --points data/points/h200_collectives.jsonl --out data/profiles/h200.json \
         --gpu-count 2 --interconnect "NVLink (NV18) between 2 GPUs (collectives); op, forward and host tables on one GPU"
 
 Later files win on equal keys. The hardware description can be overridden because the points

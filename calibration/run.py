@@ -1,8 +1,8 @@
 """One command for a calibration: per-op tables, host overheads, roofline, whole forwards,
 collectives and whole forwards over TP groups (when more than one GPU is), then the profile.
 
-    python -m calibration.run --out calibration/profiles/h200.json --points calibration/points/h200.jsonl   (as calibration/h200_run.sh runs it; the default --out is calibration/profiles/local.json, its points
-    calibration/profiles/local.points.jsonl)
+    python -m calibration.run --out data/profiles/h200.json --points data/points/h200.jsonl   (as calibration/h200_run.sh runs it; the default --out is data/profiles/local.json, its points
+    data/profiles/local.points.jsonl)
 
 Points go to an append-only PointStore first, so an interrupted run picks up where it stopped
 (`--no-resume` moves the old points file aside and starts over). Budget on one H200: the
@@ -141,8 +141,8 @@ def measure_loop_overhead_curve(store: PointStore, dev: torch.device, command: s
 
 
 def default_points_path(out_profile: Path) -> Path:
-    """The points file that goes with a profile: calibration/profiles/local.json ->
-    calibration/profiles/local.points.jsonl (never a shipped machine's points file)."""
+    """The points file that goes with a profile: data/profiles/local.json ->
+    data/profiles/local.points.jsonl (never a shipped machine's points file)."""
     return Path(out_profile).with_suffix(".points.jsonl")
 
 
@@ -258,7 +258,7 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command()
-def main(out: Path = typer.Option(Path("calibration/profiles/local.json"), help="Profile JSON to write."),
+def main(out: Path = typer.Option(Path("data/profiles/local.json"), help="Profile JSON to write."),
          points: Optional[Path] = typer.Option(None, help="Resumable points file; default OUT with .points.jsonl."),
          quick: bool = typer.Option(False, help="Small grid (about 1 minute on an H200)."),
          resume: bool = typer.Option(True, help="Keep points already measured."),

@@ -1,6 +1,6 @@
 """Whole target and draft forwards over a tensor-parallel group: the profile's ForwardTables at tp > 1.
 
-    python -m calibration.tp_forwards --tp 2 --sizes 8b --points calibration/points/h200_tp2_forwards.jsonl
+    python -m calibration.tp_forwards --tp 2 --sizes 8b --points data/points/h200_tp2_forwards.jsonl
 
 At tp 1 the calibration times the whole target forward on one GPU (`bench_ops.bench_forwards`,
 `fwd:{model}:1:{mode}:{n}:{c}` points). At tp > 1 a forward is the sharded matmuls of every rank
@@ -24,10 +24,10 @@ Drafts (placement shared_tp: the draft sharded over the same group) get the same
 `TPDraftModel`: a draft step ('draft' table) and a draft extend ('draft_extend') over the grid,
 `fwd:{model}:{tp}:graph:{phase}:{n}:{c}` points (`bench_ops.draft_forward`).
 
-The tp-2 points committed in calibration/points/h200_tp_forwards.jsonl were timed before the
+The tp-2 points committed in data/points/h200_tp_forwards.jsonl were timed before the
 minimum over ranks, from rank 0's launch (their `impl` does not say "minimum over ranks"): at
 tp 2 on the H200s that reads 0.0-1.3% above the minimum (`calibration/diagnose_tp_skew.py`,
-calibration/live/h200_diagnostics/tp2_skew.json); a rerun with --points to a new file replaces them.
+data/live/h200_diagnostics/tp2_skew.json); a rerun with --points to a new file replaces them.
 
 Left out: eager mode (the live TP loop runs CUDA graphs).
 """

@@ -2,7 +2,7 @@
 
     python docs/make_calibration_table.py
 
-Every figure comes from calibration/profiles/h200.json and calibration/points/*.jsonl, which
+Every figure comes from data/profiles/h200.json and data/points/*.jsonl, which
 `bash calibration/h200_run.sh calibrate` (one H200), `bash calibration/h200_run.sh collectives`
 and `bash calibration/h200_run.sh tp-forwards` (2x H200) measured on the lent machines.
 """
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    p = load_profile(ROOT / "calibration" / "profiles" / "h200.json")
-    pts = PointStore(ROOT / "calibration" / "points" / "h200.jsonl").records()
+    p = load_profile(ROOT / "data" / "profiles" / "h200.json")
+    pts = PointStore(ROOT / "data" / "points" / "h200.jsonl").records()
     hw, rf, host = p.hardware, p.roofline, p.host
     print("| what | value |\n|---|---|")
     print(f"| GPU | {hw.gpu_name}, driver {hw.driver_version}, CUDA {hw.cuda_version}, torch {hw.torch_version}, "

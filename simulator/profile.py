@@ -8,7 +8,6 @@ the roofline constants used outside the measured range. Every table carries its 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import tempfile
@@ -244,18 +243,28 @@ class CalibrationProfile(StrictModel):
         return self
 
 
-def shipped_profiles_dir() -> Path | None:
-    """Folder of the profiles shipped in the `calibration` package, found without importing it."""
-    spec = importlib.util.find_spec("calibration")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0]) / "profiles"
+DATA_DIR_ENV = "SPECDECSIM_DATA"
+
+
+def data_dir() -> Path:
+    """The folder of measured data (profiles/, points/, live/, measurements/).
+
+    `$SPECDECSIM_DATA` when set, else the `data/` folder beside the `simulator` package (a
+    source checkout or an editable install, where the shipped profiles live).
+    """
+    env = os.environ.get(DATA_DIR_ENV)
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+
+
+def shipped_profiles_dir() -> Path:
+    """Folder of the shipped profiles: `data_dir() / "profiles"`."""
+    return data_dir() / "profiles"
 
 
 def resolve_profile_path(ref: str, base_dir: Path | None = None) -> Path:
     """Turn a profile reference into a file path.
 
-    A bare name (`h200`) means `calibration/profiles/<name>.json`; anything else is a path,
+    A bare name (`h200`) means `<data_dir()>/profiles/<name>.json`; anything else is a path,
     relative to `base_dir` (the scenario's folder) when not absolute.
 
     Raises:
@@ -263,12 +272,10 @@ def resolve_profile_path(ref: str, base_dir: Path | None = None) -> Path:
     """
     looked: list[Path] = []
     if "/" not in ref and not ref.endswith(".json"):
-        d = shipped_profiles_dir()
-        if d is not None:
-            p = d / f"{ref}.json"
-            looked.append(p)
-            if p.is_file():
-                return p
+        p = shipped_profiles_dir() / f"{ref}.json"
+        looked.append(p)
+        if p.is_file():
+            return p
     else:
         p = Path(ref)
         candidates = [p] if p.is_absolute() else ([base_dir / p] if base_dir else []) + [p]
@@ -278,7 +285,7 @@ def resolve_profile_path(ref: str, base_dir: Path | None = None) -> Path:
                 return c
             if c.is_dir():
                 raise FileNotFoundError(f"profile {ref!r} is a folder ({c}); give a profile JSON file")
-    shipped = sorted(x.stem for x in (shipped_profiles_dir() or Path("/nonexistent")).glob("*.json"))
+    shipped = sorted(x.stem for x in shipped_profiles_dir().glob("*.json"))
     raise FileNotFoundError(f"profile {ref!r} not found (looked in: {', '.join(map(str, looked))}); "
                             f"shipped profiles: {', '.join(shipped) or 'none'}")
 

@@ -1,6 +1,6 @@
 """Replay of the published Kimi-K2 / EAGLE-3 / 8x PCIe Gen5 case (../shared/CASES.md).
 
-Uses the committed profile (calibration/profiles/kimi_k2_pcie.json, built by
+Uses the committed profile (data/profiles/kimi_k2_pcie.json, built by
 docs/cases/make_kimi_k2_case.py, kernel floor fitted to the baseline 90 tok/s only) and the
 committed scenarios, through the closed form (exact for these deterministic costs; fast).
 Published figures (the account's own, via CASES.md): baseline about 90 tok/s, EAGLE-3 at 5 steps

@@ -16,7 +16,7 @@ from simulator.records import LiveRun
 from simulator.validate import compare, load_records, summarize, with_costs_source
 
 ROOT = Path(__file__).resolve().parents[1]
-LIVE = ROOT / "calibration" / "live" / "h200"
+LIVE = ROOT / "data" / "live" / "h200"
 POINT = LIVE / "8b_graph_b1_s3_a70_rep3.json"
 BASE = LIVE / "8b_graph_b1_baseline_rep3.json"
 
@@ -148,8 +148,8 @@ def test_a_tie_between_placements_is_not_a_placement_cell():
 
 
 def test_take3_and_tp2_records_meet_the_tok_per_s_bar_and_pick_the_faster_placement(profile):
-    for folder, n in ((ROOT / "calibration" / "live" / "h200_session", 50),
-                      (ROOT / "calibration" / "live" / "h200_tp2_noise", 49)):
+    for folder, n in ((ROOT / "data" / "live" / "h200_session", 50),
+                      (ROOT / "data" / "live" / "h200_tp2_noise", 49)):
         s = summarize(compare(with_costs_source(load_records([folder]), "whole_forward"), profile))[0]
         assert s.num_points == n and s.median_abs_error_frac <= 0.03 and s.max_abs_error_frac <= 0.08, folder
     assert s.faster_placement_cells >= 10 and s.faster_placement_agree == s.faster_placement_cells

@@ -4,7 +4,7 @@ Run from the repository root:
 
     python docs/cases/make_kimi_k2_case.py
 
-It (a) builds `calibration/profiles/kimi_k2_pcie.json` from the published figures and stated
+It (a) builds `data/profiles/kimi_k2_pcie.json` from the published figures and stated
 assumptions, fitting the one per-kernel unknown (`kernel_floor_us`) to the baseline decode
 figure (90 tok/s) only, (b) predicts every figure of docs/cases/kimi-k2-pcie.md with the
 simulator (closed form, `simulator.analytic.analyze`, exact for these deterministic costs; the
@@ -35,7 +35,7 @@ from simulator.simulate import simulate
 from simulator.units import BYTES_PER_US_PER_GB_PER_S, US_PER_MS, US_PER_S
 
 REPO_DIR = Path(__file__).resolve().parents[2]
-PROFILE_PATH = REPO_DIR / "calibration" / "profiles" / "kimi_k2_pcie.json"
+PROFILE_PATH = REPO_DIR / "data" / "profiles" / "kimi_k2_pcie.json"
 SCENARIO_TP8 = REPO_DIR / "scenarios" / "kimi_k2_tp8_draft.yaml"
 SCENARIO_TP1 = REPO_DIR / "scenarios" / "kimi_k2_tp1_draft.yaml"
 CHART_PATH = REPO_DIR / "docs" / "cases" / "kimi-k2-cycle-breakdown.html"
@@ -70,8 +70,8 @@ GPU_SOURCE = ("NVIDIA H200 NVL datasheet (nvidia.com/en-us/data-center/h200): 14
 HBM_GB_PER_S = 4800.0
 BF16_TFLOPS = 1671.0 / 2
 FP8_TFLOPS = 3341.0 / 2
-BANDWIDTH_EFFICIENCY = 0.8  # assumed, as calibration/profiles/h200_datasheet.json
-COMPUTE_EFFICIENCY = 0.7    # assumed, as calibration/profiles/h200_datasheet.json
+BANDWIDTH_EFFICIENCY = 0.8  # assumed, as data/profiles/h200_datasheet.json
+COMPUTE_EFFICIENCY = 0.7    # assumed, as data/profiles/h200_datasheet.json
 HOST = dict(op_launch_us={}, default_launch_us=8.0, graph_replay_us=12.0, graph_kernel_gap_us=0.5,
             d2h_sync_us=15.0, host_schedule_us=40.0)  # assumed, as h200_datasheet.json
 
@@ -134,7 +134,7 @@ def build_profile(kernel_floor_us: float, fit_note: str = "") -> CalibrationProf
                  + fit_note))
     host = HostOverheads(**HOST, provenance=Provenance(
         kind="assumed", source="order-of-magnitude CUDA-graph replay, device->host sync and SGLang scheduling "
-                               "costs, as calibration/profiles/h200_datasheet.json; the account gives none",
+                               "costs, as data/profiles/h200_datasheet.json; the account gives none",
         note="with kernel_floor_us fitted, these and the floor share the baseline's non-communication time"))
     return CalibrationProfile(
         name="kimi_k2_pcie",
@@ -335,7 +335,7 @@ def main() -> None:
     moe_sensitivity(sc8)
 
 
-MOE_MEASUREMENT = REPO_DIR / "calibration" / "measurements" / "moe_kimi_k2_tp8_h200.json"
+MOE_MEASUREMENT = REPO_DIR / "data" / "measurements" / "moe_kimi_k2_tp8_h200.json"
 
 
 def moe_table(sc: Scenario, bytes_scale: float) -> OpTable:
