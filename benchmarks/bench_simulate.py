@@ -21,8 +21,8 @@ from rich.table import Table
 
 from simulator.acceptance import build_acceptance
 from simulator.costs.forward import CostModel
-from simulator.engine.des import Engine
-from simulator.engine.fast import run_cycle_level
+from simulator.des.simulation import DesRun
+from simulator.des.cycle_level import run_cycle_level
 from simulator.scenario import load_profile_for, load_scenario
 from simulator.units import US_PER_S
 
@@ -43,7 +43,7 @@ class CountingEnvironment(simpy.Environment):
 
 def bench(overrides: list[str], cycles: int) -> dict:
     path = ROOT / "scenarios" / "llama8b_h200.yaml"
-    sc = load_scenario(path, ["costs.source=per_op"] + overrides + [f"workload.num_cycles={cycles}"])
+    sc = load_scenario(path, ["costs.source=per_op"] + overrides + [f"fidelity.num_cycles={cycles}"])
     prof, _ = load_profile_for(sc, base_dir=path.parent)
     cost = CostModel(sc, prof)
     acc = build_acceptance(sc.acceptance, sc.spec)
@@ -52,10 +52,10 @@ def bench(overrides: list[str], cycles: int) -> dict:
         cost.cycle_forwards(j)
     env = CountingEnvironment()
     t0 = time.perf_counter()
-    if sc.engine.granularity == "cycle":
+    if sc.fidelity.granularity == "cycle":
         run_cycle_level(cost, acc, np.random.default_rng(0), cycles, 0, env=env)
     else:
-        Engine(cost, acc, np.random.default_rng(0), np.random.default_rng(1), env=env).run(cycles, 0)
+        DesRun(cost, acc, np.random.default_rng(0), np.random.default_rng(1), env=env).run(cycles, 0)
     wall_s = time.perf_counter() - t0
     sim_s = env.now / US_PER_S
     return dict(events=env.num_events, wall_s=wall_s, events_per_s=env.num_events / wall_s,
@@ -66,11 +66,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cycles", type=int, default=20_000)
     args = ap.parse_args()
-    runs = [("cycle granularity, CUDA graph", ["engine.granularity=cycle"], args.cycles * 50),
+    runs = [("cycle granularity, CUDA graph", ["fidelity.granularity=cycle"], args.cycles * 50),
             ("forward granularity, CUDA graph", [], args.cycles),
-            ("forward granularity, eager", ["engine.cuda_graph=false"], args.cycles),
-            ("kernel granularity, CUDA graph", ["engine.granularity=kernel"], max(1, args.cycles // 50)),
-            ("kernel granularity, eager", ["engine.granularity=kernel", "engine.cuda_graph=false"],
+            ("forward granularity, eager", ["serving_engine.cuda_graph=false"], args.cycles),
+            ("kernel granularity, CUDA graph", ["fidelity.granularity=kernel"], max(1, args.cycles // 50)),
+            ("kernel granularity, eager", ["fidelity.granularity=kernel", "serving_engine.cuda_graph=false"],
              max(1, args.cycles // 50))]
     t = Table(title="DES speed (batch 1, Llama-3.1-8B + EAGLE-3, num_steps=4)", title_justify="left")
     for col in ("engine", "cycles", "events", "wall s", "events/s", "cycles/s", "simulated s", "sim / wall"):

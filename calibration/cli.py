@@ -136,3 +136,27 @@ def import_nccl_tests(
                       "imported" if t.provenance.source in imported else "kept")
     console.print(table)
     console.print(f"[green]wrote {escape(str(out))}")
+
+
+def live(
+    out: Annotated[Path, typer.Option(help="Folder for one LiveRun JSON per point (resumes).")],
+    quick: Annotated[bool, typer.Option(help="A few points, fewer cycles (< 1 min on one GPU).")] = False,
+    device: Annotated[str, typer.Option(help="torch device.")] = "cuda",
+    cycles: Annotated[Optional[int], typer.Option(help="Timed cycles per point.")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="Warm-up cycles per point.")] = None,
+    noise: Annotated[bool, typer.Option(help="The CUDA-graph batch-1 grid, 3 runs per point (noise).")] = False,
+) -> None:
+    """Run the live speculative grid on a GPU (real forwards, seeded acceptance oracle); needs torch."""
+    try:
+        from calibration.live_grid import main as live_grid_main
+    except ImportError as e:
+        fail(f"specdecsim live needs torch: pip install 'specdecsim[calibrate]' ({e})")
+    argv = ["--out", str(out), "--device", device] + (["--quick"] if quick else []) + (["--noise"] if noise else [])
+    argv += (["--cycles", str(cycles)] if cycles else []) + (["--warmup", str(warmup)] if warmup else [])
+    live_grid_main(argv)
+
+
+def register(app: typer.Typer) -> None:
+    """Mount the calibration commands on the `specdecsim` app."""
+    app.add_typer(calibrate_app, name="calibrate")
+    app.command("live")(live)

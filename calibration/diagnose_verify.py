@@ -72,7 +72,7 @@ def main() -> None:
         sc = Scenario.model_validate(dict(
             name="diag", target=target.model_dump(), draft=eagle3_draft(target).model_dump(), tp_size=1,
             spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=dict(kind="iid", acceptance_rate=0.7),
-            workload=dict(batch_size=1, context_len=c, max_new_tokens=256), engine=dict(cuda_graph=True)))
+            workload=dict(batch_size=1, context_len=c, max_new_tokens=256), serving_engine=dict(cuda_graph=True)))
         loop = session.loop(sc, True)
         live_cold = _cold_us(loop.g_verify.replay)
         live_warm = _warm_us(loop.g_verify.replay)

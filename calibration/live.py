@@ -26,7 +26,7 @@ attends the fixed window context_len + num_new); a request that leaves the band 
 `span` slots (a finished request replaced by one with the same context). Rollback: positions
 advance by accept_length only; rejected slots are overwritten next cycle.
 
-CUDA graphs (engine.cuda_graph): one graph per draft_extend length 1..s+1, per draft step
+CUDA graphs (serving_engine.cuda_graph): one graph per draft_extend length 1..s+1, per draft step
 (step d reads step d-1's graph outputs, so no copies), verify, accept, and baseline decode.
 Glue kernels outside the simulator's op list: besides `models.GLUE_OPS`, the verify input
 `cat`, a copy of the target tokens, two gathers in the draft_extend (bonus token, hidden row),
@@ -48,7 +48,7 @@ from calibration.build_profile import collect_hardware_info, git_commit
 from calibration.models import DraftModel, TargetModel
 from simulator.config import Scenario
 from simulator.profile import HardwareInfo
-from simulator.records import LiveRun
+from simulator.live_records import LiveRun
 from simulator.units import US_PER_MS, US_PER_S
 
 WRAP_SPAN_TOKENS = 256  # slots a request moves back when it leaves its position band
@@ -404,10 +404,10 @@ class LiveSession:
         self._key, self.target, self.draft, self._loops = None, None, None, {}
 
     def loop(self, scenario: Scenario, speculative: bool) -> SpecLoop | DecodeLoop:
-        graph = scenario.engine.cuda_graph
+        graph = scenario.serving_engine.cuda_graph
         if graph and self.device.type != "cuda":
-            raise RuntimeError("engine.cuda_graph: true needs a CUDA device; on CPU run eager "
-                               "(engine.cuda_graph: false)")
+            raise RuntimeError("serving_engine.cuda_graph: true needs a CUDA device; on CPU run eager "
+                               "(serving_engine.cuda_graph: false)")
         key = (scenario.target.model_dump_json(), scenario.draft.model_dump_json())
         if key != self._key:
             self._key, self.target, self.draft, self._loops = None, None, None, {}
@@ -626,7 +626,7 @@ def run_live(scenario: Scenario, speculative: bool, num_cycles: int, warmup_cycl
 
     Args:
         scenario: what to run (target, draft, spec, acceptance, batch_size, context_len,
-            engine.cuda_graph, seed); stored unchanged in the record.
+            serving_engine.cuda_graph, seed); stored unchanged in the record.
         speculative: False runs the no-speculation baseline of the same scenario.
         device: 'cuda' (bf16) or 'cpu' (float32; eager only).
         session: models and loops to reuse across points (the grid passes one).

@@ -32,7 +32,7 @@ from simulator.acceptance import build_acceptance
 from simulator.config import IidAcceptance, ModelShape, Scenario, SpecConfig
 from simulator.costs import ops as sim_ops
 from simulator.profile import write_json_atomic
-from simulator.records import LiveRun
+from simulator.live_records import LiveRun
 
 console = Console()
 
@@ -93,9 +93,8 @@ class GridPoint:
             profile="h200", target=target, draft=draft, tp_size=1, placement="shared_tp",
             spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1),
             acceptance=dict(kind="iid", acceptance_rate=a),
-            workload=dict(batch_size=self.batch_size, context_len=CONTEXT_LEN,
-                          num_cycles=num_cycles, warmup_cycles=warmup_cycles),
-            engine=dict(cuda_graph=self.graph), seed=0)
+            workload=dict(batch_size=self.batch_size, context_len=CONTEXT_LEN), fidelity=dict(num_cycles=num_cycles, warmup_cycles=warmup_cycles),
+            serving_engine=dict(cuda_graph=self.graph), seed=0)
 
 
 def noise_grid() -> list[GridPoint]:

@@ -20,7 +20,7 @@ Timing as `live.run_live` (every repeat replays the same oracle accept lengths; 
 before each repeat every rank synchronises its device and meets at a one-element allreduce
 (the barrier); rank 0 takes the wall clock from there to its final device sync and the phases
 (loop.PHASES) with CUDA events (GPU) or perf_counter (CPU). Rank 0 returns the LiveRun
-(hardware.gpu_count = group size), other ranks None. CUDA graphs (engine.cuda_graph) capture
+(hardware.gpu_count = group size), other ranks None. CUDA graphs (serving_engine.cuda_graph) capture
 the NCCL collectives with the forwards (run on 2 H200s: data/live/h200_tp2); eager on
 CPU / gloo. The tp1_colocated loop captures the cat + broadcast as its own graph.
 
@@ -60,7 +60,7 @@ from simulator.acceptance import build_acceptance
 from simulator.config import IidAcceptance, ModelShape, Scenario, SpecConfig
 from simulator.costs import ops as sim_ops
 from simulator.profile import HardwareInfo, write_json_atomic
-from simulator.records import LiveRun
+from simulator.live_records import LiveRun
 from simulator.units import US_PER_S
 
 TP_PLACEMENTS = ("shared_tp", "tp1_colocated")
@@ -200,7 +200,7 @@ class TPLiveSession:
     def _draft(self, scenario: Scenario):
         t, d = scenario.target, scenario.draft
         share = d.hidden_size == t.hidden_size and d.vocab_size == t.vocab_size
-        if scenario.placement == "shared_tp":
+        if scenario.placement.label == "shared_tp":
             return TPDraftModel(d, self.group, self.device, self.dtype, DRAFT_WEIGHT_SEED,
                                 self.target.embed if share else None)
         if self.rank == 0:
@@ -208,10 +208,10 @@ class TPLiveSession:
         return _DraftShape(d, self.device)
 
     def loop(self, scenario: Scenario, speculative: bool):
-        graph = scenario.engine.cuda_graph
+        graph = scenario.serving_engine.cuda_graph
         if graph and self.device.type != "cuda":
-            raise RuntimeError("engine.cuda_graph: true needs CUDA devices; on CPU run eager "
-                               "(engine.cuda_graph: false)")
+            raise RuntimeError("serving_engine.cuda_graph: true needs CUDA devices; on CPU run eager "
+                               "(serving_engine.cuda_graph: false)")
         key = (scenario.target.model_dump_json(), scenario.draft.model_dump_json())
         if key != self._key:
             self._key, self.target, self.drafts, self._loops = None, None, {}, {}
@@ -222,7 +222,7 @@ class TPLiveSession:
             self.target = TPTargetModel(scenario.target, self.group, self.device, self.dtype, TARGET_WEIGHT_SEED,
                                         max(1, d.num_fc_input_hidden_states), keep_full_embed=self.rank == 0 and share)
             self._key = key
-        w, placement = scenario.workload, scenario.placement if speculative else None
+        w, placement = scenario.workload, scenario.placement.label if speculative else None
         lkey = (speculative, placement, w.batch_size, scenario.spec.num_steps, w.context_len, graph)
         if lkey not in self._loops:
             with torch.no_grad():
@@ -246,13 +246,13 @@ def check_tp_scenario(scenario: Scenario, world_size: int) -> None:
     if scenario.tp_size != world_size:
         raise ValueError(f"scenario.tp_size={scenario.tp_size} must equal the process group's world "
                          f"size {world_size}")
-    if scenario.placement not in TP_PLACEMENTS:
-        raise ValueError(f"scenario.placement={scenario.placement!r}: live TP runs support "
+    if scenario.placement.label not in TP_PLACEMENTS:
+        raise ValueError(f"scenario.placement={scenario.placement.label!r}: live TP runs support "
                          f"{', '.join(TP_PLACEMENTS)}")
     if scenario.spec.topk != 1:
         raise ValueError(f"scenario.spec.topk={scenario.spec.topk}: live runs draft chains only (topk=1)")
     check_shardable(scenario.target, world_size, "target")
-    if scenario.placement == "shared_tp":
+    if scenario.placement.label == "shared_tp":
         check_shardable(scenario.draft, world_size, "draft")
 
 
@@ -353,9 +353,8 @@ class TPGridPoint(GridPoint):
             placement=self.placement if self.speculative else "shared_tp",
             spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1),
             acceptance=dict(kind="iid", acceptance_rate=a),
-            workload=dict(batch_size=self.batch_size, context_len=CONTEXT_LEN,
-                          num_cycles=num_cycles, warmup_cycles=warmup_cycles),
-            engine=dict(cuda_graph=self.graph), seed=0)
+            workload=dict(batch_size=self.batch_size, context_len=CONTEXT_LEN), fidelity=dict(num_cycles=num_cycles, warmup_cycles=warmup_cycles),
+            serving_engine=dict(cuda_graph=self.graph), seed=0)
 
 
 def grid(quick: bool, sizes: tuple[str, ...], graph: bool, tp_size: int) -> list[TPGridPoint]:

@@ -55,8 +55,7 @@ def probe_scenario(num_layers: int) -> Scenario:
     return Scenario(name=f"loop-probe-L{num_layers}", target=target, draft=draft,
                     spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1),
                     acceptance=dict(kind="iid", acceptance_rate=PROBE_RATE),
-                    workload=dict(batch_size=1, context_len=PROBE_CONTEXT_LEN, num_cycles=PROBE_CYCLES,
-                                  warmup_cycles=PROBE_WARMUP), engine=dict(cuda_graph=True), seed=0)
+                    workload=dict(batch_size=1, context_len=PROBE_CONTEXT_LEN), fidelity=dict(num_cycles=PROBE_CYCLES, warmup_cycles=PROBE_WARMUP), serving_engine=dict(cuda_graph=True), seed=0)
 
 
 def point_key(loop: str, num_layers: int, pass_idx: int) -> str:

@@ -72,7 +72,7 @@ def generated_block() -> str:
     for label, recs in takes:
         groups: dict[tuple, list[tuple[float, float]]] = {}
         for f, r in recs:
-            if not f.endswith("_rep3.json") or not r.scenario.engine.cuda_graph:
+            if not f.endswith("_rep3.json") or not r.scenario.serving_engine.cuda_graph:
                 continue
             ph = r.phase_us
             gpu = sum(v for k, v in ph.items() if k not in ("sync", "host"))
@@ -90,9 +90,9 @@ def generated_block() -> str:
         paired: dict[str, list[float]] = {}
         base_rec: dict[str, float] = {}
         for _, r in recs:
-            if r.scenario.engine.cuda_graph and r.paired_baseline_tok_per_s:
+            if r.scenario.serving_engine.cuda_graph and r.paired_baseline_tok_per_s:
                 paired.setdefault(r.scenario.target.name, []).append(r.paired_baseline_tok_per_s)
-            elif r.scenario.engine.cuda_graph and not r.speculative:
+            elif r.scenario.serving_engine.cuda_graph and not r.speculative:
                 base_rec[r.scenario.target.name] = r.median_tok_per_s
         for target, v in sorted(paired.items()):
             lines.append(f"| {label.split(':')[0]} | {target} | {len(v)} | {min(v):.1f}-{max(v):.1f} | "

@@ -43,7 +43,7 @@ def _sync_to_sync_us(cost: CostModel, fwds, s: float) -> float:
     span = chain_span_us(fwds)
     host = sum(f.host_us for f in fwds)
     d = cost.d2h_sync_us
-    if cost.sc.engine.host_overhead_overlapped:
+    if cost.sc.serving_engine.host_overhead_overlapped:
         return max(host + s, span) + d
     return s + span + d
 

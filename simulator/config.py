@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Self
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt,
-                      model_validator)
+from enum import Enum
+
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, ValidationInfo,
+                      field_serializer, field_validator, model_validator)
 
 
 class StrictModel(BaseModel):
@@ -106,10 +108,6 @@ class ModelShape(StrictModel):
         return self.draft_vocab_size or self.vocab_size
 
 
-_PLACEMENTS = ("shared_tp", "tp1_colocated", "tp1_dedicated")
-_TPK = re.compile(r"^tp([1-9][0-9]*)$")
-
-
 class SpecConfig(StrictModel):
     """Speculative decoding settings (SGLang's `speculative_*` flags)."""
 
@@ -181,25 +179,35 @@ class WorkloadConfig(StrictModel):
     batch_size: int = Field(1, ge=1, le=4096, description="Requests decoded together.")
     context_len: int = Field(1024, ge=1, le=2_097_152, description="KV-cache tokens attention reads.")
     max_new_tokens: int = Field(256, ge=1, le=1_000_000, description="Tokens each request generates.")
-    num_cycles: int = Field(2000, ge=1, le=10_000_000, description="Speculative cycles simulated after warm-up.")
-    warmup_cycles: int = Field(0, ge=0, le=1_000_000, description="Cycles simulated and discarded first.")
 
 
-class EngineConfig(StrictModel):
-    """How the serving engine runs the cycle."""
+class LiveLoopEngine(StrictModel):
+    """The serving engine's behaviour per cycle: the project's own live loop (calibration.live).
 
+    The knobs say what a cycle runs and how the host drives it; the SGLang, vLLM and
+    TensorRT-LLM cycle models join this section as further `kind`s.
+    """
+
+    kind: Literal["live_loop"] = Field("live_loop", description="Which serving engine's cycle structure.")
     cuda_graph: bool = Field(True, description="Forwards replay as CUDA graphs (one launch each).")
     host_overhead_overlapped: bool = Field(
         False, description="Host scheduling of the next cycle overlaps GPU work (SGLang overlap scheduler).")
     first_draft_from_extend: bool = Field(
         False, description="The draft extend proposes draft token 1, then num_steps - 1 draft forwards "
                            "(SGLang's EAGLE worker); False: num_steps draft forwards (the live loop).")
+
+
+class FidelityConfig(StrictModel):
+    """How finely and how long the simulation runs; changes the precision, not the modelled system."""
+
     granularity: Literal["cycle", "forward", "kernel"] = Field(
         "forward", description="DES events per block of cycles (fastest; exact for deterministic costs), "
                                "per cycle's forwards, or per kernel (traces, per-rank jitter).")
-    per_rank: bool = Field(False, description="One SimPy stream per GPU rank; collectives are barriers.")
+    per_rank: bool = Field(False, description="One SimPy stream per GPU; collectives are barriers.")
     jitter_cv: NonNegativeFloat = Field(
-        0.0, le=2.0, description="Coefficient of variation of per-kernel lognormal noise on each rank.")
+        0.0, le=2.0, description="Coefficient of variation of per-kernel lognormal noise on each GPU.")
+    num_cycles: int = Field(2000, ge=1, le=10_000_000, description="Speculative cycles simulated after warm-up.")
+    warmup_cycles: int = Field(0, ge=0, le=1_000_000, description="Cycles simulated and discarded first.")
 
     @model_validator(mode="after")
     def _check_jitter(self) -> Self:
@@ -220,8 +228,124 @@ class CostsConfig(StrictModel):
     compute_latency_scale: float = Field(1.0, gt=0, le=100, description="Multiply every GPU compute latency.")
 
 
+# Keys of the schema before the serving engine and the simulation's fidelity had sections of their
+# own: (old dotted path, new dotted path).
+LEGACY_RENAMES = (
+    ("engine.cuda_graph", "serving_engine.cuda_graph"),
+    ("engine.host_overhead_overlapped", "serving_engine.host_overhead_overlapped"),
+    ("engine.first_draft_from_extend", "serving_engine.first_draft_from_extend"),
+    ("engine.granularity", "fidelity.granularity"),
+    ("engine.per_rank", "fidelity.per_rank"),
+    ("engine.jitter_cv", "fidelity.jitter_cv"),
+    ("workload.num_cycles", "fidelity.num_cycles"),
+    ("workload.warmup_cycles", "fidelity.warmup_cycles"),
+)
+
+
+def legacy_keys(data: dict) -> list[tuple[str, str]]:
+    """(old, new) dotted paths of the pre-split keys present in a scenario dict; [] for a current one."""
+    found = []
+    for old, new in LEGACY_RENAMES:
+        section, key = old.split(".")
+        if isinstance(data.get(section), dict) and key in data[section]:
+            found.append((old, new))
+    if isinstance(data.get("engine"), dict) and not data["engine"]:
+        found.append(("engine", "serving_engine"))
+    return found
+
+
+def migrate_legacy_scenario(data: dict) -> dict:
+    """A copy of a scenario dict with the pre-split keys moved to their sections (LEGACY_RENAMES).
+
+    Used for records written by earlier versions; a scenario file a user writes is refused with
+    the renames instead (simulator.scenario), so what a user wrote is used as written.
+    """
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for old, new in legacy_keys(data):
+        if "." not in old:
+            continue
+        (s_old, k_old), (s_new, k_new) = old.split("."), new.split(".")
+        value = out[s_old].pop(k_old)
+        out.setdefault(s_new, {})[k_new] = value
+    if isinstance(out.get("engine"), dict) and not out["engine"]:
+        out.pop("engine")
+    return out
+
+
+class PlacementKind(str, Enum):
+    """Where the draft model runs relative to the target's TP group."""
+
+    SHARED_TP = "shared_tp"  # sharded over the whole TP group (SGLang's draft worker inherits TP)
+    COLOCATED = "colocated"  # on the first draft_tp_size GPUs of the TP group; the others wait
+    DEDICATED = "dedicated"  # on a GPU of its own outside the TP group
+
+
+class Placement(StrictModel):
+    """Draft placement: where the draft runs and over how many GPUs it is sharded.
+
+    Written in YAML as a label, `shared_tp`, `tp1_colocated`, `tp1_dedicated` or `tp<k>` (the
+    draft sharded over the first k GPUs of the group), or as a mapping `{kind, draft_tp_size}`.
+    GPUs are numbered 0..tp_size-1 in the TP group; a dedicated draft GPU is number tp_size.
+    """
+
+    kind: PlacementKind
+    draft_tp_size: int = Field(ge=1, le=64, description="GPUs the draft is sharded over.")
+
+    @property
+    def label(self) -> str:
+        """The YAML label: shared_tp, tp<k>_colocated for k=1 (tp1_colocated), tp1_dedicated or tp<k>."""
+        if self.kind is PlacementKind.SHARED_TP:
+            return "shared_tp"
+        if self.kind is PlacementKind.DEDICATED:
+            return f"tp{self.draft_tp_size}_dedicated"
+        return "tp1_colocated" if self.draft_tp_size == 1 else f"tp{self.draft_tp_size}"
+
+    def draft_gpus(self, tp_size: int) -> tuple[int, ...]:
+        """GPU numbers the draft runs on (0..tp_size-1 inside the group, tp_size.. outside)."""
+        if self.kind is PlacementKind.DEDICATED:
+            return tuple(range(tp_size, tp_size + self.draft_tp_size))
+        return tuple(range(self.draft_tp_size))
+
+    @property
+    def dedicated(self) -> bool:
+        return self.kind is PlacementKind.DEDICATED
+
+    @staticmethod
+    def parse(value, tp_size: int):
+        """A placement label -> {kind, draft_tp_size}; a mapping is returned unchanged.
+
+        Raises:
+            ValueError: neither a mapping nor a placement label.
+        """
+        if isinstance(value, (dict, Placement)):
+            return value
+        if not isinstance(value, str):
+            raise ValueError(f"placement must be a label (shared_tp, tp1_colocated, tp1_dedicated or tp<k>) or a "
+                             f"mapping {{kind, draft_tp_size}}, got {value!r}")
+        if value == "shared_tp":
+            return {"kind": "shared_tp", "draft_tp_size": tp_size}
+        m = _PLACEMENT_LABEL.match(value)
+        if m is None:
+            raise ValueError(f"placement must be one of shared_tp, tp1_colocated, tp1_dedicated or tp<k> "
+                             f"(k dividing tp_size)")
+        k = int(m.group(1))
+        if m.group(2) == "_dedicated":
+            return {"kind": "dedicated", "draft_tp_size": k}
+        if m.group(2) is None and k == tp_size:
+            return {"kind": "shared_tp", "draft_tp_size": k}
+        return {"kind": "colocated", "draft_tp_size": k}
+
+
+_PLACEMENT_LABEL = re.compile(r"^tp([1-9][0-9]{0,2})(_colocated|_dedicated)?$")
+
+
 class Scenario(StrictModel):
-    """One speculative-decoding set-up to simulate."""
+    """One speculative-decoding set-up to simulate.
+
+    Four rooms: the models and hardware (`target`, `draft`, `tp_size`, `placement`, `profile`),
+    the serving engine (`serving_engine`: what a cycle runs and how the host drives it), the
+    workload (`spec`, `acceptance`, `workload`) and the simulation's fidelity (`fidelity`).
+    """
 
     name: str = "scenario"
     description: str = ""
@@ -229,22 +353,34 @@ class Scenario(StrictModel):
     target: ModelShape
     draft: ModelShape
     tp_size: int = Field(1, ge=1, le=64, description="Target tensor-parallel degree.")
-    placement: str = Field("shared_tp", description="shared_tp | tp1_colocated | tp1_dedicated | tp<k>.")
+    placement: Placement = Field("shared_tp", validate_default=True, description="shared_tp | tp1_colocated | tp1_dedicated | tp<k>.")
     spec: SpecConfig = SpecConfig()
     acceptance: AcceptanceConfig
     workload: WorkloadConfig = WorkloadConfig()
-    engine: EngineConfig = EngineConfig()
+    serving_engine: LiveLoopEngine = LiveLoopEngine()
+    fidelity: FidelityConfig = FidelityConfig()
     costs: CostsConfig = CostsConfig()
     seed: int = Field(0, ge=0, le=2**63 - 1)
 
+    @field_validator("placement", mode="before")
+    @classmethod
+    def _parse_placement(cls, value, info: ValidationInfo):
+        return Placement.parse(value, info.data.get("tp_size", 1))
+
+    @field_serializer("placement")
+    def _placement_label(self, placement: Placement) -> str:
+        return placement.label
+
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if self.placement not in _PLACEMENTS and not _TPK.match(self.placement):
-            raise ValueError(f"placement must be one of {', '.join(_PLACEMENTS)} or tp<k>, "
-                             f"got {self.placement!r}")
-        k = self.draft_tp_size
-        if k > self.tp_size or self.tp_size % k != 0:
-            raise ValueError(f"placement {self.placement} needs a draft TP size dividing "
+        k = self.placement.draft_tp_size
+        if self.placement.kind is PlacementKind.DEDICATED and k != 1:
+            raise ValueError(f"placement {self.placement.label}: a dedicated draft sharded over {k} GPUs is "
+                             "not modelled; use tp1_dedicated")
+        if self.placement.kind is PlacementKind.SHARED_TP and k != self.tp_size:
+            raise ValueError(f"placement shared_tp has draft_tp_size {k}; it must equal tp_size={self.tp_size}")
+        if self.placement.kind is PlacementKind.COLOCATED and (k > self.tp_size or self.tp_size % k != 0):
+            raise ValueError(f"placement {self.placement.label} needs a draft TP size dividing "
                              f"tp_size={self.tp_size}, got {k}")
         for role, model in (("target", self.target), ("draft", self.draft)):
             size = self.tp_size if role == "target" else k
@@ -267,10 +403,5 @@ class Scenario(StrictModel):
 
     @property
     def draft_tp_size(self) -> int:
-        """Ranks the draft is sharded over: tp_size for shared_tp, 1 for tp1_*, k for tp<k>."""
-        if self.placement == "shared_tp":
-            return self.tp_size
-        if self.placement.startswith("tp1_"):
-            return 1
-        m = _TPK.match(self.placement)
-        return int(m.group(1)) if m else self.tp_size
+        """GPUs the draft is sharded over: tp_size for shared_tp, 1 for tp1_*, k for tp<k>."""
+        return self.placement.draft_tp_size

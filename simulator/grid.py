@@ -33,9 +33,9 @@ from typing import Annotated, Any
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, TypeAdapter, ValidationError
 
-from simulator.config import Scenario
+from simulator.config import Placement, Scenario
 from simulator.scenario import UserInputError, apply_overrides, scenario_from_dict
 
 NUM_STEPS_FIELD = "spec.num_steps"
@@ -162,7 +162,14 @@ def field_adapters(path: str, spec: str = "") -> list[TypeAdapter]:
             models = [v for info in infos for v in _model_variants(info.annotation)]
             if not models:
                 raise UserInputError(f"--grid {spec or path!r}: {'.'.join(parts[:i + 1])!r} is not a section")
-    return [TypeAdapter(Annotated[info.annotation, info]) for info in infos]
+    return [_placement_adapter() if info.annotation is Placement else TypeAdapter(Annotated[info.annotation, info])
+            for info in infos]
+
+
+def _placement_adapter() -> TypeAdapter:
+    """A placement label is checked for its form here; whether its draft TP size divides the
+    point's tp_size is checked when the point's scenario is validated."""
+    return TypeAdapter(Annotated[Placement, BeforeValidator(lambda v: Placement.parse(v, tp_size=1))])
 
 
 def _check_value(value: Any, adapters: list[TypeAdapter], spec: str, name: str) -> None:

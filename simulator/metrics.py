@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
-from simulator.engine.des import CycleLog
+from simulator.des.records import CycleLog
 from simulator.units import US_PER_S
 
 NUM_BATCHES = 30

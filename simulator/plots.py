@@ -11,14 +11,13 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+
 
 import plotly.graph_objects as go
-import typer
 from rich.console import Console
 
-from simulator.sweep import (DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table, fail, read_sweep_table,
-                             write_text_atomic)
+from simulator.files import write_text_atomic
+from simulator.sweep import DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table, read_sweep_table
 
 TOK_PER_S_TITLE = "throughput (tokens/s, system)"
 ACCEPTANCE_TITLE = "acceptance rate (per draft token, 0..1)"
@@ -295,8 +294,8 @@ def _sweep_inputs(results: Path) -> tuple[list[dict], list[str], dict]:
         fields = [g["field"] for g in meta["grids"]]
     else:
         header = list(rows[0]) if rows else []
-        fields = [c for c in header[:header.index("engine")] if c != "point_idx" and c not in DESCRIPTIVE_COLUMNS] \
-            if "engine" in header else []
+        fields = [c for c in header[:header.index("solver")] if c != "point_idx" and c not in DESCRIPTIVE_COLUMNS] \
+            if "solver" in header else []
     missing = [c for c in ("tok_per_s", "baseline_tok_per_s", "speedup", "cycle_time_us", "num_steps", "placement")
                if rows and c not in rows[0]]
     if missing:
@@ -318,27 +317,10 @@ def _curve_inputs(rows: list[dict], meta: dict, profile: str | None) -> tuple[li
         prof = load_profile(resolve_profile_path(ref)) if sc is None else load_profile_for(sc, ref)[0]
     except FileNotFoundError as e:
         raise ValueError(str(e)) from None
-    mode = "graph" if sc is None or sc.engine.cuda_graph else "eager"
+    mode = "graph" if sc is None or sc.serving_engine.cuda_graph else "eager"
     coll = collective_curve_table(prof, "allreduce", mode)
     verify = [] if sc is None else verify_curve_table(sc, prof, batch_sizes=tuple(_distinct(rows, "batch_size")))
     return coll, verify
-
-
-def plot_command(
-    results: Annotated[Path, typer.Argument(help="A sweep folder (with sweep.csv) or a sweep CSV.")],
-    out: Annotated[Path, typer.Option(help="Folder for the HTML figures and index.html.")] = Path("plots"),
-    profile: Annotated[Optional[str], typer.Option(help="Profile for calibration curves (default: sweep's).")] = None,
-    validate_json: Annotated[Optional[Path], typer.Option(help="Validate records JSON: predicted vs measured.")] = None,
-    png: Annotated[bool, typer.Option("--png/--no-png", help="Also write PNGs (needs kaleido and a browser).")] = True,
-) -> None:
-    """Draw a sweep's tables as offline HTML figures (plotly.js inlined) with an index.html."""
-    from simulator.scenario import UserInputError
-    console = Console()
-    try:
-        index = plot_sweep(results, out, profile, validate_json, png, console)
-    except (ValueError, UserInputError) as e:
-        fail(str(e))
-    console.print(f"wrote {index}")
 
 
 def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_json: Path | None = None,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, PositiveFloat, model_validator
 
 from simulator.config import StrictModel
+from simulator.files import write_json_atomic
 
 SCHEMA_VERSION = 1
 COLLECTIVE_OPS = ("allreduce", "broadcast", "all_gather", "send_recv")
@@ -303,28 +303,6 @@ def load_profile(path: Path) -> CalibrationProfile:
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON: {e}") from None
     return CalibrationProfile.model_validate(data)
-
-
-def write_json_atomic(path: Path, data: dict | list) -> None:
-    """Write JSON via a temp file in the same folder and os.replace: a reader never sees half a file."""
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(21, "is a folder, expected a file path", str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a plain open() would respect the umask
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_profile(profile: CalibrationProfile, path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from simulator.config import ModelShape, Scenario
+from simulator.config import ModelShape, Scenario, legacy_keys
 from simulator.profile import CalibrationProfile, load_profile, resolve_profile_path
 
 
@@ -88,6 +88,11 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
     """Validate a scenario dict (after overrides), reading model config.json files it names."""
     if not isinstance(data, dict):
         raise UserInputError(f"{source}: top level must be a mapping of scenario fields")
+    renames = legacy_keys(data)
+    if renames:
+        moves = "; ".join(f"{old} -> {new}" for old, new in renames)
+        raise UserInputError(f"{source}: these keys moved (the serving engine and the simulation's fidelity have "
+                             f"sections of their own): {moves}")
     data = dict(data)
     for role in ("target", "draft"):
         if isinstance(data.get(role), dict):

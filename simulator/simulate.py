@@ -9,8 +9,9 @@ from simulator.acceptance import build_acceptance
 from simulator.analytic import analyze
 from simulator.config import Scenario
 from simulator.costs.forward import CostModel
-from simulator.engine.des import CycleLog, Engine, TraceEvent
-from simulator.engine.fast import run_cycle_level
+from simulator.des.records import CycleLog, TraceEvent
+from simulator.des.simulation import DesRun
+from simulator.des.cycle_level import run_cycle_level
 from simulator.metrics import (SimulationResult, accept_length_series, batch_means_interval, breakdown,
                                throughput_interval, tpot)
 from simulator.profile import CalibrationProfile
@@ -36,21 +37,21 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     cost = CostModel(scenario, profile)
     acceptance = build_acceptance(scenario.acceptance, scenario.spec)
     rng_acc, rng_jit, rng_base = rng_streams(scenario.seed)
-    w = scenario.workload
+    w, fid = scenario.workload, scenario.fidelity
     events: list[TraceEvent] = []
-    if scenario.engine.granularity == "cycle":
-        cycles, req_start, req_end = run_cycle_level(cost, acceptance, rng_acc, w.num_cycles, w.warmup_cycles)
+    if fid.granularity == "cycle":
+        cycles, req_start, req_end = run_cycle_level(cost, acceptance, rng_acc, fid.num_cycles, fid.warmup_cycles)
     else:
-        eng = Engine(cost, acceptance, rng_acc, rng_jit, trace=trace)
-        eng.run(w.num_cycles, w.warmup_cycles)
+        eng = DesRun(cost, acceptance, rng_acc, rng_jit, trace=trace)
+        eng.run(fid.num_cycles, fid.warmup_cycles)
         cycles = CycleLog.from_records(eng.cycles)
         req_start = np.array([r.start_us for r in eng.requests])
         req_end = np.array([r.end_us for r in eng.requests])
         events = eng.trace_events or []
     an = analyze(scenario, cost, acceptance)
-    if scenario.engine.jitter_cv > 0:
-        base = Engine(cost, None, rng_acc, rng_base)
-        base.run(max(100, w.num_cycles), w.warmup_cycles)
+    if fid.jitter_cv > 0:
+        base = DesRun(cost, None, rng_acc, rng_base)
+        base.run(max(100, fid.num_cycles), fid.warmup_cycles)
         base_step = float(np.mean([c.end_us - c.start_us for c in base.cycles]))
     else:
         base_step = an.baseline_step_us

@@ -3,14 +3,14 @@
 Grid specs and their expansion into validated scenarios (including the chain rule for
 swept `spec.num_steps`) are in `simulator.grid`; see its docstring.
 
-Engines: `analytic` (`simulator.analytic.analyze`, closed form, fast; a seeded sample of points
-is also run through the DES and the agreement reported) and `des` (`simulator.simulate`).
+Solvers: `closed_form` (`simulator.analytic.analyze`, fast; a seeded sample of points is also run
+through the DES and the agreement reported) and `des` (`simulator.simulate`).
 Outputs (written atomically): `sweep.csv` (one row per point, columns below), `sweep.json`
 (the sweep spec, seed, version, DES spot-check) and `best_num_steps.csv` when num_steps is swept.
 
 CSV columns: `point_idx`, the grid fields (named by their dotted path), the scenario fields
 that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
-`acceptance_kind`, `acceptance_rate`, `batch_size`, `context_len`), `engine`, `tok_per_s`,
+`acceptance_kind`, `acceptance_rate`, `batch_size`, `context_len`), `solver`, `tok_per_s`,
 `tok_per_s_ci95_low`/`_high` (DES only), `baseline_tok_per_s`, `speedup`, `accept_length`,
 `cycle_time_us`, `tpot_us` (mean), the breakdown buckets `<bucket>_us` (see
 `simulator.metrics`), and `scenario_json` (the resolved scenario of the row).
@@ -19,32 +19,28 @@ that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
 from __future__ import annotations
 
 import csv
-import io
 import json
-import os
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Any
 
 import numpy as np
-import typer
-from rich.console import Console
 
 from simulator import __version__
 from simulator.config import Scenario
+from simulator.files import write_csv_atomic, write_json_atomic
 from simulator.grid import NUM_STEPS_FIELD, GridAxis, expand, parse_grid, parse_grids
 from simulator.scenario import UserInputError, apply_overrides, load_profile_for, read_scenario_dict
 
 __all__ = ["GridAxis", "SweepResult", "parse_grid", "parse_grids", "expand", "run_sweep", "best_num_steps",
-           "cycle_breakdown_table", "read_sweep_table", "sweep_command"]
+           "cycle_breakdown_table", "read_sweep_table"]
 
-ENGINES = ("analytic", "des")
+SOLVERS = ("closed_form", "des")
 DESCRIPTIVE_COLUMNS = ("placement", "tp_size", "num_steps", "topk", "num_draft_tokens", "acceptance_kind",
                        "acceptance_rate", "batch_size", "context_len")
-METRIC_COLUMNS = ("engine", "tok_per_s", "tok_per_s_ci95_low", "tok_per_s_ci95_high", "baseline_tok_per_s",
+METRIC_COLUMNS = ("solver", "tok_per_s", "tok_per_s_ci95_low", "tok_per_s_ci95_high", "baseline_tok_per_s",
                   "speedup", "accept_length", "cycle_time_us", "tpot_us")
 BUCKET_ORDER = ("draft_extend_compute", "draft_extend_comm", "draft_compute", "draft_comm", "verify_compute",
                 "verify_comm", "accept_compute", "accept_comm", "sync", "host")
@@ -57,7 +53,7 @@ class SweepResult:
     rows: list[dict]
     columns: list[str]
     grid_fields: list[str]
-    engine: str
+    solver: str
     jobs: int
     elapsed_s: float
     des_check: dict | None
@@ -90,7 +86,7 @@ def _profile(path: str):
 def cost_key(sc: Scenario) -> str:
     """JSON of the scenario fields a CostModel depends on (not acceptance, seed, run length)."""
     dump = sc.model_dump(mode="json", exclude={"acceptance": True, "seed": True, "name": True, "description": True,
-                                               "workload": {"num_cycles", "warmup_cycles", "max_new_tokens"}})
+                                               "workload": {"max_new_tokens"}, "fidelity": True})
     return json.dumps(dump, sort_keys=True)
 
 
@@ -100,24 +96,21 @@ _LOOKUPS: dict[tuple[str, str], Any] = {}
 def _cost_model(sc: Scenario, profile_path: str):
     """A CostModel per (profile, cost_key), cached in this process.
 
-    Speed-ups that do not change a number: the LatencyLookup (interpolators and per-op latency
-    cache; it depends only on the profile and the launch mode) is shared by every cost model of
-    a profile, and `cycle_forwards` / `baseline_forwards` are memoised per cost model (analyze
-    asks for them once per extend length per point; they are pure functions of their argument).
+    A speed-up that does not change a number: the LatencyLookup (interpolators and per-op
+    latency cache; it depends only on the profile and the launch mode) is shared by every cost
+    model of a profile.
     """
-    from functools import lru_cache
-
     from simulator.costs.forward import CostModel
+    from simulator.costs.lookup import LatencyLookup
     key = (profile_path, cost_key(sc))
     cost = _COSTS.get(key)
     if cost is None:
         if len(_COSTS) >= _COST_CACHE_MAX:
             _COSTS.clear()
-        cost = CostModel(sc, _profile(profile_path))
-        cost.lookup = _LOOKUPS.setdefault((profile_path, cost.mode), cost.lookup)
-        cost.cycle_forwards = lru_cache(maxsize=None)(cost.cycle_forwards)
-        cost.baseline_forwards = lru_cache(maxsize=None)(cost.baseline_forwards)
-        _COSTS[key] = cost
+        profile = _profile(profile_path)
+        mode = "graph" if sc.serving_engine.cuda_graph else "eager"
+        lookup = _LOOKUPS.setdefault((profile_path, mode), LatencyLookup(profile, collective_mode=mode))
+        cost = _COSTS[key] = CostModel(sc, profile, lookup=lookup)
     return cost
 
 
@@ -126,7 +119,7 @@ def analytic_metrics(sc: Scenario, profile_path: str) -> dict:
     from simulator.acceptance import build_acceptance
     from simulator.analytic import analyze
     r = analyze(sc, _cost_model(sc, profile_path), build_acceptance(sc.acceptance, sc.spec))
-    return dict(engine="analytic", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=None, tok_per_s_ci95_high=None,
+    return dict(solver="closed_form", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=None, tok_per_s_ci95_high=None,
                 baseline_tok_per_s=r.baseline_tok_per_s, speedup=r.speedup, accept_length=r.mean_accept_length,
                 cycle_time_us=r.cycle_time_us, tpot_us=r.tpot_us,
                 breakdown_us={k: float(v) for k, v in r.breakdown_us.items()})
@@ -136,15 +129,15 @@ def des_metrics(sc: Scenario, profile_path: str) -> dict:
     """DES metrics of one point (`simulator.simulate.simulate`)."""
     from simulator.simulate import simulate
     r, _ = simulate(sc, _profile(profile_path), profile_ref=profile_path)
-    return dict(engine="des", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=r.tok_per_s_ci95[0],
+    return dict(solver="des", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=r.tok_per_s_ci95[0],
                 tok_per_s_ci95_high=r.tok_per_s_ci95[1], baseline_tok_per_s=r.baseline_tok_per_s,
                 speedup=r.speedup, accept_length=r.accept_length.mean, cycle_time_us=r.cycle_time_us,
                 tpot_us=r.tpot_us.mean if r.tpot_us is not None else None,
                 breakdown_us={k: float(v) for k, v in r.breakdown_us.items()})
 
 
-def _run_chunk(engine: str, items: list[tuple[int, Scenario, str]]) -> list[tuple[int, dict]]:
-    fn = analytic_metrics if engine == "analytic" else des_metrics
+def _run_chunk(solver: str, items: list[tuple[int, Scenario, str]]) -> list[tuple[int, dict]]:
+    fn = analytic_metrics if solver == "closed_form" else des_metrics
     return [(idx, fn(sc, path)) for idx, sc, path in items]
 
 
@@ -153,7 +146,7 @@ def _chunks(items: list, num_chunks: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def run_points(engine: str, items: list[tuple[int, Scenario, str]], jobs: int,
+def run_points(solver: str, items: list[tuple[int, Scenario, str]], jobs: int,
                progress: bool = True, label: str = "") -> dict[int, dict]:
     """Metrics per point index; items sorted by cost key so a chunk reuses its cost models."""
     items = sorted(items, key=lambda it: (it[2], cost_key(it[1])))
@@ -165,18 +158,18 @@ def run_points(engine: str, items: list[tuple[int, Scenario, str]], jobs: int,
                    disable=not progress, transient=True)
     if jobs <= 1:
         with bar:
-            task = bar.add_task(label or engine, total=len(items))
+            task = bar.add_task(label or solver, total=len(items))
             for c in chunks:
-                out.update(_run_chunk(engine, c))
+                out.update(_run_chunk(solver, c))
                 bar.advance(task, len(c))
         return out
     paths = sorted({it[2] for it in items})
-    _init_worker(paths)  # import the engines and load profiles here: forked workers inherit them
+    _init_worker(paths)  # import the solvers and load profiles here: forked workers inherit them
     import simulator.analytic, simulator.simulate  # noqa: F401,E401
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(paths,)) as pool:
-        futures = {pool.submit(_run_chunk, engine, c): len(c) for c in chunks}  # fork before the bar's thread
+        futures = {pool.submit(_run_chunk, solver, c): len(c) for c in chunks}  # fork before the bar's thread
         with bar:
-            task = bar.add_task(label or engine, total=len(items))
+            task = bar.add_task(label or solver, total=len(items))
             for fut in as_completed(futures):
                 out.update(fut.result())
                 bar.advance(task, futures[fut])
@@ -187,7 +180,7 @@ def run_points(engine: str, items: list[tuple[int, Scenario, str]], jobs: int,
 def describe(sc: Scenario) -> dict:
     """The scenario fields plots group by (DESCRIPTIVE_COLUMNS)."""
     acc = sc.acceptance
-    return dict(placement=sc.placement, tp_size=sc.tp_size, num_steps=sc.spec.num_steps, topk=sc.spec.topk,
+    return dict(placement=sc.placement.label, tp_size=sc.tp_size, num_steps=sc.spec.num_steps, topk=sc.spec.topk,
                 num_draft_tokens=sc.spec.num_draft_tokens, acceptance_kind=acc.kind,
                 acceptance_rate=getattr(acc, "acceptance_rate", None), batch_size=sc.workload.batch_size,
                 context_len=sc.workload.context_len)
@@ -262,7 +255,7 @@ def des_agreement(analytic: dict[int, dict], des: dict[int, dict], points: list[
     checks = []
     for idx in sorted(des):
         a, d = analytic[idx]["tok_per_s"], des[idx]["tok_per_s"]
-        checks.append(dict(point_idx=idx, grid=points[idx][0], analytic_tok_per_s=a, des_tok_per_s=d,
+        checks.append(dict(point_idx=idx, grid=points[idx][0], closed_form_tok_per_s=a, des_tok_per_s=d,
                            des_tok_per_s_ci95=[des[idx]["tok_per_s_ci95_low"], des[idx]["tok_per_s_ci95_high"]],
                            rel_diff=d / a - 1.0))
     rel = np.abs([c["rel_diff"] for c in checks]) if checks else np.array([])
@@ -272,48 +265,6 @@ def des_agreement(analytic: dict[int, dict], des: dict[int, dict], points: list[
 
 
 # ---- files ------------------------------------------------------------------------------------------
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder and os.replace: a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """JSON (indent 1) written atomically."""
-    write_text_atomic(Path(path), json.dumps(data, indent=1) + "\n")
-
-
-def _cell(v: Any) -> Any:
-    if v is None:
-        return ""
-    if isinstance(v, (list, dict)):
-        return json.dumps(v)
-    return v
-
-
-def write_csv_atomic(path: Path, rows: list[dict], columns: list[str]) -> None:
-    """CSV (csv module) written via a temp file and os.replace."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({c: _cell(r.get(c)) for c in columns})
-    write_text_atomic(Path(path), buf.getvalue())
-
-
 def _parse_cell(text: str) -> Any:
     if text == "":
         return None
@@ -339,25 +290,25 @@ def read_sweep_table(path: Path) -> list[dict]:
 
 
 # ---- the sweep --------------------------------------------------------------------------------------
-def run_sweep(scenario_path: Path, grids: list[str], engine: str = "analytic", jobs: int = 1,
+def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form", jobs: int = 1,
               out_dir: Path | None = None, des_sample: int = 5, overrides: list[str] | None = None,
               profile: str | None = None, seed: int | None = None, progress: bool = True) -> SweepResult:
     """Expand the grids over a scenario, run every point, write the outputs.
 
     Args:
-        scenario_path: scenario YAML. grids: `--grid` specs. engine: 'analytic' or 'des'.
+        scenario_path: scenario YAML. grids: `--grid` specs. solver: 'closed_form' or 'des'.
         jobs: worker processes (1 = in this process). out_dir: where to write (None: nothing written).
-        des_sample: with engine 'analytic', points also run through the DES (seeded sample).
+        des_sample: with solver 'closed_form', points also run through the DES (seeded sample).
         overrides: `--set` strings applied before the grid. profile: profile name/path override.
         seed: seed of the DES spot-check sample (default: the scenario's seed).
         progress: show a rich progress bar.
 
     Raises:
-        UserInputError: bad scenario, grid, point, profile or engine.
+        UserInputError: bad scenario, grid, point, profile or solver.
     """
     t0 = time.perf_counter()
-    if engine not in ENGINES:
-        raise UserInputError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if solver not in SOLVERS:
+        raise UserInputError(f"--solver {solver!r}: expected one of {', '.join(SOLVERS)}")
     if jobs < 1:
         raise UserInputError(f"--jobs {jobs}: expected at least 1")
     if des_sample < 0:
@@ -374,10 +325,10 @@ def run_sweep(scenario_path: Path, grids: list[str], engine: str = "analytic", j
             _, p = load_profile_for(sc, profile, base_dir=None if profile else scenario_path.parent)
             profile_paths[ref] = str(p.resolve())
         items.append((idx, sc, profile_paths[ref]))
-    metrics = run_points(engine, items, jobs, progress, label=f"{engine} sweep")
+    metrics = run_points(solver, items, jobs, progress, label=f"{solver} sweep")
     sweep_seed = points[0][1].seed if seed is None else seed
     des_check = None
-    if engine == "analytic" and des_sample > 0:
+    if solver == "closed_form" and des_sample > 0:
         rng = np.random.default_rng(sweep_seed)
         sample = sorted(int(i) for i in rng.choice(len(points), size=min(des_sample, len(points)), replace=False))
         des = run_points("des", [items[i] for i in sample], jobs, progress, label="DES spot-check")
@@ -385,7 +336,7 @@ def run_sweep(scenario_path: Path, grids: list[str], engine: str = "analytic", j
     elapsed = time.perf_counter() - t0
     fields = [a.field for a in axes]
     rows, columns = build_rows(points, metrics, fields)
-    result = SweepResult(rows=rows, columns=columns, grid_fields=fields, engine=engine, jobs=jobs,
+    result = SweepResult(rows=rows, columns=columns, grid_fields=fields, solver=solver, jobs=jobs,
                          elapsed_s=elapsed, des_check=des_check)
     if NUM_STEPS_FIELD in fields:
         result.best_rows = best_num_steps(rows, [f for f in fields if f != NUM_STEPS_FIELD])
@@ -408,62 +359,6 @@ def _write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes
         grids=[dict(spec=a.spec, field=a.field, values=list(a.values)) for a in axes],
         chain_rule="spec.num_steps swept, spec.topk == 1, spec.num_draft_tokens not swept: "
                    "num_draft_tokens = num_steps + 1",
-        engine=result.engine, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
+        solver=result.solver, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
         profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
         best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check))
-
-
-# ---- CLI ----------------------------------------------------------------------------------------------
-def fail(message: str, code: int = 2) -> None:
-    """Print a user-facing error and exit (the style of `simulator.cli.fail`)."""
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def sweep_command(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
-    grid: Annotated[list[str], typer.Option("--grid", help="field=values: 1..8 | 0.3:0.95:0.05 | a,b,c (repeat).")],
-    engine: Annotated[str, typer.Option(help="analytic (closed form, fast) or des.")] = "analytic",
-    jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
-    out: Annotated[Path, typer.Option(help="Folder for sweep.csv, sweep.json, best_num_steps.csv")] = Path("sweep_out"),
-    des_sample: Annotated[int, typer.Option(help="With --engine analytic: points also run through the DES.")] = 5,
-    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write HTML figures to OUT/plots.")] = False,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
-    profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the DES spot-check sample.")] = None,
-) -> None:
-    """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
-    console = Console()
-    try:
-        res = run_sweep(scenario, grid, engine, jobs, out, des_sample, set_, profile, seed)
-    except UserInputError as e:
-        fail(str(e))
-    console.print(f"{len(res.rows)} points, engine {res.engine}, {res.jobs} job(s), {res.elapsed_s:.2f} s; "
-                  f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else ""))
-    if res.des_check:
-        dc = res.des_check
-        console.print(f"DES spot-check on {dc['num_points']} points: DES vs closed form tok/s, "
-                      f"max |diff| {dc['max_abs_rel_diff'] * 100:.2f}%, median {dc['median_abs_rel_diff'] * 100:.2f}%")
-    if res.best_rows:
-        print_best_table(console, res.best_rows)
-    if html:
-        from simulator.plots import plot_sweep
-        try:
-            index = plot_sweep(out, out / "plots", profile=profile, console=console)
-        except (ValueError, UserInputError) as e:
-            fail(str(e))
-        console.print(f"wrote {index}")
-
-
-def print_best_table(console: Console, best_rows: list[dict], max_rows: int = 40) -> None:
-    """Rich table of `best_num_steps` rows (first max_rows)."""
-    from rich.table import Table
-    t = Table(title="best num_steps (highest tok/s per combination)", title_justify="left")
-    cols = list(best_rows[0])
-    for c in cols:
-        t.add_column(c.split(".")[-1], justify="right")
-    for r in best_rows[:max_rows]:
-        t.add_row(*(f"{v:,.2f}" if isinstance(v, float) else str(v) for v in (r[c] for c in cols)))
-    console.print(t)
-    if len(best_rows) > max_rows:
-        console.print(f"[dim]... {len(best_rows) - max_rows} more rows in best_num_steps.csv[/]")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.engine.des import CycleLog, TraceEvent
+from simulator.des.records import CycleLog, TraceEvent
 from simulator.profile import write_json_atomic
 
 

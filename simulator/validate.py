@@ -41,9 +41,9 @@ from pydantic import ValidationError
 from simulator.acceptance import build_acceptance
 from simulator.analytic import analyze, extend_length_pmf
 from simulator.config import EmpiricalAcceptance
-from simulator.costs.forward import CostModel, draft_forwards_per_cycle
+from simulator.costs.forward import CostModel
 from simulator.profile import CalibrationProfile
-from simulator.records import LiveRun
+from simulator.live_records import LiveRun
 from simulator.scenario import UserInputError, format_validation_error
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def predicted_phase_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]
     """Predicted time per phase per cycle: each phase's forwards issued onto an idle GPU."""
     s = cost.sc.spec.num_steps
     return {
-        "draft": sum(cost.draft_step_forward(i).span_us for i in range(draft_forwards_per_cycle(s, cost.sc.engine.first_draft_from_extend))),
+        "draft": sum(cost.draft_step_forward(i).span_us for i in range(cost.num_draft_forwards)),
         "verify": cost.verify_forward().span_us,
         "accept": cost.accept_forward().span_us,
         "sync": cost.d2h_sync_us,
@@ -166,15 +166,15 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
         sc = rec.scenario
         reps = rec.repeat_cycle_us or rec.repeat_tok_per_s
         spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None
-        mode = "graph" if sc.engine.cuda_graph else "eager"
+        mode = "graph" if sc.serving_engine.cuda_graph else "eager"
         base_meas = (rec.paired_baseline_tok_per_s or baselines.get(_pair_key(src, rec))) if rec.speculative else None
         where = f"[{Path(src).parent.name}] " if several_sets else ""
-        if sc.tp_size > 1 or any(r.scenario.placement != "shared_tp" for _, r in records):
-            where += f"tp{sc.tp_size} " + (f"{sc.placement} " if rec.speculative else "")
+        if sc.tp_size > 1 or any(r.scenario.placement.label != "shared_tp" for _, r in records):
+            where += f"tp{sc.tp_size} " + (f"{sc.placement.label} " if rec.speculative else "")
         out.append(PointComparison(
             label=f"{sc.target.name} {mode} b{sc.workload.batch_size} {where}"
                   + (f"steps={sc.spec.num_steps} {_acceptance_label(rec)}" if rec.speculative else "baseline"),
-            tp_size=sc.tp_size, placement=sc.placement, record_set=str(Path(src).parent),
+            tp_size=sc.tp_size, placement=sc.placement.label, record_set=str(Path(src).parent),
             source=Path(src).name, target=sc.target.name, mode=mode, speculative=rec.speculative,
             num_steps=sc.spec.num_steps if rec.speculative else 0, acceptance=_acceptance_label(rec),
             batch_size=sc.workload.batch_size, context_len=sc.workload.context_len,
@@ -192,7 +192,7 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
 
 def _pair_key(src: str, rec: LiveRun) -> tuple:
     sc = rec.scenario
-    return (str(Path(src).parent), sc.target.name, sc.workload.batch_size, sc.workload.context_len, sc.engine.cuda_graph, sc.tp_size)
+    return (str(Path(src).parent), sc.target.name, sc.workload.batch_size, sc.workload.context_len, sc.serving_engine.cuda_graph, sc.tp_size)
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ def make_scenario(**over) -> Scenario:
     data = dict(name="tiny", profile="flat", target=TINY_TARGET, draft=TINY_DRAFT, tp_size=1,
                 placement="shared_tp", spec=dict(num_steps=3, topk=1, num_draft_tokens=4),
                 acceptance=dict(kind="iid", acceptance_rate=0.6),
-                workload=dict(batch_size=1, context_len=512, max_new_tokens=64, num_cycles=500),
-                engine=dict(cuda_graph=True), seed=1)
+                workload=dict(batch_size=1, context_len=512, max_new_tokens=64), fidelity=dict(num_cycles=500),
+                serving_engine=dict(cuda_graph=True), seed=1)
     data.update(over)
     return Scenario.model_validate(data)
 

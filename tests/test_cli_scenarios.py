@@ -26,7 +26,7 @@ def expected_fragment(path: Path) -> str:
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_every_scenario_validates_and_runs(path):
-    sc = load_scenario(path, ["workload.num_cycles=60"])
+    sc = load_scenario(path, ["fidelity.num_cycles=60"])
     prof, _ = load_profile_for(sc, base_dir=path.parent)
     result, _ = simulate(sc, prof)
     assert result.tok_per_s > 0 and result.baseline_tok_per_s > 0
@@ -60,7 +60,7 @@ def test_cli_bad_override_names_the_field():
 def test_cli_json_and_trace(tmp_path):
     out, trace = tmp_path / "r.json", tmp_path / "t.json"
     r = runner.invoke(app, ["simulate", str(ROOT / "scenarios" / "llama8b_h200.yaml"), "--set",
-                            "workload.num_cycles=30", "--set", "engine.granularity=kernel",
+                            "fidelity.num_cycles=30", "--set", "fidelity.granularity=kernel",
                             "--set", "costs.source=per_op",  # per-op kernels (whole forwards are one each)
                             "--json", str(out), "--trace", str(trace)])
     assert r.exit_code == 0, r.output
@@ -68,7 +68,7 @@ def test_cli_json_and_trace(tmp_path):
     for key in ("tok_per_s", "baseline_tok_per_s", "speedup", "accept_length", "breakdown_us", "scenario",
                 "seed", "version"):
         assert key in data
-    assert data["scenario"]["workload"]["num_cycles"] == 30
+    assert data["scenario"]["fidelity"]["num_cycles"] == 30
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(e.get("name") == "attention" and e["ph"] == "X" for e in events)
 

@@ -41,7 +41,7 @@ def test_graph_mode_cycle_time_is_the_hand_sum():
     s, floor, replay, sched, d2h = 3, 10.0, 12.0, 40.0, 15.0
     prof = flat_profile(floor_us=floor, graph_replay_us=replay, schedule_us=sched, d2h_us=d2h)
     sc = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 3),
-                       workload=dict(batch_size=1, context_len=512, max_new_tokens=3 * 1000, num_cycles=50))
+                       workload=dict(batch_size=1, context_len=512, max_new_tokens=3 * 1000), fidelity=dict(num_cycles=50))
     kernels = EXTEND_KERNELS + s * DRAFT_STEP_KERNELS + TARGET_KERNELS + ACCEPT_KERNELS
     cycle = sched + replay + kernels * floor + d2h
     result, _ = simulate(sc, prof)
@@ -58,8 +58,8 @@ def test_eager_host_bound_cycle_time_is_the_hand_sum():
     s, launch, floor, sched, d2h = 3, 20.0, 10.0, 40.0, 15.0
     prof = flat_profile(floor_us=floor, launch_us=launch, schedule_us=sched, d2h_us=d2h)
     sc = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 2),
-                       workload=dict(batch_size=1, context_len=512, max_new_tokens=2000, num_cycles=40),
-                       engine=dict(cuda_graph=False))
+                       workload=dict(batch_size=1, context_len=512, max_new_tokens=2000), fidelity=dict(num_cycles=40),
+                       serving_engine=dict(cuda_graph=False))
     kernels = EXTEND_KERNELS + s * DRAFT_STEP_KERNELS + TARGET_KERNELS + ACCEPT_KERNELS
     cycle = sched + kernels * launch + floor + d2h
     result, _ = simulate(sc, prof)
@@ -74,9 +74,9 @@ def test_overlapped_host_schedule_hides_behind_gpu():
     s = 3
     prof = flat_profile(schedule_us=200.0)
     base = dict(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 2),
-                workload=dict(batch_size=1, context_len=512, max_new_tokens=2000, num_cycles=20))
+                workload=dict(batch_size=1, context_len=512, max_new_tokens=2000), fidelity=dict(num_cycles=20))
     serial, _ = simulate(make_scenario(**base), prof)
-    over, _ = simulate(make_scenario(**base, engine=dict(cuda_graph=True, host_overhead_overlapped=True)), prof)
+    over, _ = simulate(make_scenario(**base, serving_engine=dict(cuda_graph=True, host_overhead_overlapped=True)), prof)
     assert serial.cycle_time_us - over.cycle_time_us == pytest.approx(200.0, rel=1e-9)
 
 
@@ -84,7 +84,7 @@ def test_overlapped_host_schedule_hides_behind_gpu():
 def test_des_matches_leviathan_and_closed_form(a, s, profile):
     sc = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1),
                        acceptance=dict(kind="iid", acceptance_rate=a),
-                       workload=dict(batch_size=1, context_len=512, max_new_tokens=100_000, num_cycles=20_000))
+                       workload=dict(batch_size=1, context_len=512, max_new_tokens=100_000), fidelity=dict(num_cycles=20_000))
     r, _ = simulate(sc, profile)
     expected = iid_mean_accept_length(a, s)
     assert r.accept_length.ci95_low <= expected <= r.accept_length.ci95_high
@@ -94,7 +94,7 @@ def test_des_matches_leviathan_and_closed_form(a, s, profile):
 
 def test_batch_and_heterogeneity_match_closed_form(profile):
     sc = make_scenario(acceptance=dict(kind="iid", acceptance_rate=0.7, rate_concentration=3.0),
-                       workload=dict(batch_size=4, context_len=512, max_new_tokens=32, num_cycles=20_000))
+                       workload=dict(batch_size=4, context_len=512, max_new_tokens=32), fidelity=dict(num_cycles=20_000))
     r, _ = simulate(sc, profile)
     assert r.tok_per_s == pytest.approx(r.analytic_tok_per_s, rel=0.01)
     assert r.accept_length.ci95_low <= r.analytic_accept_length <= r.accept_length.ci95_high
@@ -119,20 +119,22 @@ def test_same_seed_same_json_other_seed_differs(profile):
 @pytest.mark.parametrize("placement", ["shared_tp", "tp1_colocated", "tp1_dedicated", "tp2"])
 def test_kernel_per_rank_equals_forward_granularity_without_jitter(placement, profile):
     base = dict(tp_size=4, placement=placement,
-                workload=dict(batch_size=2, context_len=512, max_new_tokens=64, num_cycles=200))
+                workload=dict(batch_size=2, context_len=512, max_new_tokens=64), fidelity=dict(num_cycles=200))
     fwd, _ = simulate(make_scenario(**base), profile)
-    ker, _ = simulate(make_scenario(**base, engine=dict(cuda_graph=False, granularity="kernel", per_rank=True)),
+    ker, _ = simulate(make_scenario(**{**base, "fidelity": dict(base["fidelity"], granularity="kernel", per_rank=True)},
+                                    serving_engine=dict(cuda_graph=False)),
                       profile)
-    fwd_eager, _ = simulate(make_scenario(**base, engine=dict(cuda_graph=False)), profile)
+    fwd_eager, _ = simulate(make_scenario(**base, serving_engine=dict(cuda_graph=False)), profile)
     assert ker.cycle_time_us == pytest.approx(fwd_eager.cycle_time_us, rel=1e-9)
     assert ker.tok_per_s == pytest.approx(fwd_eager.tok_per_s, rel=1e-9)
     assert fwd.tok_per_s > 0
 
 
 def test_jitter_on_ranks_slows_tp_collectives(profile):
-    base = dict(tp_size=8, workload=dict(batch_size=1, context_len=512, max_new_tokens=64, num_cycles=60))
-    calm, _ = simulate(make_scenario(**base, engine=dict(granularity="kernel", per_rank=True)), profile)
-    noisy, _ = simulate(make_scenario(**base, engine=dict(granularity="kernel", per_rank=True, jitter_cv=0.3)),
+    base = dict(tp_size=8, workload=dict(batch_size=1, context_len=512, max_new_tokens=64))
+    calm, _ = simulate(make_scenario(**base, fidelity=dict(num_cycles=60, granularity="kernel", per_rank=True)), profile)
+    noisy, _ = simulate(make_scenario(**base, fidelity=dict(num_cycles=60, granularity="kernel", per_rank=True,
+                                                            jitter_cv=0.3)),
                         profile)
     # E[max of 8 lognormals with mean 1] > 1: the straggler sets the pace at every allreduce
     assert noisy.cycle_time_us > calm.cycle_time_us * 1.05
@@ -140,7 +142,7 @@ def test_jitter_on_ranks_slows_tp_collectives(profile):
 
 
 def test_colocated_draft_is_cheaper_in_comm_than_sharded(profile):
-    base = dict(tp_size=8, workload=dict(batch_size=1, context_len=512, max_new_tokens=64, num_cycles=50))
+    base = dict(tp_size=8, workload=dict(batch_size=1, context_len=512, max_new_tokens=64), fidelity=dict(num_cycles=50))
     shared, _ = simulate(make_scenario(**base, placement="shared_tp"), profile)
     colo, _ = simulate(make_scenario(**base, placement="tp1_colocated"), profile)
     assert colo.breakdown_us["draft_comm"] < shared.breakdown_us["draft_comm"]
@@ -159,9 +161,9 @@ def test_cycle_time_grows_with_extend_length():
 def test_cycle_granularity_equals_forward_granularity_for_fixed_accept(profile):
     s = 3
     base = dict(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 3),
-                workload=dict(batch_size=2, context_len=512, max_new_tokens=30, num_cycles=300))
+                workload=dict(batch_size=2, context_len=512, max_new_tokens=30), fidelity=dict(num_cycles=300))
     fwd, _ = simulate(make_scenario(**base), profile)
-    cyc, _ = simulate(make_scenario(**base, engine=dict(granularity="cycle")), profile)
+    cyc, _ = simulate(make_scenario(**{**base, "fidelity": dict(base["fidelity"], granularity="cycle")}), profile)
     for key in ("tok_per_s", "cycle_time_us", "baseline_step_us"):
         assert getattr(cyc, key) == pytest.approx(getattr(fwd, key), rel=1e-12), key
     assert cyc.tpot_us.p50 == pytest.approx(fwd.tpot_us.p50, rel=1e-12)
@@ -171,8 +173,8 @@ def test_cycle_granularity_equals_forward_granularity_for_fixed_accept(profile):
 @pytest.mark.parametrize("acc", [dict(kind="iid", acceptance_rate=0.65),
                                  dict(kind="iid", acceptance_rate=0.7, rate_concentration=3.0)])
 def test_cycle_granularity_matches_closed_form(acc, profile):
-    sc = make_scenario(acceptance=acc, engine=dict(granularity="cycle"),
-                       workload=dict(batch_size=4, context_len=512, max_new_tokens=48, num_cycles=200_000))
+    sc = make_scenario(acceptance=acc, workload=dict(batch_size=4, context_len=512, max_new_tokens=48),
+                       fidelity=dict(granularity="cycle", num_cycles=200_000))
     r, _ = simulate(sc, profile)
     assert r.tok_per_s == pytest.approx(r.analytic_tok_per_s, rel=0.005)
     # within 4 standard errors (twice the 95% half-width): a 1-in-16,000 false alarm
@@ -247,7 +249,7 @@ def test_outside_a_tables_grid_the_per_op_sum_is_used_not_a_clamped_table():
     inside = CostModel(make_scenario(costs=dict(source="whole_forward")), prof)
     assert "forward" in [k.name for k in inside.verify_forward().kernels]
     long = make_scenario(costs=dict(source="whole_forward"),
-                         workload=dict(batch_size=1, context_len=4096, max_new_tokens=64, num_cycles=500))
+                         workload=dict(batch_size=1, context_len=4096, max_new_tokens=64), fidelity=dict(num_cycles=500))
     cost = CostModel(long, prof)
     per_op = CostModel(long.model_copy(update={"costs": long.costs.model_copy(update={"source": "per_op"})}), prof)
     assert cost.verify_forward().gpu_us == pytest.approx(per_op.verify_forward().gpu_us)
@@ -273,7 +275,7 @@ def test_loop_overhead_curve_sets_host_schedule_at_the_cycles_gpu_time():
                               baseline_gpu_us=[0.0, 1e6], baseline_host_schedule_us=[50.0, 2050.0])
     prof = base.model_copy(update={"host": base.host.model_copy(update={"loop_overhead_curve": curve})})
     sc = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 3),
-                       workload=dict(batch_size=1, context_len=512, max_new_tokens=3 * 1000, num_cycles=50))
+                       workload=dict(batch_size=1, context_len=512, max_new_tokens=3 * 1000), fidelity=dict(num_cycles=50))
     cost = CostModel(sc, prof)
     span, base_span = chain_span_us(cost.cycle_forwards(1)), chain_span_us(cost.baseline_forwards())
     assert cost.host_schedule_us == pytest.approx(100.0 + span * 1e-3, rel=1e-12)  # linear in between
@@ -281,7 +283,7 @@ def test_loop_overhead_curve_sets_host_schedule_at_the_cycles_gpu_time():
     result, _ = simulate(sc, prof)
     assert result.cycle_time_us == pytest.approx(cost.host_schedule_us + span + d2h, rel=1e-12)
     eager = make_scenario(spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1), acceptance=fixed_accept(s, 3),
-                          engine=dict(cuda_graph=False))
+                          serving_engine=dict(cuda_graph=False))
     assert CostModel(eager, prof).host_schedule_us == 40.0  # the curve is of CUDA-graph loops
     with pytest.raises(ValueError, match="strictly increasing"):
         LoopOverheadCurve(gpu_us=[2.0, 1.0], host_schedule_us=[1.0, 1.0], baseline_gpu_us=[0.0, 1.0],

@@ -103,7 +103,7 @@ def test_baseline_check_fails_when_allreduce_is_10x_cheaper():
 
 def test_draft_on_one_gpu_runs_and_pays_no_draft_allreduce():
     sc, an, _ = _load("kimi_k2_tp1_draft.yaml")
-    assert sc.placement == "tp1_colocated"
+    assert sc.placement.label == "tp1_colocated"
     assert an.tok_per_s > 0
     # only the broadcast of the draft tokens is left as draft communication
     assert an.breakdown_us.get("draft_comm", 0.0) < 100.0

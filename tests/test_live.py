@@ -14,7 +14,7 @@ from calibration.models import GLUE_OPS, LOOP_IO_OPS, DraftModel, OpRecorder, Ta
 from simulator.acceptance import build_acceptance  # noqa: E402
 from simulator.config import Scenario  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
-from simulator.records import LiveRun  # noqa: E402
+from simulator.live_records import LiveRun  # noqa: E402
 
 TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, intermediate_size=128, vocab_size=256)
@@ -37,7 +37,7 @@ def scenario(num_steps=3, rate=0.7, batch_size=2, context_len=64, cuda_graph=Fal
         target=TARGET, draft=DRAFT, spec=dict(num_steps=num_steps, num_draft_tokens=num_steps + 1),
         acceptance=dict(kind="iid", acceptance_rate=rate),
         workload=dict(batch_size=batch_size, context_len=context_len),
-        engine=dict(cuda_graph=cuda_graph), seed=seed, **kw))
+        serving_engine=dict(cuda_graph=cuda_graph), seed=seed, **kw))
 
 
 def spec_loop(num_steps=3, batch_size=2, context_len=512) -> SpecLoop:

@@ -22,7 +22,7 @@ from calibration.tp_models import (TPDraftModel, TPOps, TPTargetModel, check_sha
                                    describe_tp_call, describe_tp_op)
 from simulator.config import ModelShape, Scenario  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
-from simulator.records import LiveRun  # noqa: E402
+from simulator.live_records import LiveRun  # noqa: E402
 from test_live import _fake_capture  # noqa: E402  (CPU stand-in for a CUDA graph)
 
 TARGET = ModelShape(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -39,7 +39,7 @@ def scenario(placement="shared_tp", num_steps=3, batch_size=2, tp_size=TP, seed=
         target=TARGET.model_dump(), draft=DRAFT.model_dump(), tp_size=tp_size, placement=placement,
         spec=dict(num_steps=num_steps, num_draft_tokens=num_steps + 1),
         acceptance=dict(kind="iid", acceptance_rate=0.7),
-        workload=dict(batch_size=batch_size, context_len=64), engine=dict(cuda_graph=cuda_graph), seed=seed))
+        workload=dict(batch_size=batch_size, context_len=64), serving_engine=dict(cuda_graph=cuda_graph), seed=seed))
 
 
 def _inputs(b, n, c, vocab):

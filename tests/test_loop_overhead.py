@@ -40,4 +40,4 @@ def test_probe_is_not_a_validation_target():
     for n in PROBE_LAYERS:
         sc = probe_scenario(n)
         assert sc.target.num_hidden_layers == n and sc.target.hidden_size not in widths
-        assert sc.engine.cuda_graph and sc.spec.num_steps == 4
+        assert sc.serving_engine.cuda_graph and sc.spec.num_steps == 4

@@ -1,4 +1,4 @@
-"""Sweeps: grid parsing, expansion rules, outputs, engines and the CLI function."""
+"""Sweeps: grid parsing, expansion rules, outputs, solvers and the CLI function."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from typer.testing import CliRunner
 
 from simulator.grid import expand, parse_grid, parse_grids
 from simulator.scenario import UserInputError, read_scenario_dict
-from simulator.sweep import best_num_steps, cycle_breakdown_table, read_sweep_table, run_sweep, sweep_command
+from simulator.cli.sweep import sweep_command
+from simulator.sweep import best_num_steps, cycle_breakdown_table, read_sweep_table, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"
 REQUIRED_COLUMNS = ("tok_per_s", "baseline_tok_per_s", "speedup", "accept_length", "cycle_time_us", "tpot_us",
-                    "engine", "scenario_json", "verify_compute_us", "draft_compute_us", "host_us", "sync_us")
+                    "solver", "scenario_json", "verify_compute_us", "draft_compute_us", "host_us", "sync_us")
 
 
 # ---- parsing --------------------------------------------------------------------------------------------
@@ -37,7 +38,7 @@ def test_float_range_includes_stop_without_float_noise():
 def test_list_values_are_yaml_scalars():
     assert parse_grid("placement=shared_tp,tp1_colocated").values == ("shared_tp", "tp1_colocated")
     assert parse_grid("workload.batch_size=1, 4,16").values == (1, 4, 16)
-    assert parse_grid("engine.cuda_graph=true,false").values == (True, False)
+    assert parse_grid("serving_engine.cuda_graph=true,false").values == (True, False)
 
 
 def test_bracketed_lists_keep_their_commas():
@@ -52,7 +53,7 @@ def test_bracketed_lists_keep_their_commas():
     ("acceptance.acceptance_rate=0.9:0.3:0.1", "empty range"),
     ("spec.num_steps=0.5:2:0.5", "valid integer"),
     ("acceptance.acceptance_rate=0.5:1.2:0.1", "less than or equal to 1"),
-    ("placement=1.5", "valid string"),
+    ("placement=1.5", "placement must be a label"),
     ("spec.num_steps", "expected field=values"),
     ("spec.num_steps=", "no values"),
     ("=1..3", "empty field name"),
@@ -88,7 +89,7 @@ def test_swept_num_steps_keeps_chain_scenarios_valid():
     for values, sc in points:
         assert sc.spec.num_steps == values["spec.num_steps"]
         assert sc.spec.num_draft_tokens == sc.spec.num_steps + 1
-        assert sc.placement == values["placement"]
+        assert sc.placement.label == values["placement"]
 
 
 def test_swept_num_draft_tokens_is_not_rewritten():
@@ -112,7 +113,7 @@ def test_point_out_of_range_fails_like_a_scenario():
 @pytest.fixture(scope="module")
 def small_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
-    res = run_sweep(SCENARIO, ["spec.num_steps=1..3", "acceptance.acceptance_rate=0.6,0.8"], engine="analytic",
+    res = run_sweep(SCENARIO, ["spec.num_steps=1..3", "acceptance.acceptance_rate=0.6,0.8"], solver="closed_form",
                     jobs=1, out_dir=out, des_sample=3, progress=False)
     return res, out
 
@@ -131,7 +132,7 @@ def test_sweep_writes_csv_and_json(small_sweep):
     first = json.loads(rows[0]["scenario_json"])
     assert first["spec"]["num_steps"] == int(rows[0]["spec.num_steps"])
     meta = json.loads((out / "sweep.json").read_text())
-    assert meta["version"] and meta["seed"] == 0 and meta["engine"] == "analytic"
+    assert meta["version"] and meta["seed"] == 0 and meta["solver"] == "closed_form"
     assert [g["field"] for g in meta["grids"]] == ["spec.num_steps", "acceptance.acceptance_rate"]
     assert meta["des_check"]["num_points"] == 3
     assert (out / "best_num_steps.csv").is_file()
@@ -158,13 +159,13 @@ def test_analytic_and_des_agree_on_the_sample(small_sweep):
     assert dc["num_points"] == 3
     assert dc["max_abs_rel_diff"] < 0.04, dc  # closed form vs 2000-cycle DES: a few %
     for p in dc["points"]:
-        assert p["rel_diff"] == pytest.approx(p["des_tok_per_s"] / p["analytic_tok_per_s"] - 1)
+        assert p["rel_diff"] == pytest.approx(p["des_tok_per_s"] / p["closed_form_tok_per_s"] - 1)
 
 
 def test_des_sample_is_seeded(tmp_path):
     grids = ["spec.num_steps=1..4", "acceptance.acceptance_rate=0.6,0.8"]
-    a = run_sweep(SCENARIO, grids, des_sample=2, seed=7, progress=False, overrides=["workload.num_cycles=200"])
-    b = run_sweep(SCENARIO, grids, des_sample=2, seed=7, progress=False, overrides=["workload.num_cycles=200"])
+    a = run_sweep(SCENARIO, grids, des_sample=2, seed=7, progress=False, overrides=["fidelity.num_cycles=200"])
+    b = run_sweep(SCENARIO, grids, des_sample=2, seed=7, progress=False, overrides=["fidelity.num_cycles=200"])
     assert [p["point_idx"] for p in a.des_check["points"]] == [p["point_idx"] for p in b.des_check["points"]]
 
 
@@ -175,10 +176,10 @@ def test_parallel_sweep_matches_serial():
     assert [r["tok_per_s"] for r in serial.rows] == [r["tok_per_s"] for r in parallel.rows]
 
 
-def test_des_engine_rows(tmp_path):
-    res = run_sweep(SCENARIO, ["spec.num_steps=2,3"], engine="des", out_dir=tmp_path, progress=False,
-                    overrides=["workload.num_cycles=300"])
-    assert [r["engine"] for r in res.rows] == ["des", "des"]
+def test_des_solver_rows(tmp_path):
+    res = run_sweep(SCENARIO, ["spec.num_steps=2,3"], solver="des", out_dir=tmp_path, progress=False,
+                    overrides=["fidelity.num_cycles=300"])
+    assert [r["solver"] for r in res.rows] == ["des", "des"]
     assert all(r["tok_per_s_ci95_low"] <= r["tok_per_s"] <= r["tok_per_s_ci95_high"] for r in res.rows)
     assert res.des_check is None
     back = read_sweep_table(tmp_path / "sweep.csv")
@@ -214,7 +215,8 @@ def test_sweep_command_writes_outputs(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["--grid", "spec.num_step=1..3"], "unknown field"),
     (["--grid", "spec.num_steps=3..1"], "empty range"),
-    (["--grid", "spec.num_steps=1..3", "--engine", "gpu"], "--engine 'gpu'"),
+    (["--grid", "spec.num_steps=1..3", "--solver", "gpu"], "--solver 'gpu'"),
+    (["--grid", "spec.num_steps=1..3", "--engine", "analytic"], "--engine was renamed --solver"),
     (["--grid", "spec.num_steps=1..3", "--set", "workload.batch_size=0"], "batch_size"),
 ])
 def test_sweep_command_bad_input_exits_2(tmp_path, args, words):

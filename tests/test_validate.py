@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from simulator.cli import app
 from simulator.profile import load_profile, resolve_profile_path
-from simulator.records import LiveRun
+from simulator.live_records import LiveRun
 from simulator.validate import compare, load_records, summarize, with_costs_source
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -317,7 +317,7 @@ def main() -> None:
     dec_expert_us = sum(k.gpu_us for k in decode.kernels if k.name == "moe_experts")
     print(f"- routed-expert reads in a 1-token decode: {ms(dec_expert_us)} ms per forward "
           f"(verify of {sc8.spec.num_draft_tokens} tokens: {ms(expert_us)} ms).")
-    n_draft = draft_forwards_per_cycle(sc8.spec.num_steps, sc8.engine.first_draft_from_extend)
+    n_draft = draft_forwards_per_cycle(sc8.spec.num_steps, sc8.serving_engine.first_draft_from_extend)
 
     def draft_us(an: AnalyticResult, comm_only: bool = False) -> float:
         return sum(v for k, v in an.breakdown_us.items() if k.startswith("draft") and (k.endswith("comm") or not comm_only))

@@ -16,6 +16,7 @@ once it is issued and the stream is free; with CUDA graphs a forward costs one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -48,9 +49,9 @@ class Kernel:
     Attributes:
         name: op name (gemm, attention, allreduce, ...). phase: a PHASES entry.
         category: 'compute' or 'comm'. gpu_us: GPU time. host_us: host time to issue it.
-        group: 'target' (ranks of the TP group) or 'draft_gpu' (a dedicated draft GPU).
-        ranks: TP ranks that run it (the dedicated draft GPU is rank -1).
-        barrier: True for collectives and transfers: all its ranks start it together.
+        gpus: GPU numbers that run it (0..tp_size-1: the TP group; tp_size: a dedicated draft GPU,
+            see `Placement.draft_gpus`).
+        barrier: True for collectives and transfers: all its GPUs start it together.
     """
 
     name: str
@@ -58,7 +59,7 @@ class Kernel:
     category: str
     gpu_us: float
     host_us: float
-    ranks: tuple[int, ...]
+    gpus: tuple[int, ...]
     barrier: bool = False
 
 
@@ -99,7 +100,7 @@ class Forward:
         return tuple(out.items())
 
 
-def chain_span_us(forwards: list[Forward]) -> float:
+def chain_span_us(forwards: Sequence[Forward]) -> float:
     """GPU finish time of forwards issued back to back onto an idle GPU (same rule as span_us)."""
     t_host, t_gpu = 0.0, 0.0
     for f in forwards:
@@ -114,28 +115,33 @@ class CostModel:
     Args:
         scenario: validated Scenario.
         profile: validated CalibrationProfile.
+        lookup: a LatencyLookup of this profile in this scenario's launch mode to share (its
+            interpolators and per-op cache depend on nothing else); default a new one.
 
     Raises:
         KeyError: costs.source is whole_forward and the profile lacks a needed table.
+        ValueError: `lookup` belongs to another profile or launch mode.
     """
 
-    def __init__(self, scenario: Scenario, profile: CalibrationProfile):
+    def __init__(self, scenario: Scenario, profile: CalibrationProfile, lookup: LatencyLookup | None = None):
         self.sc = scenario
         self.profile = profile
-        self.graph = scenario.engine.cuda_graph
+        self.graph = scenario.serving_engine.cuda_graph
         self.mode = "graph" if self.graph else "eager"
-        self.lookup = LatencyLookup(profile, collective_mode=self.mode)
+        if lookup is not None and (lookup.profile is not profile or lookup.collective_mode != self.mode):
+            raise ValueError(f"shared lookup is for profile {lookup.profile.name!r} mode {lookup.collective_mode}; "
+                             f"this cost model needs {profile.name!r} mode {self.mode}")
+        self.lookup = lookup or LatencyLookup(profile, collective_mode=self.mode)
         self.host = profile.host
         self.b = scenario.workload.batch_size
         self.c = scenario.workload.context_len
         self.tp = scenario.tp_size
         self.draft_tp = scenario.draft_tp_size
-        if scenario.placement == "tp1_dedicated":
-            self.draft_ranks: tuple[int, ...] = (-1,)
-        else:
-            self.draft_ranks = tuple(range(self.draft_tp))
-        self.all_ranks = tuple(range(self.tp))
+        self.draft_gpus = scenario.placement.draft_gpus(self.tp)
+        self.dedicated_draft_gpu = self.draft_gpus[0] if scenario.placement.dedicated else None
+        self.all_gpus = tuple(range(self.tp))
         self._forward = lru_cache(maxsize=None)(self._build_forward)
+        self.cycle_forwards = lru_cache(maxsize=None)(self._cycle_forwards)
         self._spec_schedule_us: float | None = None
         self._base_schedule_us: float | None = None
 
@@ -178,7 +184,7 @@ class CostModel:
         return 1 if step_idx == 0 else self.sc.spec.topk
 
     # ---- kernel lists ------------------------------------------------------------------------
-    def _kernels(self, ops: list[O.Op], phase: str, ranks: tuple[int, ...]) -> list[Kernel]:
+    def _kernels(self, ops: list[O.Op], phase: str, gpus: tuple[int, ...]) -> list[Kernel]:
         cs = self.sc.costs
         out = []
         for op in ops:
@@ -191,10 +197,10 @@ class CostModel:
             host = 0.0 if self.graph else self.host.op_launch_us.get(op.name, self.host.default_launch_us)
             if self.graph:
                 gpu += self.host.graph_kernel_gap_us
-            out.append(Kernel(op.name, phase, cat, gpu, host, ranks, op.is_collective))
+            out.append(Kernel(op.name, phase, cat, gpu, host, gpus, op.is_collective))
         return out
 
-    def _model_kernels(self, model: ModelShape, tp: int, n: int, phase: str, ranks: tuple[int, ...],
+    def _model_kernels(self, model: ModelShape, tp: int, n: int, phase: str, gpus: tuple[int, ...],
                        ops: list[O.Op]) -> list[Kernel]:
         """A model's forward: its whole-forward table when costs.source is whole_forward and the
         profile has one (batch 1: the tables are measured at batch 1; the target's 'forward' table
@@ -209,7 +215,7 @@ class CostModel:
                 if found.model != model.name:
                     self.lookup.notes.add(f"{model.name}: whole-forward {table} table of {found.model} (same shape) used")
                 gpu = self.lookup.table_us(found, n, c) * self.sc.costs.compute_latency_scale
-                return [Kernel("forward", phase, "compute", gpu, 0.0, ranks)]
+                return [Kernel("forward", phase, "compute", gpu, 0.0, gpus)]
             if found is not None:  # outside the measured grid: the per-op sum scales, a clamped table would not
                 where = []
                 if not found.num_tokens[0] <= n <= found.num_tokens[-1]:
@@ -222,42 +228,42 @@ class CostModel:
             else:
                 self.lookup.notes.add(f"no whole-forward {table} table for {model.name} tp{tp} {self.mode} at "
                                       f"batch {b}: per-op sum")
-        return self._kernels(ops, phase, ranks)
+        return self._kernels(ops, phase, gpus)
 
     def _build_forward(self, phase: str, n: int) -> Forward:
         """Forward of `phase` with `n` new tokens per request (see the public methods)."""
         sc, b, c = self.sc, self.b, self.c
         if phase in ("verify", "decode"):
             aux = sc.draft.num_fc_input_hidden_states if phase == "verify" else 0
-            ks = self._model_kernels(sc.target, self.tp, n, phase, self.all_ranks,
+            ks = self._model_kernels(sc.target, self.tp, n, phase, self.all_gpus,
                                      O.target_forward_ops(sc.target, self.tp, b, n, c))
             if aux:  # the EAGLE-3 hidden-state capture (whole-forward tables are measured without it)
                 ks += self._kernels([O.elementwise("concat", b * n, aux * sc.target.hidden_size)], phase,
-                                    self.all_ranks)
+                                    self.all_gpus)
             cat_ids, copy_ids = O.verify_io_ops(b, n)
             if phase == "verify":
-                ks = self._kernels([cat_ids], phase, self.all_ranks) + ks
-            ks += self._kernels([copy_ids], phase, self.all_ranks)
+                ks = self._kernels([cat_ids], phase, self.all_gpus) + ks
+            ks += self._kernels([copy_ids], phase, self.all_gpus)
         elif phase in ("draft", "draft_extend"):
             extend = phase == "draft_extend"
-            ks = self._model_kernels(sc.draft, self.draft_tp, n, phase, self.draft_ranks,
+            ks = self._model_kernels(sc.draft, self.draft_tp, n, phase, self.draft_gpus,
                                      O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend))
             if extend:
-                ks += self._kernels(O.extend_io_ops(b, sc.draft.hidden_size), phase, self.draft_ranks)
+                ks += self._kernels(O.extend_io_ops(b, sc.draft.hidden_size), phase, self.draft_gpus)
         elif phase == "accept":
-            ks = self._kernels(O.accept_ops(b, sc.spec.num_steps), phase, self.all_ranks)
+            ks = self._kernels(O.accept_ops(b, sc.spec.num_steps), phase, self.all_gpus)
         else:
             raise ValueError(f"unknown phase {phase!r}")
         if self.graph and ks:
             first = ks[0]
             ks[0] = Kernel(first.name, first.phase, first.category, first.gpu_us,
-                           first.host_us + self.host.graph_replay_us, first.ranks, first.barrier)
+                           first.host_us + self.host.graph_replay_us, first.gpus, first.barrier)
         return Forward(phase, tuple(ks))
 
-    def _transfer(self, phase: str, size_bytes: float, kind: str, world: int, ranks: tuple[int, ...]) -> Forward:
+    def _transfer(self, phase: str, size_bytes: float, kind: str, world: int, gpus: tuple[int, ...]) -> Forward:
         gpu = self.lookup.collective_us(kind, size_bytes, world) * self.sc.costs.collective_latency_scale
         host = self.host.graph_replay_us if self.graph else self.host.op_launch_us.get(kind, self.host.default_launch_us)
-        return Forward(phase, (Kernel(kind, phase, "comm", gpu, host, ranks, True),))
+        return Forward(phase, (Kernel(kind, phase, "comm", gpu, host, gpus, True),))
 
     def decode_forward(self) -> Forward:
         """Baseline: one target forward over batch_size tokens (greedy argmax)."""
@@ -277,8 +283,9 @@ class CostModel:
     def accept_forward(self) -> Forward:
         return self._forward("accept", 1)
 
-    def cycle_forwards(self, extend_tokens_per_request: int) -> list[Forward]:
-        """All forwards of one cycle in issue order, after a previous accept of that length.
+    def _cycle_forwards(self, extend_tokens_per_request: int) -> tuple[Forward, ...]:
+        """All forwards of one cycle in issue order, after a previous accept of that length
+        (`cycle_forwards`, memoised: a pure function of its argument).
 
         Placement transfers: tp1_colocated / tp<k> broadcast the draft tokens (int64, b x
         num_draft_tokens) to every TP rank; tp1_dedicated sends the target's fused hidden states
@@ -287,20 +294,27 @@ class CostModel:
         sc, b = self.sc, self.b
         out: list[Forward] = []
         tokens_bytes = b * sc.spec.num_draft_tokens * O.TOKEN_ID_BYTES
-        if sc.placement == "tp1_dedicated":
+        dedicated = self.dedicated_draft_gpu
+        if dedicated is not None:
             k = max(1, sc.draft.num_fc_input_hidden_states)
             hidden_bytes = b * extend_tokens_per_request * k * sc.target.hidden_size * sc.target.activation_dtype_bytes
-            out.append(self._transfer("draft_extend", hidden_bytes, "send_recv", 2, (0, -1)))
+            out.append(self._transfer("draft_extend", hidden_bytes, "send_recv", 2, (0, dedicated)))
         out.append(self.draft_extend_forward(extend_tokens_per_request))
-        out += [self.draft_step_forward(i) for i in range(draft_forwards_per_cycle(sc.spec.num_steps, sc.engine.first_draft_from_extend))]
-        if sc.placement == "tp1_dedicated":
-            out.append(self._transfer("draft", tokens_bytes, "send_recv", 2, (0, -1)))
+        out += [self.draft_step_forward(i) for i in range(self.num_draft_forwards)]
+        if dedicated is not None:
+            out.append(self._transfer("draft", tokens_bytes, "send_recv", 2, (0, dedicated)))
             if self.tp > 1:
-                out.append(self._transfer("draft", tokens_bytes, "broadcast", self.tp, self.all_ranks))
+                out.append(self._transfer("draft", tokens_bytes, "broadcast", self.tp, self.all_gpus))
         elif self.draft_tp < self.tp:
-            out.append(self._transfer("draft", tokens_bytes, "broadcast", self.tp, self.all_ranks))
+            out.append(self._transfer("draft", tokens_bytes, "broadcast", self.tp, self.all_gpus))
         out += [self.verify_forward(), self.accept_forward()]
-        return out
+        return tuple(out)
 
-    def baseline_forwards(self) -> list[Forward]:
-        return [self.decode_forward()]
+    @property
+    def num_draft_forwards(self) -> int:
+        """Draft decode forwards per cycle under this serving engine (`draft_forwards_per_cycle`)."""
+        return draft_forwards_per_cycle(self.sc.spec.num_steps, self.sc.serving_engine.first_draft_from_extend)
+
+    def baseline_forwards(self) -> tuple[Forward, ...]:
+        """Baseline step: one decode forward."""
+        return (self.decode_forward(),)

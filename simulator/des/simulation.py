@@ -5,7 +5,7 @@ Actors:
   one graph replay), then waits at the device->host sync of the accept step and pays
   d2h_sync_us; samples accept lengths and commits tokens to the batch's requests.
 - `stream_loop`: one per GPU stream. By default the whole TP group is one stream (all ranks
-  start and finish a forward together). With `engine.per_rank` every rank (and a dedicated
+  start and finish a forward together). With `fidelity.per_rank` every rank (and a dedicated
   draft GPU) is its own stream; a collective or transfer is a barrier that completes at
   max(arrival of every member) + its latency, so a straggler delays everyone.
 
@@ -26,62 +26,7 @@ import simpy
 
 from simulator.acceptance import AcceptanceModel
 from simulator.costs.forward import CostModel, Forward, Kernel
-
-
-@dataclass(frozen=True)
-class CycleRecord:
-    """One cycle, sync to sync. accept_lengths: (batch_size,) raw accept lengths this cycle."""
-
-    cycle_idx: int
-    start_us: float
-    end_us: float
-    accept_lengths: tuple[int, ...]
-    num_tokens: int  # committed after truncation at max_new_tokens
-    extend_tokens_per_request: int
-    busy_us: tuple[tuple[str, float], ...]  # ((bucket, us), ...) GPU busy time of stream 0
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """A request that finished: decode time of its max_new_tokens tokens."""
-
-    start_us: float
-    end_us: float
-    num_tokens: int
-
-
-@dataclass(frozen=True)
-class CycleLog:
-    """Measured cycles in columns (n = cycles, b = batch_size); times in us."""
-
-    start_us: np.ndarray  # shape: (n,)
-    end_us: np.ndarray  # shape: (n,)
-    accept_lengths: np.ndarray  # shape: (n, b), raw accept lengths
-    num_tokens: np.ndarray  # shape: (n,), committed after truncation at max_new_tokens
-    extend_tokens: np.ndarray  # shape: (n,), draft-extend tokens per request
-    busy_us: dict  # bucket -> shape (n,) GPU busy time
-
-    @staticmethod
-    def from_records(records: list[CycleRecord]) -> "CycleLog":
-        buckets = sorted({k for r in records for k, _ in r.busy_us})
-        busy = {k: np.array([dict(r.busy_us).get(k, 0.0) for r in records]) for k in buckets}
-        return CycleLog(np.array([r.start_us for r in records]), np.array([r.end_us for r in records]),
-                        np.array([r.accept_lengths for r in records]), np.array([r.num_tokens for r in records]),
-                        np.array([r.extend_tokens_per_request for r in records]), busy)
-
-    def __len__(self) -> int:
-        return len(self.start_us)
-
-
-@dataclass(frozen=True)
-class TraceEvent:
-    """A span on a stream (Chrome trace 'X' event)."""
-
-    name: str
-    cat: str
-    stream: str
-    start_us: float
-    dur_us: float
+from simulator.des.records import CycleRecord, RequestRecord, TraceEvent
 
 
 @dataclass
@@ -104,8 +49,8 @@ class _Stream:
     busy: dict = field(default_factory=dict)  # bucket -> us, reset each cycle
 
 
-class Engine:
-    """One simulation run.
+class DesRun:
+    """One discrete-event simulation run of a scenario's cycles.
 
     Args:
         cost: CostModel of the scenario. acceptance: AcceptanceModel (None = baseline, accept_length 1).
@@ -121,27 +66,27 @@ class Engine:
         self.sc = cost.sc
         self.rng_accept, self.rng_jitter = rng_accept, rng_jitter
         self.env = env if env is not None else simpy.Environment()
-        eng = self.sc.engine
-        self.kernel_level = eng.granularity == "kernel"
-        self.jitter_sigma = float(np.sqrt(np.log1p(eng.jitter_cv ** 2))) if eng.jitter_cv > 0 else 0.0
-        if eng.per_rank:
-            names = [str(r) for r in range(self.sc.tp_size)]
-            if self.sc.placement == "tp1_dedicated":
-                names.append("-1")
+        fid = self.sc.fidelity
+        self.kernel_level = fid.granularity == "kernel"
+        self.jitter_sigma = float(np.sqrt(np.log1p(fid.jitter_cv ** 2))) if fid.jitter_cv > 0 else 0.0
+        self.draft_gpu = cost.dedicated_draft_gpu  # None, or the GPU number of a dedicated draft GPU
+        if fid.per_rank:
+            gpus = list(range(self.sc.tp_size)) + ([self.draft_gpu] if self.draft_gpu is not None else [])
+            names = [str(g) for g in gpus]
         else:
             names = ["gpu"]
         self.streams = {n: _Stream(n, simpy.Store(self.env)) for n in names}
-        self.per_rank = eng.per_rank
+        self.per_rank = fid.per_rank
         self.cycles: list[CycleRecord] = []
         self.requests: list[RequestRecord] = []
         self.trace_events: list[TraceEvent] | None = [] if trace else None
         self._accept_block: list[np.ndarray] = []
 
     # ---- issuing -------------------------------------------------------------------------------
-    def _targets(self, ranks: tuple[int, ...]) -> list[_Stream]:
+    def _targets(self, gpus: tuple[int, ...]) -> list[_Stream]:
         if not self.per_rank:
             return [self.streams["gpu"]]
-        return [self.streams[str(r)] for r in ranks]
+        return [self.streams[str(g)] for g in gpus]
 
     def _issue(self, fwds: list[Forward]):
         """Host process part: issue a cycle's forwards (yields host time)."""
@@ -153,7 +98,7 @@ class Engine:
             for k in fwd.kernels:
                 if k.host_us:
                     yield self.env.timeout(k.host_us)
-                targets = self._targets(k.ranks)
+                targets = self._targets(k.gpus)
                 barrier = _Barrier(len(targets), k.gpu_us) if (k.barrier and len(targets) > 1) else None
                 for s in targets:
                     s.store.put(("kernel", barrier, k))
@@ -162,7 +107,7 @@ class Engine:
         """Host actor: schedule, issue the cycle, sync, sample acceptance, commit tokens."""
         env, sc = self.env, self.sc
         b, max_new = sc.workload.batch_size, sc.workload.max_new_tokens
-        overlapped = sc.engine.host_overhead_overlapped
+        overlapped = sc.serving_engine.host_overhead_overlapped
         spec = self.acceptance is not None
         rates = self.acceptance.draw_request_rates(self.rng_accept, b) if spec else None
         generated = [0] * b
@@ -223,8 +168,8 @@ class Engine:
         compute of a dedicated draft GPU (its transfers are already counted on rank 0)."""
         streams = list(self.streams.values())
         busy = dict(streams[0].busy)
-        if "-1" in self.streams:
-            for key, us in self.streams["-1"].busy.items():
+        if self.per_rank and self.draft_gpu is not None:
+            for key, us in self.streams[str(self.draft_gpu)].busy.items():
                 if key.endswith("_compute"):
                     busy[key] = busy.get(key, 0.0) + us
         return busy

@@ -12,7 +12,7 @@ from typing import Literal, Self
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
 
-from simulator.config import Scenario, StrictModel
+from simulator.config import Scenario, StrictModel, legacy_keys, migrate_legacy_scenario
 from simulator.profile import HardwareInfo
 from simulator.units import US_PER_S
 
@@ -57,6 +57,15 @@ class LiveRun(StrictModel):
     created_utc: str | None = None
     git_commit: str | None = None
     command_line: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate_scenario(cls, data):
+        """Records written before the serving engine and fidelity had their own sections carry
+        `engine:` and `workload.num_cycles`; their scenario is read with the keys moved."""
+        if isinstance(data, dict) and isinstance(data.get("scenario"), dict) and legacy_keys(data["scenario"]):
+            data = {**data, "scenario": migrate_legacy_scenario(data["scenario"])}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> Self:

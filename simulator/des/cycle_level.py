@@ -17,7 +17,7 @@ import simpy
 from simulator.acceptance import AcceptanceModel
 from simulator.analytic import cycle_time_us
 from simulator.costs.forward import CostModel
-from simulator.engine.des import CycleLog
+from simulator.des.records import CycleLog
 
 BLOCK_CYCLES = 4096
 

@@ -1,0 +1,64 @@
+"""`specdecsim sweep`: what-if grids over scenario fields (simulator.sweep), written as CSV and JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from simulator.cli.common import console, fail
+from simulator.scenario import UserInputError
+from simulator.sweep import run_sweep
+
+
+def sweep_command(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
+    grid: Annotated[list[str], typer.Option("--grid", help="field=values: 1..8 | 0.3:0.95:0.05 | a,b,c (repeat).")],
+    solver: Annotated[str, typer.Option(help="closed_form (fast) or des.")] = "closed_form",
+    jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+    out: Annotated[Path, typer.Option(help="Folder for sweep.csv, sweep.json, best_num_steps.csv")] = Path("sweep_out"),
+    des_sample: Annotated[int, typer.Option(help="With --solver closed_form: points also run through the DES.")] = 5,
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write HTML figures to OUT/plots.")] = False,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the DES spot-check sample.")] = None,
+    engine: Annotated[Optional[str], typer.Option(hidden=True, help="Renamed: --solver.")] = None,
+) -> None:
+    """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
+    if engine is not None:
+        fail("--engine was renamed --solver (closed_form or des; 'analytic' is now 'closed_form')")
+    try:
+        res = run_sweep(scenario, grid, solver, jobs, out, des_sample, set_, profile, seed)
+    except UserInputError as e:
+        fail(str(e))
+    console.print(escape(f"{len(res.rows)} points, solver {res.solver}, {res.jobs} job(s), {res.elapsed_s:.2f} s; "
+                         f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")))
+    if res.des_check:
+        dc = res.des_check
+        console.print(f"DES spot-check on {dc['num_points']} points: DES vs closed form tok/s, "
+                      f"max |diff| {dc['max_abs_rel_diff'] * 100:.2f}%, median {dc['median_abs_rel_diff'] * 100:.2f}%")
+    if res.best_rows:
+        print_best_table(res.best_rows)
+    if html:
+        from simulator.plots import plot_sweep
+        try:
+            index = plot_sweep(out, out / "plots", profile=profile, console=console)
+        except (ValueError, UserInputError) as e:
+            fail(str(e))
+        console.print(f"wrote {escape(str(index))}")
+
+
+def print_best_table(best_rows: list[dict], max_rows: int = 40) -> None:
+    """Rich table of `best_num_steps` rows (first max_rows)."""
+    t = Table(title="best num_steps (highest tok/s per combination)", title_justify="left")
+    cols = list(best_rows[0])
+    for c in cols:
+        t.add_column(escape(c.split(".")[-1]), justify="right")
+    for r in best_rows[:max_rows]:
+        t.add_row(*(f"{v:,.2f}" if isinstance(v, float) else escape(str(v)) for v in (r[c] for c in cols)))
+    console.print(t)
+    if len(best_rows) > max_rows:
+        console.print(f"[dim]... {len(best_rows) - max_rows} more rows in best_num_steps.csv[/]")
