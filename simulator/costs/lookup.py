@@ -1,11 +1,17 @@
-"""Profile tables -> latency functions: monotone interpolation in log space, roofline outside.
+"""Profile tables -> latency functions: interpolation inside a table, roofline outside.
 
-Inside a table's measured range, latency is interpolated in log(latency) over log(axis):
-PCHIP in one dimension (shape-preserving, so monotone data stays monotone; Fritsch & Carlson
-1980, via scipy.interpolate.PchipInterpolator), multilinear in more (scipy RegularGridInterpolator,
-which is monotone along each axis for monotone data). Outside the range the latency at the
-nearest measured point is scaled by the roofline's ratio, `roofline(x) / roofline(x_edge)`,
-and the lookup records that it extrapolated. With no table at all the roofline itself is used.
+Each table axis has its own law inside the measured range:
+- `num_tokens` and `batch_size`: log(latency) over log(axis). A 1-D table uses PCHIP
+  (shape-preserving, so monotone data stays monotone; Fritsch & Carlson 1980, via
+  scipy.interpolate.PchipInterpolator); a table with more axes is multilinear in log space
+  (scipy RegularGridInterpolator, monotone along each axis for monotone data).
+- `context_len`: latency linear in the context (numpy.interp between the measured contexts).
+  Attention reads every cached token, so its work, and a forward's latency, grows linearly with
+  the KV length; a table whose latency is exactly a + b * context_len reads back exactly.
+With both kinds of axes the log axes are interpolated at each measured context first, then the
+context law joins those latencies. Outside the range the latency at the nearest measured point is
+scaled by the roofline's ratio, `roofline(x) / roofline(x_edge)`, and the lookup records that it
+extrapolated. With no table at all the roofline itself is used.
 """
 
 from __future__ import annotations
@@ -48,39 +54,61 @@ def roofline_collective_us(kind: str, size_bytes: float, world_size: int, rf: Ro
     return rf.collective_base_latency_us + size_bytes * _RING_FACTOR[kind](world_size) / bw
 
 
+LINEAR_AXES = ("context_len",)  # latency linear in the axis; every other axis: log-log
+
+
 class _Interp:
-    """Log-space interpolator over a regular grid with edge clamping."""
+    """Interpolator over a regular grid with the per-axis laws of the module docstring.
+
+    Args:
+        axes: axis names, in the order of `values`' dimensions.
+        grid: measured values of each axis (strictly increasing, positive).
+        values: latency in us, shape [len(grid[a]) for a in axes].
+    """
 
     def __init__(self, axes: list[str], grid: dict[str, list[float]], values: np.ndarray):
         self.axes = axes
         self.lo = {a: float(grid[a][0]) for a in axes}
         self.hi = {a: float(grid[a][-1]) for a in axes}
-        logs = [np.log(np.asarray(grid[a], dtype=float)) for a in axes]
-        logv = np.log(values)
-        trivial = [len(g) == 1 for g in logs]
-        self.keep = [i for i, t in enumerate(trivial) if not t]
-        if not self.keep:
-            self.const = float(values.reshape(-1)[0])
-            self.fn = None
-            return
-        self.const = None
-        sub = logv.reshape([len(g) for g in logs])
-        sub = sub[tuple(slice(None) if i in self.keep else 0 for i in range(len(axes)))]
-        if len(self.keep) == 1:
-            self.fn = PchipInterpolator(logs[self.keep[0]], sub, extrapolate=False)
-        else:
-            self.fn = RegularGridInterpolator([logs[i] for i in self.keep], sub, method="linear")
+        shape = [len(grid[a]) for a in axes]
+        values = np.asarray(values, dtype=float).reshape(shape)
+        keep = [i for i, n in enumerate(shape) if n > 1]
+        self.log_axes = [i for i in keep if axes[i] not in LINEAR_AXES]
+        lin = [i for i in keep if axes[i] in LINEAR_AXES]
+        self.lin_axis = lin[0] if lin else None  # at most one linear axis (context_len)
+        self.lin_nodes = np.asarray(grid[axes[self.lin_axis]], dtype=float) if lin else None
+        pchip = len(keep) == 1
+        logs = [np.log(np.asarray(grid[axes[i]], dtype=float)) for i in self.log_axes]
+        # one log-space interpolator (or constant) per measured value of the linear axis
+        self.fns = []
+        for j in range(len(self.lin_nodes) if lin else 1):
+            index = tuple(slice(None) if i in self.log_axes else (j if i == self.lin_axis else 0)
+                          for i in range(len(axes)))
+            sub = np.log(values[index])
+            if not self.log_axes:
+                self.fns.append(float(np.exp(sub)))
+            elif pchip:
+                self.fns.append(PchipInterpolator(logs[0], sub, extrapolate=False))
+            else:
+                self.fns.append(RegularGridInterpolator(logs, sub, method="linear"))
 
     def clamp(self, point: dict[str, float]) -> dict[str, float]:
         return {a: min(max(float(point[a]), self.lo[a]), self.hi[a]) for a in self.axes}
 
+    def _at_node(self, fn, x: list[float]) -> float:
+        if isinstance(fn, float):
+            return fn
+        if isinstance(fn, PchipInterpolator):
+            return float(np.exp(fn(x[0])))
+        return float(np.exp(fn(np.array([x]))[0]))
+
     def __call__(self, point: dict[str, float]) -> float:
-        if self.fn is None:
-            return self.const
-        x = [math.log(point[self.axes[i]]) for i in self.keep]
-        if len(x) == 1:
-            return float(np.exp(self.fn(x[0])))
-        return float(np.exp(self.fn(np.array([x]))[0]))
+        """Latency in us at `point` (inside the grid: callers clamp first)."""
+        x = [math.log(point[self.axes[i]]) for i in self.log_axes]
+        at_nodes = [self._at_node(fn, x) for fn in self.fns]
+        if self.lin_axis is None:
+            return at_nodes[0]
+        return float(np.interp(point[self.axes[self.lin_axis]], self.lin_nodes, at_nodes))
 
 
 class LatencyLookup:
