@@ -44,6 +44,8 @@ class HardwareInfo(StrictModel):
     """The machine a profile describes."""
 
     gpu_name: str
+    catalog_gpu: str | None = Field(None, description="Hardware-catalog id of the GPU (data/hardware/gpus/<id>.yaml); "
+                                                      "needed to carry the profile to another GPU.")
     gpu_count: int = Field(ge=1)
     interconnect: str = Field(description="e.g. 'NVLink (NV18)', 'PCIe Gen5', 'single GPU'.")
     topology: str | None = Field(None, description="`nvidia-smi topo -m` output.")
@@ -207,6 +209,34 @@ class ForwardTable(StrictModel):
         return self
 
 
+class GpuRates(StrictModel):
+    """Datasheet figures of one GPU that the roofline needs (from the hardware catalog)."""
+
+    gpu: str = Field(description="Catalog id, or a label for a virtual GPU.")
+    memory_bandwidth_gb_per_s: float = Field(ge=10, le=100_000)
+    bf16_dense_tflops: float = Field(ge=1, le=100_000)
+    fp8_dense_tflops: float | None = Field(None, ge=1, le=100_000)
+    fp4_dense_tflops: float | None = Field(None, ge=1, le=100_000)
+    source: str = Field(description="Where the figures come from (catalog file, datasheet).")
+
+    def rate_tflops(self, weight_dtype_bytes: float) -> float:
+        """Dense rate of a GEMM with weights of this width: fp4 for half-byte and fp8 for 1-byte
+        weights where the GPU has those tensor cores, else bf16 (weight-only quantised kernels
+        dequantise to bf16)."""
+        if weight_dtype_bytes <= 0.5 and self.fp4_dense_tflops:
+            return self.fp4_dense_tflops
+        if weight_dtype_bytes <= 1 and self.fp8_dense_tflops:
+            return self.fp8_dense_tflops
+        return self.bf16_dense_tflops
+
+
+class ProfileTransfer(StrictModel):
+    """A profile carried from the GPU it was measured on to another (simulator.costs.transfer)."""
+
+    measured_on: GpuRates
+    carried_to: GpuRates
+
+
 class CalibrationProfile(StrictModel):
     """Everything the cost model knows about one machine."""
 
@@ -223,6 +253,9 @@ class CalibrationProfile(StrictModel):
     ops: list[OpTable] = Field(default_factory=list)
     forwards: list[ForwardTable] = Field(default_factory=list)
     notes: dict[str, str] = Field(default_factory=dict, description="Free-form findings, e.g. decomposition checks.")
+    transfer: ProfileTransfer | None = Field(
+        None, description="Set on a derived profile: its op and forward tables were measured on `measured_on` "
+                          "and are re-priced for `carried_to` at lookup (per-op roofline efficiencies).")
 
     @model_validator(mode="after")
     def _check_unique(self) -> Self:

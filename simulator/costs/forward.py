@@ -215,6 +215,7 @@ class CostModel:
                 if found.model != model.name:
                     self.lookup.notes.add(f"{model.name}: whole-forward {table} table of {found.model} (same shape) used")
                 gpu = self.lookup.table_us(found, n, c) * self.sc.costs.compute_latency_scale
+                gpu *= self.lookup.transfer_ratio(ops)  # 1 unless the profile is carried to another GPU
                 return [Kernel("forward", phase, "compute", gpu, 0.0, gpus)]
             if found is not None:  # outside the measured grid: the per-op sum scales, a clamped table would not
                 where = []

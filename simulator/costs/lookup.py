@@ -23,6 +23,7 @@ import numpy as np
 from scipy.interpolate import PchipInterpolator, RegularGridInterpolator
 
 from simulator.costs.ops import Op
+from simulator.costs.transfer import transfer_note, transfer_ratio
 from simulator.profile import CalibrationProfile, CollectiveTable, ForwardTable, OpTable, RooflineParams
 from simulator.units import BYTES_PER_US_PER_GB_PER_S, FLOPS_PER_US_PER_TFLOPS
 
@@ -123,6 +124,9 @@ class LatencyLookup:
         self.rf = profile.roofline
         self.collective_mode = collective_mode
         self.notes: set[str] = set()
+        self.transfer = profile.transfer
+        if self.transfer is not None:
+            self.notes.add(transfer_note(self.transfer))
         self._ops = {t.key: t for t in profile.ops}
         self._colls: dict[tuple, CollectiveTable] = {(t.op, t.world_size, t.mode): t for t in profile.collectives}
         self._op_interp: dict[str, _Interp] = {}
@@ -132,6 +136,17 @@ class LatencyLookup:
 
     # ---- compute ops -------------------------------------------------------------------------
     def _op_us(self, op: Op) -> float:
+        """Latency of one compute op on the profile's GPU (the carried-to GPU of a derived profile)."""
+        us = self._measured_op_us(op)
+        return us * self.transfer_ratio([op]) if self.transfer is not None else us
+
+    def transfer_ratio(self, ops) -> float:
+        """t_dst / t_src of these compute ops under the profile's transfer (1 without one)."""
+        if self.transfer is None:
+            return 1.0
+        return transfer_ratio(ops, self.transfer, self.rf.kernel_floor_us)
+
+    def _measured_op_us(self, op: Op) -> float:
         table = self._ops.get(op.key)
         roof = roofline_compute_us(op, self.rf)
         if table is None:
