@@ -21,6 +21,48 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+# Weight formats: (bytes per weight including block scales, tensor-core dtype its GEMMs run at).
+# Scale overheads: fp8 block 128x128 with one fp32 scale per block (DeepSeek-V3 `weight_block_size`);
+# int4 groups of 128 / 32 with one bf16 scale per group (GPTQ/AWQ default 128; compressed-tensors
+# W4A16 group 32 as in Kimi-K2-Thinking / K2.5); mxfp4: 32-element blocks with an E8M0 scale (OCP
+# Microscaling Formats spec v1.0); nvfp4: 16-element blocks with an E4M3 scale (NVIDIA Blackwell
+# NVFP4). Weight-only int4 kernels (Marlin) dequantise to bf16, so they run at the bf16 rate.
+WEIGHT_FORMATS: dict[str, tuple[float, str]] = {
+    "bf16": (2.0, "bf16"),
+    "fp16": (2.0, "bf16"),
+    "fp8": (1.0, "fp8"),
+    "fp8_block128": (1.0 + 4.0 / (128 * 128), "fp8"),
+    "int8": (1.0, "int8"),
+    "int4_g128": (0.5 + 2.0 / 128, "bf16"),
+    "int4_g32": (0.5 + 2.0 / 32, "bf16"),
+    "mxfp4": (0.5 + 1.0 / 32, "fp4"),
+    "nvfp4": (0.5 + 1.0 / 16, "fp4"),
+}
+WeightFormat = Literal["bf16", "fp16", "fp8", "fp8_block128", "int8", "int4_g128", "int4_g32", "mxfp4", "nvfp4"]
+COMPONENTS = ("attention", "dense_mlp", "routed_experts", "shared_experts", "lm_head")
+
+
+def default_compute_dtype(weight_dtype_bytes: float) -> str:
+    """The tensor-core dtype of a GEMM whose weights have this width and no named format."""
+    return "fp8" if weight_dtype_bytes <= 1 else "bf16"
+
+
+class ComponentPrecision(StrictModel):
+    """Weight format per component; a component left out uses the model's `weight_dtype_bytes`.
+
+    `attention` covers the attention projections and the MoE router, `dense_mlp` the dense MLP
+    layers (and an EAGLE-3 draft's fc), `routed_experts` / `shared_experts` the MoE experts,
+    `lm_head` the output projection. Example: Kimi-K2.5 as released, `routed_experts: int4_g32`
+    with everything else bf16; DeepSeek-R1-FP4, `routed_experts: nvfp4`, `dense_mlp: nvfp4`.
+    """
+
+    attention: WeightFormat | None = None
+    dense_mlp: WeightFormat | None = None
+    routed_experts: WeightFormat | None = None
+    shared_experts: WeightFormat | None = None
+    lm_head: WeightFormat | None = None
+
+
 class ModelShape(StrictModel):
     """Shape of a decoder-only transformer, in Hugging Face `config.json` field names.
 
@@ -33,6 +75,8 @@ class ModelShape(StrictModel):
     config_path: str | None = Field(
         None, description="HF config.json to read the shape from (relative to the scenario file); "
                           "fields written here override it.")
+    config_notes: list[str] = Field(default_factory=list, description="What the config.json holds that the "
+                                                                      "simulator does not model (filled on load).")
     hidden_size: int = Field(ge=1, le=1_000_000)
     num_hidden_layers: int = Field(ge=1, le=10_000)
     num_attention_heads: int = Field(ge=1, le=100_000)
@@ -40,12 +84,23 @@ class ModelShape(StrictModel):
     head_dim: PositiveInt | None = Field(None, description="Default hidden_size // num_attention_heads.")
     intermediate_size: PositiveInt = Field(description="Dense MLP width (for MoE: the dense layers').")
     vocab_size: int = Field(ge=1, le=100_000_000)
-    # MoE (DeepSeek-V3 field names).
+    # MoE (DeepSeek-V3 field names; other families' config.json names map here, simulator.model_config).
     n_routed_experts: PositiveInt | None = None
     num_experts_per_tok: PositiveInt | None = None
     moe_intermediate_size: PositiveInt | None = None
     n_shared_experts: int = Field(0, ge=0)
+    shared_expert_intermediate_size: PositiveInt | None = Field(
+        None, description="Width of the shared expert(s) in all (Qwen2-MoE); default n_shared_experts * "
+                          "moe_intermediate_size.")
     first_k_dense_replace: int = Field(0, ge=0, description="Leading dense layers before MoE layers.")
+    moe_layers: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, description="Indices of the MoE layers when they are not simply every layer from "
+                          "first_k_dense_replace on (Llama-4 interleaving, Qwen mlp_only_layers).")
+    num_nextn_predict_layers: int = Field(0, ge=0, le=16, description="MTP heads shipped with the model "
+                                                                      "(DeepSeek-V3 / Kimi); not run by the target.")
+    sliding_window: PositiveInt | None = Field(None, description="Attention window of the sliding-window layers.")
+    sliding_window_layers: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, description="Indices of the layers that attend only the last sliding_window tokens.")
     # MLA attention (DeepSeek-V2/V3 field names).
     q_lora_rank: PositiveInt | None = None
     kv_lora_rank: PositiveInt | None = None
@@ -59,6 +114,8 @@ class ModelShape(StrictModel):
         0, ge=0, le=8, description="EAGLE-3 fuses this many target hidden states with an fc layer (3); 0 = none.")
     # Precision.
     weight_dtype_bytes: float = Field(2.0, gt=0, le=8, description="Bytes per weight: bf16 2, fp8 1.")
+    precision: ComponentPrecision | None = Field(
+        None, description="Weight format per component (WEIGHT_FORMATS), overriding weight_dtype_bytes there.")
     activation_dtype_bytes: float = Field(2.0, gt=0, le=8)
     kv_cache_dtype_bytes: float = Field(2.0, gt=0, le=8)
 
@@ -71,6 +128,14 @@ class ModelShape(StrictModel):
         if self.n_routed_experts is not None and self.num_experts_per_tok > self.n_routed_experts:
             raise ValueError(f"num_experts_per_tok={self.num_experts_per_tok} exceeds "
                              f"n_routed_experts={self.n_routed_experts}")
+        for name in ("moe_layers", "sliding_window_layers"):
+            bad = [i for i in (getattr(self, name) or []) if i >= self.num_hidden_layers]
+            if bad:
+                raise ValueError(f"{name} {bad} are not layers of a {self.num_hidden_layers}-layer model")
+        if self.moe_layers is not None and self.n_routed_experts is None:
+            raise ValueError("moe_layers needs n_routed_experts")
+        if (self.sliding_window is None) != (self.sliding_window_layers is None):
+            raise ValueError("sliding_window and sliding_window_layers go together")
         if self.first_k_dense_replace > self.num_hidden_layers:
             raise ValueError(f"first_k_dense_replace={self.first_k_dense_replace} exceeds "
                              f"num_hidden_layers={self.num_hidden_layers}")
@@ -99,9 +164,30 @@ class ModelShape(StrictModel):
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
+    def is_moe_layer(self, layer_idx: int) -> bool:
+        """Whether decoder layer `layer_idx` has routed experts (else a dense MLP)."""
+        if not self.is_moe:
+            return False
+        if self.moe_layers is not None:
+            return layer_idx in self.moe_layers
+        return layer_idx >= self.first_k_dense_replace
+
     @property
     def num_moe_layers(self) -> int:
-        return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
+        return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
+
+    def attended_context(self, layer_idx: int, context_len: int) -> int:
+        """Cached tokens layer `layer_idx` attends: the window on sliding-window layers."""
+        if self.sliding_window_layers is not None and layer_idx in self.sliding_window_layers:
+            return min(context_len, self.sliding_window)
+        return context_len
+
+    def weight_format(self, component: str) -> tuple[float, str]:
+        """(bytes per weight, GEMM compute dtype) of a component (COMPONENTS)."""
+        fmt = getattr(self.precision, component) if self.precision is not None else None
+        if fmt is None:
+            return self.weight_dtype_bytes, default_compute_dtype(self.weight_dtype_bytes)
+        return WEIGHT_FORMATS[fmt]
 
     @property
     def lm_head_vocab_size(self) -> int:

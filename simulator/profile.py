@@ -219,13 +219,13 @@ class GpuRates(StrictModel):
     fp4_dense_tflops: float | None = Field(None, ge=1, le=100_000)
     source: str = Field(description="Where the figures come from (catalog file, datasheet).")
 
-    def rate_tflops(self, weight_dtype_bytes: float) -> float:
-        """Dense rate of a GEMM with weights of this width: fp4 for half-byte and fp8 for 1-byte
-        weights where the GPU has those tensor cores, else bf16 (weight-only quantised kernels
-        dequantise to bf16)."""
-        if weight_dtype_bytes <= 0.5 and self.fp4_dense_tflops:
+    def rate_tflops(self, compute_dtype: str) -> float:
+        """Dense rate of a GEMM whose math runs at `compute_dtype` (bf16, fp8, fp4, int8) on this
+        GPU; a dtype it lacks falls back (fp4 -> bf16: weight-only kernels dequantise; int8 -> fp8
+        -> bf16)."""
+        if compute_dtype == "fp4" and self.fp4_dense_tflops:
             return self.fp4_dense_tflops
-        if weight_dtype_bytes <= 1 and self.fp8_dense_tflops:
+        if compute_dtype in ("fp8", "int8") and self.fp8_dense_tflops:
             return self.fp8_dense_tflops
         return self.bf16_dense_tflops
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from simulator.config import ModelShape, Scenario, legacy_keys
+from simulator.config import Scenario, legacy_keys
+from simulator.model_config import shape_fields_from_hf_config
 from simulator.profile import CalibrationProfile, load_profile, resolve_profile_path
 
 
@@ -61,9 +62,6 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
     return data
 
 
-_SHAPE_FIELDS = set(ModelShape.model_fields) - {"name", "config_path"}
-
-
 def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> dict:
     """Fill a model section from its HF config.json (fields written in the scenario win)."""
     ref = model.get("config_path")
@@ -79,7 +77,9 @@ def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> 
     if not isinstance(cfg, dict):
         raise UserInputError(f"{source}: {role}.config_path: {path} must hold a JSON object")
     cfg = cfg.get("text_config", cfg)  # multimodal configs nest the language model
-    merged = {k: v for k, v in cfg.items() if k in _SHAPE_FIELDS and v is not None}
+    merged, notes = shape_fields_from_hf_config(cfg)
+    if notes:
+        merged["config_notes"] = [f"{role} {path.name}: {n}" for n in notes]
     merged.update(model)
     return merged
 

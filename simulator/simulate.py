@@ -68,6 +68,7 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         tpot_us=tpot(req_start, req_end, w.max_new_tokens), baseline_tpot_us=base_step,
         num_cycles=len(cycles), simulated_us=float(cycles.end_us[-1] - cycles.start_us[0]),
         analytic_tok_per_s=an.tok_per_s, analytic_accept_length=an.mean_accept_length,
-        notes=cost.notes, scenario=scenario.model_dump(mode="json"),
+        notes=sorted(set(cost.notes) | set(scenario.target.config_notes) | set(scenario.draft.config_notes)),
+        scenario=scenario.model_dump(mode="json"),
     )
     return result, events

@@ -42,7 +42,8 @@ def roofline_compute_us(op: Op, rf: RooflineParams, axes: dict | None = None) ->
     (default: the op's own lookup coordinates)."""
     axes = op.axes if axes is None else axes
     bw = rf.hbm_bandwidth_gb_per_s * BYTES_PER_US_PER_GB_PER_S * rf.bandwidth_efficiency
-    tflops = rf.fp8_tflops if (op.weight_dtype_bytes <= 1 and rf.fp8_tflops) else rf.bf16_tflops
+    # fp8 and int8 GEMMs at the fp8 rate; fp4 (no fp4 rate in a profile) dequantised to bf16
+    tflops = rf.fp8_tflops if (op.compute_dtype in ("fp8", "int8") and rf.fp8_tflops) else rf.bf16_tflops
     rate = tflops * FLOPS_PER_US_PER_TFLOPS * rf.compute_efficiency
     return max(rf.kernel_floor_us, op.bytes_at(axes) / bw, op.flops_at(axes) / rate)
 
@@ -206,8 +207,13 @@ class LatencyLookup:
         shape; a table recorded under another name with exactly the model's shape applies too
         (the cost depends on the shape, not the name; the cost model notes it where it uses one).
         """
-        mine = model.model_dump(exclude={"name", "config_path"})
-        same_shape = lambda t: t.shape is not None and all(mine.get(k) == v for k, v in t.shape.items())  # noqa: E731
+        mine = model.model_dump(exclude={"name", "config_path", "config_notes"})
+        fields = type(model).model_fields
+
+        def same_shape(t: ForwardTable) -> bool:
+            # a field the table did not record had its default when it was measured
+            return t.shape is not None and all(
+                mine.get(k) == (t.shape[k] if k in t.shape else fields[k].default) for k in set(mine) | set(t.shape))
         cands = [t for t in self.profile.forwards if t.tp_size == tp_size and t.mode == mode and t.phase == phase]
         for t in cands:
             if t.model == model.name:

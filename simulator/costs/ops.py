@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.config import ModelShape
+from simulator.config import ModelShape, default_compute_dtype
 
 TOKEN_ID_BYTES = 8  # int64 token ids, as torch keeps them.
 
@@ -48,7 +48,8 @@ class Op:
         collective: None for compute; else allreduce | all_gather | broadcast | send_recv.
         size_bytes: collective message size per rank (input bytes).
         world_size: ranks taking part in the collective.
-        weight_dtype_bytes: to pick the fp8 or bf16 rate in the roofline.
+        weight_dtype_bytes: bytes per weight (with block scales) of a GEMM's weights.
+        compute_dtype: tensor-core dtype its math runs at (bf16, fp8, fp4, int8): the roofline's rate.
     """
 
     name: str
@@ -64,6 +65,7 @@ class Op:
     size_bytes: int = 0
     world_size: int = 1
     weight_dtype_bytes: float = 2.0
+    compute_dtype: str = "bf16"
 
     def __post_init__(self):
         object.__setattr__(self, "axes_items", tuple(sorted(self.axes.items())))
@@ -104,12 +106,24 @@ def _w(x: float) -> str:
 
 
 def gemm(name: str, num_tokens: int, in_features: int, out_features: int, w_bytes: float,
-         a_bytes: float = 2.0) -> Op:
-    """A linear layer: (num_tokens, in_features) @ (in_features, out_features)."""
-    return Op(name=name, key=f"gemm:k={in_features},n={out_features},w={_w(w_bytes)}",
+         a_bytes: float = 2.0, compute_dtype: str | None = None) -> Op:
+    """A linear layer: (num_tokens, in_features) @ (in_features, out_features).
+
+    compute_dtype: the tensor-core dtype (default: fp8 for weights of 1 byte or less, else bf16);
+    a dtype other than that default is part of the table key.
+    """
+    dtype = compute_dtype or default_compute_dtype(w_bytes)
+    suffix = "" if dtype == default_compute_dtype(w_bytes) else f",c={dtype}"
+    return Op(name=name, key=f"gemm:k={in_features},n={out_features},w={_w(w_bytes)}{suffix}",
               axes={"num_tokens": num_tokens}, bytes_fixed=in_features * out_features * w_bytes,
               bytes_per_token=(in_features + out_features) * a_bytes,
-              flops_per_token=2.0 * in_features * out_features, weight_dtype_bytes=w_bytes)
+              flops_per_token=2.0 * in_features * out_features, weight_dtype_bytes=w_bytes, compute_dtype=dtype)
+
+
+def _linear(m: ModelShape, component: str, name: str, t: int, in_features: int, out_features: int) -> Op:
+    """A linear layer of one model component, in that component's weight format."""
+    w, dtype = m.weight_format(component)
+    return gemm(name, t, in_features, out_features, w, m.activation_dtype_bytes, dtype)
 
 
 def elementwise(name: str, num_tokens: int, width: int, passes: float = 2.0, a_bytes: float = 2.0) -> Op:
@@ -160,60 +174,62 @@ def moe_experts(m: ModelShape, tp: int, num_tokens: int) -> Op:
     """Routed experts of one MoE layer: weights of the distinct experts touched are read once."""
     inter = m.moe_intermediate_size // tp
     distinct = expected_distinct_experts(m.n_routed_experts, m.num_experts_per_tok, num_tokens)
-    w = m.weight_dtype_bytes
+    w, dtype = m.weight_format("routed_experts")
+    suffix = "" if dtype == default_compute_dtype(w) else f",c={dtype}"
     # Distinct experts are not affine in tokens: bytes_fixed holds them at this op's num_tokens.
     return Op(name="moe_experts",
               key=f"moe_experts:e={m.n_routed_experts},k={m.num_experts_per_tok},h={m.hidden_size},"
-                  f"i={inter},w={_w(w)}",
+                  f"i={inter},w={_w(w)}{suffix}",
               axes={"num_tokens": num_tokens}, bytes_fixed=distinct * 3 * m.hidden_size * inter * w,
               bytes_per_token=4 * m.hidden_size * m.activation_dtype_bytes,
-              flops_per_token=2.0 * m.num_experts_per_tok * 3 * m.hidden_size * inter, weight_dtype_bytes=w)
+              flops_per_token=2.0 * m.num_experts_per_tok * 3 * m.hidden_size * inter, weight_dtype_bytes=w,
+              compute_dtype=dtype)
 
 
 def _attention_block(m: ModelShape, tp: int, b: int, n: int, c: int, qkv_in: int) -> list[Op]:
     t = b * n
-    w, a = m.weight_dtype_bytes, m.activation_dtype_bytes
+    lin = lambda i, o: _linear(m, "attention", "gemm", t, i, o)  # noqa: E731
     if m.is_mla:
         h = m.num_attention_heads // tp
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         q_in = m.q_lora_rank or qkv_in
-        ops = [gemm("gemm", t, qkv_in, m.q_lora_rank, w, a)] if m.q_lora_rank else []
-        ops += [gemm("gemm", t, q_in, h * qk, w, a),
-                gemm("gemm", t, qkv_in, m.kv_lora_rank + m.qk_rope_head_dim, w, a),
+        ops = [lin(qkv_in, m.q_lora_rank)] if m.q_lora_rank else []
+        ops += [lin(q_in, h * qk),
+                lin(qkv_in, m.kv_lora_rank + m.qk_rope_head_dim),
                 # absorb W_UK into the query and W_UV after attention (per-head batched GEMMs)
-                gemm("gemm", t, h * m.qk_nope_head_dim, m.kv_lora_rank, w, a),
+                lin(h * m.qk_nope_head_dim, m.kv_lora_rank),
                 elementwise("rotary", t, h * m.qk_rope_head_dim),
                 elementwise("kv_write", t, m.kv_lora_rank + m.qk_rope_head_dim, passes=1.0),
                 mla_attention(m, tp, b, n, c),
-                gemm("gemm", t, m.kv_lora_rank, h * m.v_head_dim, w, a),
-                gemm("gemm", t, h * m.v_head_dim, m.hidden_size, w, a)]
+                lin(m.kv_lora_rank, h * m.v_head_dim),
+                lin(h * m.v_head_dim, m.hidden_size)]
         return ops
     d = m.attn_head_dim
     h = m.num_attention_heads // tp
     kv = max(1, m.kv_heads // tp)
-    return [gemm("gemm", t, qkv_in, (h + 2 * kv) * d, w, a),
+    return [lin(qkv_in, (h + 2 * kv) * d),
             elementwise("rotary", t, (h + kv) * d),
             elementwise("kv_write", t, 2 * kv * d, passes=1.0),
             gqa_attention(m, tp, b, n, c),
-            gemm("gemm", t, h * d, m.hidden_size, w, a)]
+            lin(h * d, m.hidden_size)]
 
 
 def _mlp_block(m: ModelShape, tp: int, t: int, layer_idx: int) -> list[Op]:
-    w, a = m.weight_dtype_bytes, m.activation_dtype_bytes
-    if m.is_moe and layer_idx >= m.first_k_dense_replace:
-        ops = [gemm("router", t, m.hidden_size, m.n_routed_experts, w, a),
+    if m.is_moe_layer(layer_idx):
+        ops = [_linear(m, "attention", "router", t, m.hidden_size, m.n_routed_experts),
                elementwise("topk_route", t, m.n_routed_experts, passes=1.0),
                moe_experts(m, tp, t)]
-        if m.n_shared_experts:
-            inter = m.n_shared_experts * m.moe_intermediate_size // tp
-            ops += [gemm("gemm", t, m.hidden_size, 2 * inter, w, a),
+        shared = m.shared_expert_intermediate_size or m.n_shared_experts * m.moe_intermediate_size
+        if shared:
+            inter = shared // tp
+            ops += [_linear(m, "shared_experts", "gemm", t, m.hidden_size, 2 * inter),
                     elementwise("silu_mul", t, inter, passes=3.0),
-                    gemm("gemm", t, inter, m.hidden_size, w, a)]
+                    _linear(m, "shared_experts", "gemm", t, inter, m.hidden_size)]
         return ops
     inter = m.intermediate_size // tp
-    return [gemm("gemm", t, m.hidden_size, 2 * inter, w, a),
+    return [_linear(m, "dense_mlp", "gemm", t, m.hidden_size, 2 * inter),
             elementwise("silu_mul", t, inter, passes=3.0),
-            gemm("gemm", t, inter, m.hidden_size, w, a)]
+            _linear(m, "dense_mlp", "gemm", t, inter, m.hidden_size)]
 
 
 def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx: int,
@@ -229,7 +245,7 @@ def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx:
     act = t * m.hidden_size * m.activation_dtype_bytes
     ops = [elementwise("concat", t, qkv_in, passes=2.0)] if qkv_in and qkv_in != m.hidden_size else []
     ops.append(elementwise("rmsnorm", t, qkv_in or m.hidden_size, passes=2.0))
-    ops += _attention_block(m, tp, b, n, c, qkv_in or m.hidden_size)
+    ops += _attention_block(m, tp, b, n, m.attended_context(layer_idx, c), qkv_in or m.hidden_size)
     if tp > 1:
         ops.append(collective("allreduce", act, tp))
     ops += [elementwise("add", t, m.hidden_size, passes=3.0),
@@ -267,7 +283,7 @@ def _embedding(m: ModelShape, tp: int, t: int) -> list[Op]:
 def _head(m: ModelShape, tp: int, t: int, sampling: str) -> list[Op]:
     vocab = m.lm_head_vocab_size
     ops = [elementwise("rmsnorm", t, m.hidden_size, passes=2.0),
-           gemm("lm_head", t, m.hidden_size, vocab // tp, m.weight_dtype_bytes, m.activation_dtype_bytes)]
+           _linear(m, "lm_head", "lm_head", t, m.hidden_size, vocab // tp)]
     if tp > 1:
         ops.append(collective("all_gather", t * (vocab // tp) * m.activation_dtype_bytes, tp))
     ops.append(elementwise(sampling, t, vocab, passes=1.0))
@@ -302,7 +318,7 @@ def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bo
     ops = _prologue(m, tp, b, n, c)
     if extend and m.num_fc_input_hidden_states:
         k = m.num_fc_input_hidden_states * m.hidden_size
-        ops.append(gemm("fc", t, k, m.hidden_size, m.weight_dtype_bytes, m.activation_dtype_bytes))
+        ops.append(_linear(m, "dense_mlp", "fc", t, k, m.hidden_size))
     for i in range(m.num_hidden_layers):
         ops += decoder_layer_ops(m, tp, b, n, c, i, qkv_in=2 * m.hidden_size)
     return ops + _head(m, tp, t, "topk")

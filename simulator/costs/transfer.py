@@ -4,7 +4,7 @@ An op measured at t_src on the source GPU reached the fraction e = roofline_src 
 roofline. On the destination GPU it is taken to reach the same fraction of *its* roofline, so
 
     t_dst = roofline_dst / e = t_src * roofline_dst / roofline_src,
-    roofline_g(op) = max(kernel_floor_us, bytes / bandwidth_g, flops / rate_g(weight dtype)),
+    roofline_g(op) = max(kernel_floor_us, bytes / bandwidth_g, flops / rate_g(compute dtype)),
 
 with bandwidth and dense rates from the two GPUs' datasheets (the hardware catalog, carried in
 the profile's `transfer` as `GpuRates`) and the kernel floor (launch-bound small kernels) kept
@@ -31,7 +31,7 @@ from simulator.units import BYTES_PER_US_PER_GB_PER_S, FLOPS_PER_US_PER_TFLOPS
 def roofline_on_us(op: Op, rates: GpuRates, kernel_floor_us: float) -> float:
     """max(floor, bytes / bandwidth, flops / rate) of one compute op on a GPU's datasheet, in us."""
     bw = rates.memory_bandwidth_gb_per_s * BYTES_PER_US_PER_GB_PER_S
-    rate = rates.rate_tflops(op.weight_dtype_bytes) * FLOPS_PER_US_PER_TFLOPS
+    rate = rates.rate_tflops(op.compute_dtype) * FLOPS_PER_US_PER_TFLOPS
     return max(kernel_floor_us, op.bytes / bw, op.flops / rate)
 
 

@@ -1,0 +1,89 @@
+"""Hugging Face `config.json` -> ModelShape fields, for the model families engines serve.
+
+ModelShape uses Llama / DeepSeek-V3 field names. Other families name the same things
+differently; each mapping below cites the transformers configuration class that defines the
+names. What a mapping cannot express is listed in the returned notes.
+
+| family (model_type) | experts | expert width | dense MLP width | MoE layers |
+|---|---|---|---|---|
+| deepseek_v3, kimi_k2 | n_routed_experts | moe_intermediate_size | intermediate_size | from first_k_dense_replace, every moe_layer_freq-th |
+| qwen2_moe, qwen3_moe | num_experts | moe_intermediate_size | intermediate_size | (i+1) % decoder_sparse_step == 0, not in mlp_only_layers |
+| mixtral, gpt_oss | num_local_experts | intermediate_size | (none) | every layer |
+| llama4_text | num_local_experts | intermediate_size | intermediate_size_mlp | every interleave_moe_layer_step-th (or moe_layers) |
+
+Sources: transformers `models/deepseek_v3/configuration_deepseek_v3.py`,
+`models/qwen2_moe/configuration_qwen2_moe.py` (shared_expert_intermediate_size),
+`models/qwen3_moe/configuration_qwen3_moe.py`, `models/mixtral/configuration_mixtral.py`,
+`models/gpt_oss/configuration_gpt_oss.py` (layer_types: sliding_attention / full_attention),
+`models/llama4/configuration_llama4.py` (Llama4TextConfig; one shared expert of the expert width).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "intermediate_size", "vocab_size", "n_routed_experts", "num_experts_per_tok",
+              "moe_intermediate_size", "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
+              "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "draft_vocab_size", "num_nextn_predict_layers")
+
+
+def _int(cfg: dict, key: str) -> int | None:
+    v = cfg.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def shape_fields_from_hf_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """ModelShape fields read from a (text) config.json, and notes on what was left out.
+
+    Args:
+        cfg: the parsed config.json object (its `text_config` already taken for multimodal models).
+
+    Returns:
+        (fields, notes): fields named as ModelShape names them (absent keys left out, so the
+        scenario's own fields and the schema's checks decide); notes, one line per setting the
+        simulator does not model.
+    """
+    out = {k: cfg[k] for k in SHAPE_KEYS if cfg.get(k) is not None}
+    notes: list[str] = []
+    mtype = str(cfg.get("model_type", ""))
+    n_layers = _int(cfg, "num_hidden_layers") or 0
+    if "num_experts" in cfg and "n_routed_experts" not in cfg and _int(cfg, "num_experts"):  # Qwen2/3-MoE
+        out["n_routed_experts"] = cfg["num_experts"]
+        if _int(cfg, "shared_expert_intermediate_size"):
+            out["shared_expert_intermediate_size"] = cfg["shared_expert_intermediate_size"]
+        step = _int(cfg, "decoder_sparse_step") or 1
+        dense = set(cfg.get("mlp_only_layers") or [])
+        layers = [i for i in range(n_layers) if (i + 1) % step == 0 and i not in dense]
+        if len(layers) != n_layers:
+            out["moe_layers"] = layers
+    elif _int(cfg, "num_local_experts"):  # Mixtral, GPT-OSS, Llama-4
+        out["n_routed_experts"] = cfg["num_local_experts"]
+        out.setdefault("num_experts_per_tok", _int(cfg, "experts_per_token"))
+        out["moe_intermediate_size"] = cfg.get("intermediate_size")
+        if mtype.startswith("llama4"):
+            out["intermediate_size"] = cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size")
+            out["shared_expert_intermediate_size"] = cfg.get("intermediate_size")
+            step = _int(cfg, "interleave_moe_layer_step") or 1
+            layers = cfg.get("moe_layers") or list(range(step - 1, n_layers, step))
+            if len(layers) != n_layers:
+                out["moe_layers"] = list(layers)
+            if cfg.get("attention_chunk_size"):
+                notes.append("llama4 chunked attention (attention_chunk_size) not modelled: every layer attends "
+                             "the whole context")
+    if mtype in ("deepseek_v3", "kimi_k2") and (_int(cfg, "moe_layer_freq") or 1) > 1:
+        freq, first = cfg["moe_layer_freq"], _int(cfg, "first_k_dense_replace") or 0
+        out["moe_layers"] = [i for i in range(first, n_layers) if i % freq == 0]
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and _int(cfg, "sliding_window"):
+        sliding = [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
+        if sliding:
+            out["sliding_window"] = cfg["sliding_window"]
+            out["sliding_window_layers"] = sliding
+    elif _int(cfg, "sliding_window") and cfg.get("use_sliding_window", False):
+        notes.append("sliding_window on every layer above max_window_layers not modelled: full attention assumed")
+    q = cfg.get("quantization_config")
+    if isinstance(q, dict) and q.get("quant_method"):
+        notes.append(f"quantization_config ({q['quant_method']}) not read: give the weight formats in the "
+                     "model's `precision` section")
+    return {k: v for k, v in out.items() if v is not None}, notes
