@@ -207,13 +207,15 @@ class LatencyLookup:
         shape; a table recorded under another name with exactly the model's shape applies too
         (the cost depends on the shape, not the name; the cost model notes it where it uses one).
         """
-        mine = model.model_dump(exclude={"name", "config_path", "config_notes"})
+        labels = {"name", "config_path", "config_notes"}  # not the shape
+        mine = model.model_dump(exclude=labels)
         fields = type(model).model_fields
 
         def same_shape(t: ForwardTable) -> bool:
             # a field the table did not record had its default when it was measured
             return t.shape is not None and all(
-                mine.get(k) == (t.shape[k] if k in t.shape else fields[k].default) for k in set(mine) | set(t.shape))
+                mine.get(k) == (t.shape[k] if k in t.shape else fields[k].default)
+                for k in (set(mine) | set(t.shape)) - labels)
         cands = [t for t in self.profile.forwards if t.tp_size == tp_size and t.mode == mode and t.phase == phase]
         for t in cands:
             if t.model == model.name:
