@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from simulator import __version__
 from simulator.cli.common import console, err_console
+from simulator.cli.hardware import hardware
 from simulator.cli.plot import plot_command
 from simulator.cli.simulate import simulate
 from simulator.cli.sweep import sweep_command
@@ -41,6 +42,7 @@ app.command("simulate")(simulate)
 app.command("sweep")(sweep_command)
 app.command("plot")(plot_command)
 app.command("validate")(validate)
+app.command("hardware")(hardware)
 try:
     from calibration.cli import register as _register_calibration
 except ImportError:  # the calibration package is not installed

@@ -1,0 +1,256 @@
+"""Hardware catalog: GPUs and multi-GPU boxes, each figure with its datasheet source.
+
+One YAML file per GPU under `<data_dir()>/hardware/gpus/<id>.yaml` and one per box type under
+`<data_dir()>/hardware/boxes/<id>.yaml`; the file name is the id. A GPU holds vendor peak figures
+(memory size and bandwidth, dense tensor throughput per dtype, SMs, L2, power, NVLink and PCIe);
+a box says which GPU it carries, how many, and how they are linked (NVSwitch, NVLink bridges or
+plain PCIe), with the per-GPU one-way link bandwidth a collective sees.
+
+Conventions (every file follows them; `docs/hardware.md` says more):
+- Tensor throughput is DENSE. Datasheets often print the 2:4-sparse figure with an asterisk; the
+  catalog stores half of it and says so in the file's notes.
+- `fp16` throughput is taken to equal `bf16` (the same tensor-core rate on every GPU here, both
+  with fp32 accumulate). On GeForce cards fp32 accumulate runs at half the fp16-accumulate rate;
+  the catalog stores the fp32-accumulate figure, because inference engines accumulate in fp32.
+- `memory_gb` is 1e9 bytes as datasheets print it; `l2_cache_mb` is the vendor's "MB", which for
+  caches is 2**20 bytes.
+- `nvlink_bandwidth_gb_per_s` is NVIDIA's total bidirectional figure per GPU; a box's
+  `link_bandwidth_gb_per_s` is one way (NVLink total / 2, or the PCIe x16 one-way rate).
+- A figure that could not be sourced is null with a note; nothing is guessed.
+
+What it leaves out: clocks, FP64/FP32 vector rates, MIG, power-capped variants, multi-node fabrics.
+Nothing here feeds a cost model yet; the catalog is the first step toward predicting a box
+without a profile measured on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from simulator.config import StrictModel
+from simulator.profile import data_dir
+from simulator.scenario import UserInputError, format_validation_error
+
+Architecture = Literal["ampere", "ada", "hopper", "blackwell"]
+FormFactor = Literal["sxm", "pcie"]
+MemoryType = Literal["HBM2e", "HBM3", "HBM3e", "GDDR6", "GDDR6X", "GDDR7"]
+Interconnect = Literal["nvswitch", "nvlink_bridge", "pcie"]
+
+DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
+ID_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
+
+# Field name holding each dtype's dense peak (fp16 shares bf16's: see the module docstring).
+_DTYPE_FIELD = {"bf16": "bf16_dense_tflops", "fp16": "bf16_dense_tflops", "fp8": "fp8_dense_tflops",
+                "fp4": "fp4_dense_tflops", "int8": "int8_dense_tops"}
+
+
+def _tensor_rate(description: str):
+    return Field(None, ge=1.0, le=100_000.0, description=description)
+
+
+class GpuSpec(StrictModel):
+    """Vendor peak figures of one GPU model; the id is its catalog file name."""
+
+    id: str = Field(pattern=ID_PATTERN, description="Catalog id, e.g. 'h100-sxm' (= the file name).")
+    name: str = Field(min_length=1, description="Display name, e.g. 'NVIDIA H100 SXM5 80GB'.")
+    architecture: Architecture
+    compute_capability: str = Field(pattern=r"^\d{1,2}\.\d$", description="CUDA compute capability, e.g. '9.0'.")
+    form_factor: FormFactor
+    memory_gb: float = Field(ge=1.0, le=2_000.0, description="Device memory, 1e9 bytes, as the datasheet gives it.")
+    memory_type: MemoryType
+    memory_bandwidth_gb_per_s: float = Field(ge=10.0, le=100_000.0, description="Peak device-memory bandwidth, GB/s.")
+    bf16_dense_tflops: float | None = _tensor_rate("Dense bf16 tensor peak, fp32 accumulate, TFLOP/s.")
+    fp8_dense_tflops: float | None = _tensor_rate("Dense fp8 tensor peak, TFLOP/s; null without fp8 tensor cores.")
+    fp4_dense_tflops: float | None = _tensor_rate("Dense fp4 tensor peak, TFLOP/s; null before Blackwell.")
+    int8_dense_tops: float | None = _tensor_rate("Dense int8 tensor peak, TOP/s.")
+    sm_count: int | None = Field(None, ge=1, le=1_000, description="Streaming multiprocessors enabled.")
+    l2_cache_mb: float | None = Field(None, ge=0.1, le=1_000.0, description="L2 cache, vendor MB (2**20 bytes).")
+    tdp_w: float | None = Field(None, ge=10.0, le=5_000.0, description="Board power / TDP at default settings, W.")
+    nvlink_bandwidth_gb_per_s: float | None = Field(
+        None, ge=10.0, le=100_000.0, description="Total bidirectional NVLink bandwidth per GPU, GB/s; null: none.")
+    nvlink_generation: int | None = Field(None, ge=1, le=10)
+    pcie_generation: int = Field(ge=1, le=7)
+    pcie_lanes: Literal[1, 2, 4, 8, 16]
+    sources: list[str] = Field(min_length=1, description="Citations actually read: title and URL, or a measurement.")
+    notes: list[str] = Field(default_factory=list, description="What is derived, assumed or not re-read.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.architecture == "ampere" and self.fp8_dense_tflops is not None:
+            raise ValueError(f"fp8_dense_tflops must be null on ampere (no fp8 tensor cores), got {self.fp8_dense_tflops}")
+        if self.architecture != "blackwell" and self.fp4_dense_tflops is not None:
+            raise ValueError(f"fp4_dense_tflops must be null before blackwell, got {self.fp4_dense_tflops} "
+                             f"on {self.architecture}")
+        if (self.nvlink_bandwidth_gb_per_s is None) != (self.nvlink_generation is None):
+            raise ValueError("nvlink_bandwidth_gb_per_s and nvlink_generation are both set or both null, got "
+                             f"{self.nvlink_bandwidth_gb_per_s} and {self.nvlink_generation}")
+        rates = [r for r in (self.bf16_dense_tflops, self.fp8_dense_tflops, self.fp4_dense_tflops) if r is not None]
+        if rates != sorted(rates):
+            raise ValueError(f"dense rates must not fall with precision (bf16 <= fp8 <= fp4), got {rates}")
+        return self
+
+    def supports_dtype(self, dtype: str) -> bool:
+        """Whether the catalog holds a dense tensor peak for `dtype` (one of DTYPES) on this GPU."""
+        field = _DTYPE_FIELD.get(dtype)
+        return field is not None and getattr(self, field) is not None
+
+    def dense_tflops(self, dtype: str) -> float:
+        """Dense tensor-core peak for `dtype`.
+
+        Args:
+            dtype: One of 'bf16', 'fp16' (same rate as bf16), 'fp8', 'fp4', 'int8' (TOP/s).
+
+        Returns:
+            Peak in TFLOP/s (TOP/s for int8), dense (no 2:4 sparsity).
+
+        Raises:
+            UserInputError: an unknown dtype, or one this GPU has no tensor rate for (fp4 on an A100),
+                or one whose figure the catalog could not source (null with a note).
+
+        Source: the GPU's catalog file (`sources`, `notes`).
+        """
+        field = _DTYPE_FIELD.get(dtype)
+        if field is None:
+            raise UserInputError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+        value = getattr(self, field)
+        if value is None:
+            have = [d for d in DTYPES if getattr(self, _DTYPE_FIELD[d]) is not None]
+            raise UserInputError(f"{self.id} ({self.architecture}) has no {dtype} tensor rate in the catalog; "
+                                 f"it has: {', '.join(have) or 'none'}")
+        return value
+
+
+class BoxSpec(StrictModel):
+    """One multi-GPU box type: which GPU, how many, and how they reach each other."""
+
+    id: str = Field(pattern=ID_PATTERN, description="Catalog id, e.g. 'hgx-h100-8gpu' (= the file name).")
+    name: str = Field(min_length=1, description="Display name.")
+    gpu: str = Field(pattern=ID_PATTERN, description="Catalog id of the GPU it carries.")
+    gpus_per_node: int = Field(ge=1, le=72)
+    interconnect: Interconnect = Field(description="nvswitch: all-to-all NVLink; nvlink_bridge: bridged groups; "
+                                                   "pcie: GPU-to-GPU traffic over PCIe.")
+    nvlink_generation: int | None = Field(None, ge=1, le=10, description="Null for a PCIe box.")
+    link_bandwidth_gb_per_s: float = Field(
+        ge=1.0, le=100_000.0, description="Per-GPU bandwidth a collective sees, one way, GB/s (NVLink total / 2, "
+                                          "or the PCIe x16 one-way rate).")
+    pcie_generation: int = Field(ge=1, le=7)
+    pcie_lanes: Literal[1, 2, 4, 8, 16]
+    numa_nodes: int = Field(ge=1, le=16)
+    pcie_switches: int | None = Field(None, ge=0, le=64, description="PCIe switches between GPUs and CPUs; null: unknown.")
+    p2p: bool = Field(description="Whether GPUs can read each other's memory directly (CUDA peer access).")
+    sources: list[str] = Field(min_length=1)
+    notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.interconnect == "pcie" and self.nvlink_generation is not None:
+            raise ValueError(f"interconnect 'pcie' needs nvlink_generation null, got {self.nvlink_generation}")
+        if self.interconnect != "pcie" and self.nvlink_generation is None:
+            raise ValueError(f"interconnect {self.interconnect!r} needs nvlink_generation")
+        return self
+
+
+class Catalog(StrictModel):
+    """Every GPU and box of the catalog, by id; every box's GPU is in `gpus`."""
+
+    gpus: dict[str, GpuSpec]
+    boxes: dict[str, BoxSpec]
+
+    @model_validator(mode="after")
+    def _check_box_gpus(self) -> Self:
+        for box in self.boxes.values():
+            if box.gpu not in self.gpus:
+                raise ValueError(f"box {box.id!r}: gpu {box.gpu!r} is not in the catalog; known: "
+                                 f"{', '.join(sorted(self.gpus))}")
+        return self
+
+    def gpu(self, name: str) -> GpuSpec:
+        """The GPU with catalog id `name`.
+
+        Raises:
+            UserInputError: one line naming the unknown id and listing the known ones.
+        """
+        try:
+            return self.gpus[name]
+        except KeyError:
+            raise UserInputError(f"unknown GPU {name!r}; known: {', '.join(sorted(self.gpus))}") from None
+
+    def box(self, name: str) -> BoxSpec:
+        """The box with catalog id `name`.
+
+        Raises:
+            UserInputError: one line naming the unknown id and listing the known ones.
+        """
+        try:
+            return self.boxes[name]
+        except KeyError:
+            raise UserInputError(f"unknown box {name!r}; known: {', '.join(sorted(self.boxes))}") from None
+
+    def box_gpu(self, name: str) -> GpuSpec:
+        """The GPU that box `name` carries, e.g. `catalog.box_gpu('dgx-a100-8gpu').supports_dtype('fp8')`."""
+        return self.gpu(self.box(name).gpu)
+
+
+def hardware_dir() -> Path:
+    """Default catalog folder: `data_dir() / "hardware"` (with `gpus/` and `boxes/` inside)."""
+    return data_dir() / "hardware"
+
+
+def load_catalog(dir: Path | None = None) -> Catalog:
+    """Read and validate every GPU and box file of a catalog folder.
+
+    Args:
+        dir: Folder holding `gpus/*.yaml` and `boxes/*.yaml`; default `hardware_dir()`.
+
+    Returns:
+        The validated catalog, GPUs and boxes keyed by id (file name without `.yaml`).
+
+    Raises:
+        UserInputError: a missing folder, a file that is not YAML or not a mapping, a field out of
+            range (one line per problem, naming the file and the field), or a box whose `gpu` is not
+            in the catalog (naming the box file).
+    """
+    root = Path(dir) if dir is not None else hardware_dir()
+    gpus = {p.stem: load_entry(p, GpuSpec) for p in _yaml_files(root / "gpus")}
+    boxes = {p.stem: load_entry(p, BoxSpec) for p in _yaml_files(root / "boxes")}
+    for box_id, box in boxes.items():
+        if box.gpu not in gpus:
+            raise UserInputError(f"{root / 'boxes' / (box_id + '.yaml')}: gpu: {box.gpu!r} is not in the catalog; "
+                                 f"known: {', '.join(sorted(gpus))}")
+    return Catalog(gpus=gpus, boxes=boxes)
+
+
+def _yaml_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise UserInputError(f"{folder}: hardware catalog folder not found")
+    return sorted(folder.glob("*.yaml"))
+
+
+def load_entry(path: Path, model: type[GpuSpec] | type[BoxSpec]) -> GpuSpec | BoxSpec:
+    """Parse and validate one catalog file as `model`; the id comes from the file name.
+
+    Raises:
+        UserInputError: not YAML, not a mapping, an `id` that differs from the file name, or a
+            field out of range (one line per problem: '<file>: <field>: <message> (got <value>)').
+    """
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UserInputError(f"{path}{where}: invalid YAML: {what}") from None
+    if not isinstance(data, dict):
+        got = "an empty file" if data is None else type(data).__name__
+        raise UserInputError(f"{path}: top level must be a mapping of fields, got {got}")
+    if "id" in data and data["id"] != path.stem:
+        raise UserInputError(f"{path}: id: {data['id']!r} differs from the file name {path.stem!r}; "
+                             f"leave id out, the file name is the id")
+    try:
+        return model.model_validate({**data, "id": path.stem})
+    except ValidationError as e:
+        raise UserInputError(format_validation_error(str(path), e)) from None
