@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -60,33 +61,40 @@ def _num(value: float | int | None) -> str:
     return f"{value:,}"
 
 
+def _whole(value: float | int | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
 def gpu_table(catalog: Catalog) -> Table:
     """One row per GPU: memory, bandwidth, dense bf16/fp8/fp4 peaks, SMs, L2, NVLink."""
-    t = Table(title="GPUs (dense tensor peaks; '-' = none or not sourced)", title_justify="left")
+    t = Table(title="GPUs (dense TFLOP/s; '-' = none or not sourced; names and sources: specdecsim hardware ID)",
+              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("id", no_wrap=True)
-    t.add_column("name")
-    for header in ("mem GB", "GB/s", "bf16 TF/s", "fp8 TF/s", "fp4 TF/s", "SMs", "L2 MB", "NVLink GB/s"):
-        t.add_column(header, justify="right")
+    for header in ("GB", "GB/s", "bf16", "fp8", "fp4", "SMs", "L2MB", "NVLink"):
+        t.add_column(header, justify="right", no_wrap=True)
     for g in sorted(catalog.gpus.values(), key=lambda g: g.id):
-        t.add_row(escape(g.id), escape(g.name), _num(g.memory_gb), _num(g.memory_bandwidth_gb_per_s),
-                  _num(g.bf16_dense_tflops), _num(g.fp8_dense_tflops), _num(g.fp4_dense_tflops),
-                  _num(g.sm_count), _num(g.l2_cache_mb), _num(g.nvlink_bandwidth_gb_per_s))
+        t.add_row(escape(g.id), *(_whole(v) for v in (
+            g.memory_gb, g.memory_bandwidth_gb_per_s, g.bf16_dense_tflops, g.fp8_dense_tflops, g.fp4_dense_tflops,
+            g.sm_count, g.l2_cache_mb, g.nvlink_bandwidth_gb_per_s)))
     return t
 
 
 def box_table(catalog: Catalog) -> Table:
-    """One row per box: GPU, count, interconnect, one-way link bandwidth, NUMA nodes, P2P."""
-    t = Table(title="Boxes (link GB/s: per GPU, one way)", title_justify="left")
+    """One row per box: GPU, count, interconnect (with 'noP2P' where peer-to-peer is off), one-way link
+    bandwidth, NUMA nodes."""
+    t = Table(title="Boxes (GB/s: link bandwidth per GPU, one way)", title_justify="left", box=box.SIMPLE_HEAD,
+              pad_edge=False)
     t.add_column("id", no_wrap=True)
-    t.add_column("gpu", no_wrap=True)
-    t.add_column("GPUs", justify="right")
-    t.add_column("interconnect")
-    t.add_column("link GB/s", justify="right")
-    t.add_column("NUMA", justify="right")
-    t.add_column("P2P")
+    t.add_column("gpu", no_wrap=True, max_width=22)
+    t.add_column("n", justify="right", no_wrap=True, min_width=1)
+    t.add_column("link", no_wrap=True)
+    t.add_column("GB/s", justify="right", no_wrap=True, min_width=4)
+    t.add_column("NUMA", justify="right", no_wrap=True)
     for b in sorted(catalog.boxes.values(), key=lambda b: b.id):
-        t.add_row(escape(b.id), escape(b.gpu), str(b.gpus_per_node), b.interconnect,
-                  _num(b.link_bandwidth_gb_per_s), str(b.numa_nodes), "yes" if b.p2p else "no")
+        link = {"nvswitch": "NVSwitch", "nvlink_bridge": "bridge", "pcie": "PCIe"}.get(b.interconnect, b.interconnect)
+        link += "" if b.p2p else " noP2P"
+        t.add_row(escape(b.id), escape(b.gpu), str(b.gpus_per_node), link,
+                  _whole(b.link_bandwidth_gb_per_s), str(b.numa_nodes))
     return t
 
 
