@@ -314,6 +314,18 @@ class CostsConfig(StrictModel):
     compute_latency_scale: float = Field(1.0, gt=0, le=100, description="Multiply every GPU compute latency.")
 
 
+class HardwareConfig(StrictModel):
+    """The GPU box the prediction is for (ids from the hardware catalog, `specdecsim hardware`).
+
+    Left empty, the prediction is for the machine the profile was measured on. A GPU other than
+    the profile's carries the profile to it (simulator.costs.transfer): compute is re-priced
+    from datasheet figures; host overheads and collectives stay the profile's own.
+    """
+
+    gpu: str | None = Field(None, description="Catalog GPU id, e.g. h100-sxm; default the box's, else the profile's.")
+    box: str | None = Field(None, description="Catalog box id, e.g. hgx-h100-8gpu: its GPU and GPU count.")
+
+
 # Keys of the schema before the serving engine and the simulation's fidelity had sections of their
 # own: (old dotted path, new dotted path).
 LEGACY_RENAMES = (
@@ -428,7 +440,7 @@ _PLACEMENT_LABEL = re.compile(r"^tp([1-9][0-9]{0,2})(_colocated|_dedicated)?$")
 class Scenario(StrictModel):
     """One speculative-decoding set-up to simulate.
 
-    Four rooms: the models and hardware (`target`, `draft`, `tp_size`, `placement`, `profile`),
+    Four rooms: the models and hardware (`target`, `draft`, `tp_size`, `placement`, `hardware`, `profile`),
     the serving engine (`serving_engine`: what a cycle runs and how the host drives it), the
     workload (`spec`, `acceptance`, `workload`) and the simulation's fidelity (`fidelity`).
     """
@@ -446,6 +458,7 @@ class Scenario(StrictModel):
     serving_engine: LiveLoopEngine = LiveLoopEngine()
     fidelity: FidelityConfig = FidelityConfig()
     costs: CostsConfig = CostsConfig()
+    hardware: HardwareConfig = HardwareConfig()
     seed: int = Field(0, ge=0, le=2**63 - 1)
 
     @field_validator("placement", mode="before")

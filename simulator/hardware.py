@@ -19,21 +19,23 @@ Conventions (every file follows them; `docs/hardware.md` says more):
 - A figure that could not be sourced is null with a note; nothing is guessed.
 
 What it leaves out: clocks, FP64/FP32 vector rates, MIG, power-capped variants, multi-node fabrics.
-Nothing here feeds a cost model yet; the catalog is the first step toward predicting a box
-without a profile measured on it.
+A scenario's `hardware` section names a GPU and box from here: `apply_hardware` checks it against
+the scenario and carries the profile to that GPU (simulator.costs.transfer).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal, Self
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from simulator.config import StrictModel
-from simulator.profile import data_dir
-from simulator.scenario import UserInputError, format_validation_error
+from simulator.config import COMPONENTS, Scenario, StrictModel
+from simulator.costs.transfer import carry_profile
+from simulator.profile import CalibrationProfile, GpuRates, data_dir
+from simulator.errors import UserInputError, format_validation_error
 
 Architecture = Literal["ampere", "ada", "hopper", "blackwell"]
 FormFactor = Literal["sxm", "pcie"]
@@ -224,6 +226,12 @@ def load_catalog(dir: Path | None = None) -> Catalog:
     return Catalog(gpus=gpus, boxes=boxes)
 
 
+@lru_cache(maxsize=1)
+def default_catalog() -> Catalog:
+    """`load_catalog()` of the default folder, read once per process."""
+    return load_catalog()
+
+
 def _yaml_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise UserInputError(f"{folder}: hardware catalog folder not found")
@@ -254,3 +262,82 @@ def load_entry(path: Path, model: type[GpuSpec] | type[BoxSpec]) -> GpuSpec | Bo
         return model.model_validate({**data, "id": path.stem})
     except ValidationError as e:
         raise UserInputError(format_validation_error(str(path), e)) from None
+
+
+def gpu_rates(gpu: GpuSpec) -> GpuRates:
+    """The datasheet figures of a catalog GPU that the roofline needs."""
+    return GpuRates(gpu=gpu.id, memory_bandwidth_gb_per_s=gpu.memory_bandwidth_gb_per_s,
+                    bf16_dense_tflops=gpu.bf16_dense_tflops, fp8_dense_tflops=gpu.fp8_dense_tflops,
+                    fp4_dense_tflops=gpu.fp4_dense_tflops, source=f"hardware catalog: gpus/{gpu.id}.yaml")
+
+
+def check_precision(scenario: Scenario, gpu: GpuSpec) -> None:
+    """Refuse weight formats whose kernels the GPU cannot run.
+
+    nvfp4 needs fp4 tensor cores (Blackwell); mxfp4 runs dequantised on GPUs with fp8 tensor
+    cores (Hopper's weight-only MXFP4 kernels) but not before; int8 W8A8 needs int8 tensor cores.
+
+    Raises:
+        UserInputError: naming the model, the component, the format and the GPU.
+    """
+    for role, model in (("target", scenario.target), ("draft", scenario.draft)):
+        for component in COMPONENTS:
+            fmt = getattr(model.precision, component) if model.precision is not None else None
+            if fmt is None:
+                continue
+            needs = {"nvfp4": "fp4", "mxfp4": "fp8", "int8": "int8"}.get(fmt)
+            if needs == "fp8" and not (gpu.supports_dtype("fp8") or gpu.supports_dtype("fp4")):
+                raise UserInputError(f"{role}.precision.{component}: {fmt} needs a GPU with fp8 or fp4 tensor cores; "
+                                     f"{gpu.id} ({gpu.architecture}) has neither")
+            if needs in ("fp4", "int8") and not gpu.supports_dtype(needs):
+                raise UserInputError(f"{role}.precision.{component}: {fmt} needs {needs} tensor cores; "
+                                     f"{gpu.id} ({gpu.architecture}) has none")
+
+
+def apply_hardware(scenario: Scenario, profile: CalibrationProfile, source: str,
+                   catalog: Catalog | None = None) -> CalibrationProfile:
+    """Check the scenario's `hardware` section and carry the profile to its GPU.
+
+    Args:
+        scenario: validated Scenario. profile: the profile it predicts from.
+        source: the scenario's file name, for messages. catalog: default `load_catalog()`.
+
+    Returns:
+        `profile` itself when the section is empty or names the profile's own GPU, else a
+        derived profile carried to the named GPU.
+
+    Raises:
+        UserInputError: an unknown GPU or box; a box whose GPU differs from `hardware.gpu`; a TP
+            group (plus a dedicated draft GPU) larger than the box; a weight format the GPU lacks;
+            a profile that does not say which catalog GPU it was measured on.
+    """
+    hw = scenario.hardware
+    if hw.gpu is None and hw.box is None:
+        return profile
+    catalog = catalog or default_catalog()
+    try:
+        box = catalog.box(hw.box) if hw.box is not None else None
+        gpu = catalog.gpu(hw.gpu or box.gpu)
+    except UserInputError as e:
+        raise UserInputError(f"{source}: hardware: {e}") from None
+    if box is not None and box.gpu != gpu.id:
+        raise UserInputError(f"{source}: hardware: box {box.id} carries {box.gpu}, not hardware.gpu {gpu.id}")
+    need = scenario.tp_size + (1 if scenario.placement.dedicated else 0)
+    if box is not None and need > box.gpus_per_node:
+        raise UserInputError(f"{source}: tp_size {scenario.tp_size}"
+                             f"{' + a dedicated draft GPU' if scenario.placement.dedicated else ''} needs {need} GPUs; "
+                             f"box {box.id} has {box.gpus_per_node}")
+    try:
+        check_precision(scenario, gpu)
+    except UserInputError as e:
+        raise UserInputError(f"{source}: {e}") from None
+    measured_on = profile.hardware.catalog_gpu
+    if measured_on == gpu.id:
+        return profile
+    if measured_on is None:
+        raise UserInputError(f"{source}: hardware.gpu {gpu.id}: profile {profile.name!r} does not say which catalog "
+                             "GPU it was measured on (hardware.catalog_gpu), so it cannot be carried to another GPU")
+    try:
+        return carry_profile(profile, gpu_rates(catalog.gpu(measured_on)), gpu_rates(gpu))
+    except ValueError as e:
+        raise UserInputError(f"{source}: {e}") from None

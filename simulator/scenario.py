@@ -13,26 +13,9 @@ import yaml
 from pydantic import ValidationError
 
 from simulator.config import Scenario, legacy_keys
+from simulator.errors import UserInputError, format_validation_error  # noqa: F401 (the loaders' errors)
 from simulator.model_config import shape_fields_from_hf_config
 from simulator.profile import CalibrationProfile, load_profile, resolve_profile_path
-
-
-class UserInputError(Exception):
-    """Bad user input (scenario, override, profile); the message is meant for the terminal."""
-
-
-def format_validation_error(source: str, err: ValidationError) -> str:
-    """One line per problem: '<source>: <field.path>: <message> (got <input>)'."""
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        got = e.get("input")
-        got_r = repr(got)
-        got_r = got_r if len(got_r) <= 80 else got_r[:77] + "..."
-        got_s = "" if isinstance(got, dict) or e["type"] == "missing" else f" (got {got_r})"
-        msg = e["msg"].removeprefix("Value error, ")
-        lines.append(f"{source}: {loc}: {msg}{got_s}")
-    return "\n".join(lines)
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
@@ -139,11 +122,12 @@ def load_scenario(path: Path, overrides: list[str] | None = None) -> Scenario:
 
 
 def load_profile_for(scenario: Scenario, override: str | None = None,
-                     base_dir: Path | None = None) -> tuple[CalibrationProfile, Path]:
-    """Resolve and load the scenario's profile (or `override`).
+                     base_dir: Path | None = None, source: str | None = None) -> tuple[CalibrationProfile, Path]:
+    """Resolve and load the scenario's profile (or `override`), carried to the scenario's
+    `hardware` GPU where that is another (simulator.hardware.apply_hardware).
 
     Raises:
-        UserInputError: the profile is missing, not JSON, or fails validation.
+        UserInputError: the profile is missing, not JSON, or fails validation; bad hardware.
     """
     ref = override or scenario.profile
     try:
@@ -151,8 +135,10 @@ def load_profile_for(scenario: Scenario, override: str | None = None,
     except FileNotFoundError as e:
         raise UserInputError(str(e)) from None
     try:
-        return load_profile(path), path
+        profile = load_profile(path)
     except ValidationError as e:
         raise UserInputError(format_validation_error(str(path), e)) from None
     except ValueError as e:
         raise UserInputError(str(e)) from None
+    from simulator.hardware import apply_hardware  # the catalog is read only when a scenario names hardware
+    return apply_hardware(scenario, profile, source=source or scenario.name), path

@@ -83,6 +83,18 @@ def _profile(path: str):
     return _PROFILES[path]
 
 
+def _profile_for(sc: Scenario, path: str):
+    """The point's profile: the file's, carried to the point's `hardware` GPU (cached)."""
+    from simulator.hardware import apply_hardware
+    hw = sc.hardware
+    if hw.gpu is None and hw.box is None:
+        return _profile(path)
+    key = f"{path}|{hw.gpu}|{hw.box}"
+    if key not in _PROFILES:
+        _PROFILES[key] = apply_hardware(sc, _profile(path), source=path)
+    return _PROFILES[key]
+
+
 def cost_key(sc: Scenario) -> str:
     """JSON of the scenario fields a CostModel depends on (not acceptance, seed, run length)."""
     dump = sc.model_dump(mode="json", exclude={"acceptance": True, "seed": True, "name": True, "description": True,
@@ -107,9 +119,10 @@ def _cost_model(sc: Scenario, profile_path: str):
     if cost is None:
         if len(_COSTS) >= _COST_CACHE_MAX:
             _COSTS.clear()
-        profile = _profile(profile_path)
+        profile = _profile_for(sc, profile_path)
         mode = "graph" if sc.serving_engine.cuda_graph else "eager"
-        lookup = _LOOKUPS.setdefault((profile_path, mode), LatencyLookup(profile, collective_mode=mode))
+        lookup = _LOOKUPS.setdefault((profile_path, sc.hardware.gpu, sc.hardware.box, mode),
+                                     LatencyLookup(profile, collective_mode=mode))
         cost = _COSTS[key] = CostModel(sc, profile, lookup=lookup)
     return cost
 
@@ -128,7 +141,7 @@ def analytic_metrics(sc: Scenario, profile_path: str) -> dict:
 def des_metrics(sc: Scenario, profile_path: str) -> dict:
     """DES metrics of one point (`simulator.simulate.simulate`)."""
     from simulator.simulate import simulate
-    r, _ = simulate(sc, _profile(profile_path), profile_ref=profile_path)
+    r, _ = simulate(sc, _profile_for(sc, profile_path), profile_ref=profile_path)
     return dict(solver="des", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=r.tok_per_s_ci95[0],
                 tok_per_s_ci95_high=r.tok_per_s_ci95[1], baseline_tok_per_s=r.baseline_tok_per_s,
                 speedup=r.speedup, accept_length=r.accept_length.mean, cycle_time_us=r.cycle_time_us,
@@ -319,11 +332,15 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
     points = expand(base, axes, str(scenario_path), scenario_path.parent)
     profile_paths: dict[str, str] = {}
     items = []
+    checked: set[tuple] = set()
     for idx, (_, sc) in enumerate(points):
         ref = profile or sc.profile
-        if ref not in profile_paths:
-            _, p = load_profile_for(sc, profile, base_dir=None if profile else scenario_path.parent)
-            profile_paths[ref] = str(p.resolve())
+        key = (ref, sc.hardware.gpu, sc.hardware.box, sc.tp_size, sc.placement.label, sc.target, sc.draft)
+        if key not in checked:  # the profile resolves and the point's hardware checks pass
+            _, p = load_profile_for(sc, profile, base_dir=None if profile else scenario_path.parent,
+                                    source=f"{scenario_path} point {idx}")
+            profile_paths.setdefault(ref, str(p.resolve()))
+            checked.add(key)
         items.append((idx, sc, profile_paths[ref]))
     metrics = run_points(solver, items, jobs, progress, label=f"{solver} sweep")
     sweep_seed = points[0][1].seed if seed is None else seed

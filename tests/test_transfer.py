@@ -88,3 +88,61 @@ def test_whole_forward_tables_move_by_their_ops_roofline_ratio(scale):
     lo, hi = sorted((base.gpu_us, base.gpu_us / scale))
     assert lo < moved.gpu_us < hi  # mostly memory-bound at batch 1: close to, but not quite, x 1/scale
     assert abs(moved.gpu_us / base.gpu_us - 1 / scale) < 0.25 * abs(1 / scale - 1)
+
+
+# ---- the scenario's hardware section ------------------------------------------------------------
+def _run(*sets: str):
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    args = ["simulate", "scenarios/llama8b_h200.yaml", "--set", "fidelity.num_cycles=50"]
+    for s in sets:
+        args += ["--set", s]
+    return CliRunner().invoke(app, args)
+
+
+def test_naming_the_profiles_own_gpu_changes_nothing_and_another_gpu_is_carried():
+    sc = load_scenario("scenarios/llama8b_h200.yaml", ["fidelity.num_cycles=50"])
+    own = load_scenario("scenarios/llama8b_h200.yaml", ["fidelity.num_cycles=50", "hardware.gpu=h200-sxm"])
+    h100 = load_scenario("scenarios/llama8b_h200.yaml", ["fidelity.num_cycles=50", "hardware.box=hgx-h100-8gpu"])
+    from simulator.scenario import load_profile_for
+    base, _ = load_profile_for(sc)
+    assert load_profile_for(own)[0] is not None and load_profile_for(own)[0].transfer is None
+    carried, _ = load_profile_for(h100)
+    assert carried.transfer.carried_to.gpu == "h100-sxm" and carried.transfer.measured_on.gpu == "h200-sxm"
+    a, _ = simulate(sc, base)
+    b, _ = simulate(h100, carried)
+    # batch-1 decode is memory-bound: the baseline moves by about the bandwidth ratio 3350 / 4800
+    assert 3350 / 4800 * 0.95 < b.baseline_tok_per_s / a.baseline_tok_per_s < 1.0
+    res = _run("hardware.gpu=h100-sxm")
+    assert res.exit_code == 0 and "carried from h200-sxm to h100-sxm" in res.output
+
+
+@pytest.mark.parametrize("sets, words", [
+    (["hardware.gpu=h900"], "unknown GPU 'h900'"),
+    (["hardware.box=hgx-h900"], "unknown box 'hgx-h900'"),
+    (["hardware.box=hgx-h100-8gpu", "hardware.gpu=b200"], "carries h100-sxm, not hardware.gpu b200"),
+    (["hardware.box=single-h200", "tp_size=2", "placement=shared_tp"], "needs 2 GPUs; box single-h200 has 1"),
+    (["hardware.box=single-h200", "placement=tp1_dedicated"], "a dedicated draft GPU needs 2 GPUs"),
+    (["hardware.gpu=a100-sxm-80gb", "target.precision.routed_experts=nvfp4"], "nvfp4 needs fp4 tensor cores"),
+    (["hardware.gpu=a100-sxm-80gb", "target.precision.attention=mxfp4"], "mxfp4 needs a GPU with fp8 or fp4"),
+])
+def test_bad_hardware_is_one_line_exit_2(sets, words):
+    res = _run(*sets)
+    assert res.exit_code == 2, res.output
+    assert words in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) <= 2  # one message (rich may wrap it once)
+
+
+def test_mxfp4_runs_on_hopper_and_a_profile_without_its_gpu_cannot_be_carried(tmp_path):
+    assert _run("hardware.gpu=h100-sxm", "target.precision.attention=mxfp4").exit_code == 0
+    import json
+    data = json.loads(open(resolve_profile_path("h200")).read())
+    data["hardware"].pop("catalog_gpu")
+    (tmp_path / "p.json").write_text(json.dumps(data))
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    res = CliRunner().invoke(app, ["simulate", "scenarios/llama8b_h200.yaml", "--profile", str(tmp_path / "p.json"),
+                                   "--set", "hardware.gpu=h100-sxm"])
+    assert res.exit_code == 2 and "hardware.catalog_gpu" in res.output

@@ -35,7 +35,8 @@ def simulate(
     refuse_folder("--trace", trace)
     try:
         sc = load_scenario(scenario, overrides)
-        prof, prof_path = load_profile_for(sc, profile, base_dir=None if profile else scenario.parent)
+        prof, prof_path = load_profile_for(sc, profile, base_dir=None if profile else scenario.parent,
+                                           source=str(scenario))
     except UserInputError as e:
         fail(str(e))
     if trace is not None and sc.fidelity.granularity != "kernel":
