@@ -335,7 +335,8 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
     checked: set[tuple] = set()
     for idx, (_, sc) in enumerate(points):
         ref = profile or sc.profile
-        key = (ref, sc.hardware.gpu, sc.hardware.box, sc.tp_size, sc.placement.label, sc.target, sc.draft)
+        key = (ref, sc.hardware.gpu, sc.hardware.box, sc.tp_size, sc.placement.label,
+               sc.target.model_dump_json(), sc.draft.model_dump_json())
         if key not in checked:  # the profile resolves and the point's hardware checks pass
             _, p = load_profile_for(sc, profile, base_dir=None if profile else scenario_path.parent,
                                     source=f"{scenario_path} point {idx}")
