@@ -30,28 +30,15 @@ import torch
 from rich.progress import Progress
 
 from calibration import ops_torch
+from calibration.shapes import is_draft
 from calibration.store import PointStore
 from simulator.config import ModelShape
 from simulator.costs.ops import Op, accept_ops, draft_forward_ops, target_forward_ops
 from simulator.units import BYTES_PER_GB, BYTES_PER_MB, FLOPS_PER_TFLOP, US_PER_MS, US_PER_S
 
-LLAMA_3_1_8B = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                          num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
-LLAMA_3_2_1B = ModelShape(name="llama-3.2-1b", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
-                          num_key_value_heads=8, head_dim=64, intermediate_size=8192, vocab_size=128256)
 L2_BYTES = 60 * BYTES_PER_MB  # H200 L2 is 60 MB (NVIDIA H100/H200 architecture whitepaper)
 MAX_INPUT_SETS = 8
 NUM_DRAFT_TOKENS = tuple(range(2, 9))  # accept-op keys: chains of 1..7 draft steps
-
-
-def eagle3_draft(target: ModelShape) -> ModelShape:
-    """EAGLE-3 draft of `target`: one decoder layer at the target's widths, fc over 3 hidden states,
-    a 32000-token draft vocabulary (Li et al. 2025, arXiv 2503.01840; yuhuili/EAGLE3 configs)."""
-    return target.model_copy(update={"name": f"{target.name}-eagle3", "num_hidden_layers": 1,
-                                     "num_fc_input_hidden_states": 3, "draft_vocab_size": 32000})
-
-
-DEFAULT_MODELS = (LLAMA_3_1_8B, eagle3_draft(LLAMA_3_1_8B), LLAMA_3_2_1B, eagle3_draft(LLAMA_3_2_1B))
 
 
 @dataclass(frozen=True)
@@ -95,10 +82,6 @@ class TimingSettings:
     target_replay_us: float = 300.0
     max_reps: int = 64
     num_warmup: int = 2
-
-
-def is_draft(m: ModelShape) -> bool:
-    return bool(m.num_fc_input_hidden_states or m.draft_vocab_size)
 
 
 def model_ops(m: ModelShape, tp_size: int) -> list[Op]:

@@ -29,7 +29,8 @@ from rich.table import Table
 
 from calibration.bench_ops import TimingSettings, models_forward, time_gpu_us
 from calibration.live import measure_loop_overhead_us
-from calibration.live_grid import CONTEXT_LEN, LLAMA_1B, LLAMA_8B
+from calibration.live_grid import CONTEXT_LEN
+from calibration.shapes import LLAMA_1B, LLAMA_8B
 from simulator.costs.lookup import LatencyLookup
 from simulator.profile import load_profile, resolve_profile_path, write_json_atomic
 

@@ -32,7 +32,7 @@ from calibration import bench_ops
 from calibration.collectives import _free_port, _spawn_env, console, join_group
 from calibration.live import _capture
 from calibration.live_grid import CONTEXT_LEN
-from calibration.live_tp import TP_SIZES
+from calibration.shapes import TP_SIZES
 from calibration.tp_models import TPDraftModel, TPTargetModel
 from simulator.profile import write_json_atomic
 from simulator.units import US_PER_MS, US_PER_S

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from calibration.bench_ops import models_forward
 from calibration.live import LiveSession
-from calibration.live_grid import LLAMA_1B, LLAMA_8B, eagle3_draft
+from calibration.shapes import LLAMA_1B, LLAMA_8B, eagle3_draft
 from simulator.config import Scenario
 from simulator.units import US_PER_MS
 

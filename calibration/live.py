@@ -431,13 +431,11 @@ class LiveSession:
 
 
 def _tiny_models(dev: torch.device):
-    from simulator.config import ModelShape
+    from calibration.shapes import LOOP_TINY, eagle3_draft
 
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    tiny = ModelShape(name="tiny", hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, intermediate_size=128, vocab_size=256)
-    draft = tiny.model_copy(update={"name": "tiny-draft", "num_fc_input_hidden_states": 3, "draft_vocab_size": 128})
-    return TargetModel(tiny, device=dev, dtype=dtype, seed=0), DraftModel(draft, device=dev, dtype=dtype, seed=1)
+    draft = eagle3_draft(LOOP_TINY, draft_vocab_size=128)
+    return TargetModel(LOOP_TINY, device=dev, dtype=dtype, seed=0), DraftModel(draft, device=dev, dtype=dtype, seed=1)
 
 
 class _BusyGraph:

@@ -28,27 +28,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from calibration.shapes import SIZES
 from simulator.acceptance import build_acceptance
-from simulator.config import IidAcceptance, ModelShape, Scenario, SpecConfig
+from simulator.config import IidAcceptance, Scenario, SpecConfig
 from simulator.costs import ops as sim_ops
 from simulator.profile import write_json_atomic
 from simulator.live_records import LiveRun
 
 console = Console()
 
-LLAMA_8B = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                      num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
-LLAMA_1B = ModelShape(name="llama-3.2-1b", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
-                      num_key_value_heads=8, head_dim=64, intermediate_size=8192, vocab_size=128256)
-
-
-def eagle3_draft(target: ModelShape) -> ModelShape:
-    """One-layer EAGLE-3 draft at the target's widths (as the published EAGLE-3 Llama drafts)."""
-    return target.model_copy(update=dict(name=f"eagle3-{target.name}", num_hidden_layers=1,
-                                         draft_vocab_size=32000, num_fc_input_hidden_states=3))
-
-
-SIZES = {"8b": (LLAMA_8B, eagle3_draft(LLAMA_8B)), "1b": (LLAMA_1B, eagle3_draft(LLAMA_1B))}
 NUM_STEPS = tuple(range(1, 9))
 ACCEPTANCE_RATES = (0.5, 0.7, 0.9)
 CONTEXT_LEN = 1024

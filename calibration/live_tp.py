@@ -51,10 +51,11 @@ from calibration.build_profile import collect_hardware_info
 from calibration.live import (DRAFT_WEIGHT_SEED, TARGET_WEIGHT_SEED, DecodeLoop, SpecLoop, _capture, _Clock,
                               _time_repeats, live_record, oracle_accept_lengths)
 from calibration.live_grid import (ACCEPTANCE_RATES, CONTEXT_LEN, EST_HOST_S, NOISE_REPEATS, NUM_CYCLES,
-                                   NUM_STEPS, QUICK_NUM_CYCLES, QUICK_WARMUP_CYCLES, SIZES, WARMUP_CYCLES, GridPoint,
+                                   NUM_STEPS, QUICK_NUM_CYCLES, QUICK_WARMUP_CYCLES, WARMUP_CYCLES, GridPoint,
                                    _forward_s, _load, check_grid_args, console, merge_passes, plan_runs,
                                    print_table)
 from calibration.models import DraftModel, KVCache
+from calibration.shapes import TP_SIZES
 from calibration.tp_models import TPDraftModel, TPOps, TPTargetModel, check_shardable, group_rank_world
 from simulator.acceptance import build_acceptance
 from simulator.config import IidAcceptance, ModelShape, Scenario, SpecConfig
@@ -64,10 +65,6 @@ from simulator.live_records import LiveRun
 from simulator.units import US_PER_S
 
 TP_PLACEMENTS = ("shared_tp", "tp1_colocated")
-TINY = ModelShape(name="tiny", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, intermediate_size=128, vocab_size=256)
-TP_SIZES = {**SIZES, "tiny": (TINY, TINY.model_copy(update=dict(
-    name="eagle3-tiny", num_hidden_layers=1, draft_vocab_size=128, num_fc_input_hidden_states=3)))}
 EST_COLLECTIVE_S = {True: 8e-6, False: 20e-6}  # graph / eager small NVLink collective, rough H200 (estimate only)
 PG_TIMEOUT_S = 600.0  # a hung rank fails the run instead of hanging it
 

@@ -29,8 +29,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from calibration.shapes import eagle3_draft, probe_shape
 from calibration.store import PointStore
-from simulator.config import ModelShape, Scenario
+from simulator.config import Scenario
 
 PROBE_LAYERS = (2, 14, 28, 56, 84, 112, 140)
 PROBE_NUM_STEPS, PROBE_RATE, PROBE_CONTEXT_LEN = 4, 0.7, 1024
@@ -39,18 +40,10 @@ GPU_PHASES = {"spec": ("draft_extend", "draft", "verify", "accept"), "baseline":
 console = Console()
 
 
-def probe_shape(num_layers: int) -> ModelShape:
-    """Llama-3.2-3B widths (HF config.json of meta-llama/Llama-3.2-3B) at `num_layers` layers."""
-    return ModelShape(name=f"loop-probe-3b-L{num_layers}", hidden_size=3072, num_hidden_layers=num_layers,
-                      num_attention_heads=24, num_key_value_heads=8, head_dim=128, intermediate_size=8192,
-                      vocab_size=128256)
-
-
 def probe_scenario(num_layers: int) -> Scenario:
     """The probe point: target probe_shape(num_layers), one-layer EAGLE-3 draft, CUDA graphs."""
     target = probe_shape(num_layers)
-    draft = target.model_copy(update=dict(name="eagle3-loop-probe-3b", num_hidden_layers=1,
-                                          draft_vocab_size=32000, num_fc_input_hidden_states=3))
+    draft = eagle3_draft(target)
     s = PROBE_NUM_STEPS
     return Scenario(name=f"loop-probe-L{num_layers}", target=target, draft=draft,
                     spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1),

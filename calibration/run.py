@@ -27,7 +27,8 @@ import typer
 from rich.console import Console
 
 from calibration import bench_ops
-from calibration.bench_ops import DEFAULT_GRID, DEFAULT_MODELS, QUICK_GRID, OpGrid, TimingSettings
+from calibration.bench_ops import DEFAULT_GRID, QUICK_GRID, OpGrid, TimingSettings
+from calibration.shapes import DEFAULT_MODELS, is_draft
 from calibration.build_profile import LOOP_BUSY_US, collect_hardware_info, write_profile
 from calibration.store import PointStore
 from simulator.config import ModelShape
@@ -89,7 +90,7 @@ def check_memory(models: list[ModelShape], dev: torch.device, dtype: torch.dtype
     from simulator.costs.ops import target_forward_ops
     elem = torch.tensor([], dtype=dtype).element_size()
     need = {m.name: 1.2 * sum(op.bytes for op in target_forward_ops(m, 1, 1, 1, 1)) / m.weight_dtype_bytes * elem
-            for m in models if not bench_ops.is_draft(m)}
+            for m in models if not is_draft(m)}
     have = available_memory_bytes(dev)
     if not need or have is None:
         return
@@ -225,7 +226,7 @@ def _bench_forward(store: PointStore, m: ModelShape, grid: OpGrid, dev: torch.de
                    settings: TimingSettings, command: str) -> None:
     """Whole forwards of one model at tp 1: a target's forward, or a draft's step and extend."""
     max_len = max(grid.forward_context_len) + max(grid.forward_num_tokens)
-    if bench_ops.is_draft(m):
+    if is_draft(m):
         if m.num_fc_input_hidden_states < 1:  # not an EAGLE-3 draft the live loop can run: per-op only
             return
         for phase in ("draft", "draft_extend"):

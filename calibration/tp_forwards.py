@@ -51,6 +51,7 @@ from calibration.bench_ops import DEFAULT_GRID, QUICK_GRID, OpGrid, TimingSettin
 from calibration.build_profile import collect_hardware_info
 from calibration.collectives import console, join_group, spawn_ranks_into_store
 from calibration.live import _capture
+from calibration.shapes import SIZES, is_draft
 from calibration.store import PointStore
 from calibration.tp_models import TPDraftModel, TPTargetModel, check_shardable
 from simulator.config import ModelShape
@@ -63,7 +64,7 @@ MODE = {"nccl": "graph", "gloo": "eager"}  # CUDA graphs on GPUs; gloo (CPU) can
 
 def phases(model: ModelShape) -> tuple[str, ...]:
     """Whole-forward tables of a model: a target's 'forward'; a draft's 'draft' and 'draft_extend'."""
-    return ("draft", "draft_extend") if bench_ops.is_draft(model) else ("forward",)
+    return ("draft", "draft_extend") if is_draft(model) else ("forward",)
 
 
 def point_keys(model: ModelShape, tp_size: int, grid: OpGrid, mode: str) -> list[tuple[str, int, int]]:
@@ -113,7 +114,7 @@ def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGr
     try:
         torch.manual_seed(FORWARD_SEED)  # the same input ids (and draft inputs) on every rank
         max_len = max(grid.forward_context_len) + max(grid.forward_num_tokens)
-        if bench_ops.is_draft(model):
+        if is_draft(model):
             draft = TPDraftModel(model, None, dev, dtype, DRAFT_SEED)
             makes = {ph: bench_ops.draft_forward(model, dev, dtype, max_len, ph == "draft_extend", model=draft)
                      for ph in phases(model)}
@@ -178,10 +179,10 @@ def measure_tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: l
             console.print(f"tp forwards: tp {tp} skipped (need 2 <= tp <= {max_world})")
             continue
         for m in models:
-            if bench_ops.is_draft(m) and m.num_fc_input_hidden_states < 1:
+            if is_draft(m) and m.num_fc_input_hidden_states < 1:
                 continue  # not an EAGLE-3 draft the live loop runs: per-op only
             try:
-                check_shardable(m, tp, "draft" if bench_ops.is_draft(m) else "target")
+                check_shardable(m, tp, "draft" if is_draft(m) else "target")
             except ValueError as e:
                 console.print(f"tp forwards: {m.name} tp {tp} skipped: {e}")
                 continue
@@ -207,7 +208,6 @@ def measure_tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: l
 
 
 def main(argv: list[str] | None = None) -> None:
-    from calibration.live_grid import SIZES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tp", type=int, nargs="+", default=None, help="TP sizes (default: 2 .. the GPUs there are)")
     ap.add_argument("--points", type=Path, required=True, help="PointStore JSONL to append to (resumes)")

@@ -6,14 +6,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration import bench_ops  # noqa: E402
+from calibration import bench_ops, shapes  # noqa: E402
 from calibration.store import PointStore  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
 from simulator.costs.ops import gemm  # noqa: E402
 
 TINY = ModelShape(name="tiny", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   intermediate_size=64, vocab_size=100)
-MODELS = [TINY, bench_ops.eagle3_draft(TINY)]
+MODELS = [TINY, shapes.eagle3_draft(TINY)]
 GRID = bench_ops.OpGrid(num_tokens=(1, 2), attn_batch_size=(1,), attn_num_tokens=(1, 2), attn_context_len=(4,),
                         forward_num_tokens=(1, 2), forward_context_len=(4,), dense_tp_sizes=())
 FAST = bench_ops.TimingSettings(num_replays=3, num_warmup=1)
@@ -21,10 +21,21 @@ CPU = torch.device("cpu")
 
 
 def test_default_models_are_the_llama_shapes_and_their_eagle3_drafts():
-    big, draft = bench_ops.LLAMA_3_1_8B, bench_ops.eagle3_draft(bench_ops.LLAMA_3_1_8B)
+    big, draft = shapes.LLAMA_8B, shapes.eagle3_draft(shapes.LLAMA_8B)
     assert (big.hidden_size, big.num_hidden_layers, big.kv_heads, big.intermediate_size) == (4096, 32, 8, 14336)
     assert (draft.num_hidden_layers, draft.num_fc_input_hidden_states, draft.lm_head_vocab_size) == (1, 3, 32000)
-    assert bench_ops.LLAMA_3_2_1B.attn_head_dim == 64
+    assert shapes.LLAMA_1B.attn_head_dim == 64
+    assert shapes.DEFAULT_MODELS == (big, draft, shapes.LLAMA_1B, shapes.eagle3_draft(shapes.LLAMA_1B))
+
+
+def test_one_draft_naming_rule_the_live_records_and_the_profile_share():
+    from simulator.profile import load_profile, resolve_profile_path
+    draft = shapes.eagle3_draft(shapes.LLAMA_8B)
+    assert draft.name == "eagle3-llama-3.1-8b" and shapes.SIZES["8b"] == (shapes.LLAMA_8B, draft)
+    tables = {(f.model, f.tp_size, f.phase) for f in load_profile(resolve_profile_path("h200")).forwards}
+    for size in ("8b", "1b"):
+        name = shapes.SIZES[size][1].name
+        assert {(name, tp, ph) for tp in (1, 2) for ph in ("draft", "draft_extend")} <= tables
 
 
 def test_points_are_deduplicated_and_cover_each_key_grid():
@@ -44,7 +55,7 @@ def test_points_are_deduplicated_and_cover_each_key_grid():
 
 
 def test_sharded_shapes_follow_tp_and_indivisible_tp_is_skipped():
-    keys8 = {o.key for o in bench_ops.model_ops(bench_ops.LLAMA_3_1_8B, 8)}
+    keys8 = {o.key for o in bench_ops.model_ops(shapes.LLAMA_8B, 8)}
     assert "attention:h=4,kv=1,d=128,kvb=2" in keys8
     assert "gemm:k=4096,n=3584,w=2" in keys8  # gate_up: 2 * 14336 / 8
     assert bench_ops.model_ops(TINY, 8) == []  # 4 heads do not split 8 ways

@@ -7,6 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from calibration import bench_ops, build_profile  # noqa: E402
+from calibration.shapes import eagle3_draft  # noqa: E402
 from calibration.run import run_calibration  # noqa: E402
 from calibration.store import PointStore  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
@@ -24,7 +25,7 @@ FAST = bench_ops.TimingSettings(num_replays=3, num_warmup=1)
 def calibrated(tmp_path_factory) -> tuple[CalibrationProfile, Path, Path]:
     d = tmp_path_factory.mktemp("cal")
     profile = run_calibration(d / "tiny.json", d / "points.jsonl", quick=True, resume=True,
-                              models=[TINY, bench_ops.eagle3_draft(TINY)], tp_sizes=[1, 2], device="cpu",
+                              models=[TINY, eagle3_draft(TINY)], tp_sizes=[1, 2], device="cpu",
                               grid=GRID, settings=FAST, command_line="pytest")
     return profile, d / "tiny.json", d / "points.jsonl"
 
@@ -41,7 +42,7 @@ def test_tiny_calibration_writes_a_profile_that_round_trips(calibrated, tmp_path
 
 def test_every_measured_op_key_has_a_full_table(calibrated):
     profile, _, points = calibrated
-    keys = {o.key for o in bench_ops.enumerate_points([TINY, bench_ops.eagle3_draft(TINY)], [1, 2], GRID)
+    keys = {o.key for o in bench_ops.enumerate_points([TINY, eagle3_draft(TINY)], [1, 2], GRID)
             for o in [o[1]]}
     assert {t.key for t in profile.ops} == keys
     attn = next(t for t in profile.ops if t.key.startswith("attention:h=4"))
