@@ -9,7 +9,6 @@ import typer
 from rich.markup import escape
 
 from simulator.cli.common import console, fail
-from simulator.plots import plot_sweep
 from simulator.scenario import UserInputError
 
 
@@ -21,6 +20,8 @@ def plot_command(
     png: Annotated[bool, typer.Option("--png/--no-png", help="Also write PNGs (needs kaleido and a browser).")] = True,
 ) -> None:
     """Draw a sweep's tables as offline HTML figures (plotly.js inlined) with an index.html."""
+    from simulator.plots import plot_sweep  # plotly: only here, so the other commands run without it
+
     try:
         index = plot_sweep(results, out, profile, validate_json, png, console)
     except (ValueError, UserInputError) as e:
