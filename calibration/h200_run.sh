@@ -2,7 +2,9 @@
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
 #   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy)
-# for the machine's python3, which has torch but not those. Multicast stays off.
+# for the machine's python3, which has torch (and typer, rich, numpy, scipy, pyyaml) but not those.
+# Multicast stays off. Every case is a `specdecsim` subcommand, run as `python3 -m simulator.cli`
+# (the project is on PYTHONPATH there, not pip-installed, so there is no console script).
 set -uo pipefail
 what=${1:-quick}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -12,103 +14,72 @@ out=${OUT:-out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+specdecsim=(python3 -m simulator.cli)  # `timeout` runs a program, not a shell function
+quiet() { grep -v Warning | grep -v scaled_dot_product; }
 case $what in
   quick)
-    timeout 240 python3 -m calibration.run --quick --out "$out/h200_quick.json" --points "$out/h200_quick_points.jsonl"
+    timeout 240 "${specdecsim[@]}" calibrate --quick --out "$out/h200_quick.json" --points "$out/h200_quick_points.jsonl" 2>&1 | quiet
     timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_live.py -k gpu
-    timeout 200 python3 -m calibration.live_grid --quick --out /tmp/live_quick
+    timeout 200 "${specdecsim[@]}" live --quick --out /tmp/live_quick 2>&1 | quiet
     tar czf "$out/live_quick.tgz" -C /tmp live_quick ;;
   calibrate)  # resumes from the committed points: only points not yet measured run
-    timeout 540 python3 -m calibration.run --out "$out/h200.json" --points data/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product
+    timeout 540 "${specdecsim[@]}" calibrate --out "$out/h200.json" --points data/points/h200.jsonl 2>&1 | quiet
     cp data/points/h200.jsonl "$out/h200_points.jsonl" ;;
   live)  # resumes into the committed records folder: only missing points run
-    timeout 540 python3 -m calibration.live_grid --out data/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
+    timeout 540 "${specdecsim[@]}" live --out data/live/h200 2>&1 | quiet
     tar czf "$out/live_h200.tgz" data/live/h200 ;;
   noise)  # graph batch-1 grid, 3 repeats per point (+ paired baselines), into the committed records
           # folder; forward drift against the profile before and after, loop overhead vs GPU wait
     timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_live.py -k gpu 2>&1 | tail -2
-    timeout 150 python3 -m calibration.diagnose_drift ${DRIFT_ARGS:-} --out "$out/drift_before.json" 2>&1 | grep -v Warning
-    timeout 330 python3 -m calibration.live_grid --noise --out data/live/h200 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -60
-    timeout 60 python3 -m calibration.diagnose_drift --skip-overhead --out "$out/drift_after.json" 2>&1 | grep -v Warning
+    timeout 150 "${specdecsim[@]}" diagnose drift ${DRIFT_ARGS:-} --out "$out/drift_before.json" 2>&1 | quiet
+    timeout 330 "${specdecsim[@]}" live --noise --out data/live/h200 2>&1 | quiet | tail -60
+    timeout 60 "${specdecsim[@]}" diagnose drift --skip-overhead --out "$out/drift_after.json" 2>&1 | quiet
     tar czf "$out/live_h200.tgz" data/live/h200 ;;
   collectives)  # a multi-GPU machine: allreduce / broadcast / all_gather for every world size
     nvidia-smi topo -m
-    timeout 300 python3 -c "
-from calibration.store import PointStore
-from calibration.collectives import measure_collectives
-store = PointStore('data/points/h200_collectives.jsonl')
-print(measure_collectives(store, command='bash calibration/h200_run.sh collectives'), 'points')
-" 2>&1 | grep -v Warning | tail -20
+    timeout 300 "${specdecsim[@]}" calibrate collectives --points data/points/h200_collectives.jsonl 2>&1 | quiet | tail -20
     cp data/points/h200_collectives.jsonl "$out/" ;;
   loop-reps)  # the calibration's tiny-model loop overheads, 5 interleaved repeats (profile host figures),
               # and their curve over GPU waits of 0-20 ms
-    timeout 500 python3 -c "
-import torch
-from calibration.run import measure_loop_overhead_curve, measure_loop_overheads
-from calibration.store import PointStore
-store, dev = PointStore('data/points/h200.jsonl'), torch.device('cuda')
-measure_loop_overheads(store, dev, 'bash calibration/h200_run.sh loop-reps')
-measure_loop_overhead_curve(store, dev, 'bash calibration/h200_run.sh loop-reps')
-" 2>&1 | grep -v Warning | tail -5
+    timeout 500 "${specdecsim[@]}" calibrate loop-reps --points data/points/h200.jsonl 2>&1 | quiet | tail -5
     grep loop_wait data/points/h200.jsonl | cut -c1-200
     cp data/points/h200.jsonl "$out/h200_points.jsonl" ;;
   overhead)  # live-loop host time vs GPU time per cycle (probe target, 3 interleaved passes)
-    timeout 540 python3 -m calibration.loop_overhead --points data/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -30
+    timeout 540 "${specdecsim[@]}" calibrate loop-overhead --points data/points/h200.jsonl 2>&1 | quiet | tail -30
     cp data/points/h200.jsonl "$out/h200_points.jsonl" ;;
   session)  # one H200: the graph whole forwards (targets, drafts' step and extend; contexts 1024, 2048)
             # timed afresh, then the interleaved noise grid minutes later, into a new records folder,
             # so a profile with those forwards and the records share one session of the machine
-    timeout 150 python3 -c "
-import dataclasses, torch
-from calibration import bench_ops
-from calibration.bench_ops import DEFAULT_GRID, DEFAULT_MODELS, TimingSettings
-from calibration.store import PointStore
-store, dev = PointStore('data/points/h200_session_forwards.jsonl'), torch.device('cuda')
-grid = dataclasses.replace(DEFAULT_GRID, forward_context_len=(1024, 2048))
-cmd = 'bash calibration/h200_run.sh session'
-for m in DEFAULT_MODELS:
-    store.add(f'meta:model:{m.name}', m.model_dump(mode='json'))
-    mk = 4096 + 64
-    if bench_ops.is_draft(m):
-        for ph in ('draft', 'draft_extend'):
-            bench_ops.bench_forwards(store, m.name, 1, bench_ops.draft_forward(m, dev, torch.bfloat16, mk, ph == 'draft_extend'),
-                                     grid, dev, TimingSettings(), cmd, modes=('graph',), impl='calibration.models.DraftModel', phase=ph)
-    else:
-        bench_ops.bench_forwards(store, m.name, 1, bench_ops.models_forward(m, dev, torch.bfloat16, mk), grid, dev,
-                                 TimingSettings(), cmd, modes=('graph',), impl='calibration.models.TargetModel')
-    torch.cuda.empty_cache()
-print(len(store), 'points')
-" 2>&1 | grep -v Warning | tail -3
-    timeout 400 python3 -m calibration.live_grid --noise --out data/live/h200_session 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -15
+    timeout 550 "${specdecsim[@]}" calibrate session --points data/points/h200_session_forwards.jsonl \
+      --out data/live/h200_session 2>&1 | quiet | tail -15
     tar czf "$out/session.tgz" data/points/h200_session_forwards.jsonl data/live/h200_session ;;
   tp-forwards)  # a multi-GPU machine: the op points still missing on GPU 0 alone (one process, no
                 # collectives), then whole target forwards over TP groups of 2 .. all GPUs
-    CUDA_VISIBLE_DEVICES=0 timeout 300 python3 -m calibration.run --out "$out/h200.json" --points data/points/h200.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -8
+    CUDA_VISIBLE_DEVICES=0 timeout 300 "${specdecsim[@]}" calibrate --out "$out/h200.json" --points data/points/h200.jsonl 2>&1 | quiet | tail -8
     nvidia-smi topo -m
-    timeout 240 python3 -m calibration.tp_forwards --sizes 8b,1b --points data/points/h200_tp_forwards.jsonl 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -12
+    timeout 240 "${specdecsim[@]}" calibrate tp-forwards --sizes 8b,1b --points data/points/h200_tp_forwards.jsonl 2>&1 | quiet | tail -12
     tar czf "$out/points.tgz" data/points/h200.jsonl data/points/h200_tp_forwards.jsonl ;;
   tp-noise)  # tensor-parallel live grid over every GPU, every point 3 times in interleaved passes with
              # paired baselines, into data/live/h200_tp<N>_noise
     n=$(nvidia-smi -L | wc -l)
-    timeout 540 python3 -m calibration.live_tp --tp "$n" --noise --sizes ${SIZES:-8b} --out "data/live/h200_tp${n}_noise" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
+    timeout 540 "${specdecsim[@]}" live --tp "$n" --noise --sizes ${SIZES:-8b} --out "data/live/h200_tp${n}_noise" 2>&1 | quiet | tail -40
     tar czf "$out/live_h200_tp${n}_noise.tgz" "data/live/h200_tp${n}_noise" ;;
   tp-skew)  # 2+ GPUs: a TP forward timed on rank 0 / on the last rank to launch / back to back, then
-            # the quick tp live grid in the same session (its baseline's decode phase to compare)
+            # the quick tp live grid in the same session (its table: the baseline's decode phase to compare)
     n=$(nvidia-smi -L | wc -l)
-    timeout 200 python3 -m calibration.diagnose_tp_skew --tp "$n" --out "$out/tp_skew.json" 2>&1 | grep -v Warning | tail -14
+    timeout 200 "${specdecsim[@]}" diagnose tp-skew --tp "$n" --out "$out/tp_skew.json" 2>&1 | quiet | tail -14
     [ -n "${SKEW_ONLY:-}" ] && exit 0
-    timeout 240 python3 -m calibration.live_tp --tp "$n" --quick --sizes 8b --out /tmp/tpq 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -3
-    python3 -c "import json,glob; [print(f.split('/')[-1], {k: round(v) for k, v in json.load(open(f))['phase_us'].items()}) for f in sorted(glob.glob('/tmp/tpq/*.json'))]"
+    timeout 240 "${specdecsim[@]}" live --tp "$n" --quick --sizes 8b --out /tmp/tpq 2>&1 | quiet | tail -12
     tar czf "$out/tpq.tgz" -C /tmp tpq ;;
   tp)  # tensor-parallel live grid over every GPU of the machine (one GPU: a tp 1 smoke run of the
        # NCCL + CUDA-graph path), into data/live/h200_tp<N>; QUICK=1 for the small grid
     n=$(nvidia-smi -L | wc -l)
     nvidia-smi topo -m
-    timeout 540 python3 -m calibration.live_tp --tp "$n" ${QUICK:+--quick} --out "data/live/h200_tp$n" 2>&1 | grep -v Warning | grep -v scaled_dot_product | tail -40
+    timeout 540 "${specdecsim[@]}" live --tp "$n" ${QUICK:+--quick} --out "data/live/h200_tp$n" 2>&1 | quiet | tail -40
     tar czf "$out/live_h200_tp$n.tgz" "data/live/h200_tp$n" ;;
   all)
-    timeout 300 python3 -m calibration.run --out "$out/h200.json" --points "$out/h200_points.jsonl" 2>&1 | grep -v Warning | grep -v scaled_dot_product
-    timeout 230 python3 -m calibration.live_grid --out /tmp/live_h200 2>&1 | grep -v Warning | grep -v scaled_dot_product
+    timeout 300 "${specdecsim[@]}" calibrate --out "$out/h200.json" --points "$out/h200_points.jsonl" 2>&1 | quiet
+    timeout 230 "${specdecsim[@]}" live --out /tmp/live_h200 2>&1 | quiet
     tar czf "$out/live_h200.tgz" -C /tmp live_h200
-    timeout 40 python3 -m calibration.diagnose_verify 2>&1 | grep -v Warning | grep -v scaled_dot_product ;;
+    timeout 40 "${specdecsim[@]}" diagnose verify 2>&1 | quiet ;;
 esac

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.build_profile import _loop_overhead_us
-from calibration.store import PointStore
+from calibration.build.profile import loop_overhead_us
+from calibration.build.store import PointStore
 from simulator.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +36,8 @@ def main() -> None:
     print(f"| device->host sync: GPU idle / after a 2 ms GPU job | {pts['host:d2h_sync']['latency_us']:.1f} / "
           f"{pts['host:d2h_sync_busy']['latency_us']:.1f} us |")
     for kind in ("spec", "baseline"):
-        a = _loop_overhead_us(pts, f"host:loop_overhead:{kind}")
-        b = _loop_overhead_us(pts, f"host:loop_overhead:{kind}:busy")
+        a = loop_overhead_us(pts, f"host:loop_overhead:{kind}")
+        b = loop_overhead_us(pts, f"host:loop_overhead:{kind}:busy")
         print(f"| live-loop overhead per {'cycle' if kind == 'spec' else 'decode step'} (tiny models, median of "
               f"repeats): short GPU work / with a 5 ms GPU job | {a:.0f} / {b:.0f} us |")
     print(f"| -> host_schedule_us / baseline_host_schedule_us | {host.host_schedule_us:.0f} / "

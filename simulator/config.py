@@ -268,7 +268,7 @@ class WorkloadConfig(StrictModel):
 
 
 class LiveLoopEngine(StrictModel):
-    """The serving engine's behaviour per cycle: the project's own live loop (calibration.live).
+    """The serving engine's behaviour per cycle: the project's own live loop (calibration/live/).
 
     The knobs say what a cycle runs and how the host drives it; the SGLang, vLLM and
     TensorRT-LLM cycle models join this section as further `kind`s.

@@ -1,8 +1,8 @@
 """Records of live speculative runs on a GPU, in the simulator's terms.
 
-`calibration.live` writes these (one JSON file per run point); `specdecsim validate` reads them
-and predicts each point from a profile alone. The embedded `scenario` is a full Scenario dict,
-so the prediction runs the very set-up that was measured.
+`specdecsim live` (calibration/live/) writes these (one JSON file per run point); `specdecsim
+validate` reads them and predicts each point from a profile alone. The embedded `scenario` is a
+full Scenario dict, so the prediction runs the very set-up that was measured.
 """
 
 from __future__ import annotations

@@ -77,8 +77,8 @@ class LoopOverheadCurve(StrictModel):
     """The serving loop's host scheduling time per cycle as a function of the GPU time per cycle.
 
     Measured on the live loop (tiny models, a GPU sleep standing in for a real model's GPU time;
-    calibration.run.measure_loop_overheads): a host that waits longer at the sync pays more per
-    cycle on some machines. Values are host_schedule_us (already net of the graph replay and
+    calibration.bench.loop_overhead.measure_loop_overhead_curve): a host that waits longer at the
+    sync pays more per cycle on some machines. Values are host_schedule_us (already net of the graph replay and
     the device->host sync, which the simulator charges apart); linear in between, clamped at
     the ends (numpy.interp).
     """

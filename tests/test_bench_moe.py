@@ -1,4 +1,4 @@
-"""calibration.bench_moe: the grouped-GEMM MoE layer equals a per-expert loop; rows are sane."""
+"""calibration.bench.moe: the grouped-GEMM MoE layer equals a per-expert loop; rows are sane."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from calibration.bench_moe import SHAPES, MoeLayer, bench, expert_bytes
+from calibration.bench.moe import SHAPES, MoeLayer, bench, expert_bytes
 from simulator.costs.ops import expected_distinct_experts
 
 

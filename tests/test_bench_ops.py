@@ -1,4 +1,5 @@
-"""calibration.bench_ops on CPU: point enumeration, timing statistics, resumable sweeps."""
+"""calibration.bench.ops on CPU: point enumeration, timing statistics (calibration.timing), resumable
+sweeps, whole-forward points (calibration.bench.forwards)."""
 
 import json
 
@@ -6,25 +7,38 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration import bench_ops  # noqa: E402
-from calibration.store import PointStore  # noqa: E402
+from calibration import shapes, timing  # noqa: E402
+from calibration.bench import forwards  # noqa: E402
+from calibration.bench import ops as bench_ops  # noqa: E402
+from calibration.build.store import PointStore  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
-from simulator.costs.ops import gemm  # noqa: E402
+from simulator.costs.ops import Op, gemm  # noqa: E402
 
 TINY = ModelShape(name="tiny", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   intermediate_size=64, vocab_size=100)
-MODELS = [TINY, bench_ops.eagle3_draft(TINY)]
+MODELS = [TINY, shapes.eagle3_draft(TINY)]
 GRID = bench_ops.OpGrid(num_tokens=(1, 2), attn_batch_size=(1,), attn_num_tokens=(1, 2), attn_context_len=(4,),
                         forward_num_tokens=(1, 2), forward_context_len=(4,), dense_tp_sizes=())
-FAST = bench_ops.TimingSettings(num_replays=3, num_warmup=1)
+FAST = timing.TimingSettings(num_replays=3, num_warmup=1)
 CPU = torch.device("cpu")
 
 
 def test_default_models_are_the_llama_shapes_and_their_eagle3_drafts():
-    big, draft = bench_ops.LLAMA_3_1_8B, bench_ops.eagle3_draft(bench_ops.LLAMA_3_1_8B)
+    big, draft = shapes.LLAMA_8B, shapes.eagle3_draft(shapes.LLAMA_8B)
     assert (big.hidden_size, big.num_hidden_layers, big.kv_heads, big.intermediate_size) == (4096, 32, 8, 14336)
     assert (draft.num_hidden_layers, draft.num_fc_input_hidden_states, draft.lm_head_vocab_size) == (1, 3, 32000)
-    assert bench_ops.LLAMA_3_2_1B.attn_head_dim == 64
+    assert shapes.LLAMA_1B.attn_head_dim == 64
+    assert shapes.DEFAULT_MODELS == (big, draft, shapes.LLAMA_1B, shapes.eagle3_draft(shapes.LLAMA_1B))
+
+
+def test_one_draft_naming_rule_the_live_records_and_the_profile_share():
+    from simulator.profile import load_profile, resolve_profile_path
+    draft = shapes.eagle3_draft(shapes.LLAMA_8B)
+    assert draft.name == "eagle3-llama-3.1-8b" and shapes.SIZES["8b"] == (shapes.LLAMA_8B, draft)
+    tables = {(f.model, f.tp_size, f.phase) for f in load_profile(resolve_profile_path("h200")).forwards}
+    for size in ("8b", "1b"):
+        name = shapes.SIZES[size][1].name
+        assert {(name, tp, ph) for tp in (1, 2) for ph in ("draft", "draft_extend")} <= tables
 
 
 def test_points_are_deduplicated_and_cover_each_key_grid():
@@ -37,14 +51,14 @@ def test_points_are_deduplicated_and_cover_each_key_grid():
         by_op.setdefault(op.key, []).append(op.axes)
     for key, axes in by_op.items():
         assert sorted(map(sorted, map(dict.items, axes))) == sorted(
-            map(sorted, map(dict.items, GRID.axes_points(bench_ops.Op(name="x", key=key, axes=axes[0]))))), key
+            map(sorted, map(dict.items, GRID.axes_points(Op(name="x", key=key, axes=axes[0]))))), key
     assert {f"accept:h={d}" for d in bench_ops.NUM_DRAFT_TOKENS} <= set(by_op)
     assert "gemm:k=96,n=32,w=2" in by_op  # the draft's fc over 3 hidden states
     assert "attention:h=2,kv=1,d=8,kvb=2" in by_op  # tp 2 shard
 
 
 def test_sharded_shapes_follow_tp_and_indivisible_tp_is_skipped():
-    keys8 = {o.key for o in bench_ops.model_ops(bench_ops.LLAMA_3_1_8B, 8)}
+    keys8 = {o.key for o in bench_ops.model_ops(shapes.LLAMA_8B, 8)}
     assert "attention:h=4,kv=1,d=128,kvb=2" in keys8
     assert "gemm:k=4096,n=3584,w=2" in keys8  # gate_up: 2 * 14336 / 8
     assert bench_ops.model_ops(TINY, 8) == []  # 4 heads do not split 8 ways
@@ -52,7 +66,7 @@ def test_sharded_shapes_follow_tp_and_indivisible_tp_is_skipped():
 
 def test_cpu_timing_gives_ordered_percentiles():
     runner = lambda: torch.ones(64).sum()  # noqa: E731
-    t = bench_ops.time_cpu_us([runner], bench_ops.TimingSettings(num_replays=20))
+    t = timing.time_cpu_us([runner], timing.TimingSettings(num_replays=20))
     assert 0 < t["p10_latency_us"] <= t["latency_us"] <= t["p90_latency_us"]
 
 
@@ -112,8 +126,8 @@ def test_host_roofline_and_forward_points_are_written(tmp_path):
     store = PointStore(tmp_path / "p.jsonl")
     bench_ops.bench_host(store, [TINY], CPU, torch.float32, "cmd", num_calls=5)
     bench_ops.bench_roofline(store, CPU, "cmd")
-    make = bench_ops.ops_chain_forward(TINY, 1, CPU, torch.float32)
-    bench_ops.bench_forwards(store, "tiny", 1, make, GRID, CPU, FAST, "cmd", impl="chain")
+    make = forwards.models_forward(TINY, CPU, torch.float32, max_len=8)
+    forwards.bench_forwards(store, "tiny", 1, make, GRID, CPU, FAST, "cmd", impl="llama.TargetModel")
     recs = store.records()
     assert {"host:launch:gemm", "host:launch:attention", "host:d2h_sync", "host:graph_replay",
             "roofline:hbm_copy", "roofline:bf16_matmul"} <= set(recs)

@@ -1,4 +1,4 @@
-"""calibration.build_profile / calibration.run on CPU: a tiny calibration gives a valid profile."""
+"""calibration.build.profile / calibration.calibrate on CPU: a tiny calibration gives a valid profile."""
 
 from pathlib import Path
 
@@ -6,9 +6,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration import bench_ops, build_profile  # noqa: E402
-from calibration.run import run_calibration  # noqa: E402
-from calibration.store import PointStore  # noqa: E402
+from calibration import provenance  # noqa: E402
+from calibration.bench import ops as bench_ops  # noqa: E402
+from calibration.build import profile as build_profile  # noqa: E402
+from calibration.build.store import PointStore  # noqa: E402
+from calibration.calibrate import run_calibration  # noqa: E402
+from calibration.shapes import eagle3_draft  # noqa: E402
+from calibration.timing import TimingSettings  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
 from simulator.costs.ops import target_forward_ops  # noqa: E402
 from simulator.profile import CalibrationProfile, load_profile, save_profile  # noqa: E402
@@ -17,14 +21,14 @@ TINY = ModelShape(name="tiny", hidden_size=32, num_hidden_layers=2, num_attentio
                   intermediate_size=64, vocab_size=100)
 GRID = bench_ops.OpGrid(num_tokens=(1, 2), attn_batch_size=(1,), attn_num_tokens=(1, 2), attn_context_len=(4, 8),
                         forward_num_tokens=(1, 2), forward_context_len=(4, 8))
-FAST = bench_ops.TimingSettings(num_replays=3, num_warmup=1)
+FAST = TimingSettings(num_replays=3, num_warmup=1)
 
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory) -> tuple[CalibrationProfile, Path, Path]:
     d = tmp_path_factory.mktemp("cal")
     profile = run_calibration(d / "tiny.json", d / "points.jsonl", quick=True, resume=True,
-                              models=[TINY, bench_ops.eagle3_draft(TINY)], tp_sizes=[1, 2], device="cpu",
+                              models=[TINY, eagle3_draft(TINY)], tp_sizes=[1, 2], device="cpu",
                               grid=GRID, settings=FAST, command_line="pytest")
     return profile, d / "tiny.json", d / "points.jsonl"
 
@@ -41,7 +45,7 @@ def test_tiny_calibration_writes_a_profile_that_round_trips(calibrated, tmp_path
 
 def test_every_measured_op_key_has_a_full_table(calibrated):
     profile, _, points = calibrated
-    keys = {o.key for o in bench_ops.enumerate_points([TINY, bench_ops.eagle3_draft(TINY)], [1, 2], GRID)
+    keys = {o.key for o in bench_ops.enumerate_points([TINY, eagle3_draft(TINY)], [1, 2], GRID)
             for o in [o[1]]}
     assert {t.key for t in profile.ops} == keys
     attn = next(t for t in profile.ops if t.key.startswith("attention:h=4"))
@@ -105,12 +109,11 @@ def test_decomposition_note_reports_the_per_op_sum_error(scale, verdict):
 
 
 def test_hardware_info_tolerates_a_cpu_machine():
-    info = build_profile.collect_hardware_info()
+    info = provenance.collect_hardware_info()
     assert info["gpu_count"] >= 1 and info["gpu_name"]
 
 
 def test_calibration_refuses_points_measured_on_another_machine(tmp_path):
-    from calibration.store import PointStore
     store = PointStore(tmp_path / "points.jsonl")
     store.add("meta:hardware", {"gpu_name": "NVIDIA H200", "gpu_count": 1})
     with pytest.raises(ValueError, match="measured on 'NVIDIA H200'"):
@@ -120,7 +123,7 @@ def test_calibration_refuses_points_measured_on_another_machine(tmp_path):
 
 def test_calibration_stops_up_front_when_a_model_cannot_fit(monkeypatch, tmp_path):
     import torch
-    import calibration.run as run
+    import calibration.calibrate as run
     monkeypatch.setattr(run, "available_memory_bytes", lambda dev: 10**9)
     big = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
                      num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
@@ -135,20 +138,20 @@ def test_calibration_stops_up_front_when_a_model_cannot_fit(monkeypatch, tmp_pat
 
 
 def test_loop_schedule_takes_the_median_of_repeats_and_drops_misfired_sleeps():
-    from calibration.build_profile import _loop_schedule_us
+    from calibration.build.profile import loop_schedule_us
     recs = {"host:graph_replay": {"latency_us": 5.0}, "host:d2h_sync": {"latency_us": 25.0},
             "host:d2h_sync_busy": {"latency_us": 20.0},
             "host:loop_overhead:spec:busy": {"overhead_us": 999.0, "busy_us": 5000.0}}  # old single point
     for i, (o, busy) in enumerate([(300.0, 5000.0), (100.0, 5000.0), (225.0, 4900.0), (50.0, 280.0)]):
         recs[f"host:loop_overhead:spec:busy:rep{i}"] = {"overhead_us": o, "busy_us": busy}
     recs["host:loop_overhead:baseline:rep0"] = {"overhead_us": 80.0}
-    out = _loop_schedule_us(recs)
+    out = loop_schedule_us(recs)
     assert out["host_schedule_us"] == pytest.approx(225.0 - 5.0 - 20.0)  # median of 300, 100, 225
     assert out["baseline_host_schedule_us"] == pytest.approx(80.0 - 5.0 - 25.0)  # no busy point: idle one
 
 
 def test_loop_overhead_curve_from_medians_of_repeats_per_wait():
-    from calibration.build_profile import loop_overhead_curve
+    from calibration.build.profile import loop_overhead_curve
     recs = {"host:graph_replay": {"latency_us": 5.0}, "host:d2h_sync_busy": {"latency_us": 20.0}}
     for kind in ("spec", "baseline"):
         for wait, gpu, overs in ((0.0, 100.0, (60.0, 80.0, 70.0)), (5000.0, 5100.0, (225.0, 900.0, 125.0))):

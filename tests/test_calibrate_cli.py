@@ -1,10 +1,12 @@
-"""calibration.cli (`specdecsim calibrate`) through typer's CliRunner."""
+"""calibration/cli/calibrate.py (`specdecsim calibrate ...`) through typer's CliRunner."""
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
-from calibration.cli import TORCH_MISSING, calibrate_app
+from calibration.cli.calibrate import calibrate_app
+from calibration.cli.common import TORCH_MISSING
 from simulator.profile import load_profile, save_profile
 from tests.conftest import flat_profile
 
@@ -94,16 +96,15 @@ def test_calibrate_help_lists_the_subcommand():
 
 
 def test_calibrate_passes_its_options_to_run_calibration(monkeypatch, tmp_path):
-    import pytest
     pytest.importorskip("torch")
-    import calibration.run
+    import calibration.calibrate
     calls = []
 
     def fake_run(out, points, **kwargs):
         calls.append((out, points, kwargs))
         return flat_profile()
 
-    monkeypatch.setattr(calibration.run, "run_calibration", fake_run)
+    monkeypatch.setattr(calibration.calibrate, "run_calibration", fake_run)
     result = runner.invoke(calibrate_app, ["--quick", "--no-resume", "--out", str(tmp_path / "p.json"),
                                            "--points", str(tmp_path / "p.jsonl"), "--tp", "1", "--tp", "4"])
     assert result.exit_code == 0, result.output
@@ -119,6 +120,86 @@ def test_calibrate_passes_its_options_to_run_calibration(monkeypatch, tmp_path):
     def broken_run(out, points, **kwargs):
         raise ValueError("op attention: 3 grid point(s) missing\nre-run")
 
-    monkeypatch.setattr(calibration.run, "run_calibration", broken_run)
+    monkeypatch.setattr(calibration.calibrate, "run_calibration", broken_run)
     result = runner.invoke(calibrate_app, ["--out", str(tmp_path / "p.json")])
     assert "grid point(s) missing re-run" in _one_line_error(result)
+
+
+WORKFLOWS = {"calibrate": ("import-nccl-tests", "merge", "collectives", "tp-forwards", "loop-overhead", "loop-reps",
+                           "moe", "session"),
+             "diagnose": ("drift", "sync", "tp-skew", "verify")}
+
+
+def test_every_workflow_is_a_specdecsim_subcommand():
+    from simulator.cli import app
+    for group, commands in WORKFLOWS.items():
+        result = runner.invoke(app, [group, "--help"])
+        assert result.exit_code == 0, result.output
+        for command in commands:
+            assert command in result.output, (group, command)
+            assert runner.invoke(app, [group, command, "--help"]).exit_code == 0, (group, command)
+    result = runner.invoke(app, ["live", "--help"])
+    assert result.exit_code == 0 and all(o in result.output for o in ("--tp", "--noise", "--quick", "--cycles"))
+
+
+def test_python_dash_m_simulator_cli_is_the_same_command():
+    """calibration/h200_run.sh calls `python3 -m simulator.cli ...` (no console script there)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "simulator.cli", "--help"], capture_output=True, text=True,
+                         cwd=Path(__file__).parent.parent, check=True).stdout
+    assert all(c in out for c in ("calibrate", "live", "diagnose", "validate"))
+
+
+def test_calibration_has_no_script_entry_points():
+    """One CLI: no module of calibration/ parses its own argv or runs as `python -m calibration.x`."""
+    root = Path(__file__).parent.parent / "calibration"
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        assert "import argparse" not in text and 'if __name__ == "__main__"' not in text, path
+        assert "def main(" not in text, path
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["calibrate", "collectives", "--points", "p.jsonl", "--world-size", "1", "--device", "cpu"], "--world-size"),
+    (["calibrate", "collectives", "--points", "p.jsonl", "--device", "tpu"], "--device must be one of cuda, cpu"),
+    (["calibrate", "loop-overhead", "--points", "p.jsonl", "--passes", "0"], "--passes must be >= 1, got 0"),
+    (["calibrate", "loop-overhead", "--points", "p.jsonl", "--device", "nosuch"], "--device 'nosuch'"),
+    (["calibrate", "merge", "--points", "p.jsonl", "--out", "o.json", "--gpu-count", "0"], "--gpu-count must be >= 1"),
+    (["calibrate", "merge", "--points", "none.jsonl", "--out", "o.json"], "no such points file"),
+    (["calibrate", "--tp", "0", "--out", "o.json"], "--tp sizes must be >= 1"),
+    (["calibrate", "--device", "nosuch", "--out", "o.json"], "--device 'nosuch'"),
+    (["diagnose", "sync", "--passes", "0"], "--passes must be >= 1, got 0"),
+    (["diagnose", "tp-skew", "--tp", "1", "--out", "s.json", "--device", "cpu"], "--tp must be >= 2, got 1"),
+])
+def test_bad_options_are_one_line_and_exit_code_2(tmp_path, monkeypatch, argv, says):
+    pytest.importorskip("torch")
+    from simulator.cli import app
+    monkeypatch.chdir(tmp_path)
+    assert says in _one_line_error(runner.invoke(app, argv))
+    assert not (tmp_path / "p.jsonl").exists() and not (tmp_path / "o.json").exists()
+
+
+def test_merge_rebuilds_the_shipped_profile_from_its_points(tmp_path):
+    """docs/calibration.md's merge command gives data/profiles/h200.json back (names included) but
+    for when and by what command it was built, the order of its forward tables, and two notes
+    whose prose names the modules that measured (calibration/ was reorganised since)."""
+    import json
+    from simulator.cli import app
+    root = Path(__file__).parent.parent
+    pts = [root / "data" / "points" / f"{n}.jsonl" for n in ("h200", "h200_collectives", "h200_tp_forwards",
+                                                              "h200_session_forwards")]
+    result = runner.invoke(app, ["calibrate", "merge", *[a for p in pts for a in ("--points", str(p))],
+                                 "--out", str(tmp_path / "h200.json"), "--name", "h200", "--gpu-count", "2",
+                                 "--interconnect", "NVLink (NV18) between 2 GPUs (collectives, tp-2 forwards); op, "
+                                 "tp-1 forward and host tables on one GPU",
+                                 "--topology", "GPU0-GPU1 NV18 (nvidia-smi topo -m on the lent 2x H200 machine)"])
+    assert result.exit_code == 0, result.output
+    built, shipped = (json.loads(p.read_text()) for p in (tmp_path / "h200.json", root / "data/profiles/h200.json"))
+    for d in (built, shipped):
+        for k in ("created_utc", "git_commit", "command_line"):
+            d.pop(k)
+        d["forwards"].sort(key=lambda f: (f["model"], f["tp_size"], f["mode"], f["phase"]))
+        d["host"]["provenance"].pop("note")
+        d["notes"].pop("not_measured")
+    assert built == shipped

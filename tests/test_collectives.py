@@ -1,4 +1,5 @@
-"""calibration.collectives on CPU: gloo, world size 2, tiny sizes, few repeats."""
+"""calibration.bench.collectives on CPU: gloo, world size 2, tiny sizes, few repeats (spawn env:
+calibration.group)."""
 
 from pathlib import Path
 
@@ -6,10 +7,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration import collectives  # noqa: E402
-from calibration.build_profile import collective_tables  # noqa: E402
-from calibration.collectives import CollectiveTiming, measure_collectives, point_key  # noqa: E402
-from calibration.store import PointStore  # noqa: E402
+from calibration import group  # noqa: E402
+from calibration.bench import collectives  # noqa: E402
+from calibration.bench.collectives import CollectiveTiming, measure_collectives, point_key  # noqa: E402
+from calibration.build.profile import collective_tables  # noqa: E402
+from calibration.build.store import PointStore  # noqa: E402
 
 SIZES = (1024, 4096)
 FAST = CollectiveTiming(num_warmup=2, num_repeats=5, timeout_s=60)
@@ -87,7 +89,7 @@ def test_spawned_processes_get_multicast_disabled(monkeypatch):
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
     monkeypatch.delenv("NVSHMEM_DISABLE_NVLS", raising=False)
     import os
-    with collectives._spawn_env(12345, "nccl"):
+    with group.spawn_env(12345, "nccl"):
         assert os.environ["NCCL_NVLS_ENABLE"] == "0" and os.environ["NVSHMEM_DISABLE_NVLS"] == "1"
         assert os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
         assert (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]) == ("127.0.0.1", "12345")

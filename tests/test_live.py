@@ -1,4 +1,5 @@
-"""calibration.live: token counts, oracle acceptance, KV rollback, op program, LiveRun records (CPU)."""
+"""calibration.live (loop, run, grid) and `specdecsim live`: token counts, oracle acceptance, KV rollback,
+op program, LiveRun records (CPU)."""
 
 import json
 
@@ -7,10 +8,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration import ops_torch  # noqa: E402
-from calibration.live import (LiveSession, SpecLoop, generate, oracle_accept_lengths,  # noqa: E402
-                              run_live)
-from calibration.models import GLUE_OPS, LOOP_IO_OPS, DraftModel, OpRecorder, TargetModel, describe_call, describe_op  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from calibration.live.loop import SpecLoop, generate  # noqa: E402
+from calibration.live.run import LiveSession, oracle_accept_lengths, run_live  # noqa: E402
+from calibration.models import ops_torch  # noqa: E402
+from calibration.models.llama import (GLUE_OPS, LOOP_IO_OPS, DraftModel, OpRecorder, TargetModel,  # noqa: E402
+                                      describe_call, describe_op)
+from simulator.cli import app  # noqa: E402
 from simulator.acceptance import build_acceptance  # noqa: E402
 from simulator.config import Scenario  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
@@ -237,8 +242,8 @@ def _fake_capture(fn, *args):
 def test_graph_mode_wiring_matches_eager(monkeypatch):
     """Graph mode's static buffers (step d reads step d-1's outputs, one extend graph per
     length, verify reads the steps' ids) give the eager tokens, with replays emulated on CPU."""
-    import calibration.live as live
-    monkeypatch.setattr(live, "_capture", _fake_capture)
+    from calibration.live import loop as live_loop
+    monkeypatch.setattr(live_loop, "capture_graph", _fake_capture)
     sc = scenario(num_steps=3, batch_size=2, context_len=64)
     lengths = oracle_accept_lengths(sc, 8)
     out = []
@@ -272,7 +277,7 @@ def test_graph_mode_matches_eager_on_gpu():
 
 
 def test_live_grid_covers_the_brief_within_budget():
-    from calibration import live_grid as G
+    from calibration.live import grid as G
     pts = G.grid(quick=False)
     assert len({p.name for p in pts}) == len(pts)
     spec_b1 = [p for p in pts if p.speculative and p.batch_size == 1 and p.repeats == 1]
@@ -290,7 +295,7 @@ def test_live_grid_covers_the_brief_within_budget():
 
 
 def test_live_grid_writes_one_valid_file_per_point_and_resumes(tmp_path, monkeypatch):
-    from calibration import live_grid as G
+    from calibration.live import grid as G
     t = Scenario.model_validate(dict(target=TARGET, draft=DRAFT, acceptance=dict(kind="iid", acceptance_rate=0.5)))
     monkeypatch.setattr(G, "SIZES", {"1b": (t.target, t.draft)})
     monkeypatch.setattr(G, "CONTEXT_LEN", 64)
@@ -298,8 +303,9 @@ def test_live_grid_writes_one_valid_file_per_point_and_resumes(tmp_path, monkeyp
            G.GridPoint("1b", False, 2, 1, 0.5, repeats=2),
            G.GridPoint("1b", False, 1, 3, 0.9, repeats=3, paired_baseline=True, interleaved=True)]
     monkeypatch.setattr(G, "grid", lambda quick: pts)
-    argv = ["--out", str(tmp_path), "--device", "cpu", "--cycles", "4", "--warmup", "1"]
-    G.main(argv)
+    argv = ["live", "--out", str(tmp_path), "--device", "cpu", "--cycles", "4", "--warmup", "1"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
     assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in pts)
     rec = LiveRun.model_validate_json((tmp_path / f"{pts[2].name}.json").read_text())
     assert len(rec.repeat_tok_per_s) == 2 and rec.scenario.workload.batch_size == 2
@@ -308,12 +314,12 @@ def test_live_grid_writes_one_valid_file_per_point_and_resumes(tmp_path, monkeyp
     assert len(inter.repeat_elapsed_us) == 3 and inter.paired_baseline_tok_per_s is not None
     assert inter.num_tokens == 3 * inter.repeat_num_tokens[0] and not (tmp_path / ".passes").exists()
     stamps = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
-    G.main(argv)  # resume: nothing left to run
+    assert CliRunner().invoke(app, argv).exit_code == 0  # resume: nothing left to run
     assert stamps == {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
 
 
 def test_merge_repeats_pools_runs_and_refuses_other_points():
-    from calibration.live import merge_repeats
+    from calibration.live.run import merge_repeats
     sc = scenario(num_steps=2, batch_size=1)
     session = LiveSession("cpu")
     runs = [run_live(sc, True, num_cycles=6, warmup_cycles=1, device="cpu", session=session,
@@ -330,3 +336,41 @@ def test_merge_repeats_pools_runs_and_refuses_other_points():
                      device="cpu", session=session)
     with pytest.raises(ValueError, match="differ"):
         merge_repeats(runs + [other])
+
+
+def _one_line_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--cycles", "0"], "--cycles must be >= 1, got 0"),  # refused, not taken as "the default"
+    (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
+    (["--tp", "0"], "--tp must be >= 1, got 0"),
+    (["--device", "nosuch"], "--device 'nosuch'"),
+    (["--quick", "--noise"], "two different grids"),
+    (["--sizes", "8b"], "--sizes goes with --tp"),
+    (["--tp", "2", "--device", "nosuch"], "--device must be one of cuda, cpu"),
+    (["--tp", "2", "--device", "cpu", "--sizes", "70b"], "--sizes must be a comma-separated list of"),
+])
+def test_live_refuses_bad_options_in_one_line(tmp_path, argv, says):
+    result = CliRunner().invoke(app, ["live", "--out", str(tmp_path / "out"), *argv])
+    assert says in _one_line_error(result)
+    assert not (tmp_path / "out").exists()
+
+
+def test_live_on_a_cpu_runs_the_eager_points_only(tmp_path, monkeypatch):
+    """`specdecsim live --quick --device cpu` is a smoke run: the CUDA-graph points are left out
+    (said on stderr), the eager ones run and are written."""
+    from calibration.live import grid as G
+    t = Scenario.model_validate(dict(target=TARGET, draft=DRAFT, acceptance=dict(kind="iid", acceptance_rate=0.5)))
+    monkeypatch.setattr(G, "SIZES", {"1b": (t.target, t.draft), "8b": (t.target, t.draft)})
+    monkeypatch.setattr(G, "CONTEXT_LEN", 64)
+    result = CliRunner().invoke(app, ["live", "--quick", "--device", "cpu", "--out", str(tmp_path),
+                                      "--cycles", "2", "--warmup", "1"])
+    assert result.exit_code == 0, result.output
+    eager = [p for p in G.grid(quick=True) if not p.graph]
+    assert len(eager) < len(G.grid(quick=True)) and "CUDA-graph points left out" in result.stderr
+    assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in eager)

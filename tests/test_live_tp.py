@@ -1,4 +1,5 @@
-"""calibration.tp_models / calibration.live_tp on CPU: 2 gloo ranks, tiny shapes.
+"""calibration.models.tp_llama / calibration.live.tp, tp_grid and `specdecsim live --tp` on CPU: 2 gloo
+ranks, tiny shapes.
 
 One spawn (module fixture `ranks`) runs every two-rank check and writes each rank's raw results
 to JSON; the tests assert on them. The CLI test spawns its own ranks (once; the rerun spawns
@@ -15,11 +16,16 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as torch_mp  # noqa: E402
 
-from calibration import live_tp  # noqa: E402
-from calibration.live import DecodeLoop, SpecLoop, oracle_accept_lengths  # noqa: E402
-from calibration.models import DraftModel, OpRecorder, TargetModel  # noqa: E402
-from calibration.tp_models import (TPDraftModel, TPOps, TPTargetModel, check_shardable,  # noqa: E402
-                                   describe_tp_call, describe_tp_op)
+from typer.testing import CliRunner  # noqa: E402
+
+from calibration.live import tp as live_tp  # noqa: E402
+from calibration.live import tp_grid  # noqa: E402
+from calibration.live.loop import DecodeLoop, SpecLoop  # noqa: E402
+from calibration.live.run import oracle_accept_lengths  # noqa: E402
+from calibration.models.llama import DraftModel, OpRecorder, TargetModel  # noqa: E402
+from calibration.models.tp_llama import (TPDraftModel, TPOps, TPTargetModel, check_shardable,  # noqa: E402
+                                         describe_tp_call, describe_tp_op)
+from simulator.cli import app  # noqa: E402
 from simulator.config import ModelShape, Scenario  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
 from simulator.live_records import LiveRun  # noqa: E402
@@ -103,20 +109,20 @@ def _loop_history(loop, lengths) -> list:
 
 def _graph_history(rank: int, placement: str, lengths) -> list:
     """Graph-mode wiring of the TP loops (captures emulated on CPU), cycle by cycle."""
-    import calibration.live as live
-    saved = live._capture, live_tp._capture
-    live._capture = live_tp._capture = _fake_capture
+    from calibration.live import loop as live_loop
+    saved = live_loop.capture_graph, live_tp.capture_graph
+    live_loop.capture_graph = live_tp.capture_graph = _fake_capture
     try:
         target = TPTargetModel(TARGET, seed=0, keep_full_embed=True)
         if placement == "shared_tp":
             loop = live_tp.SharedSpecLoop(target, TPDraftModel(DRAFT, seed=1, embed=target.embed), 2, 64, 3, True)
         else:
-            draft = DraftModel(DRAFT, seed=1, embed=target.full_embed) if rank == 0 else live_tp._DraftShape(DRAFT, "cpu")
+            draft = DraftModel(DRAFT, seed=1, embed=target.full_embed) if rank == 0 else live_tp.DraftPlaceholder(DRAFT, "cpu")
             loop = live_tp.ColocatedSpecLoop(target, draft, 2, 64, 3, True, TPOps(), rank == 0)
         assert loop.graph
         return _loop_history(loop, lengths)
     finally:
-        live._capture, live_tp._capture = saved
+        live_loop.capture_graph, live_tp.capture_graph = saved
 
 
 def _check_loops(rank: int) -> dict:
@@ -259,11 +265,18 @@ def test_rejects_what_it_cannot_run():
 
 
 # ---- (d) the CLI ---------------------------------------------------------------------------------
-def test_cli_quick_writes_valid_points_and_resumes(tmp_path, capsys):
+def _live(argv: list[str]):
+    """`specdecsim live ARGV`; asserts it succeeded."""
+    result = CliRunner().invoke(app, ["live", *argv])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_cli_quick_writes_valid_points_and_resumes(tmp_path):
     argv = ["--tp", "2", "--out", str(tmp_path), "--quick", "--device", "cpu", "--sizes", "tiny",
             "--cycles", "3", "--warmup", "1"]
-    live_tp.main(argv)
-    pts = live_tp.grid(True, ("tiny",), False, 2)
+    _live(argv)
+    pts = tp_grid.grid(True, ("tiny",), False, 2)
     assert len(pts) == 5 and {p.placement for p in pts if p.speculative} == set(live_tp.TP_PLACEMENTS)
     assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in pts)
     for p in pts:
@@ -274,21 +287,20 @@ def test_cli_quick_writes_valid_points_and_resumes(tmp_path, capsys):
     stamps = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
     again = pts[1].name + ".json"
     (tmp_path / again).unlink()
-    capsys.readouterr()
-    live_tp.main(argv)  # resume: only the deleted point runs
-    assert "1 to run" in capsys.readouterr().out.replace("\n", " ")
+    result = _live(argv)  # resume: only the deleted point runs
+    assert "1 to run" in result.output.replace("\n", " ")
     new = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
     assert set(new) == set(stamps) and {k for k in new if new[k] != stamps[k]} == {again}
 
 
 def test_cli_noise_runs_interleaved_passes_and_pools_them(tmp_path, monkeypatch):
-    quick_grid = live_tp.grid
-    monkeypatch.setattr(live_tp, "grid", lambda quick, *a: quick_grid(True, *a)[:2] + quick_grid(True, *a)[-1:])
-    pts = live_tp.noise_grid(("tiny",), False, 2)
+    quick_grid = tp_grid.grid
+    monkeypatch.setattr(tp_grid, "grid", lambda quick, *a: quick_grid(True, *a)[:2] + quick_grid(True, *a)[-1:])
+    pts = tp_grid.noise_grid(("tiny",), False, 2)
     assert [p.repeats for p in pts] == [3] * 3 and all(p.interleaved for p in pts)
     assert [p.paired_baseline for p in pts] == [True, True, False]
-    live_tp.main(["--tp", "2", "--out", str(tmp_path), "--noise", "--device", "cpu", "--sizes", "tiny",
-                  "--cycles", "2", "--warmup", "1"])
+    _live(["--tp", "2", "--out", str(tmp_path), "--noise", "--device", "cpu", "--sizes", "tiny",
+           "--cycles", "2", "--warmup", "1"])
     assert not (tmp_path / ".passes").exists()  # every pass pooled, pass files removed
     assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in pts)
     for p in pts:
@@ -299,20 +311,20 @@ def test_cli_noise_runs_interleaved_passes_and_pools_them(tmp_path, monkeypatch)
 
 
 def test_noise_resume_with_other_cycles_reruns_stale_passes(tmp_path, monkeypatch):
-    quick_grid = live_tp.grid
-    monkeypatch.setattr(live_tp, "grid", lambda quick, *a: quick_grid(True, *a)[:1] + quick_grid(True, *a)[-1:])
-    pts = live_tp.noise_grid(("tiny",), False, 2)
+    quick_grid = tp_grid.grid
+    monkeypatch.setattr(tp_grid, "grid", lambda quick, *a: quick_grid(True, *a)[:1] + quick_grid(True, *a)[-1:])
+    pts = tp_grid.noise_grid(("tiny",), False, 2)
     passes = tmp_path / ".passes"
     argv = ["--tp", "2", "--out", str(tmp_path), "--noise", "--device", "cpu", "--sizes", "tiny",
             "--cycles", "2", "--warmup", "1"]
-    live_tp.main(argv[:-4] + ["--cycles", "3", "--warmup", "1"])  # a first run with other cycles...
+    _live(argv[:-4] + ["--cycles", "3", "--warmup", "1"])  # a first run with other cycles...
     passes.mkdir()
     for p in pts:  # ...interrupted before pooling: put its passes back as leftovers
         rec = (tmp_path / f"{p.name}.json").read_text()
         (tmp_path / f"{p.name}.json").unlink()
         for k in range(p.repeats):
             (passes / f"{p.name}.pass{k}.json").write_text(rec)
-    live_tp.main(argv)  # the stale passes run again with --cycles 2, then pool
+    _live(argv)  # the stale passes run again with --cycles 2, then pool
     assert not passes.exists()
     for p in pts:
         rec = LiveRun.model_validate_json((tmp_path / f"{p.name}.json").read_text())

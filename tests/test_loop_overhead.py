@@ -1,11 +1,14 @@
-"""calibration.loop_overhead: medians over passes, resume without a GPU, probe shapes."""
+"""calibration.bench.loop_overhead: medians over passes, resume without a GPU, probe shapes."""
 
 from __future__ import annotations
 
 import pytest
 
-from calibration.loop_overhead import (PROBE_LAYERS, measure, point_key, probe_scenario, table_from_records)
-from calibration.store import PointStore
+pytest.importorskip("torch")
+
+from calibration.bench.loop_overhead import (PROBE_LAYERS, measure, point_key, probe_scenario,  # noqa: E402
+                                             table_from_records)
+from calibration.build.store import PointStore  # noqa: E402
 
 
 def _records(values: dict[tuple[str, int, int], tuple[float, float]]) -> dict[str, dict]:
@@ -35,7 +38,7 @@ def test_measure_resumes_without_a_gpu_when_every_point_is_stored(tmp_path):
 
 
 def test_probe_is_not_a_validation_target():
-    from calibration.live_grid import SIZES
+    from calibration.shapes import SIZES
     widths = {t.hidden_size for t, _ in SIZES.values()}
     for n in PROBE_LAYERS:
         sc = probe_scenario(n)

@@ -1,12 +1,12 @@
-"""calibration.models runs exactly the ops simulator.costs.ops lists, in order (CPU, tiny shapes)."""
+"""calibration.models.llama runs exactly the ops simulator.costs.ops lists, in order (CPU, tiny shapes)."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration import ops_torch  # noqa: E402
-from calibration.models import (GLUE_OPS, DraftModel, OpRecorder, TargetModel, describe_call,  # noqa: E402
-                               describe_op, eagle3_aux_layer_ids)
+from calibration.models import ops_torch  # noqa: E402
+from calibration.models.llama import (GLUE_OPS, DraftModel, OpRecorder, TargetModel, describe_call,  # noqa: E402
+                                     describe_op, eagle3_aux_layer_ids)
 from simulator.config import ModelShape  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""calibration.nccl_tests: the sample logs in tests/data/nccl_tests/ (invented numbers, written in
+"""calibration.build.nccl_tests: the sample logs in tests/data/nccl_tests/ (invented numbers, written in
 nccl-tests' documented output format) are read exactly; bad logs fail naming the line."""
 
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from calibration.nccl_tests import (NcclTestsLogError, import_into_profile, parse_nccl_tests_log,
+from calibration.build.nccl_tests import (NcclTestsLogError, import_into_profile, parse_nccl_tests_log,
                                     read_nccl_tests_file, read_nccl_tests_runs)
 from simulator.profile import CollectiveTable, Provenance, load_profile, save_profile
 from tests.conftest import flat_profile
@@ -143,5 +143,5 @@ def test_import_into_profile_replaces_same_key_and_round_trips(tmp_path):
 
 
 def test_importer_does_not_import_torch():
-    code = "import calibration.nccl_tests, calibration.cli, sys; assert 'torch' not in sys.modules"
+    code = "import calibration.build.nccl_tests, calibration.cli, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)

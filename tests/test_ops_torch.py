@@ -1,4 +1,4 @@
-"""calibration.ops_torch: every runnable op name has a runner, and the ops compute the right thing."""
+"""calibration.models.ops_torch: every runnable op name has a runner, and the ops compute the right thing."""
 
 import dataclasses
 import math
@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration import ops_torch  # noqa: E402
+from calibration.models import ops_torch  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""calibration.tp_forwards on CPU: 2 gloo ranks time a tiny TP target's whole forward."""
+"""calibration.bench.tp_forwards and `specdecsim calibrate tp-forwards` / `diagnose tp-skew` on CPU: 2 gloo
+ranks time a tiny TP target's whole forward."""
 
 import dataclasses
 
@@ -6,10 +7,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration import tp_forwards  # noqa: E402
-from calibration.bench_ops import QUICK_GRID, TimingSettings  # noqa: E402
-from calibration.build_profile import forward_tables  # noqa: E402
-from calibration.store import PointStore  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from calibration.bench import tp_forwards  # noqa: E402
+from calibration.bench.ops import QUICK_GRID  # noqa: E402
+from calibration.build.profile import forward_tables  # noqa: E402
+from calibration.build.store import PointStore  # noqa: E402
+from calibration.timing import TimingSettings  # noqa: E402
+from simulator.cli import app  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
 
 TARGET = ModelShape(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -75,14 +80,14 @@ def test_nothing_without_two_gpus_and_bad_backend_refused(tmp_path, monkeypatch)
         tp_forwards.measure_tp_forwards(PointStore(tmp_path / "p.jsonl"), [TARGET], [2], backend="mpi")
 
 
-def test_cli_refuses_bad_arguments(tmp_path, capsys):
+def test_cli_refuses_bad_arguments(tmp_path):
     for argv, msg in ((["--points", str(tmp_path), "--device", "cpu"], "is a folder"),
                       (["--points", str(tmp_path / "p.jsonl"), "--sizes", "70b", "--device", "cpu"], "--sizes"),
                       (["--points", str(tmp_path / "p.jsonl"), "--tp", "1", "--device", "cpu"], ">= 2"),
                       (["--points", str(tmp_path / "p.jsonl"), "--tp", "100000", "--device", "cpu"], "CPU cores")):
-        with pytest.raises(SystemExit):
-            tp_forwards.main(argv)
-        assert msg in capsys.readouterr().err
+        result = CliRunner().invoke(app, ["calibrate", "tp-forwards", *argv])
+        assert result.exit_code == 2 and msg in result.stderr, result.output
+        assert len(result.stderr.strip().splitlines()) == 1
 
 
 def _skew_worker(rank: int, init: str, out: str) -> None:
@@ -111,9 +116,10 @@ def test_each_sample_is_the_fastest_ranks_time(tmp_path):
 
 def test_diagnose_tp_skew_runs_on_cpu_and_its_minimum_never_exceeds_rank0(tmp_path):
     import json
-    from calibration import diagnose_tp_skew
+    from calibration.diagnostics import tp_skew as diagnose_tp_skew
     out = tmp_path / "skew.json"
-    diagnose_tp_skew.main(["--device", "cpu", "--out", str(out)])
+    result = CliRunner().invoke(app, ["diagnose", "tp-skew", "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
     d = json.loads(out.read_text())
     assert d["tp_size"] == 2 and d["backend"] == "gloo"
     assert sorted((r["phase"], r["num_tokens"]) for r in d["rows"]) == sorted(

@@ -340,7 +340,7 @@ MOE_MEASUREMENT = REPO_DIR / "data" / "measurements" / "moe_kimi_k2_tp8_h200.jso
 
 def moe_table(sc: Scenario, bytes_scale: float) -> OpTable:
     """The `moe_experts` table of the scenario's target at its TP size from the H200 measurement
-    (calibration/bench_moe.py, bf16 grouped GEMM), latencies x bytes_scale (0.5: an fp8 kernel
+    (calibration/bench/moe.py, bf16 grouped GEMM), latencies x bytes_scale (0.5: an fp8 kernel
     reading half the bytes at the same bandwidth; 1.0: as measured)."""
     import json
 
@@ -350,7 +350,7 @@ def moe_table(sc: Scenario, bytes_scale: float) -> OpTable:
                    grid={"num_tokens": [float(r["num_tokens"]) for r in rows]},
                    latency_us=[r["latency_us"] * bytes_scale for r in rows],
                    provenance=Provenance(kind="measured", source=f"{MOE_MEASUREMENT.name}, one H200, bf16 "
-                                         "torch._grouped_mm", command="python -m calibration.bench_moe --out "
+                                         "torch._grouped_mm", command="specdecsim calibrate moe --out "
                                          f"{MOE_MEASUREMENT.name}", note=f"latency x {bytes_scale} for fp8 weights"))
 
 

@@ -20,7 +20,7 @@ def plot_command(
     png: Annotated[bool, typer.Option("--png/--no-png", help="Also write PNGs (needs kaleido and a browser).")] = True,
 ) -> None:
     """Draw a sweep's tables as offline HTML figures (plotly.js inlined) with an index.html."""
-    from simulator.plots import plot_sweep  # plotly only when plotting
+    from simulator.plots import plot_sweep  # plotly: only here, so the other commands run without it
 
     try:
         index = plot_sweep(results, out, profile, validate_json, png, console)

@@ -4,7 +4,7 @@
 their GPU time, host issue time, phase, category and the GPUs that run them). It holds no
 SimPy environment and no RNG: the engine and `simulator.analytic` both consume it.
 
-Cycle order (EAGLE as SGLang runs it; the live loop in calibration/live.py runs the same):
+Cycle order (EAGLE as SGLang runs it; the live loop in calibration/live/loop.py runs the same):
 draft_extend over the previous cycle's accepted tokens -> `num_steps` draft forwards ->
 (placement transfers) -> verify over num_draft_tokens per request -> accept -> device->host sync.
 The baseline (no speculation) is one target decode forward per token, then the sync.
@@ -33,7 +33,7 @@ PHASES = ("draft", "draft_extend", "verify", "accept", "decode")
 def draft_forwards_per_cycle(num_steps: int, first_draft_from_extend: bool = False) -> int:
     """Draft decode forwards per cycle (the draft extend is counted apart).
 
-    first_draft_from_extend=False: one forward per draft step, as calibration/live.py runs it.
+    first_draft_from_extend=False: one forward per draft step, as calibration/live/loop.py runs it.
     True: the draft extend's output already proposes draft token 1, so num_steps - 1 decode
     forwards follow, as SGLang runs EAGLE ("we get 1 token from draft prefill and
     (#spec steps - 1) tokens here": sglang `python/sglang/srt/speculative/eagle_worker.py`,

@@ -1,7 +1,7 @@
 """The op vocabulary: which kernels a forward runs, with TP-sharded shapes, bytes and flops.
 
 Each forward (target decode or verify, draft step or draft extend) is a list of `Op`s in
-execution order. Calibration measures ops by these exact keys; `calibration/models.py` runs
+execution order. Calibration measures ops by these exact keys; `calibration/models/llama.py` runs
 the same ops in the same order, so the per-op sum and the live loop describe one program.
 
 Models:

@@ -1,19 +1,18 @@
-"""Per-op GPU latency tables, host overheads, roofline constants and whole-forward latencies.
+"""Per-op GPU latency tables, host overheads and roofline constants (whole forwards: bench/forwards.py).
 
 Every measured point goes to a `PointStore`, so an interrupted run resumes where it stopped:
   op:{op.key}:{axis=value,...}          one op at one grid point (record: latency_us, p10/p90, ...)
   host:{what}                           host-side costs (launch per op name, graph replay, sync)
   roofline:{what}                       HBM copy bandwidth, bf16 / fp8 matmul rate
-  fwd:{model}:{tp}:{mode}:{n}:{c}       whole target forward, eager or CUDA graph
-  fwd:{model}:{tp}:{mode}:{phase}:{n}:{c}  whole draft step (phase draft) or draft extend
   meta:model:{name}                     the ModelShape measured (for the decomposition check)
 
-GPU timing is pure device time: R repetitions of the op are captured in one CUDA graph, which
-is replayed between CUDA events (>= 20 replays; median, p10, p90 of the per-repetition time).
-Ops whose data fits in L2 rotate among several input sets inside the graph, so the cache does
-not serve them. On CPU (tests) the same code times with time.perf_counter.
+GPU timing is pure device time (`calibration.timing.time_gpu_us`): R repetitions of the op are
+captured in one CUDA graph, which is replayed between CUDA events (>= 20 replays; median, p10,
+p90 of the per-repetition time). Ops whose data fits in L2 rotate among several input sets
+inside the graph, so the cache does not serve them. On CPU (tests) the same code times with
+time.perf_counter (`timing.time_cpu_us`).
 
-Left out: MLA attention and MoE experts (roofline-only), collectives (calibration/collectives.py).
+Left out: MLA attention and MoE experts (roofline-only), collectives (calibration/bench/collectives.py).
 """
 
 from __future__ import annotations
@@ -25,33 +24,22 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-import numpy as np
 import torch
 from rich.progress import Progress
 
-from calibration import ops_torch
-from calibration.store import PointStore
+from calibration.build.store import PointStore
+from calibration.models import ops_torch
+from calibration.shapes import is_draft
+from calibration.timing import (Clock, TimingSettings, capture_graph, elapsed_us, gpu_sleep_cycles, sync,
+                                time_cpu_us, time_gpu_us)
 from simulator.config import ModelShape
 from simulator.costs.ops import Op, accept_ops, draft_forward_ops, target_forward_ops
-from simulator.units import BYTES_PER_GB, BYTES_PER_MB, FLOPS_PER_TFLOP, US_PER_MS, US_PER_S
+from simulator.units import BYTES_PER_GB, BYTES_PER_MB, FLOPS_PER_TFLOP, US_PER_S
 
-LLAMA_3_1_8B = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                          num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
-LLAMA_3_2_1B = ModelShape(name="llama-3.2-1b", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
-                          num_key_value_heads=8, head_dim=64, intermediate_size=8192, vocab_size=128256)
 L2_BYTES = 60 * BYTES_PER_MB  # H200 L2 is 60 MB (NVIDIA H100/H200 architecture whitepaper)
 MAX_INPUT_SETS = 8
 NUM_DRAFT_TOKENS = tuple(range(2, 9))  # accept-op keys: chains of 1..7 draft steps
-
-
-def eagle3_draft(target: ModelShape) -> ModelShape:
-    """EAGLE-3 draft of `target`: one decoder layer at the target's widths, fc over 3 hidden states,
-    a 32000-token draft vocabulary (Li et al. 2025, arXiv 2503.01840; yuhuili/EAGLE3 configs)."""
-    return target.model_copy(update={"name": f"{target.name}-eagle3", "num_hidden_layers": 1,
-                                     "num_fc_input_hidden_states": 3, "draft_vocab_size": 32000})
-
-
-DEFAULT_MODELS = (LLAMA_3_1_8B, eagle3_draft(LLAMA_3_1_8B), LLAMA_3_2_1B, eagle3_draft(LLAMA_3_2_1B))
+NUM_GRAPH_KERNELS = 100  # empty kernels in the graph whose replay and per-kernel gap are timed
 
 
 @dataclass(frozen=True)
@@ -85,20 +73,6 @@ COARSE_GRID = OpGrid(num_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), attn_nu
 QUICK_GRID = OpGrid(num_tokens=(1, 4, 16, 64), attn_batch_size=(1, 4), attn_num_tokens=(1, 4, 16),
                     attn_context_len=(512, 2048), forward_num_tokens=(1, 4, 16), forward_context_len=(512, 2048),
                     dense_tp_sizes=())
-
-
-@dataclass(frozen=True)
-class TimingSettings:
-    """How hard to time each point. `target_replay_us`: device time of one graph replay (R reps)."""
-
-    num_replays: int = 20
-    target_replay_us: float = 300.0
-    max_reps: int = 64
-    num_warmup: int = 2
-
-
-def is_draft(m: ModelShape) -> bool:
-    return bool(m.num_fc_input_hidden_states or m.draft_vocab_size)
 
 
 def model_ops(m: ModelShape, tp_size: int) -> list[Op]:
@@ -141,65 +115,6 @@ def enumerate_points(models: Iterable[ModelShape], tp_sizes: Iterable[int], grid
         for axes in use.axes_points(op):
             points.append((point_key(op.key, axes), dataclasses.replace(op, axes=axes)))
     return points
-
-
-def _stats(samples_us: list[float]) -> dict[str, float]:
-    p10, p50, p90 = np.percentile(np.asarray(samples_us), [10, 50, 90])
-    return {"latency_us": float(p50), "p10_latency_us": float(p10), "p90_latency_us": float(p90)}
-
-
-def time_cpu_us(runners: list[Callable[[], object]], settings: TimingSettings) -> dict:
-    """Wall-clock time of one call (CPU tensors), median/p10/p90 over `num_replays` calls."""
-    for r in runners[: settings.num_warmup]:
-        r()
-    samples = []
-    for i in range(settings.num_replays):
-        t0 = time.perf_counter()
-        runners[i % len(runners)]()
-        samples.append((time.perf_counter() - t0) * US_PER_S)
-    return {**_stats(samples), "num_reps": 1, "mode": "cpu_wall"}
-
-
-def _events_us(fn: Callable[[], object], num_calls: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(num_calls):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * US_PER_MS / num_calls
-
-
-def time_gpu_us(runners: list[Callable[[], object]], settings: TimingSettings) -> dict:
-    """Device time of one call: R calls (rotating runners) in a CUDA graph, replayed between events.
-
-    Falls back to eager calls between events (mode 'eager_events') if the op cannot be captured.
-    """
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the capture stream, as torch.cuda.graphs asks
-        for r in runners * settings.num_warmup:
-            r()
-    torch.cuda.current_stream().wait_stream(side)
-    est_us = max(_events_us(runners[0], 3), 0.5)
-    reps = min(settings.max_reps, max(len(runners), math.ceil(settings.target_replay_us / est_us)))
-    try:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for i in range(reps):
-                runners[i % len(runners)]()
-        replay, mode = graph.replay, "graph"
-    except RuntimeError:
-        graph = None
-        def replay():
-            for i in range(reps):
-                runners[i % len(runners)]()
-        mode = "eager_events"
-    replay()
-    samples = [_events_us(replay, 1) / reps for _ in range(settings.num_replays)]
-    del graph
-    return {**_stats(samples), "num_reps": reps, "mode": mode}
 
 
 # Ops that read data a real forward finds cold (weights, each layer's KV cache): rotate enough
@@ -245,18 +160,13 @@ def bench_ops(store: PointStore, models: Iterable[ModelShape], tp_sizes: Iterabl
 def _host_issue_us(fn: Callable[[], object], device: torch.device, num_calls: int) -> float:
     """Host wall time per call of `num_calls` calls issued without synchronising, GPU nearly idle."""
     fn()
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for _ in range(num_calls):
         fn()
     host_us = (time.perf_counter() - t0) * US_PER_S / num_calls
-    _sync(device)
+    sync(device)
     return host_us
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def bench_host(store: PointStore, models: Iterable[ModelShape], device: torch.device, dtype: torch.dtype,
@@ -276,7 +186,7 @@ def bench_host(store: PointStore, models: Iterable[ModelShape], device: torch.de
     if not store.done("host:d2h_sync"):
         samples = []
         for _ in range(50):
-            _sync(device)
+            sync(device)
             t0 = time.perf_counter()
             x.add(1).item()
             samples.append((time.perf_counter() - t0) * US_PER_S)
@@ -294,16 +204,13 @@ def bench_host(store: PointStore, models: Iterable[ModelShape], device: torch.de
     if not store.done("host:empty_kernel"):
         store.add("host:empty_kernel", {"latency_us": _host_issue_us(lambda: torch.cuda._sleep(0), device, num_calls),
                                         "command": command})
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(100):
-            torch.cuda._sleep(0)
-    graph.replay()
+    graph, _ = capture_graph(lambda: [torch.cuda._sleep(0) for _ in range(NUM_GRAPH_KERNELS)], num_warmup=0)
     if not store.done("host:graph_replay"):
         store.add("host:graph_replay", {"latency_us": _host_issue_us(graph.replay, device, num_calls),
                                         "command": command})
     if not store.done("host:graph_kernel_gap"):
-        per_kernel_us = statistics.median(_events_us(graph.replay, 1) / 100 for _ in range(20))
+        per_kernel_us = statistics.median(elapsed_us(graph.replay, 1, device) / NUM_GRAPH_KERNELS
+                                          for _ in range(20))
         store.add("host:graph_kernel_gap", {"latency_us": per_kernel_us, "command": command,
                                             "note": "device time per empty kernel inside a graph"})
 
@@ -316,21 +223,20 @@ def _d2h_after_busy_us(device: torch.device, busy_us: float = 2000.0, reps: int 
     of the kernel and the add (CUDA events): the rest is issue + wake-up + copy, median over reps.
     """
     x = torch.ones(1, device=device)
-    probe = 1_000_000
-    cycles_per_us = probe / max(_events_us(lambda: torch.cuda._sleep(probe), 1), 1e-3)
-    cycles = int(busy_us * cycles_per_us)
+    cycles, _ = gpu_sleep_cycles(busy_us, device)
+    clock = Clock(device)
     samples = []
     for _ in range(reps):
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        clock.sync()
+        clock.reset()
         t0 = time.perf_counter()
-        start.record()
+        start = clock.mark()
         torch.cuda._sleep(cycles)
         y = x.add(1)
-        end.record()
+        end = clock.mark()
         y.item()
         wall_us = (time.perf_counter() - t0) * US_PER_S
-        samples.append(wall_us - start.elapsed_time(end) * US_PER_MS)
+        samples.append(wall_us - clock.us(start, end))
     return statistics.median(samples)
 
 
@@ -365,107 +271,3 @@ def bench_roofline(store: PointStore, device: torch.device, command: str, quick:
                                               "tflops": flops / FLOPS_PER_TFLOP / (t["latency_us"] / US_PER_S)})
         except (RuntimeError, AttributeError, TypeError) as e:
             store.add("roofline:fp8_matmul", {"dim": dim, "error": f"{type(e).__name__}: {e}", "command": command})
-
-
-def ops_chain_forward(m: ModelShape, tp_size: int, device: torch.device, dtype: torch.dtype
-                      ) -> Callable[[int, int], Callable[[], object]]:
-    """Whole-forward stand-in when calibration.models is absent: every op of target_forward_ops run
-    in order with its own inputs (same kernels and order as the model; no data dependence)."""
-    def make(num_tokens: int, context_len: int) -> Callable[[], object]:
-        ops = [o for o in target_forward_ops(m, tp_size, 1, num_tokens, context_len) if ops_torch.runnable(o)]
-        runners = [ops_torch.make_op_runner(o, device, dtype, seed=i) for i, o in enumerate(ops)]
-        return lambda: [r() for r in runners][-1]
-    return make
-
-
-def models_forward(m: ModelShape, device: torch.device, dtype: torch.dtype, max_len: int, model=None
-                   ) -> Callable[[int, int], Callable[[], object]] | None:
-    """Whole forward of calibration.models.TargetModel (batch 1, tp 1, no EAGLE-3 hidden-state
-    capture), or None if that module is absent. The cache holds max_len positions. `model`: an
-    already built model with TargetModel's forward to time instead (calibration.tp_forwards
-    passes this rank's TPTargetModel)."""
-    if model is None:
-        try:
-            from calibration.models import TargetModel
-        except ImportError:
-            return None
-        model = TargetModel(m, device=device, dtype=dtype, seed=0, num_aux_states=0)
-    cache = model.new_cache(1, max_len)
-
-    def make(num_tokens: int, context_len: int) -> Callable[[], object]:
-        ids = torch.randint(0, m.vocab_size, (num_tokens,), device=device)
-        kv_lens = torch.full((1,), context_len, dtype=torch.int64, device=device)
-        token_pos = context_len + torch.arange(num_tokens, device=device)
-
-        def forward() -> object:
-            with torch.no_grad():
-                return model.forward(ids, cache, kv_lens, token_pos, num_tokens, context_len)
-        return forward
-    return make
-
-
-def draft_forward(m: ModelShape, device: torch.device, dtype: torch.dtype, max_len: int, extend: bool, model=None
-                  ) -> Callable[[int, int], Callable[[], object]]:
-    """Whole forward of calibration.models.DraftModel (batch 1): a draft step over num_tokens
-    tokens given its own hidden states (extend False), or the draft extend over num_tokens
-    accepted tokens given the target's num_fc_input_hidden_states hidden states (extend True),
-    as calibration/live.py calls it. `model`: an already built draft (calibration.tp_forwards
-    passes this rank's TPDraftModel). The cache holds max_len positions."""
-    if model is None:
-        from calibration.models import DraftModel
-        model = DraftModel(m, device=device, dtype=dtype, seed=1)
-    cache = model.new_cache(1, max_len)
-    h, k = m.hidden_size, max(1, m.num_fc_input_hidden_states)
-
-    def make(num_tokens: int, context_len: int) -> Callable[[], object]:
-        ids = torch.randint(0, m.vocab_size, (num_tokens,), device=device)
-        kv_lens = torch.full((1,), context_len, dtype=torch.int64, device=device)
-        token_pos = context_len + torch.arange(num_tokens, device=device)
-        states = {"aux": torch.randn(num_tokens, k * h, device=device, dtype=dtype)} if extend else \
-            {"hidden": torch.randn(num_tokens, h, device=device, dtype=dtype)}
-
-        def forward() -> object:
-            with torch.no_grad():
-                return model.forward(ids, cache, kv_lens, token_pos, num_tokens, context_len, **states)
-        return forward
-    return make
-
-
-def forward_key(model_name: str, tp_size: int, mode: str, num_tokens: int, context_len: int,
-                phase: str = "forward") -> str:
-    """PointStore key of a whole-forward point (phase 'forward': a target; 'draft' /
-    'draft_extend': a draft's step / extend)."""
-    what = "" if phase == "forward" else f"{phase}:"
-    return f"fwd:{model_name}:{tp_size}:{mode}:{what}{num_tokens}:{context_len}"
-
-
-def bench_forwards(store: PointStore, model_name: str, tp_size: int, make_forward: Callable[[int, int], Callable],
-                   grid: OpGrid, device: torch.device, settings: TimingSettings, command: str,
-                   modes: tuple[str, ...] = ("eager", "graph"), impl: str = "", phase: str = "forward") -> None:
-    """Whole-forward latency over grid.forward_num_tokens x grid.forward_context_len, per mode.
-
-    eager: device time of one forward launched op by op (host-bound small forwards show it);
-    graph: one forward captured in a CUDA graph (on CPU both are wall-clock).
-    `impl` names what ran the forward (recorded with each point); `phase` as in forward_key
-    (make_forward builds that phase's forward).
-    """
-    todo = [(mode, n, c) for mode in modes for n in grid.forward_num_tokens for c in grid.forward_context_len
-            if not store.done(forward_key(model_name, tp_size, mode, n, c, phase))]
-    with Progress() as bar:
-        task = bar.add_task(f"{phase} {model_name} tp{tp_size}", total=len(todo))
-        for mode, n, c in todo:
-            fn = make_forward(n, c)
-            one = dataclasses.replace(settings, max_reps=1, target_replay_us=0.0)
-            if device.type != "cuda":
-                t = time_cpu_us([fn], one)
-            elif mode == "graph":
-                t = time_gpu_us([fn], one)
-            else:
-                fn()
-                t = _stats([_events_us(fn, 1) for _ in range(settings.num_replays)]) | {"mode": "eager"}
-            store.add(forward_key(model_name, tp_size, mode, n, c, phase),
-                      {"model": model_name, "tp_size": tp_size, "mode": mode, "phase": phase,
-                       "num_tokens": n, "context_len": c,
-                       **{k: t[k] for k in ("latency_us", "p10_latency_us", "p90_latency_us")},
-                       "timing_mode": t["mode"], "impl": impl, "command": command})
-            bar.advance(task)

@@ -1,6 +1,6 @@
 """The live validation grid: real speculative runs on one GPU, one LiveRun JSON per point.
 
-    python3 -m calibration.live_grid --out data/live/h200 [--quick]
+    specdecsim live --out data/live/h200 [--quick | --noise]
 
 Default grid (batch 1, context_len 1024, random bf16 weights):
   targets   Llama-3.1-8B and Llama-3.2-1B shapes, each with an EAGLE-3 one-layer draft
@@ -19,7 +19,6 @@ valid) are skipped, so an interrupted grid resumes. Budget on one H200: default 
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import dataclass
@@ -28,27 +27,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from calibration.live.run import LiveSession, merge_repeats, run_live
+from calibration.shapes import SIZES
 from simulator.acceptance import build_acceptance
-from simulator.config import IidAcceptance, ModelShape, Scenario, SpecConfig
+from simulator.config import IidAcceptance, Scenario, SpecConfig
 from simulator.costs import ops as sim_ops
-from simulator.profile import write_json_atomic
+from simulator.files import write_json_atomic
 from simulator.live_records import LiveRun
 
 console = Console()
 
-LLAMA_8B = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                      num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)
-LLAMA_1B = ModelShape(name="llama-3.2-1b", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
-                      num_key_value_heads=8, head_dim=64, intermediate_size=8192, vocab_size=128256)
-
-
-def eagle3_draft(target: ModelShape) -> ModelShape:
-    """One-layer EAGLE-3 draft at the target's widths (as the published EAGLE-3 Llama drafts)."""
-    return target.model_copy(update=dict(name=f"eagle3-{target.name}", num_hidden_layers=1,
-                                         draft_vocab_size=32000, num_fc_input_hidden_states=3))
-
-
-SIZES = {"8b": (LLAMA_8B, eagle3_draft(LLAMA_8B)), "1b": (LLAMA_1B, eagle3_draft(LLAMA_1B))}
 NUM_STEPS = tuple(range(1, 9))
 ACCEPTANCE_RATES = (0.5, 0.7, 0.9)
 CONTEXT_LEN = 1024
@@ -89,11 +77,12 @@ class GridPoint:
         target, draft = SIZES[self.size]
         s, a = (self.num_steps, self.acceptance_rate) if self.speculative else BASELINE_SPEC
         return Scenario(
-            name=self.name, description="live grid point (calibration/live_grid.py), random bf16 weights",
+            name=self.name, description="live grid point (calibration/live/grid.py), random bf16 weights",
             profile="h200", target=target, draft=draft, tp_size=1, placement="shared_tp",
             spec=dict(num_steps=s, topk=1, num_draft_tokens=s + 1),
             acceptance=dict(kind="iid", acceptance_rate=a),
-            workload=dict(batch_size=self.batch_size, context_len=CONTEXT_LEN), fidelity=dict(num_cycles=num_cycles, warmup_cycles=warmup_cycles),
+            workload=dict(batch_size=self.batch_size, context_len=CONTEXT_LEN),
+            fidelity=dict(num_cycles=num_cycles, warmup_cycles=warmup_cycles),
             serving_engine=dict(cuda_graph=self.graph), seed=0)
 
 
@@ -129,7 +118,9 @@ def grid(quick: bool) -> list[GridPoint]:
     return pts
 
 
-def _forward_s(ops: list, graph: bool) -> float:
+def forward_estimate_s(ops: list, graph: bool) -> float:
+    """Rough seconds of one forward of `ops` on an H200: its HBM bytes, plus graph gaps (CUDA graph)
+    or the larger of bytes and kernel launches (eager)."""
     gpu = sum(op.bytes for op in ops) / EST_HBM_BYTES_PER_S
     return gpu + len(ops) * EST_GRAPH_KERNEL_S if graph else max(gpu, len(ops) * EST_EAGER_LAUNCH_S)
 
@@ -138,7 +129,7 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
     """Rough wall seconds of one point on an H200 (roofline bytes + launch costs, mean accept)."""
     target, draft = SIZES[p.size]
     b, c = p.batch_size, CONTEXT_LEN
-    decode = _forward_s(sim_ops.target_forward_ops(target, 1, b, 1, c), p.graph) + EST_HOST_S
+    decode = forward_estimate_s(sim_ops.target_forward_ops(target, 1, b, 1, c), p.graph) + EST_HOST_S
     if not p.speculative:
         cycle = decode
         setup = 3 * cycle if p.graph else 0.0
@@ -147,23 +138,13 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
         spec = SpecConfig(num_steps=s, topk=1, num_draft_tokens=s + 1)
         acc = build_acceptance(IidAcceptance(acceptance_rate=p.acceptance_rate), spec)
         ext = max(1, round(acc.mean_accept_length()))
-        verify = _forward_s(sim_ops.target_forward_ops(target, 1, b, s + 1, c), p.graph)
-        step = _forward_s(sim_ops.draft_forward_ops(draft, 1, b, 1, c, False), p.graph)
-        extend = _forward_s(sim_ops.draft_forward_ops(draft, 1, b, ext, c, True), p.graph)
+        verify = forward_estimate_s(sim_ops.target_forward_ops(target, 1, b, s + 1, c), p.graph)
+        step = forward_estimate_s(sim_ops.draft_forward_ops(draft, 1, b, 1, c, False), p.graph)
+        extend = forward_estimate_s(sim_ops.draft_forward_ops(draft, 1, b, ext, c, True), p.graph)
         cycle = verify + s * step + extend + 2 * EST_HOST_S
         setup = 3 * (verify + (2 * s + 2) * step) if p.graph else 0.0
     paired = (warmup_cycles + p.repeats * num_cycles) * decode if p.speculative and p.paired_baseline else 0.0
     return setup + (warmup_cycles + p.repeats * num_cycles) * cycle + paired
-
-
-def check_grid_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """ap.error (exit 2, one line) on --quick with --noise, --cycles < 1 or --warmup < 0."""
-    if args.quick and args.noise:
-        ap.error("--quick and --noise are two different grids: give one")
-    if args.cycles is not None and args.cycles < 1:
-        ap.error(f"--cycles must be >= 1, got {args.cycles}")
-    if args.warmup is not None and args.warmup < 0:
-        ap.error(f"--warmup must be >= 0, got {args.warmup}")
 
 
 def plan_runs(todo: list[GridPoint], out: Path, num_cycles: int, warmup_cycles: int
@@ -183,7 +164,7 @@ def plan_runs(todo: list[GridPoint], out: Path, num_cycles: int, warmup_cycles: 
     runs += [(p, p.repeats, out / f"{p.name}.json") for p in todo if not p.interleaved]
 
     def done(p: GridPoint, path: Path) -> bool:
-        rec = _load(path)
+        rec = load_record(path)
         if rec is None:
             return False
         return path.parent != passes_dir or rec.scenario == p.scenario(num_cycles, warmup_cycles)
@@ -191,14 +172,13 @@ def plan_runs(todo: list[GridPoint], out: Path, num_cycles: int, warmup_cycles: 
 
 
 def merge_passes(todo: list[GridPoint], out: Path) -> None:
-    """Pool each interleaved point's pass files into `out/{name}.json` (live.merge_repeats) once
+    """Pool each interleaved point's pass files into `out/{name}.json` (run.merge_repeats) once
     all its passes are there, then delete them (and `out/.passes` once empty)."""
-    from calibration.live import merge_repeats  # imports torch
     passes_dir = out / ".passes"
     for p in todo:
         if not p.interleaved:
             continue
-        parts = [_load(passes_dir / f"{p.name}.pass{k}.json") for k in range(p.repeats)]
+        parts = [load_record(passes_dir / f"{p.name}.pass{k}.json") for k in range(p.repeats)]
         if all(parts):
             try:
                 merged = merge_repeats(parts)
@@ -212,7 +192,8 @@ def merge_passes(todo: list[GridPoint], out: Path) -> None:
         passes_dir.rmdir()
 
 
-def _load(path: Path) -> LiveRun | None:
+def load_record(path: Path) -> LiveRun | None:
+    """The LiveRun at `path`, or None if it is missing or does not validate (the point runs again)."""
     try:
         return LiveRun.model_validate(json.loads(path.read_text()))
     except (OSError, ValueError):
@@ -243,37 +224,36 @@ def print_table(rows: list[tuple[GridPoint, LiveRun]]) -> None:
     Console(width=max(console.width, 150)).print(t)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True, help="folder for one LiveRun JSON per point")
-    ap.add_argument("--quick", action="store_true", help="a few 1B / 8B points, fewer cycles (< 1 min)")
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--cycles", type=int, default=None, help="timed cycles per point (override)")
-    ap.add_argument("--warmup", type=int, default=None, help="warm-up cycles per point (override)")
-    ap.add_argument("--noise", action="store_true",
-                    help=f"the graph batch-1 grid with {NOISE_REPEATS} repeats per point (run-to-run noise)")
-    args = ap.parse_args(argv)
-    check_grid_args(ap, args)
-    import torch
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"error: --device {args.device}: no CUDA GPU here (the grid's CUDA-graph points need "
-                         "one; --device cpu runs eager points only)")
-    num_cycles = args.cycles or (QUICK_NUM_CYCLES if args.quick else NUM_CYCLES)
-    warmup = args.warmup if args.warmup is not None else (QUICK_WARMUP_CYCLES if args.quick else WARMUP_CYCLES)
-    points = noise_grid() if args.noise else grid(args.quick)
-    todo = [p for p in points if _load(args.out / f"{p.name}.json") is None]
-    est = sum(estimate_s(p, num_cycles, warmup) for p in todo) + 5.0 * len({p.size for p in todo})
-    console.print(f"{len(points)} points, {len(points) - len(todo)} already in {args.out}; "
-                  f"{len(todo)} to run, {warmup} + {num_cycles} cycles each: estimated {est:.0f} s on an H200")
-    from calibration.live import LiveSession, run_live  # imports torch: after the estimate
-    session = LiveSession(args.device)
+def cycle_counts(quick: bool, cycles: int | None, warmup: int | None) -> tuple[int, int]:
+    """(num_cycles, warmup_cycles) per point: the overrides where given, else the quick or the
+    full grid's defaults."""
+    num_cycles = cycles if cycles is not None else (QUICK_NUM_CYCLES if quick else NUM_CYCLES)
+    warmup_cycles = warmup if warmup is not None else (QUICK_WARMUP_CYCLES if quick else WARMUP_CYCLES)
+    return num_cycles, warmup_cycles
+
+
+def run_grid(points: list[GridPoint], out: Path, num_cycles: int, warmup_cycles: int,
+             device: str = "cuda") -> list[tuple[str, str]]:
+    """Run every point of `points` whose record is not in `out` yet (resume) on one device, write
+    one LiveRun JSON per point (atomically), pool interleaved passes, print the table.
+
+    A point that fails (out of memory, a scenario the loop refuses) is reported and skipped.
+
+    Returns:
+        (point name, error) of every point that failed.
+    """
+    todo = [p for p in points if load_record(out / f"{p.name}.json") is None]
+    est = sum(estimate_s(p, num_cycles, warmup_cycles) for p in todo) + 5.0 * len({p.size for p in todo})
+    console.print(f"{len(points)} points, {len(points) - len(todo)} already in {out}; {len(todo)} to run, "
+                  f"{warmup_cycles} + {num_cycles} cycles each: estimated {est:.0f} s on an H200")
+    session = LiveSession(device)
     start, failed = time.perf_counter(), []
-    runs = plan_runs(todo, args.out, num_cycles, warmup)
+    runs = plan_runs(todo, out, num_cycles, warmup_cycles)
     for i, (p, reps, path) in enumerate(runs):
         t0 = time.perf_counter()
         try:
-            rec = run_live(p.scenario(num_cycles, warmup), p.speculative, num_cycles, warmup,
-                           args.device, reps, session, paired_baseline=p.paired_baseline)
+            rec = run_live(p.scenario(num_cycles, warmup_cycles), p.speculative, num_cycles, warmup_cycles,
+                           device, reps, session, paired_baseline=p.paired_baseline)
         except (RuntimeError, ValueError) as e:  # OOM or a bad point: keep going, report at the end
             failed.append((p.name, f"{type(e).__name__}: {e}"))
             console.print(f"[red]{p.name}: {failed[-1][1]}")
@@ -281,15 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         write_json_atomic(path, rec.model_dump(mode="json"))
         console.print(f"[{i + 1}/{len(runs)}] {path.stem}: {rec.tok_per_s:.1f} tok/s, accept "
                       f"{rec.mean_accept_length:.2f} ({time.perf_counter() - t0:.1f} s)")
-    merge_passes(todo, args.out)
+    merge_passes(todo, out)
     console.print(f"ran {len(todo) - len(failed)} points in {time.perf_counter() - start:.0f} s")
-    rows = [(p, r) for p in points if (r := _load(args.out / f"{p.name}.json")) is not None]
-    print_table(rows)
-    for name, err in failed:
-        console.print(f"[red]failed: {name}: {err}")
-    if failed:
-        raise SystemExit(1)
-
-
-if __name__ == "__main__":
-    main()
+    print_table([(p, r) for p in points if (r := load_record(out / f"{p.name}.json")) is not None])
+    return failed

@@ -1,6 +1,6 @@
 """MoE routed experts at small token counts: grouped-GEMM time and the HBM bandwidth it reaches.
 
-    python -m calibration.bench_moe --out moe.json [--shape kimi-k2-tp8] [--device cuda]
+    specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8] [--device cuda]
 
 Why: the simulator prices `moe_experts` (simulator/costs/ops.py) by roofline: the weights of
 the E(1 - (1 - k/E)^T) distinct experts that T tokens touch, read at the profile's bandwidth
@@ -12,7 +12,7 @@ What: one MoE layer's routed experts as SGLang / vLLM run them for bf16 weights,
 `torch._grouped_mm` (PyTorch's grouped GEMM, CUTLASS on Hopper): tokens sorted by expert,
 gate_up grouped GEMM, SiLU-and-mul, down grouped GEMM, weighted sum back per token. Routing is
 uniform top-k (seeded), ROUTINGS samples per token count rotated across replays; timed as a
-CUDA graph of the whole layer (bench_ops.time_gpu_us). Routing itself (router GEMM, top-k,
+CUDA graph of the whole layer (calibration.timing.time_gpu_us). Routing itself (router GEMM, top-k,
 sort) is a separate op in the simulator's list and is not timed here. Per point: latency_us,
 distinct experts (mean over the routing samples), weight bytes read, achieved GB/s and its
 ratio to the device-copy bandwidth of the profile (`roofline.hbm_bandwidth_gb_per_s`).
@@ -25,24 +25,18 @@ kernel reads half the bytes; its efficiency is not measured here).
 
 from __future__ import annotations
 
-import argparse
-import datetime
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from rich.console import Console
-from rich.table import Table
 
-from calibration.bench_ops import TimingSettings, time_cpu_us, time_gpu_us
+from calibration.timing import TimingSettings, time_cpu_us, time_gpu_us
 from simulator.costs.ops import expected_distinct_experts
-from simulator.profile import load_profile, resolve_profile_path, write_json_atomic
+from simulator.units import BYTES_PER_GB, US_PER_S
 
 NUM_TOKENS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 32, 64)
 ROUTINGS = 8
-console = Console()
 
 
 @dataclass(frozen=True)
@@ -129,7 +123,7 @@ def bench(shape: MoeShape, device: str = "cuda", num_tokens: tuple[int, ...] = N
             stats = time_gpu_us(runners, settings) if dev.type == "cuda" else time_cpu_us(runners, settings)
             distinct = float(np.mean([r["distinct"].item() for r in routes]))
             nbytes = distinct * expert_bytes(shape, torch.tensor([], dtype=dtype).element_size())
-            gbps = nbytes / stats["latency_us"] / 1e3
+            gbps = nbytes / BYTES_PER_GB / (stats["latency_us"] / US_PER_S)
             rows.append({"shape": shape.name, "num_tokens": t, "latency_us": stats["latency_us"],
                          "p10_latency_us": stats["p10_latency_us"], "p90_latency_us": stats["p90_latency_us"],
                          "distinct_experts": distinct,
@@ -139,42 +133,3 @@ def bench(shape: MoeShape, device: str = "cuda", num_tokens: tuple[int, ...] = N
                          "efficiency_vs_copy": gbps / hbm_gb_per_s if hbm_gb_per_s else None,
                          "dtype": str(dtype).removeprefix("torch."), "timing_mode": stats["mode"]})
     return rows
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True, help="JSON to write (atomically)")
-    ap.add_argument("--shape", choices=sorted(SHAPES), default="kimi-k2-tp8")
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--profile", default="h200", help="profile whose device-copy bandwidth is the reference")
-    args = ap.parse_args(argv)
-    if args.out.is_dir():
-        raise SystemExit(f"error: --out {args.out} is a folder, expected a file path")
-    try:
-        torch.device(args.device)
-    except RuntimeError as e:
-        raise SystemExit(f"error: --device {args.device!r}: {e}") from None
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("error: bench_moe --device cuda: no CUDA GPU here (--device cpu for a smoke run)")
-    try:
-        hbm = load_profile(resolve_profile_path(args.profile)).roofline.hbm_bandwidth_gb_per_s
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"error: --profile: {e}") from None
-    rows = bench(SHAPES[args.shape], args.device, hbm_gb_per_s=hbm)
-    write_json_atomic(args.out, {"created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
-        timespec="seconds"), "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
-        "torch_version": torch.__version__, "reference_profile": args.profile,
-        "reference_hbm_gb_per_s": hbm, "rows": rows})
-    t = Table(title=f"MoE routed experts, {args.shape}, grouped GEMM ({rows[0]['dtype']})")
-    for c in ("tokens", "distinct experts", "us", "GB read", "GB/s", "vs copy"):
-        t.add_column(c, justify="right")
-    for r in rows:
-        t.add_row(str(r["num_tokens"]), f"{r['distinct_experts']:.1f}", f"{r['latency_us']:.1f}",
-                  f"{r['weight_bytes'] / 1e9:.3f}", f"{r['achieved_gb_per_s']:,.0f}",
-                  f"{r['efficiency_vs_copy']:.2f}" if r["efficiency_vs_copy"] else "-")
-    console.print(t)
-    console.print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()

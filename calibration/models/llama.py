@@ -1,6 +1,6 @@
 """Random-weight models for live speculative runs: a Llama-style target and an EAGLE-3 draft.
 
-Both are built only from the functional ops in `calibration/ops_torch.py`, called through
+Both are built only from the functional ops in `calibration/models/ops_torch.py`, called through
 `self.ops`, in the order `simulator.costs.ops.target_forward_ops` / `draft_forward_ops` list
 them (tp_size = 1), so the simulator's per-op sum and these forwards describe one program.
 `OpRecorder` wraps the ops module to log every call; tests compare that log with the list.
@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from calibration import ops_torch
+from calibration.models import ops_torch
 from simulator.config import ModelShape
 
 ROPE_THETA = 500_000.0  # Llama 3 rope_theta (HF config.json of Llama-3.1-8B).
 RMS_EPS = 1e-5  # Llama 3 rms_norm_eps.
+# Weight seeds every calibration and live run uses (weights do not depend on a scenario's seed).
+TARGET_WEIGHT_SEED, DRAFT_WEIGHT_SEED = 0, 1
 GLUE_OPS: tuple[str, ...] = ()  # ops run here that simulator.costs.ops does not list: none
-# Ops of simulator.costs.ops that calibration/live.py runs with plain torch between forwards
+# Ops of simulator.costs.ops that the live loop (calibration/live/loop.py) runs with plain torch between forwards
 # (not through ops_torch, so an OpRecorder does not see them).
 LOOP_IO_OPS = ("cat_ids", "copy_ids", "gather_ids", "gather_hidden")
 
@@ -229,7 +231,7 @@ class _Base:
 
     def _reduce(self, x: torch.Tensor) -> torch.Tensor:
         """Output of a row-parallel linear (o_proj, down_proj): the identity on one device;
-        tensor-parallel models (calibration/tp_models.py) allreduce here."""
+        tensor-parallel models (calibration/models/tp_llama.py) allreduce here."""
         return x
 
     def _prologue(self, ids, table, cache, kv_lens, token_pos, context_len, num_new):
@@ -251,7 +253,7 @@ class TargetModel(_Base):
         num_aux_states: hidden states captured for the draft's fc (EAGLE-3: 3).
     """
 
-    def __init__(self, shape: ModelShape, device="cpu", dtype=torch.float32, seed: int = 0,
+    def __init__(self, shape: ModelShape, device="cpu", dtype=torch.float32, seed: int = TARGET_WEIGHT_SEED,
                  num_aux_states: int = 3):
         if shape.is_moe or shape.is_mla:
             raise ValueError(f"{shape.name}: live models support dense GQA only (no MoE / MLA)")
@@ -303,7 +305,7 @@ class DraftModel(_Base):
         embed: the target's embedding table to share (EAGLE-3 does); None draws its own.
     """
 
-    def __init__(self, shape: ModelShape, device="cpu", dtype=torch.float32, seed: int = 1,
+    def __init__(self, shape: ModelShape, device="cpu", dtype=torch.float32, seed: int = DRAFT_WEIGHT_SEED,
                  embed: torch.Tensor | None = None):
         if shape.num_fc_input_hidden_states < 1:
             raise ValueError(f"{shape.name}: the live draft needs num_fc_input_hidden_states >= 1 "

@@ -2,12 +2,12 @@
 
 Each function is what one `Op` name means on the GPU, unfused: `gemm` (also used for the ops
 named lm_head, fc and router), `attn_mask`, `rmsnorm`, `rotary`, `kv_write`, `attention`, `silu_mul`, `add`,
-`embedding`, `argmax`, `topk` (also topk_route) and `accept`. `calibration/bench_ops.py` times
-them one key at a time (`make_op_runner`); `calibration/models.py` chains them into forwards, so
+`embedding`, `argmax`, `topk` (also topk_route) and `accept`. `calibration/bench/ops.py` times
+them one key at a time (`make_op_runner`); `calibration/models/llama.py` chains them into forwards, so
 the per-op sum and the whole forward describe the same program.
 
 Left out: MLA attention and MoE experts (roofline-only for now) and collectives (not compute
-ops; `calibration/collectives.py` measures those). fp8 weights (`w=1`) run through
+ops; `calibration/bench/collectives.py` measures those). fp8 weights (`w=1`) run through
 `torch._scaled_mm` with per-tensor scales on a GPU that supports it, else as bf16 (noted on the
 runner).
 """
@@ -269,7 +269,7 @@ def rope_cos_sin(token_pos: torch.Tensor, cos_sin: torch.Tensor) -> tuple[torch.
 
     Args:
         token_pos: (num_tokens,) int64 positions.
-        cos_sin: (max_len, 2 * head_dim), cos then sin per position (calibration.models.rope_table).
+        cos_sin: (max_len, 2 * head_dim), cos then sin per position (calibration.models.llama.rope_table).
 
     Returns:
         cos, sin: each (num_tokens, head_dim) (views of one gathered tensor).
@@ -415,7 +415,7 @@ def make_op_runner(op: Op, device=None, dtype: torch.dtype = torch.bfloat16,
     """
     if op.is_collective:
         raise ValueError(f"op {op.key!r} is a collective ({op.collective}), not a compute op; "
-                         "calibration/collectives.py measures collectives")
+                         "calibration/bench/collectives.py measures collectives")
     kind, fields = parse_key(op.key)
     if kind in UNSUPPORTED_OPS:
         raise ValueError(f"op {op.key!r}: {UNSUPPORTED_OPS[kind]}")

@@ -1,7 +1,7 @@
 """Turn a PointStore of measured points into a validated `CalibrationProfile` (simulator.profile).
 
-Reads the keys bench_ops.py and calibration/collectives.py write (see bench_ops' module
-docstring; collectives: `coll:{op}:{world_size}:{mode}:{size_bytes}`), builds one table per op
+Reads the keys the benchmarks write (calibration/bench/ops.py and forwards.py module docstrings;
+bench/collectives.py: `coll:{op}:{world_size}:{mode}:{size_bytes}`), builds one table per op
 key / collective / forward, and fails loudly when a table's grid has a hole (a missing point is
 never filled in). RooflineParams take HBM bandwidth and matmul rates from the measured points;
 link bandwidth and collective base latency are fitted from allreduce points when there are any,
@@ -15,22 +15,19 @@ from __future__ import annotations
 
 import datetime
 import itertools
-import shlex
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import nnls
 
+from calibration.provenance import collect_hardware_info, command_line as this_command_line, git_commit
 from simulator.config import ModelShape
 from simulator.costs.ops import draft_forward_ops, target_forward_ops
 from simulator.profile import (OP_AXES, CalibrationProfile, CollectiveTable, ForwardTable, HardwareInfo,
                                HostOverheads, LoopOverheadCurve, OpTable, Provenance, RooflineParams, save_profile)
 from simulator.units import BYTES_PER_US_PER_GB_PER_S
 
-REPO_DIR = Path(__file__).resolve().parent.parent
 ROOFLINE_ONLY_OPS = ("mla_attention", "moe_experts")
 # Used only when no collective was measured (single GPU).
 ASSUMED_LINK_BANDWIDTH_GB_PER_S = 450.0
@@ -42,48 +39,8 @@ ASSUMED_LINK_SOURCE = (
     "allreduce, not a measurement")
 
 
-def _run_text(cmd: list[str]) -> str | None:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=REPO_DIR)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
-
-
-def git_commit() -> str | None:
-    return _run_text(["git", "rev-parse", "HEAD"])
-
-
-def collect_hardware_info() -> dict:
-    """HardwareInfo fields of this machine (torch and nvidia-smi when present; CPU otherwise)."""
-    info: dict = {"gpu_name": "cpu (no CUDA)", "gpu_count": 1, "interconnect": "none (CPU run)"}
-    try:
-        import torch
-    except ImportError:
-        return info
-    info["torch_version"] = torch.__version__
-    info["cuda_version"] = torch.version.cuda
-    if not torch.cuda.is_available():
-        return info
-    info["gpu_name"] = torch.cuda.get_device_name(0)
-    info["gpu_count"] = torch.cuda.device_count()
-    try:
-        info["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
-    except (AttributeError, RuntimeError, TypeError):
-        pass
-    info["driver_version"] = _run_text(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-    if info["driver_version"]:
-        info["driver_version"] = info["driver_version"].splitlines()[0]
-    topo = _run_text(["nvidia-smi", "topo", "-m"])
-    info["topology"] = topo
-    links = sorted({w for w in (topo or "").split() if w.startswith("NV") and w[2:].isdigit()})
-    info["interconnect"] = ("single GPU" if info["gpu_count"] == 1
-                            else f"NVLink ({', '.join(links)})" if links else "PCIe")
-    return info
-
-
 def _provenance(rec: dict, note: str = "") -> Provenance:
-    return Provenance(kind="measured", command=rec.get("command") or "calibration.run", note=note)
+    return Provenance(kind="measured", command=rec.get("command") or "specdecsim calibrate", note=note)
 
 
 def _full_grid(name: str, axes: list[str], points: dict[tuple, float]) -> tuple[dict[str, list], list[float]]:
@@ -167,7 +124,7 @@ def host_overheads(records: dict[str, dict]) -> HostOverheads:
     needed = ("host:graph_replay", "host:d2h_sync", "host:empty_kernel", "host:graph_kernel_gap")
     missing = [k for k in needed if k not in records]
     if missing or not launch:
-        raise ValueError(f"host overhead points missing: {missing or ['host:launch:*']}; run bench_host")
+        raise ValueError(f"host overhead points missing: {missing or ['host:launch:*']}; run bench.ops.bench_host")
     default_us = float(np.median(list(launch.values())))
     return HostOverheads(
         op_launch_us=launch, default_launch_us=default_us,
@@ -176,18 +133,19 @@ def host_overheads(records: dict[str, dict]) -> HostOverheads:
         graph_kernel_gap_us=0.0,
         # a cycle's sync waits on milliseconds of GPU work: take the sync measured after a busy GPU
         d2h_sync_us=records.get("host:d2h_sync_busy", records["host:d2h_sync"])["latency_us"],
-        **_loop_schedule_us(records),
+        **loop_schedule_us(records),
         loop_overhead_curve=loop_overhead_curve(records),
         provenance=_provenance(records["host:graph_replay"],
                                note=f"default_launch_us = median of op_launch_us; empty-kernel launch "
                                     f"{records['host:empty_kernel']['latency_us']:.2f} us; device time per "
                                     f"empty kernel in a graph {records['host:graph_kernel_gap']['latency_us']:.2f} us "
                                     "(already inside the op tables, so graph_kernel_gap_us = 0); host_schedule_us = "
-                                    + ("the live loop's per-cycle bookkeeping (calibration.live.measure_host_schedule_us)"
+                                    + ("the live loop's per-cycle bookkeeping "
+                                       "(calibration.bench.loop_overhead.measure_host_schedule_us)"
                                        if "host:schedule" in records else "not measured, 0")))
 
 
-def _loop_schedule_us(records: dict[str, dict]) -> dict[str, float]:
+def loop_schedule_us(records: dict[str, dict]) -> dict[str, float]:
     """host_schedule_us (speculative cycle) and baseline_host_schedule_us (decode step).
 
     From the live loop's own overhead with tiny models (wall per cycle minus the GPU time of its
@@ -202,8 +160,8 @@ def _loop_schedule_us(records: dict[str, dict]) -> dict[str, float]:
     out = {"host_schedule_us": records.get("host:schedule", {}).get("latency_us", 0.0)}
     replay = records["host:graph_replay"]["latency_us"]
     for kind, field in (("spec", "host_schedule_us"), ("baseline", "baseline_host_schedule_us")):
-        busy = _loop_overhead_us(records, f"host:loop_overhead:{kind}:busy")
-        idle = _loop_overhead_us(records, f"host:loop_overhead:{kind}")
+        busy = loop_overhead_us(records, f"host:loop_overhead:{kind}:busy")
+        idle = loop_overhead_us(records, f"host:loop_overhead:{kind}")
         if busy is not None and "host:d2h_sync_busy" in records:
             out[field] = max(0.0, busy - replay - records["host:d2h_sync_busy"]["latency_us"])
         elif idle is not None:
@@ -216,7 +174,7 @@ def loop_overhead_curve(records: dict[str, dict]) -> LoopOverheadCurve | None:
 
     Per loop and wait: the median over repeats of gpu_us (x) and of overhead_us less one graph
     replay and the busy-GPU sync (y, what the simulator charges as host_schedule_us). Repeats
-    whose GPU sleep came out under half its target are left out (see _loop_overhead_us).
+    whose GPU sleep came out under half its target are left out (see loop_overhead_us).
     """
     if "host:d2h_sync_busy" not in records or "host:graph_replay" not in records:
         return None
@@ -240,7 +198,7 @@ def loop_overhead_curve(records: dict[str, dict]) -> LoopOverheadCurve | None:
 LOOP_BUSY_US = 5000.0  # GPU sleep standing in for a real model in the `:busy` loop-overhead points
 
 
-def _loop_overhead_us(records: dict[str, dict], key: str) -> float | None:
+def loop_overhead_us(records: dict[str, dict], key: str) -> float | None:
     """Median overhead_us of the repeats `key:rep<i>` where measured, else the single `key` point.
     A `:busy` repeat whose GPU sleep came out under half of LOOP_BUSY_US (its cycle count was
     calibrated while the GPU clock ramped) measured another wait and is left out."""
@@ -279,10 +237,10 @@ def roofline_params(records: dict[str, dict], collectives: list[CollectiveTable]
     """RooflineParams: measured HBM and matmul rates; link fitted or assumed (see module docstring)."""
     for k in ("roofline:hbm_copy", "roofline:bf16_matmul"):
         if k not in records:
-            raise ValueError(f"roofline point {k} missing; run bench_roofline")
+            raise ValueError(f"roofline point {k} missing; run bench.ops.bench_roofline")
     fp8 = records.get("roofline:fp8_matmul", {}).get("tflops")
     floor_us = min((min(t.latency_us) for t in ops), default=3.0)
-    cmd = records["roofline:hbm_copy"].get("command") or "calibration.run"
+    cmd = records["roofline:hbm_copy"].get("command") or "specdecsim calibrate"
     note = (f"hbm_bandwidth = device copy (read+write) of {records['roofline:hbm_copy']['size_bytes']} bytes; "
             f"tflops = {records['roofline:bf16_matmul']['dim']}^3 matmul; efficiencies 1 because the rates "
             f"are achieved ones; kernel_floor_us = fastest op point measured")
@@ -351,7 +309,7 @@ def build_profile(records: dict[str, dict], name: str, description: str = "",
     """A validated CalibrationProfile from store records (`PointStore.records()`).
 
     Args:
-        records: key -> record, as written by bench_ops / collectives.
+        records: key -> record, as the benchmarks (calibration/bench/) write them.
         name: profile name (e.g. 'h200').
         hardware: HardwareInfo fields; default the `meta:hardware` record, else this machine.
 
@@ -368,11 +326,11 @@ def build_profile(records: dict[str, dict], name: str, description: str = "",
     if fp8_notes:
         notes["precision"] = f"fp8 keys timed in another precision, see each table's note: {fp8_notes}"
     notes["not_measured"] = (f"{', '.join(ROOFLINE_ONLY_OPS)} are roofline-only; collectives come from "
-                             "calibration/collectives.py when it ran")
+                             "calibration/bench/collectives.py when it ran")
     return CalibrationProfile(
         name=name, description=description,
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        git_commit=git_commit(), command_line=command_line or shlex.join(sys.argv),
+        git_commit=git_commit(), command_line=command_line or this_command_line(),
         hardware=HardwareInfo(**{k: v for k, v in hw.items() if k in HardwareInfo.model_fields}),
         roofline=roofline_params(records, collectives, ops), host=host_overheads(records),
         collectives=collectives, ops=ops, forwards=forwards, notes=notes)

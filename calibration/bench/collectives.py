@@ -26,25 +26,21 @@ and GPU subsets other than the first w devices (the topology of other subsets ma
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import os
-import shlex
-import socket
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 from rich.console import Console
 
-from calibration.store import PointStore
-from simulator.units import BYTES_PER_KIB, US_PER_MS, US_PER_S
+from calibration.build.store import PointStore
+from calibration.group import DEFAULT_TIMEOUT_S, gather_samples, join_group, spawn_ranks_into_store
+from calibration.provenance import command_line
+from calibration.timing import capture_graph, elapsed_us, sample_stats
+from simulator.units import BYTES_PER_KIB
 
 MEASURED_OPS = ("allreduce", "broadcast", "all_gather")
 POW2_SIZES_BYTES = tuple(2 ** k for k in range(10, 27))  # 1 KiB .. 64 MiB
@@ -55,9 +51,6 @@ FORWARD_HIDDEN_SIZES = (2048, 4096, 7168, 8192)
 FORWARD_NUM_TOKENS = tuple(range(1, 65))
 QUICK_FORWARD_NUM_TOKENS = (1, 2, 4, 8, 16, 32, 64)
 ACTIVATION_BYTES = 2  # bf16 hidden states, as a TP forward allreduces them
-# Never enable NVLink SHARP / multicast in a spawned process (the machines lent forbid it).
-DISABLE_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                         "NVSHMEM_DISABLE_NVLS": "1"}
 console = Console(stderr=True)
 
 
@@ -69,11 +62,11 @@ class CollectiveTiming:
     num_repeats: int = 100  # samples per point (median, p10, p90 over them)
     eager_ops_per_sample: int = 1
     graph_ops_per_sample: int = 10  # collectives captured in one CUDA graph
-    timeout_s: float = 600.0  # process-group timeout: a hung rank fails the run instead of hanging it
+    timeout_s: float = DEFAULT_TIMEOUT_S  # a hung rank fails the run instead of hanging it
 
 
 def point_key(op: str, world_size: int, mode: str, size_bytes: int) -> str:
-    """PointStore key of one collective point (read by calibration.build_profile)."""
+    """PointStore key of one collective point (read by calibration.build.profile)."""
     return f"coll:{op}:{world_size}:{mode}:{size_bytes}"
 
 
@@ -88,33 +81,6 @@ def default_sizes_bytes(quick: bool = False) -> tuple[int, ...]:
     if quick:
         return tuple(sorted(set(QUICK_POW2_SIZES_BYTES) | set(forward_sizes_bytes(QUICK_FORWARD_NUM_TOKENS))))
     return tuple(sorted(set(POW2_SIZES_BYTES) | set(forward_sizes_bytes())))
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _spawn_env(port: int, backend: str) -> Iterator[None]:
-    """os.environ for the spawned ranks (inherited at start), restored afterwards."""
-    changes = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **DISABLE_MULTICAST_ENV}
-    for name, value in DISABLE_MULTICAST_ENV.items():
-        if os.environ.get(name, value) != value:
-            console.print(f"[yellow]{name}={os.environ[name]} overridden to {value} (multicast stays off)")
-    if backend == "gloo" and "GLOO_SOCKET_IFNAME" not in os.environ and Path("/sys/class/net/lo").exists():
-        changes["GLOO_SOCKET_IFNAME"] = "lo"  # one host: loopback, whatever the hostname resolves to
-    saved = {k: os.environ.get(k) for k in changes}
-    os.environ.update(changes)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _collective(op: str, size_bytes: int, world_size: int, device: torch.device, dtype: torch.dtype):
@@ -132,80 +98,28 @@ def _collective(op: str, size_bytes: int, world_size: int, device: torch.device,
     raise ValueError(f"op {op!r} not measured; one of {MEASURED_OPS}")
 
 
-def _sync(on_cuda: bool) -> None:
+def _sample_us(fn, num_calls: int, device: torch.device) -> float:
+    """Time of `num_calls` calls of fn after a barrier (and a device sync), per call (us)."""
     dist.barrier()
-    if on_cuda:
-        torch.cuda.synchronize()
-
-
-def _sample_us(fn, num_calls: int, on_cuda: bool) -> float:
-    """Time of `num_calls` calls of fn after a barrier, per call (us)."""
-    _sync(on_cuda)
-    if not on_cuda:
-        t0 = time.perf_counter()
-        for _ in range(num_calls):
-            fn()
-        return (time.perf_counter() - t0) * US_PER_S / num_calls
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(num_calls):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * US_PER_MS / num_calls
-
-
-def _graph_of(fn, num_calls: int, num_warmup: int):
-    """fn captured `num_calls` times in one CUDA graph; returns the graph's replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the capture stream, as torch.cuda.graphs asks
-        for _ in range(num_warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    _sync(True)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(num_calls):
-            fn()
-    _sync(True)
-    return graph
+    return elapsed_us(fn, num_calls, device)
 
 
 def _measure_point(op: str, mode: str, size_bytes: int, world_size: int, device: torch.device,
                    dtype: torch.dtype, timing: CollectiveTiming) -> list[float]:
     """Per-sample latencies (us), minimum over ranks, identical on every rank."""
-    on_cuda = device.type == "cuda"
     fn = _collective(op, size_bytes, world_size, device, dtype)
     for _ in range(timing.num_warmup):
         fn()
     graph = None
     if mode == "graph":
-        graph = _graph_of(fn, timing.graph_ops_per_sample, timing.num_warmup)
-        samples = [_sample_us(graph.replay, 1, True) / timing.graph_ops_per_sample
-                   for _ in range(timing.num_repeats)]
+        n = timing.graph_ops_per_sample
+        graph, _ = capture_graph(lambda: [fn() for _ in range(n)], num_warmup=1)
+        dist.barrier()
+        samples = [_sample_us(graph.replay, 1, device) / n for _ in range(timing.num_repeats)]
     else:
-        samples = [_sample_us(fn, timing.eager_ops_per_sample, on_cuda) for _ in range(timing.num_repeats)]
-    t = torch.tensor(samples, dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        samples = [_sample_us(fn, timing.eager_ops_per_sample, device) for _ in range(timing.num_repeats)]
     del graph
-    return t.cpu().tolist()
-
-
-def join_group(rank: int, world_size: int, backend: str, timeout_s: float = 600.0) -> tuple[torch.device, torch.dtype]:
-    """In a spawned rank: multicast off, join the process group (MASTER_ADDR / MASTER_PORT set by
-    `_spawn_env`) and return (device, dtype): cuda:{rank} and bf16 with NCCL, CPU and float32 with
-    gloo (the rank gets its share of the cores)."""
-    os.environ.update(DISABLE_MULTICAST_ENV)
-    on_cuda = backend == "nccl"
-    dev = torch.device("cuda", rank) if on_cuda else torch.device("cpu")
-    if on_cuda:
-        torch.cuda.set_device(dev)
-    else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s),
-                            **({"device_id": dev} if on_cuda else {}))
-    return dev, torch.bfloat16 if on_cuda else torch.float32
+    return gather_samples(samples, device).min(axis=0).tolist()
 
 
 def _worker(rank: int, world_size: int, backend: str, points: list[tuple[str, str, int]], timing: CollectiveTiming,
@@ -216,55 +130,23 @@ def _worker(rank: int, world_size: int, backend: str, points: list[tuple[str, st
     try:
         device_name = torch.cuda.get_device_name(device) if on_cuda else "cpu"
         for op, mode, size_bytes in points:
-            samples = np.asarray(_measure_point(op, mode, size_bytes, world_size, device, dtype, timing))
+            samples = _measure_point(op, mode, size_bytes, world_size, device, dtype, timing)
             if rank != 0:
                 continue
-            p10, p50, p90 = np.percentile(samples, [10, 50, 90])
             ops_per_sample = timing.graph_ops_per_sample if mode == "graph" else timing.eager_ops_per_sample
             queue.put((point_key(op, world_size, mode, size_bytes), {
                 "op": op, "world_size": world_size, "mode": mode, "size_bytes": size_bytes,
-                "latency_us": float(p50), "p10_latency_us": float(p10), "p90_latency_us": float(p90),
-                "command": command, "backend": backend, "dtype": str(dtype).removeprefix("torch."),
+                **sample_stats(samples), "command": command, "backend": backend, "dtype": str(dtype).removeprefix("torch."),
                 "device": device_name, "num_repeats": timing.num_repeats, "num_warmup": timing.num_warmup,
                 "ops_per_sample": ops_per_sample, "timing": "median over samples of the minimum over ranks"}))
     finally:
         dist.destroy_process_group()
 
 
-def _drain(queue, store: PointStore) -> int:
-    n = 0
-    while not queue.empty():
-        key, record = queue.get()
-        store.add(key, record)
-        n += 1
-    return n
-
-
 def _measure_world(store: PointStore, world_size: int, backend: str, points: list[tuple[str, str, int]],
                    timing: CollectiveTiming, command: str) -> int:
     """Spawn `world_size` ranks for `points`; store each point as rank 0 reports it. Returns points stored."""
     return spawn_ranks_into_store(_worker, (world_size, backend, points, timing, command), world_size, backend, store)
-
-
-def spawn_ranks_into_store(worker, args: tuple, world_size: int, backend: str, store: PointStore) -> int:
-    """Run `worker(rank, *args, queue)` in `world_size` spawned processes (a free local port,
-    multicast off) and append every (key, record) a rank puts on the queue to `store` as it comes,
-    so an interrupted run keeps what was measured. Returns points stored.
-
-    Raises:
-        torch.multiprocessing.ProcessRaisedException / ProcessExitedException: a rank failed.
-    """
-    queue = torch_mp.get_context("spawn").SimpleQueue()
-    written = 0
-    with _spawn_env(_free_port(), backend):
-        procs = torch_mp.start_processes(worker, args=(*args, queue), nprocs=world_size, join=False,
-                                         start_method="spawn")
-        try:
-            while not procs.join(timeout=0.2):
-                written += _drain(queue, store)
-        finally:
-            written += _drain(queue, store)
-    return written
 
 
 def _world_sizes(world_sizes: Sequence[int] | None, max_world_size: int) -> list[int]:
@@ -328,7 +210,7 @@ def measure_collectives(store: PointStore, quick: bool = False, world_sizes: Seq
     if any(s <= 0 or s % itemsize for s in sizes):
         raise ValueError(f"sizes must be positive multiples of {itemsize} bytes, got {sizes}")
     timing = timing or CollectiveTiming(num_warmup=5 if quick else 10, num_repeats=50 if quick else 100)
-    command = command or shlex.join([Path(sys.executable).name, *sys.argv])
+    command = command or command_line()
     total, failures = 0, []
     for world_size in _world_sizes(world_sizes, max_world_size):
         for mode in modes:  # one group of processes per mode: a graph-capture failure keeps the eager points

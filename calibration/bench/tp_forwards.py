@@ -1,13 +1,13 @@
 """Whole target and draft forwards over a tensor-parallel group: the profile's ForwardTables at tp > 1.
 
-    python -m calibration.tp_forwards --tp 2 --sizes 8b --points data/points/h200_tp2_forwards.jsonl
+    specdecsim calibrate tp-forwards --tp 2 --sizes 8b --points data/points/h200_tp2_forwards.jsonl
 
-At tp 1 the calibration times the whole target forward on one GPU (`bench_ops.bench_forwards`,
+At tp 1 the calibration times the whole target forward on one GPU (`bench.forwards.bench_forwards`,
 `fwd:{model}:1:{mode}:{n}:{c}` points). At tp > 1 a forward is the sharded matmuls of every rank
 plus its allreduces and the lm_head all_gather, and the per-op sum of those (op tables timed one
 kernel at a time on one GPU, collectives timed alone) misses what the kernels do to each other
 and what a collective costs between the kernels of a forward. This module times the forward of
-`calibration.tp_models.TPTargetModel` itself: one process per rank (NCCL, cuda:{rank}; gloo on
+`calibration.models.tp_llama.TPTargetModel` itself: one process per rank (NCCL, cuda:{rank}; gloo on
 CPU for tests), the same points as tp 1 (`fwd:{model}:{tp}:graph:{n}:{c}`, batch 1, no EAGLE-3
 hidden-state capture): one forward captured in a CUDA graph with its collectives, replayed
 between CUDA events, 20 samples (wall clock on CPU), every rank in lock step (`time_min_over_ranks`:
@@ -16,17 +16,17 @@ skew is left out (the simulator keeps host time apart).
 
 Rank 0 sends each point to the parent process, which appends it to the PointStore: an
 interrupted run keeps what it measured, and a rerun measures only the missing points.
-`calibration.build_profile.forward_tables` turns the points into ForwardTable(tp_size=tp);
+`calibration.build.profile.forward_tables` turns the points into ForwardTable(tp_size=tp);
 `simulator/costs/forward.py` uses it for the target's verify and decode forwards when the
 scenario's costs.source is whole_forward (`specdecsim validate --costs-source whole_forward`).
 
 Drafts (placement shared_tp: the draft sharded over the same group) get the same treatment with
 `TPDraftModel`: a draft step ('draft' table) and a draft extend ('draft_extend') over the grid,
-`fwd:{model}:{tp}:graph:{phase}:{n}:{c}` points (`bench_ops.draft_forward`).
+`fwd:{model}:{tp}:graph:{phase}:{n}:{c}` points (`bench.forwards.draft_forward`).
 
 The tp-2 points committed in data/points/h200_tp_forwards.jsonl were timed before the
 minimum over ranks, from rank 0's launch (their `impl` does not say "minimum over ranks"): at
-tp 2 on the H200s that reads 0.0-1.3% above the minimum (`calibration/diagnose_tp_skew.py`,
+tp 2 on the H200s that reads 0.0-1.3% above the minimum (`specdecsim diagnose tp-skew`,
 data/live/h200_diagnostics/tp2_skew.json); a rerun with --points to a new file replaces them.
 
 Left out: eager mode (the live TP loop runs CUDA graphs).
@@ -34,76 +34,61 @@ Left out: eager mode (the live TP loop runs CUDA graphs).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
-import shlex
-import sys
 import time
-from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from calibration import bench_ops
-from calibration.bench_ops import DEFAULT_GRID, QUICK_GRID, OpGrid, TimingSettings
-from calibration.build_profile import collect_hardware_info
-from calibration.collectives import console, join_group, spawn_ranks_into_store
-from calibration.live import _capture
-from calibration.store import PointStore
-from calibration.tp_models import TPDraftModel, TPTargetModel, check_shardable
+from calibration.bench.forwards import draft_forward, forward_key, models_forward
+from calibration.bench.ops import DEFAULT_GRID, OpGrid
+from calibration.build.store import PointStore
+from calibration.group import DEFAULT_TIMEOUT_S, console, gather_samples, join_group, spawn_ranks_into_store
+from calibration.models.llama import DRAFT_WEIGHT_SEED, TARGET_WEIGHT_SEED
+from calibration.models.tp_llama import TPDraftModel, TPTargetModel, check_shardable
+from calibration.provenance import collect_hardware_info, command_line
+from calibration.shapes import is_draft
+from calibration.timing import TimingSettings, capture_graph, elapsed_us, sample_stats
 from simulator.config import ModelShape
-from simulator.units import US_PER_S
 
-FORWARD_SEED = 0  # target weights (as calibration.models.TargetModel's seed) and inputs, equal on every rank
-DRAFT_SEED = 1  # draft weights (as calibration.models.DraftModel's)
+INPUT_SEED = 0  # torch.manual_seed of the input ids (and draft inputs): equal on every rank
 MODE = {"nccl": "graph", "gloo": "eager"}  # CUDA graphs on GPUs; gloo (CPU) cannot capture
 
 
 def phases(model: ModelShape) -> tuple[str, ...]:
     """Whole-forward tables of a model: a target's 'forward'; a draft's 'draft' and 'draft_extend'."""
-    return ("draft", "draft_extend") if bench_ops.is_draft(model) else ("forward",)
+    return ("draft", "draft_extend") if is_draft(model) else ("forward",)
 
 
 def point_keys(model: ModelShape, tp_size: int, grid: OpGrid, mode: str) -> list[tuple[str, int, int]]:
     """(store key, num_tokens, context_len) of every whole-forward point of `model` at `tp_size`."""
-    return [(bench_ops.forward_key(model.name, tp_size, mode, n, c, ph), n, c) for ph in phases(model)
+    return [(forward_key(model.name, tp_size, mode, n, c, ph), n, c) for ph in phases(model)
             for n in grid.forward_num_tokens for c in grid.forward_context_len]
 
 
 def time_min_over_ranks(fn, dev: torch.device, settings: TimingSettings, group=None) -> dict:
     """Time one call of `fn` (a forward with collectives) on every rank of `group` in lock step:
-    one CUDA graph of one call, warmed up and captured by `live._capture` (CPU: `fn` itself after
-    `settings.num_warmup` calls),
-    then `settings.num_replays` samples of host sync + one replay between CUDA events
-    (perf_counter on CPU). Each sample's time is the minimum over the ranks (all_gather): the rank
-    that launched last waits on no other, so the launch skew of the hosts, which the simulator
-    keeps on the host side, is left out, as calibration/collectives.py times collectives
-    (calibration/diagnose_tp_skew.py: rank 0's own time was 0.0-1.3% above this at tp 2).
+    one CUDA graph of one call (`timing.capture_graph`; CPU: `fn` itself after
+    `settings.num_warmup` calls), then `settings.num_replays` samples of device sync + one replay
+    between CUDA events (perf_counter on CPU). Each sample's time is the minimum over the ranks
+    (`group.gather_samples`): the rank that launched last waits on no other, so the launch skew
+    of the hosts, which the simulator keeps on the host side, is left out, as
+    calibration/bench/collectives.py times collectives (`specdecsim diagnose tp-skew`: rank 0's
+    own time was 0.0-1.3% above this at tp 2).
 
     Returns {latency_us, p10_latency_us, p90_latency_us} (median, percentiles over samples) and
     mode ('graph' or 'cpu_wall'); the same on every rank.
     """
     on_cuda = dev.type == "cuda"
     if on_cuda:
-        graph, _ = _capture(fn)
-        samples = [bench_ops._events_us(graph.replay, 1) for _ in range(settings.num_replays)]
+        fn = capture_graph(fn)[0].replay
     else:
         for _ in range(settings.num_warmup):
             fn()
-        samples = []
-        for _ in range(settings.num_replays):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * US_PER_S)
-    mine = torch.tensor(samples, dtype=torch.float64, device=dev)
-    ranks = [torch.zeros_like(mine) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(ranks, mine, group=group)
-    fastest = torch.stack(ranks).min(dim=0).values.cpu().numpy()
-    p10, p50, p90 = np.percentile(fastest, [10, 50, 90])
-    return {"latency_us": float(p50), "p10_latency_us": float(p10), "p90_latency_us": float(p90),
-            "mode": "graph" if on_cuda else "cpu_wall"}
+    samples = [elapsed_us(fn, 1, dev) for _ in range(settings.num_replays)]
+    fastest = gather_samples(samples, dev, group).min(axis=0)
+    return {**sample_stats(fastest), "mode": "graph" if on_cuda else "cpu_wall"}
 
 
 def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGrid, settings: TimingSettings,
@@ -111,24 +96,24 @@ def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGr
     """One rank: join the group, build this rank's shard of `model`, time every forward of `grid`."""
     dev, dtype = join_group(rank, tp_size, backend, timeout_s)
     try:
-        torch.manual_seed(FORWARD_SEED)  # the same input ids (and draft inputs) on every rank
+        torch.manual_seed(INPUT_SEED)  # the same input ids (and draft inputs) on every rank
         max_len = max(grid.forward_context_len) + max(grid.forward_num_tokens)
-        if bench_ops.is_draft(model):
-            draft = TPDraftModel(model, None, dev, dtype, DRAFT_SEED)
-            makes = {ph: bench_ops.draft_forward(model, dev, dtype, max_len, ph == "draft_extend", model=draft)
+        if is_draft(model):
+            draft = TPDraftModel(model, None, dev, dtype, DRAFT_WEIGHT_SEED)
+            makes = {ph: draft_forward(model, dev, dtype, max_len, ph == "draft_extend", model=draft)
                      for ph in phases(model)}
         else:
-            target = TPTargetModel(model, None, dev, dtype, FORWARD_SEED, num_aux_states=0)
-            makes = {"forward": bench_ops.models_forward(model, dev, dtype, max_len, model=target)}
+            target = TPTargetModel(model, None, dev, dtype, TARGET_WEIGHT_SEED, num_aux_states=0)
+            makes = {"forward": models_forward(model, dev, dtype, max_len, model=target)}
         mode = MODE[backend]
         for ph, make in makes.items():
-            impl = (f"calibration.tp_models.TP{'Draft' if ph != 'forward' else 'Target'}Model over {tp_size} ranks "
+            impl = (f"calibration.models.tp_llama.TP{'Draft' if ph != 'forward' else 'Target'}Model over {tp_size} ranks "
                     f"({backend}), median over samples of the minimum over ranks")
             for n in grid.forward_num_tokens:
                 for c in grid.forward_context_len:
                     t = time_min_over_ranks(make(n, c), dev, settings)
                     if rank == 0:
-                        queue.put((bench_ops.forward_key(model.name, tp_size, mode, n, c, ph),
+                        queue.put((forward_key(model.name, tp_size, mode, n, c, ph),
                                    {"model": model.name, "tp_size": tp_size, "mode": mode, "phase": ph,
                                     "num_tokens": n, "context_len": c,
                                     **{k: t[k] for k in ("latency_us", "p10_latency_us", "p90_latency_us")},
@@ -139,7 +124,7 @@ def _worker(rank: int, tp_size: int, backend: str, model: ModelShape, grid: OpGr
 
 def measure_tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: list[int], grid: OpGrid = DEFAULT_GRID,
                         backend: str | None = None, command: str | None = None,
-                        settings: TimingSettings | None = None, timeout_s: float = 600.0) -> int:
+                        settings: TimingSettings | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
     """Time whole target forwards of `models` at every TP size of `tp_sizes` not yet in `store`.
 
     Args:
@@ -152,7 +137,7 @@ def measure_tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: l
         backend: 'nccl' (default with >= 2 CUDA GPUs: CUDA-graph points) or 'gloo' (CPU processes,
             wall clock, recorded as mode 'eager'; tests).
         command: provenance recorded with each point (default: this process's command line).
-        settings: timing (bench_ops.TimingSettings; one forward per replay whatever max_reps says).
+        settings: timing (timing.TimingSettings; one forward per replay whatever max_reps says).
         timeout_s: process-group timeout: a hung rank fails the run instead of hanging it.
 
     Returns:
@@ -171,17 +156,17 @@ def measure_tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: l
         raise ValueError(f"backend {backend!r}: use 'nccl' or 'gloo'")
     max_world = torch.cuda.device_count() if backend == "nccl" else max(os.cpu_count() or 2, 2)
     settings = dataclasses.replace(settings or TimingSettings(), max_reps=1, target_replay_us=0.0)
-    command = command or shlex.join([Path(sys.executable).name, *sys.argv])
+    command = command or command_line()
     written = 0
     for tp in sorted(set(tp_sizes)):
         if not 2 <= tp <= max_world:
             console.print(f"tp forwards: tp {tp} skipped (need 2 <= tp <= {max_world})")
             continue
         for m in models:
-            if bench_ops.is_draft(m) and m.num_fc_input_hidden_states < 1:
+            if is_draft(m) and m.num_fc_input_hidden_states < 1:
                 continue  # not an EAGLE-3 draft the live loop runs: per-op only
             try:
-                check_shardable(m, tp, "draft" if bench_ops.is_draft(m) else "target")
+                check_shardable(m, tp, "draft" if is_draft(m) else "target")
             except ValueError as e:
                 console.print(f"tp forwards: {m.name} tp {tp} skipped: {e}")
                 continue
@@ -204,37 +189,3 @@ def measure_tp_forwards(store: PointStore, models: list[ModelShape], tp_sizes: l
         hw = collect_hardware_info()
         store.add(f"meta:hardware:tp_forwards:{backend}", {**hw, "command": command})
     return written
-
-
-def main(argv: list[str] | None = None) -> None:
-    from calibration.live_grid import SIZES
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tp", type=int, nargs="+", default=None, help="TP sizes (default: 2 .. the GPUs there are)")
-    ap.add_argument("--points", type=Path, required=True, help="PointStore JSONL to append to (resumes)")
-    ap.add_argument("--sizes", default="8b", help=f"comma-separated (target, draft) shapes of {', '.join(SIZES)}")
-    ap.add_argument("--quick", action="store_true", help="the quick forward grid (num_tokens 1, 4, 16)")
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: gloo processes, wall clock")
-    args = ap.parse_args(argv)
-    sizes = [x for x in args.sizes.split(",") if x]
-    if not sizes or any(x not in SIZES for x in sizes):
-        ap.error(f"--sizes must be a comma-separated list of {', '.join(SIZES)}, got {args.sizes!r}")
-    if args.points.is_dir():
-        ap.error(f"--points {args.points} is a folder; give a .jsonl file")
-    ngpu = torch.cuda.device_count() if args.device == "cuda" else 0
-    if args.device == "cuda" and ngpu < 2:
-        ap.error(f"--device cuda needs >= 2 GPUs; {ngpu} visible (--device cpu runs gloo processes)")
-    tps = args.tp or list(range(2, ngpu + 1))
-    if any(t < 2 for t in tps):
-        ap.error(f"--tp sizes must be >= 2, got {tps}")
-    most = ngpu if args.device == "cuda" else max(os.cpu_count() or 2, 2)
-    if max(tps) > most:
-        ap.error(f"--tp {max(tps)} needs {max(tps)} {'GPUs' if args.device == 'cuda' else 'CPU cores'}; "
-                 f"{most} here")
-    store = PointStore(args.points)
-    n = measure_tp_forwards(store, [m for s in sizes for m in SIZES[s]], tps, QUICK_GRID if args.quick else DEFAULT_GRID,
-                            backend="nccl" if args.device == "cuda" else "gloo")
-    console.print(f"stored {n} points in {args.points}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Tensor-parallel versions of the live target and draft (`calibration/models.py`), Megatron style.
+"""Tensor-parallel versions of the live target and draft (`calibration/models/llama.py`), Megatron style.
 
 Sharding over a TP group of `tp_size` ranks (rank r of the group holds slice r), as SGLang / vLLM
 run Llama (Shoeybi et al. 2019, arXiv 1909.08053, section 3: column/row parallel linear; sglang
@@ -36,20 +36,13 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from calibration import ops_torch
-from calibration.models import (RMS_EPS, DraftModel, KVCache, OpCall, TargetModel, describe_call, describe_op,
-                               rope_table)
+from calibration.group import group_rank_world
+from calibration.models import ops_torch
+from calibration.models.llama import (DRAFT_WEIGHT_SEED, RMS_EPS, TARGET_WEIGHT_SEED, DraftModel, KVCache, OpCall,
+                                     TargetModel, describe_call, describe_op, rope_table)
 from simulator.config import ModelShape
 
 COLLECTIVE_NAMES = ("allreduce", "all_gather", "broadcast")
-
-
-def group_rank_world(group=None) -> tuple[int, int]:
-    """(rank within `group`, group size) of this process; (0, 1) when torch.distributed is not
-    initialised (a single-process "group")."""
-    if not dist.is_available() or not dist.is_initialized():
-        return 0, 1
-    return dist.get_rank(group), dist.get_world_size(group)
 
 
 def allreduce(x: torch.Tensor, group=None) -> torch.Tensor:
@@ -87,7 +80,7 @@ class TPOps:
     """The `ops_torch` module plus TP collectives bound to one process group (None = WORLD).
 
     Compute ops resolve to `ops` (default ops_torch); `allreduce(x)`, `all_gather(x)`,
-    `broadcast(x, src_rank)` call this module's functions. Wrap in `models.OpRecorder` to log
+    `broadcast(x, src_rank)` call this module's functions. Wrap in `llama.OpRecorder` to log
     (and count) every op and collective in order.
     """
 
@@ -205,8 +198,8 @@ class TPTargetModel(_TPMixin, TargetModel):
         ValueError: a field not divisible by the group size (`check_shardable`), MoE / MLA.
     """
 
-    def __init__(self, shape: ModelShape, group=None, device="cpu", dtype=torch.float32, seed: int = 0,
-                 num_aux_states: int = 3, keep_full_embed: bool = False):
+    def __init__(self, shape: ModelShape, group=None, device="cpu", dtype=torch.float32,
+                 seed: int = TARGET_WEIGHT_SEED, num_aux_states: int = 3, keep_full_embed: bool = False):
         check_shardable(shape, group_rank_world(group)[1], "target")
         full = TargetModel(shape, device, dtype, seed, num_aux_states)
         self._adopt(full, group)
@@ -230,8 +223,8 @@ class TPDraftModel(_TPMixin, DraftModel):
         ValueError: as TPTargetModel; num_fc_input_hidden_states < 1; an `embed` of the wrong size.
     """
 
-    def __init__(self, shape: ModelShape, group=None, device="cpu", dtype=torch.float32, seed: int = 1,
-                 embed: torch.Tensor | None = None):
+    def __init__(self, shape: ModelShape, group=None, device="cpu", dtype=torch.float32,
+                 seed: int = DRAFT_WEIGHT_SEED, embed: torch.Tensor | None = None):
         world = group_rank_world(group)[1]
         check_shardable(shape, world, "draft")
         want = (shape.vocab_size // world, shape.hidden_size)
@@ -248,7 +241,7 @@ class TPDraftModel(_TPMixin, DraftModel):
 
 
 def describe_tp_op(op, activation_dtype_bytes: float = 2.0) -> tuple:
-    """`models.describe_op`, plus collectives: (name, world_size, elements per rank), the
+    """`llama.describe_op`, plus collectives: (name, world_size, elements per rank), the
     elements read off op.size_bytes / activation_dtype_bytes (the model's activation bytes)."""
     if op.is_collective:
         return (op.name, op.world_size, int(op.size_bytes // activation_dtype_bytes))
@@ -256,7 +249,7 @@ def describe_tp_op(op, activation_dtype_bytes: float = 2.0) -> tuple:
 
 
 def describe_tp_call(call: OpCall, world_size: int) -> tuple:
-    """`models.describe_call`, plus recorded TPOps collectives: (name, world_size, numel of the input)."""
+    """`llama.describe_call`, plus recorded TPOps collectives: (name, world_size, numel of the input)."""
     if call.name in COLLECTIVE_NAMES:
         return (call.name, world_size, call.args[0].numel())
     return describe_call(call)

@@ -1,0 +1,346 @@
+"""`specdecsim calibrate`: measure this machine into points and a profile, and the tools around it.
+
+    specdecsim calibrate [--quick] [--resume/--no-resume] [--out PATH] [--points PATH] [--tp N ...]
+    specdecsim calibrate import-nccl-tests LOG... --profile P --out OUT [--in-place]
+    specdecsim calibrate merge --points P... --out OUT [--gpu-count N --interconnect T --topology T]
+    specdecsim calibrate collectives --points P [--world-size N ...] [--quick] [--device cuda|cpu]
+    specdecsim calibrate tp-forwards --points P [--tp N ...] [--sizes 8b,1b] [--quick] [--device cuda|cpu]
+    specdecsim calibrate loop-overhead --points P [--passes 3]    (the probe target, real models)
+    specdecsim calibrate loop-reps --points P                     (tiny-model loop overheads and curve)
+    specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8]
+    specdecsim calibrate session --points P --out LIVE_DIR        (forwards re-timed, then the noise grid)
+
+Parses, checks, runs and writes; no modelled numbers here. torch is imported only inside the
+measuring commands, so importing this module (and `import-nccl-tests`, `merge`) works without it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from calibration.cli.common import (TP_DEVICES, check_at_least, check_choice, check_device, check_gpus, check_sizes,
+                                    console, err_console, fail, need_torch, refuse_file, refuse_folder)
+
+calibrate_app = typer.Typer(invoke_without_command=True, add_completion=False,
+                            help="Measure this machine into a calibration profile, and the tools around it.")
+PointsOption = Annotated[Path, typer.Option(help="PointStore JSONL to add the points to (resumes).")]
+
+
+def _store(points: Path):
+    """The PointStore at `points`; exit 2 when it names a folder."""
+    refuse_folder("--points", points)
+    from calibration.build.store import PointStore
+    return PointStore(points)
+
+
+def _print_profile(profile, out: Path) -> None:
+    console.print(f"[green]wrote {escape(str(out))}[/]: {len(profile.ops)} op tables, {len(profile.forwards)} "
+                  f"forward tables, {len(profile.collectives)} collective tables")
+
+
+@calibrate_app.callback()
+def calibrate(
+    ctx: typer.Context,
+    quick: Annotated[bool, typer.Option(help="Small grid (about 1 minute on an H200).")] = False,
+    resume: Annotated[bool, typer.Option(help="Keep points already measured (--no-resume moves them aside).")] = True,
+    out: Annotated[Path, typer.Option(help="Profile JSON to write (not a shipped one unless you mean it).")] = Path(
+        "data/profiles/local.json"),
+    points: Annotated[Optional[Path], typer.Option(help="Resumable points file (JSONL); default OUT with "
+                                                         "the suffix .points.jsonl.")] = None,
+    tp: Annotated[Optional[list[int]], typer.Option(help="TP sizes whose sharded shapes are measured; "
+                                                         "repeat for several (default 1 2 4 8).")] = None,
+    scenario: Annotated[Optional[list[Path]], typer.Option(help="Measure these scenarios' target and draft "
+                                                                "shapes; repeat for several.")] = None,
+    device: Annotated[Optional[str], typer.Option(help="torch device; default cuda when available.")] = None,
+    forwards: Annotated[bool, typer.Option(help="Also time whole forwards (tp 1; tp 2+ over the GPUs "
+                                                "there are).")] = True,
+    name: Annotated[Optional[str], typer.Option(help="Profile name; default the file stem.")] = None,
+) -> None:
+    """Calibrate this machine (per-op, host, roofline, forwards, collectives) and write a profile."""
+    if ctx.invoked_subcommand is not None:
+        return
+    need_torch()
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from calibration import calibrate as calibration_run
+    from simulator.scenario import UserInputError
+
+    points = points or calibration_run.default_points_path(out)
+    refuse_folder("--out", out)
+    refuse_folder("--points", points)
+    if device is not None:
+        check_device(device)
+    tp_sizes = list(tp or [1, 2, 4, 8])
+    if any(t < 1 for t in tp_sizes):
+        fail(f"--tp sizes must be >= 1, got {tp_sizes}")
+    try:
+        models = calibration_run.scenario_models(list(scenario)) if scenario else None
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=err_console, transient=True) as progress:
+            progress.add_task(f"calibrating into {points} (tp {tp_sizes}{', quick' if quick else ''})", total=None)
+            profile = calibration_run.run_calibration(out, points, quick=quick, resume=resume, models=models,
+                                                      tp_sizes=tp_sizes, device=device, name=name, forwards=forwards)
+    except (UserInputError, ValueError, OSError) as e:
+        fail(f"{type(e).__name__}: {e}" if not isinstance(e, UserInputError) else str(e))
+    _print_profile(profile, out)
+    for key, note in profile.notes.items():
+        console.print(f"  {escape(key)}: {escape(note)}", highlight=False)
+
+
+@calibrate_app.command("import-nccl-tests")
+def import_nccl_tests(
+    logs: Annotated[list[Path], typer.Argument(help="nccl-tests logs (all_reduce_perf, broadcast_perf, "
+                                                    "all_gather_perf, sendrecv_perf output).")],
+    profile: Annotated[str, typer.Option(help="Existing profile to merge into: a shipped name (h200) or a JSON path.")],
+    out: Annotated[Path, typer.Option(help="Profile JSON to write (may be the same as --profile).")],
+    in_place: Annotated[bool, typer.Option("--in-place", help="Use the in-place time column.")] = False,
+    op: Annotated[Optional[str], typer.Option(help="Collective, when the log does not say: allreduce, "
+                                                   "broadcast, all_gather, send_recv.")] = None,
+    world_size: Annotated[Optional[int], typer.Option(help="Ranks, when the log's '#  Rank' lines do not "
+                                                           "show them all.")] = None,
+    mode: Annotated[Optional[str], typer.Option(help="eager or graph, overriding the log's 'graph: K'.")] = None,
+    command: Annotated[Optional[str], typer.Option(help="The nccl-tests command line, when the log lacks it.")] = None,
+) -> None:
+    """Merge nccl-tests latency tables into a profile (tables of the same op, world size, mode are replaced)."""
+    from pydantic import ValidationError
+
+    from calibration.build.nccl_tests import import_into_profile
+    from simulator.profile import resolve_profile_path
+    from simulator.scenario import format_validation_error
+
+    check_choice("--mode", mode, ("eager", "graph"))
+    missing = [str(p) for p in logs if not p.is_file()]
+    if missing:
+        fail(f"nccl-tests log not found: {', '.join(missing)}")
+    try:
+        profile_path = resolve_profile_path(profile)
+    except FileNotFoundError as e:
+        fail(str(e))
+    try:
+        merged = import_into_profile(profile_path, logs, out, in_place=in_place, op=op, world_size=world_size,
+                                     mode=mode, command=command)
+    except ValidationError as e:
+        fail(format_validation_error(f"{profile_path} (with {', '.join(map(str, logs))})", e))
+    except (ValueError, OSError) as e:
+        fail(str(e))
+    imported = {str(p) for p in logs}
+    table = Table(title=f"collective tables in {out}")
+    for col in ("op", "world_size", "mode", "sizes", "latency_us (first..last)", "from"):
+        table.add_column(col)
+    for t in merged.collectives:
+        table.add_row(t.op, str(t.world_size), t.mode, f"{t.size_bytes[0]}..{t.size_bytes[-1]} B ({len(t.size_bytes)})",
+                      f"{t.latency_us[0]:.2f}..{t.latency_us[-1]:.1f}",
+                      "imported" if t.provenance.source in imported else "kept")
+    console.print(table)
+    console.print(f"[green]wrote {escape(str(out))}")
+
+
+@calibrate_app.command("merge")
+def merge(
+    points: Annotated[list[Path], typer.Option(help="PointStore JSONL files, merged in order (a later file's "
+                                                    "point replaces an earlier one's).")],
+    out: Annotated[Path, typer.Option(help="Profile JSON to write (atomically).")],
+    name: Annotated[Optional[str], typer.Option(help="Profile name; default the file stem.")] = None,
+    gpu_count: Annotated[Optional[int], typer.Option(help="Override hardware.gpu_count.")] = None,
+    interconnect: Annotated[Optional[str], typer.Option(help="Override hardware.interconnect.")] = None,
+    topology: Annotated[Optional[str], typer.Option(help="Override hardware.topology.")] = None,
+) -> None:
+    """Build one profile from several points files (e.g. one GPU's op tables + a multi-GPU machine's collectives)."""
+    from calibration.build.merge import merge_points
+    from simulator.profile import save_profile
+
+    check_at_least("--gpu-count", gpu_count, 1)
+    refuse_folder("--out", out)
+    missing = [str(p) for p in points if not p.is_file()]
+    if missing:
+        fail(f"--points: no such points file: {', '.join(missing)}")
+    update = {k: v for k, v in (("gpu_count", gpu_count), ("interconnect", interconnect), ("topology", topology))
+              if v is not None}
+    try:
+        profile = merge_points(points, name or out.stem, update)
+    except (ValueError, OSError) as e:
+        fail(str(e))
+    save_profile(profile, out)
+    _print_profile(profile, out)
+
+
+@calibrate_app.command("collectives")
+def collectives(
+    points: PointsOption,
+    world_size: Annotated[Optional[list[int]], typer.Option(help="Ranks per group; repeat for several "
+                                                                 "(default 2 .. the GPUs there are).")] = None,
+    quick: Annotated[bool, typer.Option(help="Fewer sizes and samples.")] = False,
+    device: Annotated[str, typer.Option(help="cuda (NCCL, one GPU per rank) or cpu (gloo processes).")] = "cuda",
+) -> None:
+    """Allreduce / broadcast / all_gather latency tables over spawned ranks, into a points file."""
+    check_choice("--device", device, TP_DEVICES)
+    sizes = list(world_size or [])
+    if any(w < 2 for w in sizes):
+        fail(f"--world-size must be >= 2, got {sizes}")
+    if device == "cuda":
+        check_gpus("--device cuda", max(sizes or [2]))
+    store = _store(points)
+    from calibration.bench.collectives import measure_collectives
+    try:
+        n = measure_collectives(store, quick=quick, world_sizes=sizes or None,
+                                backend="nccl" if device == "cuda" else "gloo")
+    except (ValueError, RuntimeError) as e:
+        fail(str(e), code=1)
+    console.print(f"stored {n} points in {escape(str(points))}")
+
+
+@calibrate_app.command("tp-forwards")
+def tp_forwards(
+    points: PointsOption,
+    tp: Annotated[Optional[list[int]], typer.Option(help="TP sizes; repeat for several (default 2 .. the GPUs "
+                                                         "there are).")] = None,
+    sizes: Annotated[str, typer.Option(help="Comma-separated (target, draft) pairs of "
+                                            "calibration.shapes.SIZES.")] = "8b",
+    quick: Annotated[bool, typer.Option(help="The quick forward grid (num_tokens 1, 4, 16).")] = False,
+    device: Annotated[str, typer.Option(help="cuda (NCCL, one GPU per rank) or cpu (gloo processes, wall "
+                                             "clock).")] = "cuda",
+) -> None:
+    """Whole target forwards, draft steps and extends over TP groups, into a points file."""
+    import os
+
+    from calibration.shapes import SIZES
+    check_choice("--device", device, TP_DEVICES)
+    size_keys = check_sizes("--sizes", sizes, SIZES)
+    refuse_folder("--points", points)
+    torch = need_torch()
+    num_gpus = torch.cuda.device_count() if device == "cuda" else 0
+    if device == "cuda" and num_gpus < 2:
+        fail(f"--device cuda needs >= 2 GPUs; {num_gpus} visible (--device cpu runs gloo processes)")
+    tps = list(tp or range(2, num_gpus + 1))
+    if any(t < 2 for t in tps):
+        fail(f"--tp sizes must be >= 2, got {tps}")
+    most = num_gpus if device == "cuda" else max(os.cpu_count() or 2, 2)
+    if max(tps) > most:
+        fail(f"--tp {max(tps)} needs {max(tps)} {'GPUs' if device == 'cuda' else 'CPU cores'}; {most} here")
+    from calibration.bench.ops import DEFAULT_GRID, QUICK_GRID
+    from calibration.bench.tp_forwards import measure_tp_forwards
+    n = measure_tp_forwards(_store(points), [m for s in size_keys for m in SIZES[s]], tps,
+                            QUICK_GRID if quick else DEFAULT_GRID, backend="nccl" if device == "cuda" else "gloo")
+    console.print(f"stored {n} points in {escape(str(points))}")
+
+
+@calibrate_app.command("loop-overhead")
+def loop_overhead(
+    points: PointsOption,
+    passes: Annotated[int, typer.Option(help="Interleaved passes over the probe depths.")] = 3,
+    device: Annotated[str, typer.Option(help="torch device (CUDA: the table is of CUDA-graph loops).")] = "cuda",
+) -> None:
+    """The live loop's host time per cycle against its GPU time, on a probe target at several depths."""
+    import time
+
+    check_at_least("--passes", passes, 1)
+    check_device(device)
+    from calibration.bench.loop_overhead import measure, table_from_records
+    store = _store(points)
+    t0 = time.perf_counter()
+    try:
+        ran = measure(store, device, passes)
+    except RuntimeError as e:
+        fail(str(e))
+    console.print(f"ran {ran} points in {time.perf_counter() - t0:.0f} s")
+    t = Table(title="live-loop host time per cycle vs GPU time per cycle (median over passes)")
+    for c in ("loop", "gpu_us", "overhead_us"):
+        t.add_column(c, justify="right")
+    for kind in ("spec", "baseline"):
+        for g, o in zip(*(table_from_records(store.records(), kind) or ([], []))):
+            t.add_row(kind, f"{g:.0f}", f"{o:.0f}")
+    console.print(t)
+
+
+@calibrate_app.command("loop-reps")
+def loop_reps(
+    points: PointsOption,
+    device: Annotated[str, typer.Option(help="torch device (the curve needs CUDA).")] = "cuda",
+) -> None:
+    """Tiny-model loop overheads (the profile's host figures) and their curve over GPU waits.
+
+    Five interleaved repeats of the speculative and baseline loops, idle and with a 5 ms GPU
+    sleep, and the curve over GPU sleeps of 0-20 ms, into a points file (CUDA).
+    """
+    dev = check_device(device)
+    from calibration.bench.loop_overhead import measure_loop_overhead_curve, measure_loop_overheads
+    from calibration.provenance import command_line
+    store = _store(points)
+    before = len(store)
+    measure_loop_overheads(store, dev, command_line())
+    measure_loop_overhead_curve(store, dev, command_line())
+    waits = sorted(k for k in store.records() if k.startswith(("host:loop_overhead:", "host:loop_wait:")))
+    console.print(f"stored {len(store) - before} points in {escape(str(points))}; "
+                  f"{len(waits)} loop-overhead points there in all")
+
+
+@calibrate_app.command("moe")
+def moe(
+    out: Annotated[Path, typer.Option(help="JSON to write (atomically).")],
+    shape: Annotated[str, typer.Option(help="MoE layer shape: kimi-k2-tp8 or tiny.")] = "kimi-k2-tp8",
+    device: Annotated[str, typer.Option(help="torch device.")] = "cuda",
+    profile: Annotated[str, typer.Option(help="Profile whose device-copy bandwidth is the reference.")] = "h200",
+) -> None:
+    """MoE routed experts at small token counts: grouped-GEMM time and the HBM bandwidth it reaches."""
+    refuse_folder("--out", out)
+    torch = need_torch()
+    from calibration.bench.moe import SHAPES, bench
+    from simulator.files import write_json_atomic
+    from simulator.profile import load_profile, resolve_profile_path
+    from simulator.units import BYTES_PER_GB
+
+    check_choice("--shape", shape, tuple(sorted(SHAPES)))
+    dev = check_device(device)
+    try:
+        hbm = load_profile(resolve_profile_path(profile)).roofline.hbm_bandwidth_gb_per_s
+    except (FileNotFoundError, ValueError) as e:
+        fail(f"--profile: {e}")
+    rows = bench(SHAPES[shape], device, hbm_gb_per_s=hbm)
+    write_json_atomic(out, {
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch_version": torch.__version__, "reference_profile": profile, "reference_hbm_gb_per_s": hbm,
+        "rows": rows})
+    t = Table(title=f"MoE routed experts, {shape}, grouped GEMM ({rows[0]['dtype']})")
+    for c in ("tokens", "distinct experts", "us", "GB read", "GB/s", "vs copy"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        t.add_row(str(r["num_tokens"]), f"{r['distinct_experts']:.1f}", f"{r['latency_us']:.1f}",
+                  f"{r['weight_bytes'] / BYTES_PER_GB:.3f}", f"{r['achieved_gb_per_s']:,.0f}",
+                  f"{r['efficiency_vs_copy']:.2f}" if r["efficiency_vs_copy"] else "-")
+    console.print(t)
+    console.print(f"wrote {escape(str(out))}")
+
+
+@calibrate_app.command("session")
+def session(
+    points: PointsOption,
+    out: Annotated[Path, typer.Option(help="Folder for the noise grid's LiveRun records (resumes).")],
+    device: Annotated[str, typer.Option(help="torch device (the noise grid is of CUDA-graph points).")] = "cuda",
+) -> None:
+    """Whole forwards re-timed, then the noise grid, in one session of one GPU.
+
+    The tp-1 graph whole forwards (targets, drafts' step and extend; contexts 1024, 2048) timed
+    afresh into a points file, then the interleaved noise grid into a records folder, so a
+    profile with those forwards and the records share the machine's state.
+    """
+    refuse_file("--out", out)
+    dev = check_device(device)
+    from calibration.bench.forwards import time_session_forwards
+    from calibration.live.grid import NUM_CYCLES, WARMUP_CYCLES, noise_grid, run_grid
+    from calibration.provenance import command_line
+    from calibration.shapes import DEFAULT_MODELS
+    store = _store(points)
+    time_session_forwards(store, list(DEFAULT_MODELS), dev, command_line())
+    console.print(f"{len(store)} points in {escape(str(points))}")
+    failed = run_grid(noise_grid(), out, NUM_CYCLES, WARMUP_CYCLES, device)
+    for point, error in failed:
+        err_console.print(f"[red]failed: {escape(point)}: {escape(error)}")
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,94 @@
+"""What the calibration commands share: the consoles and the checks of their options.
+
+Bad input ends with one line naming the option and what it allows, and exit code 2 (printed by
+simulator.cli.common.fail, imported when needed: simulator.cli imports this package to mount
+its commands). torch is imported only by the checks that need it (`need_torch`, `check_device`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)  # progress and notes, so stdout keeps the tables
+
+TORCH_MISSING = "specdecsim calibrate needs torch: pip install 'specdecsim[calibrate]'"
+TP_DEVICES = ("cuda", "cpu")  # spawned ranks: NCCL on GPUs, or gloo CPU processes
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print `message` as one error line (its whitespace folded, no traceback) and exit."""
+    from simulator.cli.common import fail as fail_one_line
+    fail_one_line(" ".join(str(message).split()), code)
+
+
+def need_torch(what: str = "specdecsim calibrate"):
+    """The torch module, or exit 2 saying how to install it."""
+    try:
+        import torch
+    except ImportError:
+        fail(TORCH_MISSING if what == "specdecsim calibrate" else
+             f"{what} needs torch: pip install 'specdecsim[calibrate]'")
+    return torch
+
+
+def check_at_least(option: str, value: int | float | None, minimum: int | float) -> None:
+    """Exit 2 when `value` (None: not given) is below `minimum`."""
+    if value is not None and value < minimum:
+        fail(f"{option} must be >= {minimum}, got {value}")
+
+
+def check_choice(option: str, value: str | None, allowed: tuple[str, ...]) -> None:
+    """Exit 2 when `value` (None: not given) is not one of `allowed`."""
+    if value is not None and value not in allowed:
+        fail(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def check_device(device: str, option: str = "--device"):
+    """The torch.device of `device`; exit 2 when torch does not parse it, or it names CUDA on a
+    machine without a CUDA GPU."""
+    torch = need_torch()
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        fail(f"{option} {device!r}: {e}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        fail(f"{option} {device}: no CUDA GPU here (--device cpu runs on the CPU)")
+    return dev
+
+
+def need_cuda(what: str) -> None:
+    """Exit 2 when there is no CUDA GPU (`what`: the command that needs one)."""
+    torch = need_torch(what)
+    if not torch.cuda.is_available():
+        fail(f"{what} needs a CUDA GPU; none here")
+
+
+def check_gpus(option: str, needed: int) -> None:
+    """Exit 2 when fewer than `needed` CUDA GPUs are visible (`option` names what asked for them)."""
+    torch = need_torch()
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible < needed:
+        fail(f"{option} needs {needed} GPUs; {visible} visible (--device cpu runs gloo CPU processes)")
+
+
+def check_sizes(option: str, text: str, known: dict) -> tuple[str, ...]:
+    """The size keys of a comma-separated `text`; exit 2 unless each is a key of `known`."""
+    sizes = tuple(x for x in text.split(",") if x)
+    if not sizes or any(x not in known for x in sizes):
+        fail(f"{option} must be a comma-separated list of {', '.join(known)}, got {text!r}")
+    return sizes
+
+
+def refuse_folder(option: str, path: Path | None) -> None:
+    """Exit 2 when an output file option names a folder."""
+    if path is not None and path.is_dir():
+        fail(f"{option} {path} is a folder; give a file to write")
+
+
+def refuse_file(option: str, path: Path) -> None:
+    """Exit 2 when an output folder option names something that exists and is not a folder."""
+    if path.exists() and not path.is_dir():
+        fail(f"{option} {path} exists and is not a folder")

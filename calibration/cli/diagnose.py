@@ -1,0 +1,69 @@
+"""`specdecsim diagnose`: the GPU diagnostics of calibration/diagnostics/, one command each.
+
+    specdecsim diagnose drift --out drift.json [--profile h200] [--skip-overhead]   (CUDA)
+    specdecsim diagnose sync [--passes 3]                                          (CUDA)
+    specdecsim diagnose tp-skew --out skew.json [--tp 2] [--device cuda|cpu]
+    specdecsim diagnose verify                                                     (CUDA)
+
+Parses, checks, runs and writes; the measuring is in calibration/diagnostics/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from calibration.cli.common import (TP_DEVICES, check_at_least, check_choice, check_gpus, need_cuda, need_torch,
+                                    refuse_folder)
+
+diagnose_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                           help="GPU diagnostics for when a live figure and the profile disagree.")
+
+
+@diagnose_app.command("drift")
+def drift(
+    out: Annotated[Path, typer.Option(help="JSON file to write (atomically).")],
+    profile: Annotated[str, typer.Option(help="Profile whose whole-forward tables are the reference.")] = "h200",
+    skip_overhead: Annotated[bool, typer.Option("--skip-overhead", help="Only the forward drift.")] = False,
+) -> None:
+    """This GPU's whole forwards now against the profile, and the loop's host time per GPU wait."""
+    refuse_folder("--out", out)
+    need_cuda("specdecsim diagnose drift")
+    from calibration.diagnostics.drift import measure_drift, print_drift
+    print_drift(measure_drift(out, profile, skip_overhead))
+
+
+@diagnose_app.command("sync")
+def sync(passes: Annotated[int, typer.Option(help="Interleaved passes (medians over them).")] = 3) -> None:
+    """The live loop's host time per cycle with a blocking against a spinning device->host sync."""
+    check_at_least("--passes", passes, 1)
+    need_cuda("specdecsim diagnose sync")
+    from calibration.diagnostics.sync import measure_sync, print_sync
+    print_sync(measure_sync(passes))
+
+
+@diagnose_app.command("tp-skew")
+def tp_skew(
+    out: Annotated[Path, typer.Option(help="JSON file to write (atomically).")],
+    tp: Annotated[int, typer.Option(help="Ranks (one GPU each on CUDA).")] = 2,
+    device: Annotated[str, typer.Option(help="cuda (NCCL) or cpu (gloo processes).")] = "cuda",
+) -> None:
+    """A TP forward timed on rank 0, on the last rank to launch, and back to back."""
+    check_at_least("--tp", tp, 2)
+    check_choice("--device", device, TP_DEVICES)
+    refuse_folder("--out", out)
+    need_torch("specdecsim diagnose tp-skew")
+    if device == "cuda":
+        check_gpus(f"--tp {tp}", tp)
+    from calibration.diagnostics.tp_skew import measure_tp_skew, print_tp_skew
+    print_tp_skew(measure_tp_skew(out, tp, device))
+
+
+@diagnose_app.command("verify")
+def verify() -> None:
+    """The live loop's verify graph against the calibration's whole forward, cold and back to back."""
+    need_cuda("specdecsim diagnose verify")
+    from calibration.diagnostics.verify import measure_verify, print_verify
+    print_verify(measure_verify())

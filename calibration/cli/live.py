@@ -1,0 +1,95 @@
+"""`specdecsim live`: the live speculative grid on a GPU, or over a tensor-parallel group of GPUs.
+
+    specdecsim live --out DIR [--quick | --noise] [--device cuda] [--cycles N] [--warmup N]
+    specdecsim live --tp N --out DIR [--quick | --noise] [--sizes 8b,1b] [--eager] [--device cuda|cpu]
+
+Without --tp: the single-GPU grid (calibration/live/grid.py); on a device without CUDA only its
+eager points run (CUDA graphs need a GPU). With --tp N: N spawned ranks (calibration/live/tp_grid.py),
+NCCL with one GPU each, or gloo CPU processes with --device cpu. One LiveRun JSON per point;
+points already in DIR are skipped (resume). Parses, checks, runs and writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from calibration.cli.common import (TP_DEVICES, check_at_least, check_choice, check_device, check_gpus, check_sizes,
+                                    err_console, fail, need_torch, refuse_file)
+
+
+def live(
+    out: Annotated[Path, typer.Option(help="Folder for one LiveRun JSON per point (resumes).")],
+    quick: Annotated[bool, typer.Option(help="A few points, fewer cycles (< 1 min on one GPU).")] = False,
+    noise: Annotated[bool, typer.Option(help="Every CUDA-graph point 3 times in interleaved passes, each "
+                                             "speculative run followed by a paired baseline "
+                                             "(run-to-run noise).")] = False,
+    device: Annotated[str, typer.Option(help="torch device; with --tp: cuda or cpu (gloo).")] = "cuda",
+    cycles: Annotated[Optional[int], typer.Option(help="Timed cycles per point (>= 1).")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="Warm-up cycles per point (>= 0).")] = None,
+    tp: Annotated[Optional[int], typer.Option(help="Run the tensor-parallel grid over this many ranks "
+                                                   "(one GPU each on CUDA; 1 is a smoke run of that path).")] = None,
+    sizes: Annotated[Optional[str], typer.Option(help="With --tp: comma-separated model sizes of "
+                                                      "calibration.shapes.TP_SIZES (default 8b,1b).")] = None,
+    eager: Annotated[bool, typer.Option(help="With --tp on CUDA: eager instead of CUDA graphs.")] = False,
+) -> None:
+    """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
+    if quick and noise:
+        fail("--quick and --noise are two different grids: give one")
+    check_at_least("--cycles", cycles, 1)
+    check_at_least("--warmup", warmup, 0)
+    check_at_least("--tp", tp, 1)
+    refuse_file("--out", out)
+    need_torch("specdecsim live")
+    if tp is None:
+        if sizes is not None or eager:
+            fail(f"{'--sizes' if sizes is not None else '--eager'} goes with --tp (the single-GPU grid is fixed)")
+        _single_gpu(out, quick, noise, device, cycles, warmup)
+    else:
+        _tensor_parallel(out, quick, noise, device, cycles, warmup, tp, sizes or "8b,1b", eager)
+
+
+def _single_gpu(out: Path, quick: bool, noise: bool, device: str, cycles: int | None, warmup: int | None) -> None:
+    dev = check_device(device)
+    from calibration.live import grid as live_grid
+    num_cycles, warmup_cycles = live_grid.cycle_counts(quick, cycles, warmup)
+    points = live_grid.noise_grid() if noise else live_grid.grid(quick)
+    if dev.type != "cuda":
+        graph_points = [p for p in points if p.graph]
+        points = [p for p in points if not p.graph]
+        if graph_points:
+            err_console.print(f"--device {escape(device)}: {len(graph_points)} CUDA-graph points left out "
+                              "(they need a GPU); the eager points run")
+        if not points:
+            fail(f"--device {device}: every point of this grid runs CUDA graphs, which need a GPU")
+    failed = live_grid.run_grid(points, out, num_cycles, warmup_cycles, device)
+    for name, error in failed:
+        err_console.print(f"[red]failed: {escape(name)}: {escape(error)}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _tensor_parallel(out: Path, quick: bool, noise: bool, device: str, cycles: int | None, warmup: int | None,
+                     tp: int, sizes: str, eager: bool) -> None:
+    from calibration.shapes import TP_SIZES
+    check_choice("--device", device, TP_DEVICES)
+    size_keys = check_sizes("--sizes", sizes, TP_SIZES)
+    if device == "cuda":
+        check_gpus(f"--tp {tp}", tp)
+    from calibration.live import grid as live_grid
+    from calibration.live import tp_grid
+    num_cycles, warmup_cycles = live_grid.cycle_counts(quick, cycles, warmup)
+    graph = device == "cuda" and not eager
+    points = tp_grid.noise_grid(size_keys, graph, tp) if noise else tp_grid.grid(quick, size_keys, graph, tp)
+    try:
+        tp_grid.check_tp_points(points, tp, num_cycles, warmup_cycles)
+    except ValueError as e:
+        fail(f"--tp {tp} --sizes: {e}")
+    missing = tp_grid.run_tp_grid(points, out, tp, device, num_cycles, warmup_cycles)
+    for name in missing:
+        err_console.print(f"[red]not written: {escape(name)}")
+    if missing:
+        raise typer.Exit(1)
