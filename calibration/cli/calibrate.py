@@ -150,18 +150,28 @@ def merge(
     gpu_count: Annotated[Optional[int], typer.Option(help="Override hardware.gpu_count.")] = None,
     interconnect: Annotated[Optional[str], typer.Option(help="Override hardware.interconnect.")] = None,
     topology: Annotated[Optional[str], typer.Option(help="Override hardware.topology.")] = None,
+    catalog_gpu: Annotated[Optional[str], typer.Option(help="Hardware-catalog id of the measured GPU (specdecsim "
+                                                            "hardware), so the profile can be carried to another "
+                                                            "GPU.")] = None,
 ) -> None:
     """Build one profile from several points files (e.g. one GPU's op tables + a multi-GPU machine's collectives)."""
     from calibration.build.merge import merge_points
+    from simulator.errors import UserInputError
+    from simulator.hardware import default_catalog
     from simulator.profile import save_profile
 
     check_at_least("--gpu-count", gpu_count, 1)
+    if catalog_gpu is not None:
+        try:
+            default_catalog().gpu(catalog_gpu)
+        except UserInputError as e:
+            fail(f"--catalog-gpu: {e}")
     refuse_folder("--out", out)
     missing = [str(p) for p in points if not p.is_file()]
     if missing:
         fail(f"--points: no such points file: {', '.join(missing)}")
-    update = {k: v for k, v in (("gpu_count", gpu_count), ("interconnect", interconnect), ("topology", topology))
-              if v is not None}
+    update = {k: v for k, v in (("gpu_count", gpu_count), ("interconnect", interconnect), ("topology", topology),
+                                ("catalog_gpu", catalog_gpu)) if v is not None}
     try:
         profile = merge_points(points, name or out.stem, update)
     except (ValueError, OSError) as e:
