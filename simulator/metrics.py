@@ -20,11 +20,14 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
 from simulator.des.records import CycleLog
+from simulator.files import SIMULATION_OUTPUT
 from simulator.units import US_PER_S
 
 NUM_BATCHES = 30
@@ -51,6 +54,7 @@ class SimulationResult(BaseModel):
     """What `specdecsim simulate` prints and writes (times in us, rates per second)."""
 
     model_config = ConfigDict(frozen=True)
+    specdecsim_output: Literal["simulation/1"] = SIMULATION_OUTPUT  # kind and schema version of the JSON
     version: str
     engine: str
     seed: int
@@ -114,8 +118,20 @@ def breakdown(log: CycleLog, d2h_sync_us: float) -> dict[str, float]:
     """Mean us per cycle by bucket; `host` closes the sum to the mean cycle time."""
     out = {k: float(v.mean()) for k, v in sorted(log.busy_us.items())}
     out["sync"] = d2h_sync_us
-    out["host"] = float((log.end_us - log.start_us).mean()) - sum(out.values())
+    out["host"] = host_remainder_us(float((log.end_us - log.start_us).mean()), out.values())
     return out
+
+
+def host_remainder_us(cycle_us: float, bucket_us) -> float:
+    """The `host` bucket: cycle time minus the other buckets (GPU idle while the host works).
+
+    With no host cost at all (a profile of zero overheads) the remainder is 0 up to float
+    rounding; a remainder within rounding (1e-9 of the cycle time) of zero is 0, never a
+    negative time. A larger negative remainder is returned as is (a model error, which
+    `simulator.simulate.check_result` refuses to print).
+    """
+    rest = cycle_us - float(sum(bucket_us))
+    return 0.0 if -1e-9 * abs(cycle_us) <= rest < 0 else rest
 
 
 def tpot(start_us: np.ndarray, end_us: np.ndarray, max_new_tokens: int) -> Percentiles | None:

@@ -6,32 +6,17 @@ allowed, so the CLI prints one clear line instead of a traceback.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from simulator.config import ModelShape, Scenario, legacy_keys
+from simulator.inputs import (UserInputError, format_validation_error, load_yaml_scalar, read_json, read_yaml,
+                              refuse_nulls)
 from simulator.profile import CalibrationProfile, load_profile, resolve_profile_path
 
-
-class UserInputError(Exception):
-    """Bad user input (scenario, override, profile); the message is meant for the terminal."""
-
-
-def format_validation_error(source: str, err: ValidationError) -> str:
-    """One line per problem: '<source>: <field.path>: <message> (got <input>)'."""
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        got = e.get("input")
-        got_r = repr(got)
-        got_r = got_r if len(got_r) <= 80 else got_r[:77] + "..."
-        got_s = "" if isinstance(got, dict) or e["type"] == "missing" else f" (got {got_r})"
-        msg = e["msg"].removeprefix("Value error, ")
-        lines.append(f"{source}: {loc}: {msg}{got_s}")
-    return "\n".join(lines)
+__all__ = ["UserInputError", "format_validation_error", "apply_overrides", "scenario_from_dict",
+           "read_scenario_dict", "load_scenario", "load_profile_for"]
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
@@ -47,10 +32,7 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
         parts = [p for p in key.strip().split(".") if p]
         if not parts:
             raise UserInputError(f"--set {item!r}: empty key")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise UserInputError(f"--set {item!r}: value is not valid YAML: {e}") from None
+        value = load_yaml_scalar(raw, f"--set {item!r}")
         node = data
         for p in parts[:-1]:
             nxt = node.setdefault(p, {})
@@ -66,28 +48,42 @@ _SHAPE_FIELDS = set(ModelShape.model_fields) - {"name", "config_path"}
 
 def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> dict:
     """Fill a model section from its HF config.json (fields written in the scenario win)."""
-    ref = model.get("config_path")
-    if not ref:
+    if "config_path" not in model:
         return model
+    ref = model["config_path"]
+    if not isinstance(ref, str) or not ref.strip():
+        raise UserInputError(f"{source}: {role}.config_path: expected the path of a model config.json, "
+                             f"got {ref!r}")
     path = Path(ref) if Path(ref).is_absolute() else base_dir / ref
     try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserInputError(f"{source}: {role}.config_path: file {path} not found") from None
-    except json.JSONDecodeError as e:
-        raise UserInputError(f"{source}: {role}.config_path: {path} is not valid JSON: {e}") from None
+        cfg = read_json(path, "model config.json")
+    except UserInputError as e:
+        raise UserInputError(f"{source}: {role}.config_path: {e}") from None
     if not isinstance(cfg, dict):
-        raise UserInputError(f"{source}: {role}.config_path: {path} must hold a JSON object")
-    cfg = cfg.get("text_config", cfg)  # multimodal configs nest the language model
+        raise UserInputError(f"{source}: {role}.config_path: {path} must hold a JSON object, "
+                             f"got {type(cfg).__name__}")
+    if "text_config" in cfg:  # multimodal configs nest the language model
+        cfg = cfg["text_config"]
+        if not isinstance(cfg, dict):
+            raise UserInputError(f"{source}: {role}.config_path: {path}: text_config must be a JSON object, "
+                                 f"got {type(cfg).__name__}")
     merged = {k: v for k, v in cfg.items() if k in _SHAPE_FIELDS and v is not None}
     merged.update(model)
     return merged
 
 
 def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
-    """Validate a scenario dict (after overrides), reading model config.json files it names."""
+    """Validate a scenario dict (after overrides), reading model config.json files it names.
+
+    What a user wrote is used as written or refused: an explicit null is refused (`refuse_nulls`)
+    and fields are validated strictly (no string for a number, no float for an integer).
+
+    Raises:
+        UserInputError: naming the source and the field.
+    """
     if not isinstance(data, dict):
         raise UserInputError(f"{source}: top level must be a mapping of scenario fields")
+    refuse_nulls(data, source)
     renames = legacy_keys(data)
     if renames:
         moves = "; ".join(f"{old} -> {new}" for old, new in renames)
@@ -98,27 +94,19 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
         if isinstance(data.get(role), dict):
             data[role] = _merge_model_config(data[role], base_dir, source, role)
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, strict=True)
     except ValidationError as e:
         raise UserInputError(format_validation_error(source, e)) from None
 
 
 def read_scenario_dict(path: Path) -> dict:
-    """Parse a scenario YAML file into a dict (no validation)."""
+    """Parse a scenario YAML file into a dict (no validation; `simulator.inputs` rules).
+
+    Raises:
+        UserInputError: unreadable, not UTF-8, invalid or unbounded YAML, or not a mapping.
+    """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: scenario file not found") from None
-    except IsADirectoryError:
-        raise UserInputError(f"{path}: is a folder, expected a scenario YAML file") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        what = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserInputError(f"{path}{where}: invalid YAML: {what}") from None
+    data = read_yaml(path, "scenario YAML file")
     if not isinstance(data, dict):
         got = "an empty file" if data is None else type(data).__name__
         raise UserInputError(f"{path}: top level must be a mapping of scenario fields, got {got}")

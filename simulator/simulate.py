@@ -1,6 +1,15 @@
-"""One simulation: scenario + profile -> SimulationResult (DES, cross-checked by the analytic form)."""
+"""One simulation: scenario + profile -> SimulationResult (DES, cross-checked by the analytic form).
+
+Also what a run will cost before it starts (`estimate_run`): DES seconds and memory from the
+number of events a scenario's fidelity asks for, so the CLI can print an estimate, refuse an
+unbounded run unless the user insists, and show progress on a long one.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,25 +33,88 @@ def rng_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator, np
     return np.random.default_rng(acc), np.random.default_rng(jit), np.random.default_rng(base)
 
 
+# DES cost per simulated cycle, measured on a 2-core CI machine (benchmarks/bench_simulate.py
+# scenarios, per-op costs); other machines differ by about 2x, so the estimate is a guide.
+_CYCLE_LEVEL_US = (0.5, 1.0)  # (per cycle, per request slot per cycle)
+_FORWARD_LEVEL_US = (20.0, 0.6)  # (per cycle, per request slot per cycle)
+_KERNEL_EVENT_US = 6.0  # per kernel per GPU stream
+_RECORD_BYTES = (300.0, 40.0)  # a cycle record: (per cycle, per request slot)
+_TRACE_EVENT_BYTES = 200.0
+_FIXED_S = 0.3  # cost model, closed form, summary
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """What a simulation will cost: wall seconds and peak memory (both approximate)."""
+
+    seconds: float
+    memory_bytes: float
+    num_cycles: int  # simulated cycles, warm-up and the jitter baseline's included
+
+
+def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> RunEstimate:
+    """Approximate DES wall time and memory of `simulate(scenario, ...)`.
+
+    seconds = fixed + cycles * (per_cycle + per_slot * batch_size [+ kernel events * 6 us]);
+    kernel events per cycle = kernels of a cycle's forwards * GPU streams (tp_size, + a
+    dedicated draft GPU, with per_rank). Constants: `_CYCLE_LEVEL_US` etc., measured here.
+    """
+    fid, b = scenario.fidelity, scenario.workload.batch_size
+    cycles = fid.num_cycles + fid.warmup_cycles
+    baseline = max(100, fid.num_cycles) + fid.warmup_cycles if fid.jitter_cv > 0 else 0
+    if fid.granularity == "cycle":
+        per_cycle_us = _CYCLE_LEVEL_US[0] + _CYCLE_LEVEL_US[1] * b
+        memory = cycles * b * 8.0 * 8  # (cycles, batch) int64 arrays: accept, kept and their copies
+    else:
+        per_cycle_us = _FORWARD_LEVEL_US[0] + _FORWARD_LEVEL_US[1] * b
+        memory = cycles * (_RECORD_BYTES[0] + _RECORD_BYTES[1] * b)
+        if fid.granularity == "kernel":
+            streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
+            kernels = sum(len(f.kernels) for f in cost.cycle_forwards(1)) * streams
+            per_cycle_us += _KERNEL_EVENT_US * kernels
+            if trace:
+                memory += cycles * kernels * _TRACE_EVENT_BYTES
+        elif trace:
+            memory += cycles * len(cost.cycle_forwards(1)) * _TRACE_EVENT_BYTES
+    base_us = 0.0
+    if baseline:
+        streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
+        base_kernels = sum(len(f.kernels) for f in cost.baseline_forwards()) * streams
+        base_us = baseline * (_FORWARD_LEVEL_US[0] + _KERNEL_EVENT_US * base_kernels)
+    seconds = _FIXED_S + (cycles * per_cycle_us + base_us) / 1e6
+    return RunEstimate(seconds=seconds, memory_bytes=memory, num_cycles=cycles + baseline)
+
+
 def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str = "",
-             trace: bool = False) -> tuple[SimulationResult, list[TraceEvent]]:
+             trace: bool = False, progress: Callable[[float], None] | None = None,
+             ) -> tuple[SimulationResult, list[TraceEvent]]:
     """Run the DES for the scenario and summarise it.
 
     The baseline (no speculation) comes from the closed form, or from its own DES run when
     per-rank jitter makes step times random.
 
+    Args:
+        progress: called now and then with the fraction of the run done (0..1).
+
     Returns:
         (result, trace events; empty unless trace=True).
+
+    Raises:
+        ArithmeticError: the run produced a non-finite or non-positive rate or time (a bug or
+            numbers the schema should have refused); nothing is returned to print or write.
     """
     cost = CostModel(scenario, profile)
     acceptance = build_acceptance(scenario.acceptance, scenario.spec)
     rng_acc, rng_jit, rng_base = rng_streams(scenario.seed)
     w, fid = scenario.workload, scenario.fidelity
     events: list[TraceEvent] = []
+    share = 1.0 if fid.jitter_cv == 0 else 0.5  # of the progress bar, the speculative run's
+    step = (lambda frac: progress(share * frac)) if progress is not None else None
     if fid.granularity == "cycle":
-        cycles, req_start, req_end = run_cycle_level(cost, acceptance, rng_acc, fid.num_cycles, fid.warmup_cycles)
+        cycles, req_start, req_end = run_cycle_level(cost, acceptance, rng_acc, fid.num_cycles, fid.warmup_cycles,
+                                                     progress=step)
     else:
-        eng = DesRun(cost, acceptance, rng_acc, rng_jit, trace=trace)
+        eng = DesRun(cost, acceptance, rng_acc, rng_jit, trace=trace, progress=step)
         eng.run(fid.num_cycles, fid.warmup_cycles)
         cycles = CycleLog.from_records(eng.cycles)
         req_start = np.array([r.start_us for r in eng.requests])
@@ -50,7 +122,8 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         events = eng.trace_events or []
     an = analyze(scenario, cost, acceptance)
     if fid.jitter_cv > 0:
-        base = DesRun(cost, None, rng_acc, rng_base)
+        base_step = None if progress is None else (lambda frac: progress(0.5 + 0.5 * frac))
+        base = DesRun(cost, None, rng_acc, rng_base, progress=base_step)
         base.run(max(100, fid.num_cycles), fid.warmup_cycles)
         base_step = float(np.mean([c.end_us - c.start_us for c in base.cycles]))
     else:
@@ -70,4 +143,23 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         analytic_tok_per_s=an.tok_per_s, analytic_accept_length=an.mean_accept_length,
         notes=cost.notes, scenario=scenario.model_dump(mode="json"),
     )
+    check_result(result)
     return result, events
+
+
+def check_result(result: SimulationResult) -> None:
+    """Every rate and time of a result finite, rates and cycle times > 0, breakdown buckets >= 0.
+
+    Raises:
+        ArithmeticError: naming the first number that is not.
+    """
+    def bad(name: str, value: float, positive: bool = True) -> None:
+        if not math.isfinite(value) or (value <= 0 if positive else value < 0):
+            raise ArithmeticError(f"the simulation gave {name} = {value!r}; the scenario's or the profile's "
+                                  "numbers are outside what the model computes")
+    for name in ("tok_per_s", "baseline_tok_per_s", "speedup", "cycle_time_us", "baseline_step_us",
+                 "analytic_tok_per_s"):
+        bad(name, getattr(result, name))
+    for k, v in result.breakdown_us.items():
+        bad(f"breakdown_us.{k}", v, positive=False)
+    bad("accept_length.mean", result.accept_length.mean)
