@@ -140,6 +140,9 @@ class SpecConfig(StrictModel):
         return self
 
 
+MIN_BETA_PARAM = 1e-9  # smallest Beta(a c, (1 - a) c) parameter: numpy and scipy need them > 0
+
+
 class IidAcceptance(StrictModel):
     """Each draft token accepted with the same probability, given the earlier ones were."""
 
@@ -149,6 +152,15 @@ class IidAcceptance(StrictModel):
         None, ge=0.01, le=1e6, description="Per-request heterogeneity, 0.01..1e6: each request draws its rate "
                                            "from Beta(alpha*c, (1-alpha)*c); left out = every request has alpha. "
                                            "Below 0.01 the Beta's quantiles underflow; above 1e6 requests are alike.")
+
+    @model_validator(mode="after")
+    def _check_beta(self) -> Self:
+        a, c = self.acceptance_rate, self.rate_concentration
+        if c is not None and 0.0 < a < 1.0 and min(a, 1.0 - a) * c < MIN_BETA_PARAM:
+            raise ValueError(f"rate_concentration={c:g} with acceptance_rate={a:g} gives Beta({a * c:.3g}, "
+                             f"{(1 - a) * c:.3g}); both must be >= {MIN_BETA_PARAM:g} (write acceptance_rate 0 or 1, "
+                             "or leave rate_concentration out, for requests that are alike)")
+        return self
 
 
 class PositionalAcceptance(StrictModel):

@@ -160,7 +160,7 @@ class BoundedSafeLoader(yaml.SafeLoader):
                     continue  # unhashable: SafeConstructor refuses it with its own message
                 if first is not None:
                     raise ConstructorError("while constructing a mapping", node.start_mark,
-                                           f"key {key!r} is written twice (first on line {first.line + 1})",
+                                           f"key {quote(key)} is written twice (first on line {first.line + 1})",
                                            key_node.start_mark)
                 seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
@@ -168,7 +168,7 @@ class BoundedSafeLoader(yaml.SafeLoader):
     def construct_yaml_float(self, node):
         value = super().construct_yaml_float(node)
         if not math.isfinite(value):
-            raise ConstructorError(None, None, f"{node.value!r} is not a finite number", node.start_mark)
+            raise ConstructorError(None, None, f"{quote(node.value)} is not a finite number", node.start_mark)
         return value
 
 
@@ -211,7 +211,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     out: dict = {}
     for k, v in pairs:
         if k in out:
-            raise ValueError(f"key {k!r} is written twice in one object")
+            raise ValueError(f"key {quote(k)} is written twice in one object")
         out[k] = v
     return out
 
@@ -324,12 +324,15 @@ def refuse_nulls(data: Any, source: str, path: str = "") -> None:
             refuse_nulls(v, source, where)
 
 
-def one_line(text: str, limit: int = 200) -> str:
-    """User text for a one-line message: control characters escaped, cut at `limit` characters."""
-    text = text.encode("unicode_escape", "backslashreplace").decode("ascii") if not text.isprintable() else text
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+def quote(value: Any, limit: int = 60) -> str:
+    """User text or a value for a message: its repr, cut to about `limit` characters, so a
+    100 kB argument is not echoed back whole."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
 __all__ = ["MAX_DEPTH", "MAX_INPUT_BYTES", "MAX_NODES", "BoundedSafeLoader", "UserInputError", "check_bounds",
-           "format_validation_error", "load_json", "load_yaml", "load_yaml_scalar", "one_line", "read_json",
+           "format_validation_error", "load_json", "load_yaml", "load_yaml_scalar", "quote", "read_json",
            "read_text", "read_yaml", "refuse_nulls"]

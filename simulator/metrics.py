@@ -79,8 +79,14 @@ class SimulationResult(BaseModel):
     scenario: dict
 
 
-def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES) -> Interval:
-    """Mean and 95% t-interval of a (possibly autocorrelated) series by non-overlapping batch means."""
+def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES,
+                         support: tuple[float, float] = (-np.inf, np.inf)) -> Interval:
+    """Mean and 95% t-interval of a (possibly autocorrelated) series by non-overlapping batch means.
+
+    The interval is intersected with `support`, the values the quantity can take (accept_length:
+    1..num_steps+1): with few batches a t-interval can reach past them, and the quantity's true
+    mean lies inside, so the intersection keeps the coverage.
+    """
     v = np.asarray(values, dtype=float)
     n = len(v)
     if n == 0:
@@ -92,11 +98,12 @@ def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES) -> 
     means = v[: size * k].reshape(k, size).mean(axis=1)
     half = float(stats.t.ppf(0.975, k - 1) * means.std(ddof=1) / np.sqrt(k))
     m = float(v.mean())
-    return Interval(mean=m, ci95_low=m - half, ci95_high=m + half)
+    return Interval(mean=m, ci95_low=max(m - half, support[0]), ci95_high=min(m + half, support[1]))
 
 
 def throughput_interval(log: CycleLog, num_batches: int = NUM_BATCHES) -> tuple[float, float, float]:
-    """(tok_per_s, low, high): ratio estimator with a batch-means 95% interval."""
+    """(tok_per_s, low, high): ratio estimator with a batch-means 95% interval; the low end is
+    at least 0 (a rate is never negative, however few the batches)."""
     tokens = log.num_tokens.astype(float)
     durs = log.end_us - log.start_us
     rate = tokens.sum() / durs.sum() * US_PER_S
@@ -106,7 +113,7 @@ def throughput_interval(log: CycleLog, num_batches: int = NUM_BATCHES) -> tuple[
     size = len(log) // k
     r = (tokens[: size * k].reshape(k, size).sum(1) / durs[: size * k].reshape(k, size).sum(1)) * US_PER_S
     half = float(stats.t.ppf(0.975, k - 1) * r.std(ddof=1) / np.sqrt(k))
-    return rate, rate - half, rate + half
+    return rate, max(rate - half, 0.0), rate + half
 
 
 def accept_length_series(log: CycleLog) -> np.ndarray:

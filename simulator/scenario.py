@@ -11,8 +11,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from simulator.config import ModelShape, Scenario, legacy_keys
-from simulator.inputs import (UserInputError, format_validation_error, load_yaml_scalar, read_json, read_yaml,
-                              refuse_nulls)
+from simulator.inputs import (UserInputError, format_validation_error, load_yaml_scalar, quote, read_json,
+                              read_yaml, refuse_nulls)
 from simulator.profile import CalibrationProfile, load_profile, resolve_profile_path
 
 __all__ = ["UserInputError", "format_validation_error", "apply_overrides", "scenario_from_dict",
@@ -27,17 +27,18 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
     """
     for item in overrides:
         if "=" not in item:
-            raise UserInputError(f"--set {item!r}: expected key.path=value, e.g. spec.num_steps=5")
+            raise UserInputError(f"--set {quote(item)}: expected key.path=value, e.g. spec.num_steps=5")
         key, raw = item.split("=", 1)
-        parts = [p for p in key.strip().split(".") if p]
-        if not parts:
-            raise UserInputError(f"--set {item!r}: empty key")
-        value = load_yaml_scalar(raw, f"--set {item!r}")
+        parts = key.strip().split(".")
+        if not key.strip() or any(not p.strip() or p != p.strip() for p in parts):
+            raise UserInputError(f"--set {quote(item)}: key {quote(key)} has an empty part or spaces around a part; "
+                                 "write key.path=value, e.g. spec.num_steps=5")
+        value = load_yaml_scalar(raw, f"--set {quote(item)}")
         node = data
         for p in parts[:-1]:
             nxt = node.setdefault(p, {})
             if not isinstance(nxt, dict):
-                raise UserInputError(f"--set {item!r}: {p!r} in {source} is not a mapping")
+                raise UserInputError(f"--set {quote(item)}: {quote(p)} in {source} is not a mapping")
             node = nxt
         node[parts[-1]] = value
     return data
@@ -53,7 +54,7 @@ def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> 
     ref = model["config_path"]
     if not isinstance(ref, str) or not ref.strip():
         raise UserInputError(f"{source}: {role}.config_path: expected the path of a model config.json, "
-                             f"got {ref!r}")
+                             f"got {quote(ref)}")
     path = Path(ref) if Path(ref).is_absolute() else base_dir / ref
     try:
         cfg = read_json(path, "model config.json")
@@ -122,7 +123,7 @@ def load_scenario(path: Path, overrides: list[str] | None = None) -> Scenario:
     path = Path(path)
     overrides = list(overrides or [])
     data = apply_overrides(read_scenario_dict(path), overrides, str(path))
-    source = f"{path} (with --set {' '.join(overrides)})" if overrides else str(path)
+    source = f"{path} (with --set {' '.join(quote(o, 40)[1:-1] for o in overrides)})" if overrides else str(path)
     return scenario_from_dict(data, source, path.parent)
 
 

@@ -129,7 +129,7 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     else:
         base_step = an.baseline_step_us
     rate, lo, hi = throughput_interval(cycles)
-    al = batch_means_interval(accept_length_series(cycles))
+    al = batch_means_interval(accept_length_series(cycles), support=(1.0, scenario.spec.num_steps + 1.0))
     baseline = w.batch_size / base_step * US_PER_S
     result = SimulationResult(
         version=__version__, engine="des", seed=scenario.seed, profile=profile_ref or profile.name,
@@ -144,6 +144,8 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         notes=cost.notes, scenario=scenario.model_dump(mode="json"),
     )
     check_result(result)
+    if progress is not None:
+        progress(1.0)
     return result, events
 
 
@@ -163,3 +165,9 @@ def check_result(result: SimulationResult) -> None:
     for k, v in result.breakdown_us.items():
         bad(f"breakdown_us.{k}", v, positive=False)
     bad("accept_length.mean", result.accept_length.mean)
+    bad("accept_length.ci95_low", result.accept_length.ci95_low)
+    bad("tok_per_s_ci95 low", result.tok_per_s_ci95[0], positive=False)
+    bad("tok_per_s_ci95 high", result.tok_per_s_ci95[1])
+    if result.tpot_us is not None:
+        for name in ("mean", "p50", "p90", "p99"):
+            bad(f"tpot_us.{name}", getattr(result.tpot_us, name))

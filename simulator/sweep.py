@@ -37,7 +37,7 @@ from simulator import __version__
 from simulator.config import Scenario
 from simulator.files import SWEEP_OUTPUT, write_csv_atomic, write_json_atomic
 from simulator.grid import NUM_STEPS_FIELD, GridAxis, expand, parse_grid, parse_grids
-from simulator.inputs import format_validation_error, load_json, read_json, read_text
+from simulator.inputs import format_validation_error, load_json, quote, read_json, read_text
 from simulator.scenario import UserInputError, apply_overrides, load_profile_for, read_scenario_dict
 
 __all__ = ["GridAxis", "SweepResult", "SweepMeta", "SweepRow", "parse_grid", "parse_grids", "expand", "run_sweep",
@@ -337,7 +337,7 @@ class SweepRow(BaseModel):
         for k, v in (self.model_extra or {}).items():
             if k.endswith("_us") and v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
                                                               and math.isfinite(v) and v >= 0):
-                raise ValueError(f"{k} must be a time >= 0 in us, got {v!r}")
+                raise ValueError(f"{k} must be a time >= 0 in us, got {quote(v)}")
         return self
 
 
@@ -355,7 +355,7 @@ def _parse_cell(text: str) -> Any:
         except ValueError:
             continue
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{text!r} is not a finite number")
+            raise ValueError(f"{quote(text)} is not a finite number")
         return value
     if text in ("True", "False"):
         return text == "True"
@@ -380,8 +380,14 @@ def read_sweep_table(path: Path) -> list[dict]:
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""))
         header = reader.fieldnames or []
+        if not header:
+            raise UserInputError(f"{path}: empty; a sweep CSV has a header and a row per point")
         if None in header or len(set(header)) != len(header):
             raise UserInputError(f"{path}: line 1: the header names a column twice or is empty")
+        required = [n for n, f in SweepRow.model_fields.items() if f.is_required()]
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise UserInputError(f"{path}: line 1: not a sweep table (missing columns {', '.join(missing)})")
         for r in reader:
             line = reader.line_num
             if None in r:
@@ -399,6 +405,8 @@ def read_sweep_table(path: Path) -> list[dict]:
             rows.append(row)
     except csv.Error as e:
         raise UserInputError(f"{path}: not a CSV file here: {e}") from None
+    if not rows:
+        raise UserInputError(f"{path}: a header and no rows; a sweep CSV has a row per point")
     return rows
 
 
@@ -477,7 +485,7 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
     """
     t0 = time.perf_counter()
     if solver not in SOLVERS:
-        raise UserInputError(f"--solver {solver!r}: expected one of {', '.join(SOLVERS)}")
+        raise UserInputError(f"--solver {quote(solver)}: expected one of {', '.join(SOLVERS)}")
     if not 1 <= jobs <= MAX_JOBS:
         raise UserInputError(f"--jobs {jobs}: expected 1..{MAX_JOBS} (4 per CPU core here)")
     if des_sample < 0:

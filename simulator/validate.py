@@ -44,7 +44,7 @@ from simulator.analytic import analyze, extend_length_pmf
 from simulator.config import EmpiricalAcceptance
 from simulator.costs.forward import CostModel
 from simulator.files import VALIDATION_OUTPUT
-from simulator.inputs import UserInputError, format_validation_error, read_json
+from simulator.inputs import UserInputError, format_validation_error, quote, read_json
 from simulator.profile import CalibrationProfile
 from simulator.live_records import LiveRun
 
@@ -294,7 +294,7 @@ def load_validation_report(path: Path) -> ValidationReport:
     if not isinstance(data, dict) or data.get("specdecsim_output") != VALIDATION_OUTPUT:
         got = data.get("specdecsim_output") if isinstance(data, dict) else type(data).__name__
         raise UserInputError(f"{path}: not a `specdecsim validate --json` file (specdecsim_output "
-                             f"{VALIDATION_OUTPUT!r} expected, got {got!r})")
+                             f"{VALIDATION_OUTPUT!r} expected, got {quote(got)})")
     try:
         return ValidationReport.model_validate(data)
     except ValidationError as e:

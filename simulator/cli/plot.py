@@ -22,11 +22,14 @@ def plot_command(
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Draw a sweep's tables as offline HTML figures (plotly.js inlined) with an index.html."""
-    from simulator.files import check_output_folder, is_own_html
+    from simulator.files import SWEEP_OUTPUT, check_output_folder, is_own_html, is_own_output
     from simulator.plots import plot_sweep
 
+    def ours(index: Path) -> bool:  # figures written before, or a sweep folder of ours
+        return is_own_html(index) or is_own_output(index.parent / "sweep.json", SWEEP_OUTPUT)
+
     try:
-        check_output_folder(out, "--out", "index.html", is_own_html, force)
+        check_output_folder(out, "--out", "index.html", ours, force)
         index = plot_sweep(results, out, profile, validate_json, png, console)
     except UserInputError as e:
         fail(str(e))

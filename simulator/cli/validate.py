@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from simulator.cli.common import FORCE_HELP, console, err_console, fail
-from simulator.inputs import UserInputError
+from simulator.inputs import UserInputError, quote
 
 
 def validate(
@@ -33,15 +33,15 @@ def validate(
     from simulator.validate import compare, load_records, summarize, to_json, with_costs_source
 
     if judge_mode not in ("graph", "eager", "all"):
-        fail(f"--judge-mode must be graph, eager or all, got {judge_mode!r}")
+        fail(f"--judge-mode must be graph, eager or all, got {quote(judge_mode)}")
     if acceptance not in ("measured", "scenario"):
-        fail(f"--acceptance must be measured or scenario, got {acceptance!r}")
+        fail(f"--acceptance must be measured or scenario, got {quote(acceptance)}")
     for opt, v in (("--max-median-error-pct", max_median_error_pct), ("--max-error-pct", max_error_pct),
                    ("--max-speedup-error", max_speedup_error)):
         if v is not None and not (v >= 0 and math.isfinite(v)):
             fail(f"{opt} must be a finite number >= 0, got {v}")
     if costs_source not in (None, "per_op", "whole_forward"):
-        fail(f"--costs-source must be per_op or whole_forward, got {costs_source!r}")
+        fail(f"--costs-source must be per_op or whole_forward, got {quote(costs_source)}")
     try:
         check_output_file(json_out, "--json", VALIDATION_OUTPUT, force)
         recs = load_records(records)
