@@ -168,7 +168,12 @@ def check_output_folder(path: Path, flag: str, marker: str, is_ours, force: bool
 
 # ---- writing --------------------------------------------------------------------------------------
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` via a temp file in the same folder and os.replace.
+    """Write `text` (UTF-8) via a temp file in the same folder and os.replace (`write_bytes_atomic`)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write `data` via a temp file in the same folder and os.replace.
 
     Raises:
         OutputPathError: `path` exists and is not a regular file (folder, symbolic link, device,
@@ -186,8 +191,8 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise OutputPathError(f"output {path}: a part of its folder path is a file, not a folder") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)

@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from pydantic import ValidationError
 
-from simulator.files import HTML_GENERATOR, write_text_atomic
+from simulator.files import HTML_GENERATOR, write_bytes_atomic, write_text_atomic
 from simulator.inputs import UserInputError, format_validation_error
 from simulator.sweep import (DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table, read_sweep_meta,
                              read_sweep_table, row_scenario)
@@ -215,9 +215,10 @@ def export_png(fig: go.Figure, path: Path) -> str | None:
     except ImportError:
         return "PNG export skipped: kaleido is not installed (pip install kaleido)"
     try:
-        fig.write_image(str(path))
+        png = fig.to_image(format="png")
     except Exception as e:  # kaleido raises several types when no browser is found
         return f"PNG export skipped: {type(e).__name__}: {e}"
+    write_bytes_atomic(path, png)  # like every output: a regular file, never through a link
     return None
 
 

@@ -40,7 +40,40 @@ _FORWARD_LEVEL_US = (20.0, 0.6)  # (per cycle, per request slot per cycle)
 _KERNEL_EVENT_US = 6.0  # per kernel per GPU stream
 _RECORD_BYTES = (300.0, 40.0)  # a cycle record: (per cycle, per request slot)
 _TRACE_EVENT_BYTES = 200.0
-_FIXED_S = 0.3  # cost model, closed form, summary
+_FIXED_S = 0.3  # imports aside: summary, notes, small cost models
+_LAYER_FORWARD_US = 250.0  # building one decoder layer's ops and looking up their latencies
+_RENEWAL_US = (0.3, 0.06)  # closed form, requests alike: (per token of max_new_tokens, per accept length)
+_RENEWAL_CLASSES_US = (7.0, 0.05)  # closed form, 256 rate classes: (per token, per accept length)
+
+
+def estimate_cost_model_s(scenario: Scenario) -> float:
+    """Seconds to build a scenario's cost model: the forwards of a cycle (a draft extend per
+    accept length, the draft steps, verify, decode), one decoder layer at a time."""
+    s = scenario.spec.num_steps
+    layer_forwards = (2 * s + 2) * scenario.draft.num_hidden_layers + 2 * scenario.target.num_hidden_layers
+    return layer_forwards * _LAYER_FORWARD_US / 1e6
+
+
+def estimate_closed_form_s(scenario: Scenario) -> float:
+    """Seconds of `simulator.analytic.analyze` beyond the cost model: the renewal function over
+    max_new_tokens (per rate class when requests draw their own acceptance rate)."""
+    k, m = scenario.spec.num_steps + 1, scenario.workload.max_new_tokens
+    acc = scenario.acceptance
+    classes = acc.kind == "iid" and acc.rate_concentration is not None and 0 < acc.acceptance_rate < 1
+    per_token, per_length = _RENEWAL_CLASSES_US if classes else _RENEWAL_US
+    return m * (per_token + per_length * k) / 1e6
+
+
+_KERNELS_PER_LAYER = 25  # ops of a decoder layer (attention, MLP or MoE, norms, collectives), an upper end
+
+
+def _kernels_per_cycle(scenario: Scenario, cost: CostModel) -> int:
+    """Kernels of one cycle's forwards: counted where building them is quick, else from the layers."""
+    if estimate_cost_model_s(scenario) < 1.0:
+        return sum(len(f.kernels) for f in cost.cycle_forwards(1))
+    draft_forwards = cost.num_draft_forwards + 1
+    layers = draft_forwards * scenario.draft.num_hidden_layers + 2 * scenario.target.num_hidden_layers
+    return layers * _KERNELS_PER_LAYER
 
 
 @dataclass(frozen=True)
@@ -55,7 +88,8 @@ class RunEstimate:
 def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> RunEstimate:
     """Approximate DES wall time and memory of `simulate(scenario, ...)`.
 
-    seconds = fixed + cycles * (per_cycle + per_slot * batch_size [+ kernel events * 6 us]);
+    seconds = fixed + cost model + closed form + cycles * (per_cycle + per_slot * batch_size
+    [+ kernel events * 6 us]);
     kernel events per cycle = kernels of a cycle's forwards * GPU streams (tp_size, + a
     dedicated draft GPU, with per_rank). Constants: `_CYCLE_LEVEL_US` etc., measured here.
     """
@@ -70,7 +104,7 @@ def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> Ru
         memory = cycles * (_RECORD_BYTES[0] + _RECORD_BYTES[1] * b)
         if fid.granularity == "kernel":
             streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
-            kernels = sum(len(f.kernels) for f in cost.cycle_forwards(1)) * streams
+            kernels = _kernels_per_cycle(scenario, cost) * streams
             per_cycle_us += _KERNEL_EVENT_US * kernels
             if trace:
                 memory += cycles * kernels * _TRACE_EVENT_BYTES
@@ -81,7 +115,8 @@ def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> Ru
         streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
         base_kernels = sum(len(f.kernels) for f in cost.baseline_forwards()) * streams
         base_us = baseline * (_FORWARD_LEVEL_US[0] + _KERNEL_EVENT_US * base_kernels)
-    seconds = _FIXED_S + (cycles * per_cycle_us + base_us) / 1e6
+    seconds = (_FIXED_S + estimate_cost_model_s(scenario) + estimate_closed_form_s(scenario)
+               + (cycles * per_cycle_us + base_us) / 1e6)
     return RunEstimate(seconds=seconds, memory_bytes=memory, num_cycles=cycles + baseline)
 
 

@@ -142,9 +142,33 @@ def des_metrics(sc: Scenario, profile_path: str) -> dict:
                 breakdown_us={k: float(v) for k, v in r.breakdown_us.items()})
 
 
+def check_metrics(m: dict) -> None:
+    """Rates and times of a point finite, rates and cycle time > 0, breakdown buckets >= 0.
+
+    Raises:
+        ArithmeticError: naming the first that is not.
+    """
+    values = {k: v for k, v in m.items() if isinstance(v, float)}
+    values.update({f"{k}_us": v for k, v in m["breakdown_us"].items()})
+    for k, v in values.items():
+        positive = k in ("tok_per_s", "baseline_tok_per_s", "speedup", "cycle_time_us")
+        if not math.isfinite(v) or (v <= 0 if positive else (v < 0 and k.endswith("_us"))):
+            raise ArithmeticError(f"{k} = {v!r}; the scenario's or the profile's numbers are outside what the "
+                                  "model computes")
+
+
 def _run_chunk(solver: str, items: list[tuple[int, Scenario, str]]) -> list[tuple[int, dict]]:
+    """Metrics of a chunk of points; a point whose numbers are not finite is a UserInputError naming it."""
     fn = analytic_metrics if solver == "closed_form" else des_metrics
-    return [(idx, fn(sc, path)) for idx, sc, path in items]
+    out = []
+    for idx, sc, path in items:
+        try:
+            m = fn(sc, path)
+            check_metrics(m)
+        except ArithmeticError as e:
+            raise UserInputError(f"grid point {idx} ({sc.name}): {e}") from None
+        out.append((idx, m))
+    return out
 
 
 def _chunks(items: list, num_chunks: int) -> list[list]:
@@ -448,13 +472,17 @@ MAX_JOBS = 4 * (os.cpu_count() or 1)
 
 def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des: int,
                    jobs: int) -> tuple[float, float]:
-    """(seconds, peak bytes) a sweep is estimated to take: CLOSED_FORM_POINT_S per closed-form point,
+    """(seconds, peak bytes) a sweep is estimated to take: per closed-form point CLOSED_FORM_POINT_S
+    and its renewal function, a cost model per cost key,
     `simulator.simulate.estimate_run` per DES point (taken on up to 16 points spread over the grid
     and scaled), divided over `jobs` workers."""
     from simulator.costs.forward import CostModel
-    from simulator.simulate import estimate_run
+    from simulator.simulate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
     des_points = len(items) if solver == "des" else min(num_des, len(items))
-    seconds = CLOSED_FORM_POINT_S * len(items) if solver == "closed_form" else 0.0
+    seconds = 0.0
+    if solver == "closed_form":
+        cost_models = {cost_key(sc): estimate_cost_model_s(sc) for _, sc, _ in items}  # one per cost key
+        seconds = sum(CLOSED_FORM_POINT_S + estimate_closed_form_s(sc) for _, sc, _ in items) + sum(cost_models.values())
     memory = 0.0
     if des_points:
         probe = [items[i] for i in sorted({int(i) for i in np.linspace(0, len(items) - 1, min(16, len(items)))})]

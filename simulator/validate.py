@@ -157,7 +157,11 @@ def predict(rec: LiveRun, profile: CalibrationProfile,
 
 def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
             acceptance: str = "measured") -> list[PointComparison]:
-    """PointComparison per record, with measured/predicted speedup where a baseline record pairs up."""
+    """PointComparison per record, with measured/predicted speedup where a baseline record pairs up.
+
+    Raises:
+        UserInputError: a prediction that is not a finite positive rate, naming the record.
+    """
     out = []
     baselines: dict[tuple, float] = {}
     for src, rec in records:
@@ -166,6 +170,10 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
     several_sets = len({Path(src).parent for src, _ in records}) > 1
     for src, rec in records:
         tok, al, phases, base_pred = predict(rec, profile, acceptance)
+        if not all(np.isfinite([tok, al, base_pred, *phases.values()])) or tok <= 0 or base_pred <= 0:
+            raise UserInputError(f"{src}: the prediction from this profile is not a finite positive rate "
+                                 f"(tok/s {tok!r}, baseline {base_pred!r}); the record's or the profile's numbers are "
+                                 "outside what the model computes")
         sc = rec.scenario
         reps = rec.repeat_cycle_us or rec.repeat_tok_per_s
         spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None

@@ -15,6 +15,7 @@ import random
 import stat
 import tempfile
 import time
+import typing
 from pathlib import Path
 
 import pytest
@@ -135,13 +136,18 @@ def test_unbounded_grids_are_refused_before_anything_is_made(tmp_path, grid):
 
 
 def test_every_numeric_field_documents_its_range():
-    from simulator.config import (CostsConfig, FidelityConfig, IidAcceptance, ModelShape, Scenario, SpecConfig,
-                                  WorkloadConfig)
-    for model in (ModelShape, SpecConfig, IidAcceptance, WorkloadConfig, FidelityConfig, CostsConfig, Scenario):
+    from simulator.config import (CostsConfig, FidelityConfig, IidAcceptance, ModelShape, Placement, Scenario,
+                                  SpecConfig, WorkloadConfig)
+    from simulator.live_records import LiveRun
+    from simulator.profile import (CollectiveTable, ForwardTable, HardwareInfo, HostOverheads, RooflineParams)
+    for model in (ModelShape, SpecConfig, IidAcceptance, WorkloadConfig, FidelityConfig, CostsConfig, Placement,
+                  Scenario, HardwareInfo, RooflineParams, HostOverheads, CollectiveTable, ForwardTable, LiveRun):
         for name, info in model.model_fields.items():
             ann = str(info.annotation)
-            if ("int" in ann or "float" in ann) and "bool" not in ann:
-                bounds = {type(m).__name__ for m in info.metadata}
+            if ("int" in ann or "float" in ann) and "bool" not in ann and "list" not in ann and "dict" not in ann:
+                inner = [m for arg in typing.get_args(info.annotation) for m in getattr(arg, "__metadata__", ())]
+                bounds = {type(m).__name__ for m in list(info.metadata) + inner}
+                bounds |= {type(m).__name__ for fi in inner if hasattr(fi, "metadata") for m in fi.metadata}
                 assert {"Ge", "Le"} <= bounds or {"Gt", "Le"} <= bounds, f"{model.__name__}.{name} has no range"
 
 
@@ -287,7 +293,7 @@ def test_output_folders_are_ours_or_refused(tmp_path, fixtures):
 
 
 # kind 9
-@pytest.mark.parametrize("name", ["[/]", "[bold]x", "\\[/]", "[link=x]y[/link]"])
+@pytest.mark.parametrize("name", ["[/]", "[bold]x", "\\[/]", "[link=x]y[/link]", ":smile: [b]x"])
 def test_markup_in_user_text_is_printed_as_written_and_json_is_written(tmp_path, name):
     write_scenario(tmp_path)
     code, output, tb = run_in_process(["simulate", "s.yaml", "--set", f"name={json.dumps(name)}",

@@ -18,8 +18,9 @@ from rich.markup import escape
 
 from simulator.inputs import MAX_ERROR_LINES
 
-console = Console()
-err_console = Console(stderr=True)
+# No emoji codes: a name like ':smile:' is printed as written, as markup is escaped.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 MAX_RUN_S = 600.0  # estimated seconds above which a run needs --force
 MAX_RUN_BYTES = 8 * 2**30  # estimated memory above which a run needs --force

@@ -36,7 +36,7 @@ def sweep_command(
 
     def confirm(seconds: float, memory_bytes: float) -> None:
         check_work(f"sweep of {scenario}", seconds, memory_bytes, force,
-                   "sweep fewer points, lower fidelity.num_cycles or --des-sample")
+                   "sweep fewer points, or lower workload.max_new_tokens, fidelity.num_cycles or --des-sample")
 
     try:
         check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)

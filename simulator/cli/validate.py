@@ -49,7 +49,10 @@ def validate(
     except UserInputError as e:
         fail(str(e))
     recs = with_costs_source(recs, costs_source)
-    points = compare(recs, prof, acceptance)
+    try:
+        points = compare(recs, prof, acceptance)
+    except UserInputError as e:
+        fail(str(e))
     summaries = summarize(points)
     if json_out is not None:
         write_json_atomic(json_out, to_json(points, summaries, str(prof_path)), allow_nan=False)

@@ -499,7 +499,18 @@ def gen_ambiguity(rng: random.Random) -> Case:
 
 def gen_work(rng: random.Random) -> Case:
     """Kind 7: runs that would take hours or all memory: refused with the estimate, before running."""
-    how = rng.choice(["kernel", "cycle_memory", "per_rank", "sweep_des", "sweep_points"])
+    how = rng.choice(["kernel", "cycle_memory", "per_rank", "sweep_des", "sweep_points", "sweep_closed_form",
+                      "deep_models"])
+    if how == "sweep_closed_form":  # the closed form's renewal function over a million tokens, per point
+        return Case(7, how, ["sweep", "s.yaml", "--out", "sw", "--set", "workload.max_new_tokens=1000000",
+                             "--set", "acceptance.rate_concentration=10", "--grid", "spec.num_steps=1..64",
+                             "--grid", "acceptance.acceptance_rate=0.1:0.9:0.01"], scenario_files(), outputs=("sw",),
+                    mention=("--force",))
+    if how == "deep_models":  # 1024-layer models, a draft extend per accept length, many cycles
+        extra = ["--set", "draft.num_hidden_layers=1024", "--set", "target.num_hidden_layers=1024",
+                 "--set", "spec.num_steps=64", "--set", "spec.num_draft_tokens=65", "--set", "fidelity.granularity=kernel",
+                 "--set", f"fidelity.num_cycles={rng.choice([20000, 100000])}"]
+        return simulate_case(7, how, scenario_files(), extra, mention=("--force",))
     if how == "kernel":
         extra = ["--set", "fidelity.granularity=kernel", "--set", f"fidelity.num_cycles={rng.choice([10**6, 10**7])}"]
     elif how == "cycle_memory":
