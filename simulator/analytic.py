@@ -25,6 +25,7 @@ import numpy as np
 from simulator.acceptance import AcceptanceModel
 from simulator.config import Scenario
 from simulator.costs.forward import CostModel, chain_span_us
+from simulator.metrics import host_remainder_us
 from simulator.units import US_PER_S
 
 
@@ -114,7 +115,7 @@ def breakdown_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]:
                 out[key] = out.get(key, 0.0) + p * us
         total += p * cycle_time_us(cost, j)
     out["sync"] = cost.d2h_sync_us
-    out["host"] = total - sum(out.values())
+    out["host"] = host_remainder_us(total, out.values())
     return out
 
 

@@ -11,12 +11,17 @@ from typing import Annotated, Literal, Self
 
 from enum import Enum
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, ValidationInfo,
-                      field_serializer, field_validator, model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_serializer,
+                      field_validator, model_validator)
 
 
 class StrictModel(BaseModel):
-    """Base for scenario models: unknown keys are errors and instances are immutable."""
+    """Base for scenario models: unknown keys are errors and instances are immutable.
+
+    Numbers are bounded to what a real model or machine can have (each field says its range), so
+    a value the schema takes is one the cost models and the DES compute finitely. Files users
+    write are validated with `strict=True` (`simulator.scenario`): a string is not a number.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -71,53 +76,61 @@ class ModelShape(StrictModel):
     EAGLE-3 drafts add `draft_vocab_size` and `num_fc_input_hidden_states`.
     """
 
-    name: str = Field("model", description="Label used in outputs and to find whole-forward tables.")
+    name: str = Field("model", max_length=200, description="Label used in outputs and to find whole-forward tables.")
     config_path: str | None = Field(
-        None, description="HF config.json to read the shape from (relative to the scenario file); "
-                          "fields written here override it.")
+        None, max_length=4096, description="HF config.json to read the shape from (relative to the scenario "
+                                           "file); fields written here override it.")
     config_notes: list[str] = Field(default_factory=list, description="What the config.json holds that the "
                                                                       "simulator does not model (filled on load).")
-    hidden_size: int = Field(ge=1, le=1_000_000)
-    num_hidden_layers: int = Field(ge=1, le=10_000)
-    num_attention_heads: int = Field(ge=1, le=100_000)
-    num_key_value_heads: PositiveInt | None = Field(None, description="GQA KV heads; default = num_attention_heads.")
-    head_dim: PositiveInt | None = Field(None, description="Default hidden_size // num_attention_heads.")
-    intermediate_size: PositiveInt = Field(description="Dense MLP width (for MoE: the dense layers').")
-    vocab_size: int = Field(ge=1, le=100_000_000)
+    # Bounds: about 8x the largest released model's value (DeepSeek-V3, Llama-3.1-405B, Kimi-K2,
+    # Gemma vocabularies), so any real model fits and the cost models stay finite.
+    hidden_size: int = Field(ge=1, le=131_072, description="Model width; 1..131072.")
+    num_hidden_layers: int = Field(ge=1, le=1024, description="Decoder layers; 1..1024.")
+    num_attention_heads: int = Field(ge=1, le=4096, description="Query heads; 1..4096.")
+    num_key_value_heads: int | None = Field(None, ge=1, le=4096,
+                                            description="GQA KV heads, 1..4096; default num_attention_heads.")
+    head_dim: int | None = Field(None, ge=1, le=4096, description="1..4096; default hidden_size // "
+                                                                   "num_attention_heads.")
+    intermediate_size: int = Field(ge=1, le=1_048_576, description="Dense MLP width, 1..1048576 (for MoE: the "
+                                                                    "dense layers').")
+    vocab_size: int = Field(ge=1, le=4_194_304, description="1..4194304 tokens.")
     # MoE (DeepSeek-V3 field names; other families' config.json names map here, simulator.model_config).
-    n_routed_experts: PositiveInt | None = None
-    num_experts_per_tok: PositiveInt | None = None
-    moe_intermediate_size: PositiveInt | None = None
-    n_shared_experts: int = Field(0, ge=0)
-    shared_expert_intermediate_size: PositiveInt | None = Field(
-        None, description="Width of the shared expert(s) in all (Qwen2-MoE); default n_shared_experts * "
-                          "moe_intermediate_size.")
-    first_k_dense_replace: int = Field(0, ge=0, description="Leading dense layers before MoE layers.")
-    moe_layers: list[Annotated[int, Field(ge=0)]] | None = Field(
-        None, description="Indices of the MoE layers when they are not simply every layer from "
-                          "first_k_dense_replace on (Llama-4 interleaving, Qwen mlp_only_layers).")
+    n_routed_experts: int | None = Field(None, ge=1, le=65_536, description="Routed experts, 1..65536.")
+    num_experts_per_tok: int | None = Field(None, ge=1, le=1024, description="Experts per token, 1..1024.")
+    moe_intermediate_size: int | None = Field(None, ge=1, le=1_048_576, description="Expert MLP width, 1..1048576.")
+    n_shared_experts: int = Field(0, ge=0, le=1024, description="Shared experts, 0..1024.")
+    shared_expert_intermediate_size: int | None = Field(
+        None, ge=1, le=1_048_576, description="Width of the shared expert(s) in all (Qwen2-MoE), 1..1048576; default "
+                                              "n_shared_experts * moe_intermediate_size.")
+    first_k_dense_replace: int = Field(0, ge=0, le=1024, description="Leading dense layers before MoE layers "
+                                                                      "(at most num_hidden_layers).")
+    moe_layers: list[Annotated[int, Field(ge=0, le=1023)]] | None = Field(
+        None, max_length=1024, description="Indices of the MoE layers when they are not simply every layer from "
+                                           "first_k_dense_replace on (Llama-4 interleaving, Qwen mlp_only_layers).")
     num_nextn_predict_layers: int = Field(0, ge=0, le=16, description="MTP heads shipped with the model "
-                                                                      "(DeepSeek-V3 / Kimi); not run by the target.")
-    sliding_window: PositiveInt | None = Field(None, description="Attention window of the sliding-window layers.")
-    sliding_window_layers: list[Annotated[int, Field(ge=0)]] | None = Field(
-        None, description="Indices of the layers that attend only the last sliding_window tokens.")
+                                                                      "(DeepSeek-V3 / Kimi), 0..16; not run by the target.")
+    sliding_window: int | None = Field(None, ge=1, le=2_097_152, description="Attention window of the "
+                                                                             "sliding-window layers, 1..2097152.")
+    sliding_window_layers: list[Annotated[int, Field(ge=0, le=1023)]] | None = Field(
+        None, max_length=1024, description="Indices of the layers that attend only the last sliding_window tokens.")
     # MLA attention (DeepSeek-V2/V3 field names).
-    q_lora_rank: PositiveInt | None = None
-    kv_lora_rank: PositiveInt | None = None
-    qk_nope_head_dim: PositiveInt | None = None
-    qk_rope_head_dim: PositiveInt | None = None
-    v_head_dim: PositiveInt | None = None
+    q_lora_rank: int | None = Field(None, ge=1, le=131_072, description="1..131072.")
+    kv_lora_rank: int | None = Field(None, ge=1, le=131_072, description="1..131072.")
+    qk_nope_head_dim: int | None = Field(None, ge=1, le=4096, description="1..4096.")
+    qk_rope_head_dim: int | None = Field(None, ge=1, le=4096, description="1..4096.")
+    v_head_dim: int | None = Field(None, ge=1, le=4096, description="1..4096.")
     # EAGLE-3 draft extras.
-    draft_vocab_size: PositiveInt | None = Field(
-        None, description="EAGLE-3 reduced draft vocabulary for the draft lm_head; default vocab_size.")
+    draft_vocab_size: int | None = Field(
+        None, ge=1, le=4_194_304, description="EAGLE-3 reduced draft vocabulary for the draft lm_head, "
+                                              "1..4194304; default vocab_size.")
     num_fc_input_hidden_states: int = Field(
         0, ge=0, le=8, description="EAGLE-3 fuses this many target hidden states with an fc layer (3); 0 = none.")
-    # Precision.
-    weight_dtype_bytes: float = Field(2.0, gt=0, le=8, description="Bytes per weight: bf16 2, fp8 1.")
+    # Precision: 0.125 (1 bit) .. 8 (fp64) bytes.
+    weight_dtype_bytes: float = Field(2.0, ge=0.125, le=8, description="Bytes per weight: bf16 2, fp8 1; 0.125..8.")
     precision: ComponentPrecision | None = Field(
         None, description="Weight format per component (WEIGHT_FORMATS), overriding weight_dtype_bytes there.")
-    activation_dtype_bytes: float = Field(2.0, gt=0, le=8)
-    kv_cache_dtype_bytes: float = Field(2.0, gt=0, le=8)
+    activation_dtype_bytes: float = Field(2.0, ge=0.125, le=8, description="Bytes per activation; 0.125..8.")
+    kv_cache_dtype_bytes: float = Field(2.0, ge=0.125, le=8, description="Bytes per KV-cache entry; 0.125..8.")
 
     @model_validator(mode="after")
     def _check_shape(self) -> Self:
@@ -214,14 +227,27 @@ class SpecConfig(StrictModel):
         return self
 
 
+MIN_BETA_PARAM = 1e-9  # smallest Beta(a c, (1 - a) c) parameter: numpy and scipy need them > 0
+
+
 class IidAcceptance(StrictModel):
     """Each draft token accepted with the same probability, given the earlier ones were."""
 
     kind: Literal["iid"] = "iid"
     acceptance_rate: float = Field(ge=0.0, le=1.0, description="alpha, per draft position.")
     rate_concentration: float | None = Field(
-        None, gt=0, description="Per-request heterogeneity: each request draws its rate from "
-                                "Beta(alpha*c, (1-alpha)*c); None = every request has alpha.")
+        None, ge=0.01, le=1e6, description="Per-request heterogeneity, 0.01..1e6: each request draws its rate "
+                                           "from Beta(alpha*c, (1-alpha)*c); left out = every request has alpha. "
+                                           "Below 0.01 the Beta's quantiles underflow; above 1e6 requests are alike.")
+
+    @model_validator(mode="after")
+    def _check_beta(self) -> Self:
+        a, c = self.acceptance_rate, self.rate_concentration
+        if c is not None and 0.0 < a < 1.0 and min(a, 1.0 - a) * c < MIN_BETA_PARAM:
+            raise ValueError(f"rate_concentration={c:g} with acceptance_rate={a:g} gives Beta({a * c:.3g}, "
+                             f"{(1 - a) * c:.3g}); both must be >= {MIN_BETA_PARAM:g} (write acceptance_rate 0 or 1, "
+                             "or leave rate_concentration out, for requests that are alike)")
+        return self
 
 
 class PositionalAcceptance(StrictModel):
@@ -229,15 +255,15 @@ class PositionalAcceptance(StrictModel):
 
     kind: Literal["positional"] = "positional"
     acceptance_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
-        min_length=1, description="a_d for depth d = 1..num_steps.")
+        min_length=1, max_length=64, description="a_d for depth d = 1..num_steps.")
 
 
 class EmpiricalAcceptance(StrictModel):
     """An accept_length distribution taken from a live run or a server log."""
 
     kind: Literal["empirical"] = "empirical"
-    accept_length_probs: list[Annotated[float, Field(ge=0.0)]] = Field(
-        min_length=2, description="P(accept_length = 1), P(= 2), ..., P(= num_steps + 1).")
+    accept_length_probs: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        min_length=2, max_length=65, description="P(accept_length = 1), P(= 2), ..., P(= num_steps + 1).")
 
     @model_validator(mode="after")
     def _check_sum(self) -> Self:
@@ -290,8 +316,8 @@ class FidelityConfig(StrictModel):
         "forward", description="DES events per block of cycles (fastest; exact for deterministic costs), "
                                "per cycle's forwards, or per kernel (traces, per-rank jitter).")
     per_rank: bool = Field(False, description="One SimPy stream per GPU; collectives are barriers.")
-    jitter_cv: NonNegativeFloat = Field(
-        0.0, le=2.0, description="Coefficient of variation of per-kernel lognormal noise on each GPU.")
+    jitter_cv: float = Field(
+        0.0, ge=0.0, le=2.0, description="Coefficient of variation of per-kernel lognormal noise on each GPU, 0..2.")
     num_cycles: int = Field(2000, ge=1, le=10_000_000, description="Speculative cycles simulated after warm-up.")
     warmup_cycles: int = Field(0, ge=0, le=1_000_000, description="Cycles simulated and discarded first.")
 
@@ -310,8 +336,9 @@ class CostsConfig(StrictModel):
     source: Literal["per_op", "whole_forward"] = Field(
         "per_op", description="Sum calibrated per-op latencies, or read whole-forward tables.")
     collective_latency_scale: float = Field(
-        1.0, gt=0, le=100, description="Multiply every collective latency (what-if: NCCL tuning).")
-    compute_latency_scale: float = Field(1.0, gt=0, le=100, description="Multiply every GPU compute latency.")
+        1.0, ge=0.01, le=100, description="Multiply every collective latency (what-if: NCCL tuning); 0.01..100.")
+    compute_latency_scale: float = Field(1.0, ge=0.01, le=100,
+                                         description="Multiply every GPU compute latency; 0.01..100.")
 
 
 class HardwareConfig(StrictModel):
@@ -386,7 +413,7 @@ class Placement(StrictModel):
     GPUs are numbered 0..tp_size-1 in the TP group; a dedicated draft GPU is number tp_size.
     """
 
-    kind: PlacementKind
+    kind: Annotated[PlacementKind, BeforeValidator(lambda v: _placement_kind(v))]
     draft_tp_size: int = Field(ge=1, le=64, description="GPUs the draft is sharded over.")
 
     @property
@@ -422,7 +449,7 @@ class Placement(StrictModel):
                              f"mapping {{kind, draft_tp_size}}, got {value!r}")
         if value == "shared_tp":
             return {"kind": "shared_tp", "draft_tp_size": tp_size}
-        m = _PLACEMENT_LABEL.match(value)
+        m = _PLACEMENT_LABEL.fullmatch(value)
         if m is None:
             raise ValueError(f"placement must be one of shared_tp, tp1_colocated, tp1_dedicated or tp<k> "
                              f"(k dividing tp_size)")
@@ -434,7 +461,18 @@ class Placement(StrictModel):
         return {"kind": "colocated", "draft_tp_size": k}
 
 
-_PLACEMENT_LABEL = re.compile(r"^tp([1-9][0-9]{0,2})(_colocated|_dedicated)?$")
+_PLACEMENT_LABEL = re.compile(r"tp([1-9][0-9]{0,2})(_colocated|_dedicated)?")  # used with fullmatch
+
+
+def _placement_kind(value):
+    """A placement kind as written ('shared_tp', 'colocated', 'dedicated'), exactly, or refused."""
+    if isinstance(value, str):
+        try:
+            return PlacementKind(value)
+        except ValueError:
+            raise ValueError(f"placement kind must be one of {', '.join(k.value for k in PlacementKind)}, "
+                             f"got {value!r}") from None
+    return value
 
 
 class Scenario(StrictModel):
@@ -445,9 +483,10 @@ class Scenario(StrictModel):
     workload (`spec`, `acceptance`, `workload`) and the simulation's fidelity (`fidelity`).
     """
 
-    name: str = "scenario"
-    description: str = ""
-    profile: str = Field("h200", description="Shipped profile name or path to a profile JSON.")
+    name: str = Field("scenario", max_length=200)
+    description: str = Field("", max_length=10_000)
+    profile: str = Field("h200", min_length=1, max_length=4096,
+                         description="Shipped profile name or path to a profile JSON.")
     target: ModelShape
     draft: ModelShape
     tp_size: int = Field(1, ge=1, le=64, description="Target tensor-parallel degree.")

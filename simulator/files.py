@@ -1,7 +1,16 @@
-"""Files the tools write: atomic text, JSON and CSV outputs.
+"""Files the tools write: atomic text, JSON and CSV outputs, and which paths they may write.
 
 Every output is written to a temporary file in the target's folder and moved over the target
 with `os.replace`, so a reader (or an interrupted run) never sees half a file.
+
+The tools write regular files only, and only where they were asked to:
+- `write_text_atomic` refuses a target that exists and is not a regular file (a symbolic link,
+  a device such as /dev/null, a FIFO, a socket, a folder): `os.replace` would put a regular
+  file in its place;
+- `check_output_file` / `check_output_folder` (called by the commands before any work) also
+  refuse to replace a file that is not the tool's own output unless the user insists (`--force`).
+  Our JSON outputs carry `OUTPUT_KEY` (their kind and schema version, e.g. "simulation/1"); a
+  sweep folder holds sweep.json; a figures folder holds an index.html with `HTML_GENERATOR`.
 """
 
 from __future__ import annotations
@@ -10,26 +19,181 @@ import csv
 import io
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from simulator.inputs import UserInputError, load_json, read_text
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` via a temp file in the same folder and os.replace.
+OUTPUT_KEY = "specdecsim_output"  # key of every JSON output: "<kind>/<schema version>"
+HTML_GENERATOR = '<meta name="generator" content="specdecsim">'
+SIMULATION_OUTPUT = "simulation/1"
+TRACE_OUTPUT = "trace/1"
+VALIDATION_OUTPUT = "validation/1"
+SWEEP_OUTPUT = "sweep/1"
+HARDWARE_OUTPUT = "hardware/1"
+# Keys that outputs written before OUTPUT_KEY existed carry, by kind (a trace had no marker).
+_LEGACY_KEYS = {SIMULATION_OUTPUT: {"version", "engine", "scenario", "tok_per_s"},
+                SWEEP_OUTPUT: {"version", "grids", "csv"},
+                VALIDATION_OUTPUT: {"profile", "summaries", "points"}}
+
+
+class OutputPathError(UserInputError):
+    """An output path the tool may not write (not a regular file, or not its own output)."""
+
+
+# ---- where outputs may go ---------------------------------------------------------------------------
+def _check_parents(path: Path, flag: str) -> None:
+    """Refuse a path whose nearest existing parent is not a folder (a regular file, say)."""
+    parent = path.parent
+    while True:
+        try:
+            st = parent.stat()
+        except FileNotFoundError:
+            if parent == parent.parent:
+                return
+            parent = parent.parent
+            continue
+        except NotADirectoryError:
+            parent = parent.parent
+            continue
+        except (OSError, ValueError) as e:
+            raise OutputPathError(f"{flag} {path}: cannot use {parent}: {getattr(e, 'strerror', None) or e}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise OutputPathError(f"{flag} {path}: {parent} is a file, not a folder")
+        return
+
+
+def _lstat(path: Path, flag: str) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise OutputPathError(f"{flag} {path}: a part of the path is a file, not a folder") from None
+    except (OSError, ValueError) as e:
+        raise OutputPathError(f"{flag} {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def _refuse_special(path: Path, st: os.stat_result, flag: str) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise OutputPathError(f"{flag} {path}: is a symbolic link; the tools write regular files only "
+                              "(give the path it points to)")
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputPathError(f"{flag} {path}: is a folder; give a file to write")
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputPathError(f"{flag} {path}: is not a regular file (a device, FIFO or socket); the tools "
+                              "write regular files only")
+
+
+def is_own_output(path: Path, kind: str) -> bool:
+    """Whether `path` is a JSON output of this kind that a specdecsim tool wrote (by its content)."""
+    try:
+        data = load_json(read_text(path, "output"), str(path))
+    except UserInputError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    other = data.get("otherData")
+    mark = data.get(OUTPUT_KEY) or (other.get(OUTPUT_KEY) if isinstance(other, dict) else None)
+    return mark == kind or (mark is None and kind in _LEGACY_KEYS and _LEGACY_KEYS[kind] <= set(data))
+
+
+def is_own_html(path: Path) -> bool:
+    """Whether `path` is an index.html that `specdecsim plot` wrote."""
+    try:
+        text = read_text(path, "index.html")
+    except UserInputError:
+        return False
+    return HTML_GENERATOR in text or "<title>specdecsim figures</title>" in text
+
+
+def check_output_file(path: Path | None, flag: str, kind: str, force: bool = False) -> None:
+    """Refuse an output file path before any work is done.
+
+    Allowed: a path that does not exist yet (its folders are made), an empty regular file, a
+    JSON output of the same `kind` that a specdecsim tool wrote, and with `force` any regular file.
+
+    Args:
+        path: where the command will write (None: the option was not given).
+        flag: the option, for messages ('--json'). kind: OUTPUT_KEY value of what is written.
+        force: the user insists (`--force`).
 
     Raises:
-        IsADirectoryError: `path` is a folder.
+        OutputPathError: a folder, symbolic link, device, FIFO or socket; a path under a regular
+            file; or another file without `force`.
+    """
+    if path is None:
+        return
+    path = Path(path)
+    _check_parents(path, flag)
+    st = _lstat(path, flag)
+    if st is None:
+        return
+    _refuse_special(path, st, flag)
+    if force or st.st_size == 0 or is_own_output(path, kind):
+        return
+    raise OutputPathError(f"{flag} {path}: exists and is not a specdecsim {kind.split('/')[0]} output; "
+                          "--force replaces it")
+
+
+def check_output_folder(path: Path, flag: str, marker: str, is_ours, force: bool = False) -> None:
+    """Refuse an output folder before any work is done.
+
+    Allowed: a folder that does not exist yet, an empty folder, a folder whose `marker` file a
+    specdecsim tool wrote (`is_ours(marker_path)`), and with `force` any folder.
+
+    Raises:
+        OutputPathError: a regular file or special file, a path under a regular file, or a folder
+            holding other files without `force`.
+    """
+    path = Path(path)
+    _check_parents(path, flag)
+    st = _lstat(path, flag)
+    if st is None:
+        return
+    if stat.S_ISLNK(st.st_mode) and path.is_dir():
+        st = path.stat()  # a link to a folder: the files go inside it, the link stays
+    if not stat.S_ISDIR(st.st_mode):
+        raise OutputPathError(f"{flag} {path}: is a file, expected a folder")
+    try:
+        empty = next(os.scandir(path), None) is None
+    except OSError as e:
+        raise OutputPathError(f"{flag} {path}: {e.strerror or e}") from None
+    if force or empty or is_ours(path / marker):
+        return
+    raise OutputPathError(f"{flag} {path}: holds files but no {marker} that specdecsim wrote; --force writes "
+                          "into it anyway")
+
+
+# ---- writing --------------------------------------------------------------------------------------
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` (UTF-8) via a temp file in the same folder and os.replace (`write_bytes_atomic`)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write `data` via a temp file in the same folder and os.replace.
+
+    Raises:
+        OutputPathError: `path` exists and is not a regular file (folder, symbolic link, device,
+            FIFO, socket), or a part of its folder path is a file.
         OSError: the folder cannot be made or written.
     """
     path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(21, "is a folder, expected a file path", str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    st = _lstat(path, "output")
+    if st is not None:
+        _refuse_special(path, st, "output")
+    _check_parents(path, "output")
     try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise OutputPathError(f"output {path}: a part of its folder path is a file, not a folder") from None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
@@ -41,9 +205,17 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """JSON (indent 1, newline at the end) written atomically."""
-    write_text_atomic(Path(path), json.dumps(data, indent=1) + "\n")
+def write_json_atomic(path: Path, data: Any, allow_nan: bool = True) -> None:
+    """JSON (indent 1, newline at the end) written atomically.
+
+    Args:
+        allow_nan: False for the simulator's outputs: strict JSON has no NaN or infinities and
+            `simulator.inputs.load_json` refuses them, so one would make a file no tool reads.
+
+    Raises:
+        ValueError: `allow_nan` is False and `data` holds NaN or an infinity.
+    """
+    write_text_atomic(Path(path), json.dumps(data, indent=1, allow_nan=allow_nan) + "\n")
 
 
 def _cell(v: Any) -> Any:

@@ -9,7 +9,10 @@ A grid spec names one dotted scenario field and its values:
                                                keep commas inside lists: `[0.9,0.8],[0.8,0.7]`).
 
 The field is checked against the pydantic Scenario model, and each value against the field's
-type and bounds, before anything runs. The sweep is the Cartesian product of its grids; each
+type and bounds, before anything runs. Values are read by the scenario file's rules
+(`simulator.inputs.load_yaml_scalar`: `1e-7` is a number, NaN and infinities are refused). A grid
+has at most MAX_AXIS_VALUES values per field and MAX_GRID_POINTS points, checked before any value
+is made. The sweep is the Cartesian product of its grids; each
 point is the scenario dict with the point's values applied by
 `simulator.scenario.apply_overrides` and validated by `scenario_from_dict`, so a point gets
 exactly the checks a scenario file gets.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import math
 import re
 import typing
 from dataclasses import dataclass
@@ -32,13 +36,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, BeforeValidator, TypeAdapter, ValidationError
 
 from simulator.config import Placement, Scenario
+from simulator.inputs import load_yaml_scalar, quote
 from simulator.scenario import UserInputError, apply_overrides, scenario_from_dict
 
 NUM_STEPS_FIELD = "spec.num_steps"
+MAX_AXIS_VALUES = 10_000  # values of one swept field
+MAX_GRID_POINTS = 100_000  # points of a whole sweep (the product of its fields' values)
 _FLOAT_TOL = 1e-9
 _INT_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
 _RANGE_LIKE = re.compile(r"^[\s\d.+eE-]*\.\.[\s\d.+eE-]*$")
@@ -72,23 +78,29 @@ def _split_top_level(raw: str) -> list[str]:
 
 def _number(text: str, spec: str) -> int | float:
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+        value = load_yaml_scalar(text, f"--grid {quote(spec)}")
+    except UserInputError:
         value = None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserInputError(f"--grid {spec!r}: {text.strip()!r} is not a number "
-                             "(float ranges are start:stop:step, e.g. 0.3:0.95:0.05)")
+        raise UserInputError(f"--grid {quote(spec)}: {quote(text.strip())} is not a number "
+                             "(float ranges are start:stop:step of finite numbers, e.g. 0.3:0.95:0.05)")
     return value
+
+
+def _too_many(spec: str, n: int | float) -> UserInputError:
+    return UserInputError(f"--grid {quote(spec)}: {n:,.0f} values; a swept field takes at most {MAX_AXIS_VALUES:,} "
+                          "(a coarser step, or several sweeps)")
 
 
 def _float_range(start: float, stop: float, step: float, spec: str) -> tuple:
     if step == 0:
-        raise UserInputError(f"--grid {spec!r}: step must not be 0")
-    n = int(np.floor((stop - start) / step + _FLOAT_TOL)) + 1
+        raise UserInputError(f"--grid {quote(spec)}: step must not be 0")
+    steps = (stop - start) / step  # all three finite (_number); the quotient may still overflow
+    if not np.isfinite(steps) or steps + 1 > MAX_AXIS_VALUES:
+        raise _too_many(spec, steps + 1 if np.isfinite(steps) else float("inf"))
+    n = int(np.floor(steps + _FLOAT_TOL)) + 1
     if n <= 0:
-        raise UserInputError(f"--grid {spec!r}: empty range ({start} to {stop} by {step})")
-    if n > 1_000_000:
-        raise UserInputError(f"--grid {spec!r}: {n} values is too many")
+        raise UserInputError(f"--grid {quote(spec)}: empty range ({start} to {stop} by {step})")
     if all(isinstance(x, int) for x in (start, stop, step)):
         return tuple(start + i * step for i in range(n))
     return tuple(round(start + i * step, 12) for i in range(n))
@@ -105,31 +117,34 @@ def parse_grid(spec: str) -> GridAxis:
             the message quotes the spec.
     """
     if "=" not in spec:
-        raise UserInputError(f"--grid {spec!r}: expected field=values, e.g. spec.num_steps=1..8, "
+        raise UserInputError(f"--grid {quote(spec)}: expected field=values, e.g. spec.num_steps=1..8, "
                              "acceptance.acceptance_rate=0.3:0.95:0.05 or placement=shared_tp,tp1_colocated")
     name, raw = (s.strip() for s in spec.split("=", 1))
     if not name or any(not p for p in name.split(".")):
-        raise UserInputError(f"--grid {spec!r}: empty field name")
+        raise UserInputError(f"--grid {quote(spec)}: empty field name")
     if not raw:
-        raise UserInputError(f"--grid {spec!r}: no values after '='")
+        raise UserInputError(f"--grid {quote(spec)}: no values after '='")
     adapters = field_adapters(name, spec)
     if m := _INT_RANGE.match(raw):
+        if max(len(m.group(1)), len(m.group(2))) > 18:
+            raise _too_many(spec, float("inf"))
         lo, hi = int(m.group(1)), int(m.group(2))
         if hi < lo:
-            raise UserInputError(f"--grid {spec!r}: empty range {lo}..{hi} (the end is below the start)")
+            raise UserInputError(f"--grid {quote(spec)}: empty range {lo}..{hi} (the end is below the start)")
+        if hi - lo + 1 > MAX_AXIS_VALUES:
+            raise _too_many(spec, hi - lo + 1)
         values: tuple = tuple(range(lo, hi + 1))
     elif _RANGE_LIKE.match(raw):
-        raise UserInputError(f"--grid {spec!r}: malformed integer range {raw!r}; write start..stop, e.g. 1..8")
+        raise UserInputError(f"--grid {quote(spec)}: malformed integer range {quote(raw)}; write start..stop, e.g. 1..8")
     elif m := _FLOAT_RANGE.match(raw):
         values = _float_range(*(_number(g, spec) for g in m.groups()), spec=spec)
     else:
         parts = _split_top_level(raw)
+        if len(parts) > MAX_AXIS_VALUES:
+            raise _too_many(spec, len(parts))
         if any(not p.strip() for p in parts):
-            raise UserInputError(f"--grid {spec!r}: empty value in the list")
-        try:
-            values = tuple(yaml.safe_load(p) for p in parts)
-        except yaml.YAMLError as e:
-            raise UserInputError(f"--grid {spec!r}: a value is not valid YAML: {e}") from None
+            raise UserInputError(f"--grid {quote(spec)}: empty value in the list")
+        values = tuple(load_yaml_scalar(p, f"--grid {quote(spec)}") for p in parts)
     for v in values:
         _check_value(v, adapters, spec, name)
     return GridAxis(field=name, values=values, spec=spec)
@@ -156,12 +171,12 @@ def field_adapters(path: str, spec: str = "") -> list[TypeAdapter]:
         if not infos:
             have = sorted({f for m in models for f in m.model_fields})
             where = ".".join(parts[:i]) or "a scenario"
-            raise UserInputError(f"--grid {spec or path!r}: unknown field {path!r}: {where} has fields "
+            raise UserInputError(f"--grid {quote(spec or path)}: unknown field {quote(path)}: {where} has fields "
                                  f"{', '.join(have)}")
         if i < len(parts) - 1:
             models = [v for info in infos for v in _model_variants(info.annotation)]
             if not models:
-                raise UserInputError(f"--grid {spec or path!r}: {'.'.join(parts[:i + 1])!r} is not a section")
+                raise UserInputError(f"--grid {quote(spec or path)}: {quote('.'.join(parts[:i + 1]))} is not a section")
     return [_placement_adapter() if info.annotation is Placement else TypeAdapter(Annotated[info.annotation, info])
             for info in infos]
 
@@ -176,21 +191,25 @@ def _check_value(value: Any, adapters: list[TypeAdapter], spec: str, name: str) 
     errors = []
     for ad in adapters:
         try:
-            ad.validate_python(value, strict=isinstance(value, bool))
+            ad.validate_python(value, strict=True)
             return
         except ValidationError as e:
             errors.append(e.errors()[0]["msg"])
-    raise UserInputError(f"--grid {spec!r}: value {value!r} does not fit {name}: {errors[0]}")
+    raise UserInputError(f"--grid {quote(spec)}: value {quote(repr(value))} does not fit {name}: {errors[0]}")
 
 
 def parse_grids(specs: list[str]) -> list[GridAxis]:
-    """Parse several specs; a field swept twice is an error."""
+    """Parse several specs; a field swept twice, or more than MAX_GRID_POINTS points, is an error."""
     axes = [parse_grid(s) for s in specs]
     seen: dict[str, str] = {}
     for ax in axes:
         if ax.field in seen:
-            raise UserInputError(f"--grid {ax.spec!r}: {ax.field} is already swept by {seen[ax.field]!r}")
+            raise UserInputError(f"--grid {quote(ax.spec)}: {ax.field} is already swept by {quote(seen[ax.field])}")
         seen[ax.field] = ax.spec
+    points = math.prod(len(ax.values) for ax in axes)
+    if points > MAX_GRID_POINTS:
+        sizes = " x ".join(f"{len(ax.values)} {ax.field}" for ax in axes)
+        raise UserInputError(f"--grid: {sizes} = {points:,} points; a sweep takes at most {MAX_GRID_POINTS:,}")
     return axes
 
 
@@ -225,7 +244,7 @@ def expand(base: dict, axes: list[GridAxis], source: str, base_dir: Path) -> lis
         try:
             sc = scenario_from_dict(data, source, base_dir)
         except UserInputError as e:
-            point = ", ".join(f"{k}={v!r}" for k, v in values.items())
+            point = ", ".join(f"{k}={quote(v, 30)}" for k, v in values.items())
             hint = ""
             if NUM_STEPS_FIELD in fields and "acceptance" in str(e) and "entries" in str(e):
                 hint = ("\nhint: positional/empirical acceptance lists are not resized with num_steps; "

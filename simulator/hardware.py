@@ -29,13 +29,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, Self
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from simulator.config import COMPONENTS, Scenario, StrictModel
 from simulator.costs.transfer import carry_profile
 from simulator.profile import CalibrationProfile, GpuRates, data_dir
-from simulator.errors import UserInputError, format_validation_error
+from simulator.inputs import UserInputError, format_validation_error, read_yaml
 
 Architecture = Literal["ampere", "ada", "hopper", "blackwell"]
 FormFactor = Literal["sxm", "pcie"]
@@ -245,13 +244,7 @@ def load_entry(path: Path, model: type[GpuSpec] | type[BoxSpec]) -> GpuSpec | Bo
         UserInputError: not YAML, not a mapping, an `id` that differs from the file name, or a
             field out of range (one line per problem: '<file>: <field>: <message> (got <value>)').
     """
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        what = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserInputError(f"{path}{where}: invalid YAML: {what}") from None
+    data = read_yaml(path, "hardware catalog file")
     if not isinstance(data, dict):
         got = "an empty file" if data is None else type(data).__name__
         raise UserInputError(f"{path}: top level must be a mapping of fields, got {got}")

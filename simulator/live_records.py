@@ -8,15 +8,18 @@ full Scenario dict, so the prediction runs the very set-up that was measured.
 from __future__ import annotations
 
 from statistics import median
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
+from pydantic import Field, model_validator
 
 from simulator.config import Scenario, StrictModel, legacy_keys, migrate_legacy_scenario
 from simulator.profile import HardwareInfo
 from simulator.units import US_PER_S
 
 LIVE_PHASES = ("draft", "verify", "accept", "draft_extend", "sync", "host", "decode")
+# What a measurement can be: 1 ns to 11.6 days of wall time; 0.001 to 1e9 tokens per second.
+ElapsedUs = Annotated[float, Field(ge=1e-3, le=1e12)]
+TokPerS = Annotated[float, Field(ge=1e-3, le=1e9)]
 
 
 class LiveRun(StrictModel):
@@ -38,21 +41,24 @@ class LiveRun(StrictModel):
     schema_version: Literal[1] = 1
     scenario: Scenario
     speculative: bool = Field(description="False = the no-speculation baseline of the same scenario.")
-    num_cycles: int = Field(ge=1, description="Timed cycles (decode steps for the baseline).")
-    num_tokens: int = Field(ge=1, description="Tokens emitted over the timed cycles, all requests.")
-    elapsed_us: PositiveFloat
-    tok_per_s: PositiveFloat = Field(description="System throughput: num_tokens / elapsed.")
-    repeat_tok_per_s: list[PositiveFloat] = Field(default_factory=list,
-                                                  description="tok_per_s of repeats of this point.")
-    repeat_num_tokens: list[int] = Field(default_factory=list, description="Tokens emitted per repeat.")
-    repeat_elapsed_us: list[PositiveFloat] = Field(default_factory=list, description="Wall us per repeat.")
-    paired_baseline_tok_per_s: PositiveFloat | None = Field(
+    num_cycles: int = Field(ge=1, le=10**9, description="Timed cycles (decode steps for the baseline), 1..1e9.")
+    num_tokens: int = Field(ge=1, le=10**12, description="Tokens emitted over the timed cycles, all requests; "
+                                                          "1..1e12.")
+    elapsed_us: ElapsedUs = Field(description="Wall time of the timed cycles, 1e-3..1e12 us.")
+    tok_per_s: TokPerS = Field(description="System throughput: num_tokens / elapsed; 1e-3..1e9.")
+    repeat_tok_per_s: list[TokPerS] = Field(default_factory=list, max_length=10_000,
+                                            description="tok_per_s of repeats of this point.")
+    repeat_num_tokens: list[Annotated[int, Field(ge=1, le=10**12)]] = Field(
+        default_factory=list, max_length=10_000, description="Tokens emitted per repeat.")
+    repeat_elapsed_us: list[ElapsedUs] = Field(default_factory=list, max_length=10_000,
+                                               description="Wall us per repeat.")
+    paired_baseline_tok_per_s: TokPerS | None = Field(
         None, description="Baseline tok/s of the same target measured right after this point.")
-    mean_accept_length: float = Field(ge=1.0)
-    accept_length_counts: list[int] = Field(default_factory=list,
-                                            description="Count of accept_length 1..num_steps+1.")
-    phase_us: dict[str, NonNegativeFloat] = Field(default_factory=dict,
-                                                  description="Mean us per cycle by phase.")
+    mean_accept_length: float = Field(ge=1.0, le=65.0, description="1..num_steps+1.")
+    accept_length_counts: list[Annotated[int, Field(ge=0, le=10**15)]] = Field(
+        default_factory=list, max_length=65, description="Count of accept_length 1..num_steps+1.")
+    phase_us: dict[str, Annotated[float, Field(ge=0, le=1e12)]] = Field(
+        default_factory=dict, description="Mean us per cycle by phase, 0..1e12.")
     hardware: HardwareInfo | None = None
     created_utc: str | None = None
     git_commit: str | None = None

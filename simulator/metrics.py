@@ -20,11 +20,14 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
 from simulator.des.records import CycleLog
+from simulator.files import SIMULATION_OUTPUT
 from simulator.units import US_PER_S
 
 NUM_BATCHES = 30
@@ -51,6 +54,7 @@ class SimulationResult(BaseModel):
     """What `specdecsim simulate` prints and writes (times in us, rates per second)."""
 
     model_config = ConfigDict(frozen=True)
+    specdecsim_output: Literal["simulation/1"] = SIMULATION_OUTPUT  # kind and schema version of the JSON
     version: str
     engine: str
     seed: int
@@ -75,8 +79,14 @@ class SimulationResult(BaseModel):
     scenario: dict
 
 
-def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES) -> Interval:
-    """Mean and 95% t-interval of a (possibly autocorrelated) series by non-overlapping batch means."""
+def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES,
+                         support: tuple[float, float] = (-np.inf, np.inf)) -> Interval:
+    """Mean and 95% t-interval of a (possibly autocorrelated) series by non-overlapping batch means.
+
+    The interval is intersected with `support`, the values the quantity can take (accept_length:
+    1..num_steps+1): with few batches a t-interval can reach past them, and the quantity's true
+    mean lies inside, so the intersection keeps the coverage.
+    """
     v = np.asarray(values, dtype=float)
     n = len(v)
     if n == 0:
@@ -88,11 +98,12 @@ def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES) -> 
     means = v[: size * k].reshape(k, size).mean(axis=1)
     half = float(stats.t.ppf(0.975, k - 1) * means.std(ddof=1) / np.sqrt(k))
     m = float(v.mean())
-    return Interval(mean=m, ci95_low=m - half, ci95_high=m + half)
+    return Interval(mean=m, ci95_low=max(m - half, support[0]), ci95_high=min(m + half, support[1]))
 
 
 def throughput_interval(log: CycleLog, num_batches: int = NUM_BATCHES) -> tuple[float, float, float]:
-    """(tok_per_s, low, high): ratio estimator with a batch-means 95% interval."""
+    """(tok_per_s, low, high): ratio estimator with a batch-means 95% interval; the low end is
+    at least 0 (a rate is never negative, however few the batches)."""
     tokens = log.num_tokens.astype(float)
     durs = log.end_us - log.start_us
     rate = tokens.sum() / durs.sum() * US_PER_S
@@ -102,7 +113,7 @@ def throughput_interval(log: CycleLog, num_batches: int = NUM_BATCHES) -> tuple[
     size = len(log) // k
     r = (tokens[: size * k].reshape(k, size).sum(1) / durs[: size * k].reshape(k, size).sum(1)) * US_PER_S
     half = float(stats.t.ppf(0.975, k - 1) * r.std(ddof=1) / np.sqrt(k))
-    return rate, rate - half, rate + half
+    return rate, max(rate - half, 0.0), rate + half
 
 
 def accept_length_series(log: CycleLog) -> np.ndarray:
@@ -114,8 +125,20 @@ def breakdown(log: CycleLog, d2h_sync_us: float) -> dict[str, float]:
     """Mean us per cycle by bucket; `host` closes the sum to the mean cycle time."""
     out = {k: float(v.mean()) for k, v in sorted(log.busy_us.items())}
     out["sync"] = d2h_sync_us
-    out["host"] = float((log.end_us - log.start_us).mean()) - sum(out.values())
+    out["host"] = host_remainder_us(float((log.end_us - log.start_us).mean()), out.values())
     return out
+
+
+def host_remainder_us(cycle_us: float, bucket_us) -> float:
+    """The `host` bucket: cycle time minus the other buckets (GPU idle while the host works).
+
+    With no host cost at all (a profile of zero overheads) the remainder is 0 up to float
+    rounding; a remainder within rounding (1e-9 of the cycle time) of zero is 0, never a
+    negative time. A larger negative remainder is returned as is (a model error, which
+    `simulator.simulate.check_result` refuses to print).
+    """
+    rest = cycle_us - float(sum(bucket_us))
+    return 0.0 if -1e-9 * abs(cycle_us) <= rest < 0 else rest
 
 
 def tpot(start_us: np.ndarray, end_us: np.ndarray, max_new_tokens: int) -> Percentiles | None:

@@ -15,9 +15,14 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 from rich.console import Console
+from rich.markup import escape
 
-from simulator.files import write_text_atomic
-from simulator.sweep import DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table, read_sweep_table
+from pydantic import ValidationError
+
+from simulator.files import HTML_GENERATOR, write_bytes_atomic, write_text_atomic
+from simulator.inputs import UserInputError, format_validation_error
+from simulator.sweep import (DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table, read_sweep_meta,
+                             read_sweep_table, row_scenario)
 
 TOK_PER_S_TITLE = "throughput (tokens/s, system)"
 ACCEPTANCE_TITLE = "acceptance rate (per draft token, 0..1)"
@@ -210,9 +215,10 @@ def export_png(fig: go.Figure, path: Path) -> str | None:
     except ImportError:
         return "PNG export skipped: kaleido is not installed (pip install kaleido)"
     try:
-        fig.write_image(str(path))
+        png = fig.to_image(format="png")
     except Exception as e:  # kaleido raises several types when no browser is found
         return f"PNG export skipped: {type(e).__name__}: {e}"
+    write_bytes_atomic(path, png)  # like every output: a regular file, never through a link
     return None
 
 
@@ -250,73 +256,60 @@ def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), co
                       for h, t, n in links)
     note_items = "\n".join(f"<li>{html.escape(n)}</li>" for n in sorted(notes))
     write_text_atomic(out_dir / "index.html", "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-                      "<title>specdecsim figures</title></head><body><h1>specdecsim figures</h1>\n"
+                      + HTML_GENERATOR + "<title>specdecsim figures</title></head><body><h1>specdecsim figures</h1>\n"
                       f"<ul>\n{items}\n</ul>\n" + (f"<h2>notes</h2><ul>\n{note_items}\n</ul>\n" if notes else "")
                       + "</body></html>\n")
     if console is not None:
         for n in sorted(notes):
-            console.print(f"[yellow]note:[/] {n}", highlight=False)
+            console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     return out_dir / "index.html"
 
 
 def load_validate_records(path: Path) -> list[dict]:
-    """Records from a validate JSON: a list of dicts, or {'records': [...]}; each needs
-    predicted_tok_per_s and measured_tok_per_s.
+    """The points of a `specdecsim validate --json` file (`simulator.validate.ValidationReport`),
+    as dicts with label, predicted_tok_per_s and measured_tok_per_s among their keys.
 
     Raises:
-        ValueError: naming the file and what is missing.
+        UserInputError: naming the file and what is wrong.
     """
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from None
-    records = data.get("records") if isinstance(data, dict) else data
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise ValueError(f"{path}: expected a list of records or {{'records': [...]}}")
-    for i, r in enumerate(records):
-        missing = [k for k in ("predicted_tok_per_s", "measured_tok_per_s") if not isinstance(r.get(k), (int, float))]
-        if missing:
-            raise ValueError(f"{path}: record {i} lacks numeric {', '.join(missing)}")
-    return records
+    from dataclasses import asdict
+
+    from simulator.validate import load_validation_report
+    return [asdict(p) for p in load_validation_report(Path(path)).points]
 
 
 def _sweep_inputs(results: Path) -> tuple[list[dict], list[str], dict]:
-    """(rows, grid fields, sweep.json or {}) from a sweep folder or CSV."""
+    """(rows, grid fields, sweep.json as a dict or {}) from a sweep folder or CSV."""
     csv_path = results / "sweep.csv" if results.is_dir() else results
     meta_path = csv_path.parent / "sweep.json"
-    if not csv_path.is_file():
-        raise ValueError(f"{results}: no sweep CSV (expected a sweep folder with sweep.csv, or a CSV file)")
+    if not csv_path.exists():
+        raise UserInputError(f"{results}: no sweep CSV (expected a sweep folder with sweep.csv, or a CSV file)")
     rows = read_sweep_table(csv_path)
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    meta = read_sweep_meta(meta_path).model_dump() if meta_path.exists() else {}
     if meta.get("grids"):
         fields = [g["field"] for g in meta["grids"]]
     else:
         header = list(rows[0]) if rows else []
         fields = [c for c in header[:header.index("solver")] if c != "point_idx" and c not in DESCRIPTIVE_COLUMNS] \
             if "solver" in header else []
-    missing = [c for c in ("tok_per_s", "baseline_tok_per_s", "speedup", "cycle_time_us", "num_steps", "placement")
-               if rows and c not in rows[0]]
-    if missing:
-        raise ValueError(f"{csv_path}: not a sweep table (missing columns {', '.join(missing)})")
     return rows, fields, meta
 
 
-def _curve_inputs(rows: list[dict], meta: dict, profile: str | None) -> tuple[list[dict], list[dict]]:
+def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: Path) -> tuple[list[dict], list[dict]]:
     """Calibration-curve tables for the sweep's scenario on its (or the given) profile."""
     from simulator.calibration_curves import collective_curve_table, verify_curve_table
-    from simulator.config import Scenario
     from simulator.scenario import load_profile_for
     if not rows and profile is None:
         return [], []
-    sc = Scenario.model_validate(json.loads(rows[0]["scenario_json"])) if rows else None
+    sc = row_scenario(rows[0], f"{csv_path}: line 2") if rows else None
     ref = profile or next(iter((meta.get("profiles") or {}).values()), None) or sc.profile
     from simulator.profile import load_profile, resolve_profile_path
     try:
         prof = load_profile(resolve_profile_path(ref)) if sc is None else load_profile_for(sc, ref)[0]
     except FileNotFoundError as e:
-        raise ValueError(str(e)) from None
+        raise UserInputError(str(e)) from None
+    except ValidationError as e:
+        raise UserInputError(format_validation_error(str(ref), e)) from None
     mode = "graph" if sc is None or sc.serving_engine.cuda_graph else "eager"
     coll = collective_curve_table(prof, "allreduce", mode)
     verify = [] if sc is None else verify_curve_table(sc, prof, batch_sizes=tuple(_distinct(rows, "batch_size")))
@@ -328,9 +321,10 @@ def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_js
     """All figures of a sweep folder/CSV (+ calibration curves, + validate records); returns index.html.
 
     Raises:
-        ValueError, UserInputError: unreadable results, profile or records, naming the file.
+        UserInputError: unreadable results, profile or records, naming the file and field.
     """
     rows, fields, meta = _sweep_inputs(Path(results))
-    coll, verify = _curve_inputs(rows, meta, profile)
+    csv_path = Path(results) / "sweep.csv" if Path(results).is_dir() else Path(results)
+    coll, verify = _curve_inputs(rows, meta, profile, csv_path)
     records = load_validate_records(validate_json) if validate_json is not None else []
     return write_plots(rows, out, fields, coll, verify, records, png=png, console=console)

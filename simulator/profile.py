@@ -8,19 +8,27 @@ the roofline constants used outside the measured range. Every table carries its 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, model_validator
 
 from simulator.config import StrictModel
 from simulator.files import write_json_atomic
+from simulator.inputs import read_json
 
 SCHEMA_VERSION = 1
 COLLECTIVE_OPS = ("allreduce", "broadcast", "all_gather", "send_recv")
 OP_AXES = ("batch_size", "num_tokens", "context_len")
+
+# Table bounds. Latencies are interpolated in log space (simulator.costs.lookup), so every axis
+# value and every latency is > 0; the ranges hold any real GPU and model: a latency of 1 ns
+# (below any kernel launch) to 1000 s, tokens and context lengths up to 2**24 and 2**27, messages
+# up to 1 TiB.
+TableLatencyUs = Annotated[float, Field(ge=1e-3, le=1e9)]
+AxisValue = Annotated[float, Field(ge=1, le=2**27)]
+MAX_TABLE_POINTS = 1_000_000
 
 
 class Provenance(StrictModel):
@@ -44,9 +52,9 @@ class HardwareInfo(StrictModel):
     """The machine a profile describes."""
 
     gpu_name: str
-    catalog_gpu: str | None = Field(None, description="Hardware-catalog id of the GPU (data/hardware/gpus/<id>.yaml); "
-                                                      "needed to carry the profile to another GPU.")
-    gpu_count: int = Field(ge=1)
+    catalog_gpu: str | None = Field(None, max_length=200, description="Hardware-catalog id of the GPU "
+                                    "(data/hardware/gpus/<id>.yaml); needed to carry the profile to another GPU.")
+    gpu_count: int = Field(ge=1, le=1_000_000)
     interconnect: str = Field(description="e.g. 'NVLink (NV18)', 'PCIe Gen5', 'single GPU'.")
     topology: str | None = Field(None, description="`nvidia-smi topo -m` output.")
     driver_version: str | None = None
@@ -62,9 +70,9 @@ class RooflineParams(StrictModel):
     collectives: collective_base_latency_us + bytes * ring_factor / link_bw.
     """
 
-    hbm_bandwidth_gb_per_s: float = Field(ge=1.0, le=1e18)
-    bf16_tflops: float = Field(ge=1e-3, le=1e18)
-    fp8_tflops: float | None = Field(None, ge=1e-3, le=1e18)
+    hbm_bandwidth_gb_per_s: float = Field(ge=1.0, le=1e18, description="1..1e18 GB/s.")
+    bf16_tflops: float = Field(ge=1e-3, le=1e18, description="1e-3..1e18 TFLOP/s.")
+    fp8_tflops: float | None = Field(None, ge=1e-3, le=1e18, description="1e-3..1e18 TFLOP/s.")
     bandwidth_efficiency: float = Field(0.8, ge=0.01, le=1)
     compute_efficiency: float = Field(0.7, ge=0.01, le=1)
     kernel_floor_us: float = Field(3.0, ge=0, le=1000)
@@ -83,10 +91,12 @@ class LoopOverheadCurve(StrictModel):
     the ends (numpy.interp).
     """
 
-    gpu_us: list[Annotated[float, Field(ge=0, le=1e9)]] = Field(min_length=2, description="Speculative cycle GPU time.")
-    host_schedule_us: list[Annotated[float, Field(ge=0, le=1e6)]]
-    baseline_gpu_us: list[Annotated[float, Field(ge=0, le=1e9)]] = Field(min_length=2, description="Decode step GPU time.")
-    baseline_host_schedule_us: list[Annotated[float, Field(ge=0, le=1e6)]]
+    gpu_us: list[Annotated[float, Field(ge=0, le=1e9)]] = Field(
+        min_length=2, max_length=MAX_TABLE_POINTS, description="Speculative cycle GPU time, 0..1e9 us.")
+    host_schedule_us: list[Annotated[float, Field(ge=0, le=1e6)]] = Field(max_length=MAX_TABLE_POINTS)
+    baseline_gpu_us: list[Annotated[float, Field(ge=0, le=1e9)]] = Field(
+        min_length=2, max_length=MAX_TABLE_POINTS, description="Decode step GPU time, 0..1e9 us.")
+    baseline_host_schedule_us: list[Annotated[float, Field(ge=0, le=1e6)]] = Field(max_length=MAX_TABLE_POINTS)
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -133,10 +143,12 @@ class CollectiveTable(StrictModel):
     op: Literal["allreduce", "broadcast", "all_gather", "send_recv"]
     world_size: int = Field(ge=2, le=1024)
     mode: Literal["eager", "graph"]
-    size_bytes: list[int] = Field(min_length=1, description="Per-rank message size (input bytes).")
-    latency_us: list[Annotated[float, Field(gt=0, le=1e9)]] = Field(min_length=1, description="Median latency.")
-    p10_latency_us: list[PositiveFloat] | None = None
-    p90_latency_us: list[PositiveFloat] | None = None
+    size_bytes: list[Annotated[int, Field(ge=1, le=2**40)]] = Field(
+        min_length=1, max_length=MAX_TABLE_POINTS, description="Per-rank message size (input bytes), 1..2**40.")
+    latency_us: list[TableLatencyUs] = Field(min_length=1, max_length=MAX_TABLE_POINTS,
+                                             description="Median latency, 1e-3..1e9 us.")
+    p10_latency_us: list[TableLatencyUs] | None = Field(None, max_length=MAX_TABLE_POINTS)
+    p90_latency_us: list[TableLatencyUs] | None = Field(None, max_length=MAX_TABLE_POINTS)
     provenance: Provenance
 
     @model_validator(mode="after")
@@ -159,8 +171,8 @@ class OpTable(StrictModel):
 
     key: str = Field(description="Op key, e.g. 'gemm:k=4096,n=6144,w=2'.")
     axes: list[Literal["batch_size", "num_tokens", "context_len"]] = Field(min_length=1)
-    grid: dict[str, list[float]]
-    latency_us: list[Annotated[float, Field(gt=0, le=1e9)]]
+    grid: dict[str, list[AxisValue]] = Field(description="Axis values, 1..2**27 each.")
+    latency_us: list[TableLatencyUs] = Field(max_length=MAX_TABLE_POINTS, description="1e-3..1e9 us.")
     provenance: Provenance
 
     @model_validator(mode="after")
@@ -191,12 +203,14 @@ class ForwardTable(StrictModel):
         "forward", description="'forward' (a target: verify and decode), 'draft' or 'draft_extend' (a draft).")
     shape: dict | None = Field(None, description="The measured ModelShape's fields (name aside); a scenario "
                                                  "model of that name but another shape does not use the table.")
-    tp_size: int = Field(ge=1)
+    tp_size: int = Field(ge=1, le=1024)
     mode: Literal["eager", "graph"]
-    num_tokens: list[int] = Field(min_length=1)
-    context_len: list[int] = Field(min_length=1)
-    latency_us: list[list[Annotated[float, Field(gt=0, le=1e9)]]] = Field(
-        description="[num_tokens index][context_len index].")
+    num_tokens: list[Annotated[int, Field(ge=1, le=2**24)]] = Field(
+        min_length=1, max_length=4096, description="Tokens per request in the forward, 1..2**24.")
+    context_len: list[Annotated[int, Field(ge=1, le=2**27)]] = Field(
+        min_length=1, max_length=4096, description="KV-cache length, 1..2**27.")
+    latency_us: list[list[TableLatencyUs]] = Field(
+        description="[num_tokens index][context_len index], 1e-3..1e9 us.")
     provenance: Provenance
 
     @model_validator(mode="after")
@@ -324,18 +338,13 @@ def resolve_profile_path(ref: str, base_dir: Path | None = None) -> Path:
 
 
 def load_profile(path: Path) -> CalibrationProfile:
-    """Read and validate a profile JSON.
+    """Read and validate a profile JSON (`simulator.inputs.read_json`; fields validated strictly).
 
     Raises:
-        ValueError: bad JSON (with line/column).
+        UserInputError (a ValueError): unreadable, not UTF-8, bad JSON (with line/column).
         pydantic.ValidationError: a field out of range or missing.
     """
-    text = Path(path).read_text()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from None
-    return CalibrationProfile.model_validate(data)
+    return CalibrationProfile.model_validate(read_json(path, "profile JSON"), strict=True)
 
 
 def save_profile(profile: CalibrationProfile, path: Path) -> None:

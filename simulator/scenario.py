@@ -6,16 +6,18 @@ allowed, so the CLI prints one clear line instead of a traceback.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from simulator.config import Scenario, legacy_keys
-from simulator.errors import UserInputError, format_validation_error  # noqa: F401 (the loaders' errors)
+from simulator.inputs import (UserInputError, format_validation_error, load_yaml_scalar, quote, read_json,
+                              read_yaml, refuse_nulls)
 from simulator.model_config import shape_fields_from_hf_config
 from simulator.profile import CalibrationProfile, load_profile, resolve_profile_path
+
+__all__ = ["UserInputError", "format_validation_error", "apply_overrides", "scenario_from_dict",
+           "read_scenario_dict", "load_scenario", "load_profile_for"]
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
@@ -26,20 +28,18 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
     """
     for item in overrides:
         if "=" not in item:
-            raise UserInputError(f"--set {item!r}: expected key.path=value, e.g. spec.num_steps=5")
+            raise UserInputError(f"--set {quote(item)}: expected key.path=value, e.g. spec.num_steps=5")
         key, raw = item.split("=", 1)
-        parts = [p for p in key.strip().split(".") if p]
-        if not parts:
-            raise UserInputError(f"--set {item!r}: empty key")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise UserInputError(f"--set {item!r}: value is not valid YAML: {e}") from None
+        parts = key.strip().split(".")
+        if not key.strip() or any(not p.strip() or p != p.strip() for p in parts):
+            raise UserInputError(f"--set {quote(item)}: key {quote(key)} has an empty part or spaces around a part; "
+                                 "write key.path=value, e.g. spec.num_steps=5")
+        value = load_yaml_scalar(raw, f"--set {quote(item)}")
         node = data
         for p in parts[:-1]:
             nxt = node.setdefault(p, {})
             if not isinstance(nxt, dict):
-                raise UserInputError(f"--set {item!r}: {p!r} in {source} is not a mapping")
+                raise UserInputError(f"--set {quote(item)}: {quote(p)} in {source} is not a mapping")
             node = nxt
         node[parts[-1]] = value
     return data
@@ -47,19 +47,25 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
 
 def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> dict:
     """Fill a model section from its HF config.json (fields written in the scenario win)."""
-    ref = model.get("config_path")
-    if not ref:
+    if "config_path" not in model:
         return model
+    ref = model["config_path"]
+    if not isinstance(ref, str) or not ref.strip():
+        raise UserInputError(f"{source}: {role}.config_path: expected the path of a model config.json, "
+                             f"got {quote(ref)}")
     path = Path(ref) if Path(ref).is_absolute() else base_dir / ref
     try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserInputError(f"{source}: {role}.config_path: file {path} not found") from None
-    except json.JSONDecodeError as e:
-        raise UserInputError(f"{source}: {role}.config_path: {path} is not valid JSON: {e}") from None
+        cfg = read_json(path, "model config.json")
+    except UserInputError as e:
+        raise UserInputError(f"{source}: {role}.config_path: {e}") from None
     if not isinstance(cfg, dict):
-        raise UserInputError(f"{source}: {role}.config_path: {path} must hold a JSON object")
-    cfg = cfg.get("text_config", cfg)  # multimodal configs nest the language model
+        raise UserInputError(f"{source}: {role}.config_path: {path} must hold a JSON object, "
+                             f"got {type(cfg).__name__}")
+    if "text_config" in cfg:  # multimodal configs nest the language model
+        cfg = cfg["text_config"]
+        if not isinstance(cfg, dict):
+            raise UserInputError(f"{source}: {role}.config_path: {path}: text_config must be a JSON object, "
+                                 f"got {type(cfg).__name__}")
     merged, notes = shape_fields_from_hf_config(cfg)
     if notes:
         merged["config_notes"] = [f"{role} {path.name}: {n}" for n in notes]
@@ -68,9 +74,17 @@ def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> 
 
 
 def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
-    """Validate a scenario dict (after overrides), reading model config.json files it names."""
+    """Validate a scenario dict (after overrides), reading model config.json files it names.
+
+    What a user wrote is used as written or refused: an explicit null is refused (`refuse_nulls`)
+    and fields are validated strictly (no string for a number, no float for an integer).
+
+    Raises:
+        UserInputError: naming the source and the field.
+    """
     if not isinstance(data, dict):
         raise UserInputError(f"{source}: top level must be a mapping of scenario fields")
+    refuse_nulls(data, source)
     renames = legacy_keys(data)
     if renames:
         moves = "; ".join(f"{old} -> {new}" for old, new in renames)
@@ -81,27 +95,19 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
         if isinstance(data.get(role), dict):
             data[role] = _merge_model_config(data[role], base_dir, source, role)
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, strict=True)
     except ValidationError as e:
         raise UserInputError(format_validation_error(source, e)) from None
 
 
 def read_scenario_dict(path: Path) -> dict:
-    """Parse a scenario YAML file into a dict (no validation)."""
+    """Parse a scenario YAML file into a dict (no validation; `simulator.inputs` rules).
+
+    Raises:
+        UserInputError: unreadable, not UTF-8, invalid or unbounded YAML, or not a mapping.
+    """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: scenario file not found") from None
-    except IsADirectoryError:
-        raise UserInputError(f"{path}: is a folder, expected a scenario YAML file") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        what = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UserInputError(f"{path}{where}: invalid YAML: {what}") from None
+    data = read_yaml(path, "scenario YAML file")
     if not isinstance(data, dict):
         got = "an empty file" if data is None else type(data).__name__
         raise UserInputError(f"{path}: top level must be a mapping of scenario fields, got {got}")
@@ -117,7 +123,7 @@ def load_scenario(path: Path, overrides: list[str] | None = None) -> Scenario:
     path = Path(path)
     overrides = list(overrides or [])
     data = apply_overrides(read_scenario_dict(path), overrides, str(path))
-    source = f"{path} (with --set {' '.join(overrides)})" if overrides else str(path)
+    source = f"{path} (with --set {' '.join(quote(o, 40)[1:-1] for o in overrides)})" if overrides else str(path)
     return scenario_from_dict(data, source, path.parent)
 
 

@@ -19,23 +19,29 @@ that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
+import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Self
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulator import __version__
 from simulator.config import Scenario
-from simulator.files import write_csv_atomic, write_json_atomic
+from simulator.files import SWEEP_OUTPUT, write_csv_atomic, write_json_atomic
 from simulator.grid import NUM_STEPS_FIELD, GridAxis, expand, parse_grid, parse_grids
+from simulator.inputs import format_validation_error, load_json, quote, read_json, read_text
 from simulator.scenario import UserInputError, apply_overrides, load_profile_for, read_scenario_dict
 
-__all__ = ["GridAxis", "SweepResult", "parse_grid", "parse_grids", "expand", "run_sweep", "best_num_steps",
-           "cycle_breakdown_table", "read_sweep_table"]
+__all__ = ["GridAxis", "SweepResult", "SweepMeta", "SweepRow", "parse_grid", "parse_grids", "expand", "run_sweep",
+           "best_num_steps", "cycle_breakdown_table", "read_sweep_table", "read_sweep_meta", "row_scenario"]
 
 SOLVERS = ("closed_form", "des")
 DESCRIPTIVE_COLUMNS = ("placement", "tp_size", "num_steps", "topk", "num_draft_tokens", "acceptance_kind",
@@ -149,9 +155,33 @@ def des_metrics(sc: Scenario, profile_path: str) -> dict:
                 breakdown_us={k: float(v) for k, v in r.breakdown_us.items()})
 
 
+def check_metrics(m: dict) -> None:
+    """Rates and times of a point finite, rates and cycle time > 0, breakdown buckets >= 0.
+
+    Raises:
+        ArithmeticError: naming the first that is not.
+    """
+    values = {k: v for k, v in m.items() if isinstance(v, float)}
+    values.update({f"{k}_us": v for k, v in m["breakdown_us"].items()})
+    for k, v in values.items():
+        positive = k in ("tok_per_s", "baseline_tok_per_s", "speedup", "cycle_time_us")
+        if not math.isfinite(v) or (v <= 0 if positive else (v < 0 and k.endswith("_us"))):
+            raise ArithmeticError(f"{k} = {v!r}; the scenario's or the profile's numbers are outside what the "
+                                  "model computes")
+
+
 def _run_chunk(solver: str, items: list[tuple[int, Scenario, str]]) -> list[tuple[int, dict]]:
+    """Metrics of a chunk of points; a point whose numbers are not finite is a UserInputError naming it."""
     fn = analytic_metrics if solver == "closed_form" else des_metrics
-    return [(idx, fn(sc, path)) for idx, sc, path in items]
+    out = []
+    for idx, sc, path in items:
+        try:
+            m = fn(sc, path)
+            check_metrics(m)
+        except ArithmeticError as e:
+            raise UserInputError(f"grid point {idx} ({sc.name}): {e}") from None
+        out.append((idx, m))
+    return out
 
 
 def _chunks(items: list, num_chunks: int) -> list[list]:
@@ -166,9 +196,11 @@ def run_points(solver: str, items: list[tuple[int, Scenario, str]], jobs: int,
     chunks = _chunks(items, 1 if jobs <= 1 else jobs * 8)
     chunks = [c for c in chunks for c in _chunks(c, -(-len(c) // 64))]  # progress every <= 64 points
     out: dict[int, dict] = {}
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    disable=not progress, transient=True)
+    label = escape(label)
     if jobs <= 1:
         with bar:
             task = bar.add_task(label or solver, total=len(items))
@@ -278,34 +310,205 @@ def des_agreement(analytic: dict[int, dict], des: dict[int, dict], points: list[
 
 
 # ---- files ------------------------------------------------------------------------------------------
+class SweepGridMeta(BaseModel):
+    """One swept field as sweep.json records it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    spec: str
+    field: str
+    values: list
+
+
+class SweepMeta(BaseModel):
+    """sweep.json: what `specdecsim sweep` ran; `specdecsim plot` reads it beside sweep.csv."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    specdecsim_output: Literal["sweep/1"] = Field(SWEEP_OUTPUT, description="Kind and schema version.")
+    version: str
+    scenario_path: str
+    overrides: list[str]
+    grids: list[SweepGridMeta]
+    chain_rule: str
+    solver: Literal["closed_form", "des"]
+    jobs: int = Field(ge=1)
+    num_points: int = Field(ge=1)
+    seed: int = Field(ge=0)
+    des_sample: int = Field(ge=0)
+    profiles: dict[str, str]
+    elapsed_s: float = Field(ge=0)
+    csv: str
+    best_num_steps_csv: str | None
+    des_check: dict | None
+
+
+class SweepRow(BaseModel):
+    """One row of sweep.csv as `specdecsim plot` needs it: the plotted columns typed and in range.
+
+    Grid-field columns and `<bucket>_us` columns come as extras; a `_us` extra is a time >= 0.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    point_idx: int = Field(ge=0)
+    placement: str | dict = Field(description="A label, or the mapping a grid wrote.")
+    num_steps: int = Field(ge=1)
+    tp_size: int | None = Field(None, ge=1)
+    topk: int | None = Field(None, ge=1)
+    num_draft_tokens: int | None = Field(None, ge=1)
+    acceptance_kind: str | None = None
+    acceptance_rate: float | None = Field(None, ge=0, le=1)
+    batch_size: int | None = Field(None, ge=1)
+    context_len: int | None = Field(None, ge=1)
+    solver: Literal["closed_form", "des"]
+    tok_per_s: float = Field(gt=0, description="tokens per second")
+    tok_per_s_ci95_low: float | None = None
+    tok_per_s_ci95_high: float | None = None
+    baseline_tok_per_s: float = Field(gt=0, description="tokens per second")
+    speedup: float = Field(gt=0)
+    accept_length: float = Field(ge=1)
+    cycle_time_us: float = Field(gt=0)
+    tpot_us: float | None = Field(None, ge=0)
+    scenario_json: str
+
+    @model_validator(mode="after")
+    def _check_times(self) -> Self:
+        for k, v in (self.model_extra or {}).items():
+            if k.endswith("_us") and v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                              and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{k} must be a time >= 0 in us, got {quote(v)}")
+        return self
+
+
 def _parse_cell(text: str) -> Any:
+    """A CSV cell as `write_csv_atomic` wrote it: '' = None, numbers, True/False, JSON lists/objects.
+
+    Raises:
+        ValueError: a number that is NaN or infinite (the tools never write one).
+    """
     if text == "":
         return None
     for conv in (int, float):
         try:
-            return conv(text)
+            value = conv(text)
         except ValueError:
-            pass
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{quote(text)} is not a finite number")
+        return value
     if text in ("True", "False"):
         return text == "True"
     if text[:1] in "[{":
         try:
-            return json.loads(text)
-        except json.JSONDecodeError:
+            return json.loads(text, parse_constant=lambda c: text)
+        except (json.JSONDecodeError, RecursionError, ValueError):
             pass
     return text
 
 
 def read_sweep_table(path: Path) -> list[dict]:
-    """Rows of a sweep CSV with numbers parsed back (scenario_json stays a string)."""
-    with open(path, newline="") as f:
-        return [{k: (v if k == "scenario_json" else _parse_cell(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+    """Rows of a sweep CSV with numbers parsed back (scenario_json stays a string), each checked
+    against `SweepRow`.
+
+    Raises:
+        UserInputError: unreadable file, not a CSV, or a row that is not a sweep row, naming the
+            file, the line and the column.
+    """
+    text = read_text(path, "sweep CSV")
+    rows = []
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        if not header:
+            raise UserInputError(f"{path}: empty; a sweep CSV has a header and a row per point")
+        if None in header or len(set(header)) != len(header):
+            raise UserInputError(f"{path}: line 1: the header names a column twice or is empty")
+        required = [n for n, f in SweepRow.model_fields.items() if f.is_required()]
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise UserInputError(f"{path}: line 1: not a sweep table (missing columns {', '.join(missing)})")
+        for r in reader:
+            line = reader.line_num
+            if None in r:
+                raise UserInputError(f"{path}: line {line}: more cells than the header has columns")
+            row = {}
+            for k, v in r.items():
+                try:
+                    row[k] = v if (k == "scenario_json" or v is None) else _parse_cell(v)
+                except ValueError as e:
+                    raise UserInputError(f"{path}: line {line}: column {k}: {e}") from None
+            try:
+                SweepRow.model_validate(row, strict=True)
+            except ValidationError as e:
+                raise UserInputError(format_validation_error(f"{path}: line {line}", e, max_lines=2)) from None
+            rows.append(row)
+    except csv.Error as e:
+        raise UserInputError(f"{path}: not a CSV file here: {e}") from None
+    if not rows:
+        raise UserInputError(f"{path}: a header and no rows; a sweep CSV has a row per point")
+    return rows
+
+
+def read_sweep_meta(path: Path) -> SweepMeta:
+    """sweep.json of a sweep folder.
+
+    Raises:
+        UserInputError: unreadable, not JSON, or not a sweep.json, naming the file and field.
+    """
+    data = read_json(path, "sweep.json")
+    if not isinstance(data, dict):
+        raise UserInputError(f"{path}: not a sweep.json (expected a JSON object, got {type(data).__name__})")
+    try:
+        return SweepMeta.model_validate(data, strict=True)
+    except ValidationError as e:
+        raise UserInputError(format_validation_error(str(path), e)) from None
+
+
+def row_scenario(row: dict, where: str) -> Scenario:
+    """The resolved Scenario of a sweep row (its scenario_json cell).
+
+    Args:
+        where: the file and line, for messages.
+
+    Raises:
+        UserInputError: the cell is not JSON or not a scenario, naming `where` and the field.
+    """
+    data = load_json(row["scenario_json"], f"{where}: column scenario_json")
+    try:
+        return Scenario.model_validate(data, strict=True)
+    except ValidationError as e:
+        raise UserInputError(format_validation_error(f"{where}: column scenario_json", e)) from None
 
 
 # ---- the sweep --------------------------------------------------------------------------------------
+CLOSED_FORM_POINT_S = 0.015  # closed form of one point, a new cost model included (2-core CI machine)
+MAX_JOBS = 4 * (os.cpu_count() or 1)
+
+
+def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des: int,
+                   jobs: int) -> tuple[float, float]:
+    """(seconds, peak bytes) a sweep is estimated to take: per closed-form point CLOSED_FORM_POINT_S
+    and its renewal function, a cost model per cost key,
+    `simulator.simulate.estimate_run` per DES point (taken on up to 16 points spread over the grid
+    and scaled), divided over `jobs` workers."""
+    from simulator.costs.forward import CostModel
+    from simulator.simulate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
+    des_points = len(items) if solver == "des" else min(num_des, len(items))
+    seconds = 0.0
+    if solver == "closed_form":
+        cost_models = {cost_key(sc): estimate_cost_model_s(sc) for _, sc, _ in items}  # one per cost key
+        seconds = sum(CLOSED_FORM_POINT_S + estimate_closed_form_s(sc) for _, sc, _ in items) + sum(cost_models.values())
+    memory = 0.0
+    if des_points:
+        probe = [items[i] for i in sorted({int(i) for i in np.linspace(0, len(items) - 1, min(16, len(items)))})]
+        ests = [estimate_run(sc, CostModel(sc, _profile(path))) for _, sc, path in probe]
+        seconds += des_points * max(e.seconds for e in ests)
+        memory = max(e.memory_bytes for e in ests) * min(jobs, des_points)
+    return seconds / jobs, memory
+
+
 def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form", jobs: int = 1,
               out_dir: Path | None = None, des_sample: int = 5, overrides: list[str] | None = None,
-              profile: str | None = None, seed: int | None = None, progress: bool = True) -> SweepResult:
+              profile: str | None = None, seed: int | None = None, progress: bool = True,
+              confirm: Callable[[float, float], None] | None = None) -> SweepResult:
     """Expand the grids over a scenario, run every point, write the outputs.
 
     Args:
@@ -315,17 +518,21 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
         overrides: `--set` strings applied before the grid. profile: profile name/path override.
         seed: seed of the DES spot-check sample (default: the scenario's seed).
         progress: show a rich progress bar.
+        confirm: called with the estimate (seconds, peak bytes; `estimate_sweep`) once the grid is
+            expanded and before any point runs; it may raise to stop the sweep.
 
     Raises:
-        UserInputError: bad scenario, grid, point, profile or solver.
+        UserInputError: bad scenario, grid, point, profile, solver, jobs or seed.
     """
     t0 = time.perf_counter()
     if solver not in SOLVERS:
-        raise UserInputError(f"--solver {solver!r}: expected one of {', '.join(SOLVERS)}")
-    if jobs < 1:
-        raise UserInputError(f"--jobs {jobs}: expected at least 1")
+        raise UserInputError(f"--solver {quote(solver)}: expected one of {', '.join(SOLVERS)}")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise UserInputError(f"--jobs {jobs}: expected 1..{MAX_JOBS} (4 per CPU core here)")
     if des_sample < 0:
         raise UserInputError(f"--des-sample {des_sample}: expected 0 or more")
+    if seed is not None and not 0 <= seed <= 2**63 - 1:
+        raise UserInputError(f"--seed {seed}: expected 0..2**63-1")
     axes = parse_grids(list(grids))
     scenario_path = Path(scenario_path)
     base = apply_overrides(read_scenario_dict(scenario_path), list(overrides or []), str(scenario_path))
@@ -343,6 +550,8 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
             profile_paths.setdefault(ref, str(p.resolve()))
             checked.add(key)
         items.append((idx, sc, profile_paths[ref]))
+    if confirm is not None:
+        confirm(*estimate_sweep(items, solver, des_sample, jobs))
     metrics = run_points(solver, items, jobs, progress, label=f"{solver} sweep")
     sweep_seed = points[0][1].seed if seed is None else seed
     des_check = None
@@ -372,11 +581,12 @@ def _write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes
         result.best_path = out_dir / "best_num_steps.csv"
         write_csv_atomic(result.best_path, result.best_rows, list(result.best_rows[0]))
     result.json_path = out_dir / "sweep.json"
-    write_json_atomic(result.json_path, dict(
+    meta = SweepMeta(
         version=__version__, scenario_path=str(scenario_path), overrides=list(overrides or []),
-        grids=[dict(spec=a.spec, field=a.field, values=list(a.values)) for a in axes],
+        grids=[SweepGridMeta(spec=a.spec, field=a.field, values=list(a.values)) for a in axes],
         chain_rule="spec.num_steps swept, spec.topk == 1, spec.num_draft_tokens not swept: "
                    "num_draft_tokens = num_steps + 1",
         solver=result.solver, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
         profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
-        best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check))
+        best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check)
+    write_json_atomic(result.json_path, meta.model_dump(mode="json"), allow_nan=False)

@@ -30,21 +30,25 @@ point's error measures the timing model rather than the sampling noise of a shor
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from simulator import __version__
 from simulator.acceptance import build_acceptance
 from simulator.analytic import analyze, extend_length_pmf
 from simulator.config import EmpiricalAcceptance
 from simulator.costs.forward import CostModel
+from simulator.files import VALIDATION_OUTPUT
+from simulator.inputs import UserInputError, format_validation_error, quote, read_json
 from simulator.profile import CalibrationProfile
 from simulator.live_records import LiveRun
-from simulator.scenario import UserInputError, format_validation_error
+
+MAX_RECORD_FILES = 100_000
 
 @dataclass(frozen=True)
 class PointComparison:
@@ -85,21 +89,20 @@ def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
         p = Path(p)
         if p.is_dir():
             files += sorted(p.glob("*.json"))
-        elif p.is_file():
-            files.append(p)
+        elif p.exists():
+            files.append(p)  # read_text says what is wrong with anything but a regular file
         else:
             raise UserInputError(f"{p}: no such record file or folder")
+        if len(files) > MAX_RECORD_FILES:
+            raise UserInputError(f"more than {MAX_RECORD_FILES:,} record files in {', '.join(map(str, paths))}")
     if not files:
         raise UserInputError(f"no *.json records in {', '.join(map(str, paths))}")
     files = list({f.resolve(): f for f in files}.values())  # a file given twice counts once
     out = []
     for f in files:
+        data = read_json(f, "live record (LiveRun JSON)")
         try:
-            out.append((str(f), LiveRun.model_validate(json.loads(f.read_text()))))
-        except json.JSONDecodeError as e:
-            raise UserInputError(f"{f}: not valid JSON: {e}") from None
-        except UnicodeDecodeError as e:
-            raise UserInputError(f"{f}: not UTF-8 text (a LiveRun JSON file?): {e.reason} at byte {e.start}") from None
+            out.append((str(f), LiveRun.model_validate(data, strict=True)))
         except ValidationError as e:
             raise UserInputError(format_validation_error(str(f), e)) from None
     return out
@@ -154,7 +157,11 @@ def predict(rec: LiveRun, profile: CalibrationProfile,
 
 def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
             acceptance: str = "measured") -> list[PointComparison]:
-    """PointComparison per record, with measured/predicted speedup where a baseline record pairs up."""
+    """PointComparison per record, with measured/predicted speedup where a baseline record pairs up.
+
+    Raises:
+        UserInputError: a prediction that is not a finite positive rate, naming the record.
+    """
     out = []
     baselines: dict[tuple, float] = {}
     for src, rec in records:
@@ -163,6 +170,10 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
     several_sets = len({Path(src).parent for src, _ in records}) > 1
     for src, rec in records:
         tok, al, phases, base_pred = predict(rec, profile, acceptance)
+        if not all(np.isfinite([tok, al, base_pred, *phases.values()])) or tok <= 0 or base_pred <= 0:
+            raise UserInputError(f"{src}: the prediction from this profile is not a finite positive rate "
+                                 f"(tok/s {tok!r}, baseline {base_pred!r}); the record's or the profile's numbers are "
+                                 "outside what the model computes")
         sc = rec.scenario
         reps = rec.repeat_cycle_us or rec.repeat_tok_per_s
         spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None
@@ -265,6 +276,34 @@ def _beyond_noise(cell: list[PointComparison], default_noise_frac: float) -> boo
     return (max(tok) - min(tok)) / min(tok) > noise
 
 
+class ValidationReport(BaseModel):
+    """The file `specdecsim validate --json` writes and `specdecsim plot --validate-json` reads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    specdecsim_output: Literal["validation/1"] = Field(VALIDATION_OUTPUT, description="Kind and schema version.")
+    version: str = Field(__version__, description="specdecsim version that wrote it.")
+    profile: str = Field(description="Profile the predictions came from.")
+    summaries: list[ModeSummary]
+    points: list[PointComparison]
+
+
 def to_json(points: list[PointComparison], summaries: list[ModeSummary], profile_ref: str) -> dict:
-    return {"profile": profile_ref, "summaries": [asdict(s) for s in summaries],
-            "points": [asdict(p) for p in points]}
+    """The ValidationReport of a comparison, as a JSON-ready dict."""
+    return ValidationReport(profile=profile_ref, summaries=summaries, points=points).model_dump(mode="json")
+
+
+def load_validation_report(path: Path) -> ValidationReport:
+    """Read a ValidationReport JSON (`validate --json`).
+
+    Raises:
+        UserInputError: unreadable, not JSON, or not a validation report, naming the file and field.
+    """
+    data = read_json(path, "validate JSON")
+    if not isinstance(data, dict) or data.get("specdecsim_output") != VALIDATION_OUTPUT:
+        got = data.get("specdecsim_output") if isinstance(data, dict) else type(data).__name__
+        raise UserInputError(f"{path}: not a `specdecsim validate --json` file (specdecsim_output "
+                             f"{VALIDATION_OUTPUT!r} expected, got {quote(got)})")
+    try:
+        return ValidationReport.model_validate(data)
+    except ValidationError as e:
+        raise UserInputError(format_validation_error(str(path), e)) from None

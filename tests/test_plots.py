@@ -165,4 +165,9 @@ def test_plot_command_bad_inputs_exit_2(tmp_path, sweep_dir):
     bad.write_text('[{"predicted_tok_per_s": 1.0}]')
     r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "figs"),
                                     "--validate-json", str(bad)])
+    assert r.exit_code == 2 and "not a `specdecsim validate --json` file" in r.output
+    bad.write_text('{"specdecsim_output": "validation/1", "profile": "p", "summaries": [], '
+                   '"points": [{"predicted_tok_per_s": 1.0}]}')
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "figs"),
+                                    "--validate-json", str(bad)])
     assert r.exit_code == 2 and "measured_tok_per_s" in r.output

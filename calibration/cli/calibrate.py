@@ -156,7 +156,7 @@ def merge(
 ) -> None:
     """Build one profile from several points files (e.g. one GPU's op tables + a multi-GPU machine's collectives)."""
     from calibration.build.merge import merge_points
-    from simulator.errors import UserInputError
+    from simulator.inputs import UserInputError
     from simulator.hardware import default_catalog
     from simulator.profile import save_profile
 

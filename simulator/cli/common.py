@@ -1,24 +1,40 @@
-"""What every `specdecsim` command shares: the consoles, the one-line error, short paths.
+"""What every `specdecsim` command shares: the consoles, the one-line error, short paths, the
+checks before work (outputs, run time) and the progress bar.
 
-Bad input ends with one line naming the file and field, and exit code 2; user text is printed
-escaped, so brackets in a path or a value are never read as terminal markup.
+Bad input ends with one line naming the file and field (a few short lines at most), and exit
+code 2; user text is printed escaped, so brackets in a path or a value are never read as
+terminal markup. Outputs are checked before any work and written before anything is printed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-console = Console()
-err_console = Console(stderr=True)
+from simulator.inputs import MAX_ERROR_LINES
+
+# No emoji codes: a name like ':smile:' is printed as written, as markup is escaped.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
+
+MAX_RUN_S = 600.0  # estimated seconds above which a run needs --force
+MAX_RUN_BYTES = 8 * 2**30  # estimated memory above which a run needs --force
+SHOW_ESTIMATE_S = 5.0  # runs estimated longer than this print the estimate and show progress
+FORCE_HELP = ("Replace an existing file that is not this command's output, and run work estimated above "
+              f"{MAX_RUN_S / 60:.0f} minutes or {MAX_RUN_BYTES / 2**30:.0f} GiB.")
 
 
 def fail(message: str, code: int = 2) -> None:
-    """Print a user-facing error (markup in it escaped) and exit with `code` (no traceback)."""
-    err_console.print(f"[bold red]error:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
+    """Print a user-facing error (markup in it escaped; at most a few lines) and exit with `code`."""
+    lines = str(message).splitlines() or [""]
+    if len(lines) > MAX_ERROR_LINES + 1:
+        lines = lines[:MAX_ERROR_LINES] + [f"... and {len(lines) - MAX_ERROR_LINES} more lines"]
+    err_console.print(f"[bold red]error:[/] {escape(chr(10).join(lines))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -26,11 +42,49 @@ def short_path(path: str | Path) -> str:
     """`path` relative to the working folder when it lies below it, else unchanged."""
     try:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):
         return str(path)
 
 
-def refuse_folder(flag: str, path: Path | None) -> None:
-    """Exit 2 when an output option names a folder."""
-    if path is not None and path.is_dir():
-        fail(f"{flag} {path} is a folder; give a file to write")
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def check_work(what: str, seconds: float, memory_bytes: float, force: bool, hint: str) -> bool:
+    """Print the estimate of a long run and refuse one above the limits unless `force`.
+
+    Args:
+        what: the work, for messages ('the simulation'). seconds, memory_bytes: its estimate.
+        force: the user insists (`--force`). hint: how to make it smaller.
+
+    Returns:
+        Whether to show progress (the run is estimated longer than SHOW_ESTIMATE_S).
+    """
+    too_long, too_big = seconds > MAX_RUN_S, memory_bytes > MAX_RUN_BYTES
+    estimate = f"{what}: estimated {_duration(seconds)}, {memory_bytes / 2**30:.1f} GiB"
+    if (too_long or too_big) and not force:
+        limit = (f"over the {_duration(MAX_RUN_S)} limit" if too_long
+                 else f"over the {MAX_RUN_BYTES / 2**30:.0f} GiB limit")
+        fail(f"{estimate}, {limit}; {hint}, or add --force to run it anyway")
+    if seconds > SHOW_ESTIMATE_S:
+        err_console.print(escape(estimate), highlight=False)
+        return True
+    return False
+
+
+@contextmanager
+def progress_bar(description: str, enabled: bool = True) -> Iterator:
+    """A rich progress bar on stderr; yields `update(fraction_done)` (a no-op when disabled)."""
+    if not enabled:
+        yield lambda frac: None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                   TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True)
+    with bar:
+        task = bar.add_task(escape(description), total=1.0)
+        yield lambda frac: bar.update(task, completed=min(max(float(frac), 0.0), 1.0))

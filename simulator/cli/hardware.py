@@ -10,9 +10,9 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import console, fail, refuse_folder
+from simulator.cli.common import FORCE_HELP, console, fail
 from simulator.hardware import BoxSpec, Catalog, GpuSpec, load_catalog
-from simulator.scenario import UserInputError
+from simulator.inputs import UserInputError
 
 
 def hardware(
@@ -22,12 +22,13 @@ def hardware(
         "--json", help="Write the catalog (or the one entry) as JSON here.")] = None,
     catalog_dir: Annotated[Optional[Path], typer.Option(
         help="Catalog folder with gpus/ and boxes/ (default: data/hardware).")] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """List the hardware catalog: GPUs (dense peak figures) and boxes (how the GPUs are linked)."""
-    from simulator.files import write_json_atomic
+    from simulator.files import HARDWARE_OUTPUT, OUTPUT_KEY, check_output_file, write_json_atomic
 
-    refuse_folder("--json", json_out)
     try:
+        check_output_file(json_out, "--json", HARDWARE_OUTPUT, force)
         catalog = load_catalog(catalog_dir)
         entry = _find(catalog, entry_id) if entry_id is not None else None
     except UserInputError as e:
@@ -39,7 +40,7 @@ def hardware(
         print_entry(entry)
     if json_out is not None:
         data = entry.model_dump(mode="json") if entry is not None else catalog.model_dump(mode="json")
-        write_json_atomic(json_out, data)
+        write_json_atomic(json_out, {OUTPUT_KEY: HARDWARE_OUTPUT, **data}, allow_nan=False)
         console.print(f"wrote {escape(str(json_out))}")
 
 

@@ -8,22 +8,29 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from simulator.cli.common import console, fail
-from simulator.scenario import UserInputError
+from simulator.cli.common import FORCE_HELP, console, fail
+from simulator.inputs import UserInputError
 
 
 def plot_command(
     results: Annotated[Path, typer.Argument(help="A sweep folder (with sweep.csv) or a sweep CSV.")],
     out: Annotated[Path, typer.Option(help="Folder for the HTML figures and index.html.")] = Path("plots"),
     profile: Annotated[Optional[str], typer.Option(help="Profile for calibration curves (default: sweep's).")] = None,
-    validate_json: Annotated[Optional[Path], typer.Option(help="Validate records JSON: predicted vs measured.")] = None,
+    validate_json: Annotated[Optional[Path], typer.Option(help="`specdecsim validate --json` output: predicted "
+                                                               "vs measured.")] = None,
     png: Annotated[bool, typer.Option("--png/--no-png", help="Also write PNGs (needs kaleido and a browser).")] = True,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Draw a sweep's tables as offline HTML figures (plotly.js inlined) with an index.html."""
+    from simulator.files import SWEEP_OUTPUT, check_output_folder, is_own_html, is_own_output
     from simulator.plots import plot_sweep  # plotly: only here, so the other commands run without it
 
+    def ours(index: Path) -> bool:  # figures written before, or a sweep folder of ours
+        return is_own_html(index) or is_own_output(index.parent / "sweep.json", SWEEP_OUTPUT)
+
     try:
+        check_output_folder(out, "--out", "index.html", ours, force)
         index = plot_sweep(results, out, profile, validate_json, png, console)
-    except (ValueError, UserInputError) as e:
+    except UserInputError as e:
         fail(str(e))
-    console.print(f"wrote {escape(str(index))}")
+    console.print(f"wrote {escape(str(index))}", highlight=False)

@@ -9,8 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import console, fail, refuse_folder, short_path
-from simulator.scenario import UserInputError, load_profile_for, load_scenario
+from simulator.cli.common import FORCE_HELP, check_work, console, fail, progress_bar, short_path
+from simulator.inputs import UserInputError
 
 
 def simulate(
@@ -20,20 +20,26 @@ def simulate(
     seed: Annotated[Optional[int], typer.Option(help="RNG seed (overrides the scenario's).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result as JSON here.")] = None,
     trace: Annotated[Optional[Path], typer.Option(help="Write a Chrome/Perfetto trace here.")] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Predict tokens/s, accept length, TPOT and the cycle-time breakdown of one scenario."""
-    from simulator.files import write_json_atomic
+    from simulator.costs.forward import CostModel
+    from simulator.files import SIMULATION_OUTPUT, TRACE_OUTPUT, check_output_file, write_json_atomic
+    from simulator.scenario import load_profile_for, load_scenario
+    from simulator.simulate import estimate_run
     from simulator.simulate import simulate as run_simulation
     from simulator.trace import write_trace
 
     overrides = list(set_ or [])
-    if seed is not None and seed < 0:
-        fail(f"--seed must be >= 0, got {seed}")
+    if seed is not None and not 0 <= seed <= 2**63 - 1:
+        fail(f"--seed must be >= 0 and < 2**63, got {seed}")
     if seed is not None:
         overrides.append(f"seed={seed}")
-    refuse_folder("--json", json_out)
-    refuse_folder("--trace", trace)
     try:
+        check_output_file(json_out, "--json", SIMULATION_OUTPUT, force)
+        check_output_file(trace, "--trace", TRACE_OUTPUT, force)
+        if json_out is not None and trace is not None and json_out.absolute() == trace.absolute():
+            raise UserInputError(f"--json and --trace name the same file {json_out}")
         sc = load_scenario(scenario, overrides)
         prof, prof_path = load_profile_for(sc, profile, base_dir=None if profile else scenario.parent,
                                            source=str(scenario))
@@ -44,14 +50,34 @@ def simulate(
             fail(f"{scenario}: --trace needs fidelity.granularity forward or kernel (cycle granularity keeps no spans)")
         console.print("[dim]trace: forward granularity gives one span per forward; "
                       "--set fidelity.granularity=kernel for per-kernel spans[/]")
-    result, events = run_simulation(sc, prof, profile_ref=str(prof_path), trace=trace is not None)
-    print_result(result)
+    est = estimate_run(sc, CostModel(sc, prof), trace=trace is not None)
+    show = check_work(f"{sc.name}: {est.num_cycles:,} cycles at {sc.fidelity.granularity} granularity",
+                      est.seconds, est.memory_bytes, force,
+                      "lower fidelity.num_cycles or use a coarser fidelity.granularity")
+    try:
+        with progress_bar("simulating", enabled=show) as update:
+            result, events = run_simulation(sc, prof, profile_ref=str(prof_path), trace=trace is not None,
+                                            progress=update)
+    except ArithmeticError as e:
+        fail(f"{scenario}: {e}")
+    written = []
     if json_out is not None:
-        write_json_atomic(json_out, result.model_dump(mode="json"))
-        console.print(f"wrote {escape(str(json_out))}")
+        write_json_atomic(json_out, result.model_dump(mode="json"), allow_nan=False)
+        written.append(f"wrote {escape(str(json_out))}")
     if trace is not None:
         write_trace(trace, events)
-        console.print(f"wrote {escape(str(trace))} (open in https://ui.perfetto.dev)")
+        written.append(f"wrote {escape(str(trace))} (open in https://ui.perfetto.dev)")
+    print_result(result)
+    for line in written:
+        console.print(line, highlight=False)
+
+
+def _num(x: float, decimals: int = 1) -> str:
+    """A number with `decimals` decimals and thousands separators; small ones to 3 significant
+    digits, so a rate of 0.0123 tokens/s does not print as 0.0."""
+    if x != 0 and abs(x) < 10 ** (1 - decimals):
+        return f"{x:.3g}"
+    return f"{x:,.{decimals}f}"
 
 
 def print_result(r) -> None:
@@ -61,27 +87,27 @@ def print_result(r) -> None:
     title = escape(f"{sc['name']}: {sc['target']['name']} TP{sc['tp_size']}, draft {sc['placement']}, "
                    f"num_steps={spec['num_steps']} topk={spec['topk']}, batch {sc['workload']['batch_size']}, "
                    f"{'CUDA graph' if sc['serving_engine']['cuda_graph'] else 'eager'}")
-    t = Table(title=title, show_header=True, title_justify="left")
+    t = Table(title=title, show_header=True, title_justify="left", highlight=False)
     t.add_column("metric")
     t.add_column("value", justify="right")
     t.add_column("95% interval / note", justify="right")
-    t.add_row("tokens/s (system)", f"{r.tok_per_s:,.1f}", f"{r.tok_per_s_ci95[0]:,.1f} .. {r.tok_per_s_ci95[1]:,.1f}")
-    t.add_row("baseline tokens/s (no speculation)", f"{r.baseline_tok_per_s:,.1f}", "")
-    t.add_row("speedup", f"{r.speedup:.3f}x", "")
+    t.add_row("tokens/s (system)", _num(r.tok_per_s), f"{_num(r.tok_per_s_ci95[0])} .. {_num(r.tok_per_s_ci95[1])}")
+    t.add_row("baseline tokens/s (no speculation)", _num(r.baseline_tok_per_s), "")
+    t.add_row("speedup", f"{_num(r.speedup, 3)}x", "")
     t.add_row("accept length (tokens/cycle)", f"{r.accept_length.mean:.3f}",
               f"{r.accept_length.ci95_low:.3f} .. {r.accept_length.ci95_high:.3f}")
-    t.add_row("cycle time (us)", f"{r.cycle_time_us:,.1f}", f"baseline step {r.baseline_step_us:,.1f}")
+    t.add_row("cycle time (us)", _num(r.cycle_time_us), f"baseline step {_num(r.baseline_step_us)}")
     if r.tpot_us is not None:
-        t.add_row("TPOT p50 / p90 / p99 (us)", f"{r.tpot_us.p50:,.1f}", f"{r.tpot_us.p90:,.1f} / {r.tpot_us.p99:,.1f}")
-    t.add_row("closed form tokens/s", f"{r.analytic_tok_per_s:,.1f}",
+        t.add_row("TPOT p50 / p90 / p99 (us)", _num(r.tpot_us.p50), f"{_num(r.tpot_us.p90)} / {_num(r.tpot_us.p99)}")
+    t.add_row("closed form tokens/s", _num(r.analytic_tok_per_s),
               f"{(r.tok_per_s / r.analytic_tok_per_s - 1) * 100:+.2f}% DES vs closed form")
     console.print(t)
-    b = Table(title="where the cycle goes (mean per cycle)", title_justify="left")
+    b = Table(title="where the cycle goes (mean per cycle)", title_justify="left", highlight=False)
     b.add_column("bucket")
     b.add_column("us", justify="right")
     b.add_column("share", justify="right")
     for k, v in sorted(r.breakdown_us.items(), key=lambda kv: -kv[1]):
-        b.add_row(k, f"{v:,.1f}", f"{v / r.cycle_time_us * 100:.1f}%")
+        b.add_row(escape(k), _num(v), f"{v / r.cycle_time_us * 100:.1f}%")
     console.print(b)
     console.print(f"[dim]{r.num_cycles} cycles, {r.simulated_us / 1e6:.3f} s simulated, seed {r.seed}, "
                   f"profile {escape(short_path(r.profile))}[/]")

@@ -9,8 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import console, fail
-from simulator.scenario import UserInputError
+from simulator.cli.common import FORCE_HELP, check_work, console, fail
+from simulator.inputs import UserInputError
 from simulator.sweep import run_sweep
 
 
@@ -25,17 +25,29 @@ def sweep_command(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
     profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of the DES spot-check sample.")] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
     engine: Annotated[Optional[str], typer.Option(hidden=True, help="Renamed: --solver.")] = None,
 ) -> None:
     """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
+    from simulator.files import check_output_folder, is_own_html, is_own_output, SWEEP_OUTPUT
+
     if engine is not None:
         fail("--engine was renamed --solver (closed_form or des; 'analytic' is now 'closed_form')")
+
+    def confirm(seconds: float, memory_bytes: float) -> None:
+        check_work(f"sweep of {scenario}", seconds, memory_bytes, force,
+                   "sweep fewer points, or lower workload.max_new_tokens, fidelity.num_cycles or --des-sample")
+
     try:
-        res = run_sweep(scenario, grid, solver, jobs, out, des_sample, set_, profile, seed)
+        check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)
+        if html:
+            check_output_folder(out / "plots", "--out", "index.html", is_own_html, force)
+        res = run_sweep(scenario, grid, solver, jobs, out, des_sample, set_, profile, seed, confirm=confirm)
     except UserInputError as e:
         fail(str(e))
     console.print(escape(f"{len(res.rows)} points, solver {res.solver}, {res.jobs} job(s), {res.elapsed_s:.2f} s; "
-                         f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")))
+                         f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")),
+                  highlight=False)
     if res.des_check:
         dc = res.des_check
         console.print(f"DES spot-check on {dc['num_points']} points: DES vs closed form tok/s, "
@@ -46,14 +58,14 @@ def sweep_command(
         from simulator.plots import plot_sweep
         try:
             index = plot_sweep(out, out / "plots", profile=profile, console=console)
-        except (ValueError, UserInputError) as e:
+        except UserInputError as e:
             fail(str(e))
-        console.print(f"wrote {escape(str(index))}")
+        console.print(f"wrote {escape(str(index))}", highlight=False)
 
 
 def print_best_table(best_rows: list[dict], max_rows: int = 40) -> None:
     """Rich table of `best_num_steps` rows (first max_rows)."""
-    t = Table(title="best num_steps (highest tok/s per combination)", title_justify="left")
+    t = Table(title="best num_steps (highest tok/s per combination)", title_justify="left", highlight=False)
     cols = list(best_rows[0])
     for c in cols:
         t.add_column(escape(c.split(".")[-1]), justify="right")

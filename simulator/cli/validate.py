@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import console, err_console, fail, refuse_folder
-from simulator.scenario import UserInputError, load_profile_for
+from simulator.cli.common import FORCE_HELP, console, err_console, fail
+from simulator.inputs import UserInputError, quote
 
 
 def validate(
@@ -25,30 +25,37 @@ def validate(
     max_speedup_error: Annotated[Optional[float], typer.Option(help="Fail if any |speedup error| exceeds this.")] = None,
     acceptance: Annotated[str, typer.Option(help="measured: the accept lengths the run drew; scenario: its model.")] = "measured",
     costs_source: Annotated[Optional[str], typer.Option(help="per_op or whole_forward (default: each record's).")] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Predict every live record from a profile alone and compare with what was measured."""
-    from simulator.files import write_json_atomic
+    from simulator.files import VALIDATION_OUTPUT, check_output_file, write_json_atomic
+    from simulator.scenario import load_profile_for
     from simulator.validate import compare, load_records, summarize, to_json, with_costs_source
 
     if judge_mode not in ("graph", "eager", "all"):
-        fail(f"--judge-mode must be graph, eager or all, got {judge_mode!r}")
+        fail(f"--judge-mode must be graph, eager or all, got {quote(judge_mode)}")
     if acceptance not in ("measured", "scenario"):
-        fail(f"--acceptance must be measured or scenario, got {acceptance!r}")
+        fail(f"--acceptance must be measured or scenario, got {quote(acceptance)}")
     for opt, v in (("--max-median-error-pct", max_median_error_pct), ("--max-error-pct", max_error_pct),
                    ("--max-speedup-error", max_speedup_error)):
         if v is not None and not (v >= 0 and math.isfinite(v)):
             fail(f"{opt} must be a finite number >= 0, got {v}")
-    refuse_folder("--json", json_out)
+    if costs_source not in (None, "per_op", "whole_forward"):
+        fail(f"--costs-source must be per_op or whole_forward, got {quote(costs_source)}")
     try:
+        check_output_file(json_out, "--json", VALIDATION_OUTPUT, force)
         recs = load_records(records)
         prof, prof_path = load_profile_for(recs[0][1].scenario, profile)
     except UserInputError as e:
         fail(str(e))
-    if costs_source not in (None, "per_op", "whole_forward"):
-        fail(f"--costs-source must be per_op or whole_forward, got {costs_source!r}")
     recs = with_costs_source(recs, costs_source)
-    points = compare(recs, prof, acceptance)
+    try:
+        points = compare(recs, prof, acceptance)
+    except UserInputError as e:
+        fail(str(e))
     summaries = summarize(points)
+    if json_out is not None:
+        write_json_atomic(json_out, to_json(points, summaries, str(prof_path)), allow_nan=False)
     print_validation(points, summaries)
     counts = Counter((p.record_set, p.label) for p in points)
     twice = [label for (_, label), n in counts.items() if n > 1]
@@ -57,8 +64,7 @@ def validate(
                       f"and a noise take); each record is compared: {escape(', '.join(twice[:3]))}"
                       f"{' ...' if len(twice) > 3 else ''}[/]")
     if json_out is not None:
-        write_json_atomic(json_out, to_json(points, summaries, str(prof_path)))
-        console.print(f"wrote {escape(str(json_out))}")
+        console.print(f"wrote {escape(str(json_out))}", highlight=False)
     failed = []
     for sm in summaries:
         if judge_mode != "all" and sm.mode != judge_mode:
@@ -70,7 +76,7 @@ def validate(
         if max_speedup_error is not None and (sm.max_abs_speedup_error or 0) > max_speedup_error:
             failed.append(f"{sm.mode}: max |speedup error| {sm.max_abs_speedup_error:.3f} > {max_speedup_error}")
     for f in failed:
-        err_console.print(f"[bold red]threshold exceeded:[/] {f}")
+        err_console.print(f"[bold red]threshold exceeded:[/] {escape(f)}", highlight=False)
     if failed:
         raise typer.Exit(1)
 
@@ -91,7 +97,7 @@ def print_validation(points, summaries) -> None:
                 "best num_steps agree", "median repeat spread"):
         s.add_column(col, justify="right")
     for sm in summaries:
-        s.add_row(sm.mode, str(sm.num_points), f"{sm.median_abs_error_frac * 100:.2f}%",
+        s.add_row(escape(sm.mode), str(sm.num_points), f"{sm.median_abs_error_frac * 100:.2f}%",
                   f"{sm.mean_abs_error_frac * 100:.2f}%", f"{sm.max_abs_error_frac * 100:.2f}%",
                   f"{sm.max_abs_speedup_error:.3f}" if sm.max_abs_speedup_error is not None else "",
                   f"{sm.best_num_steps_agree}/{sm.best_num_steps_cells}",
@@ -99,5 +105,5 @@ def print_validation(points, summaries) -> None:
     console.print(s)
     for sm in summaries:
         if sm.faster_placement_cells:
-            console.print(f"{sm.mode}: the predicted-faster draft placement is the measured-faster one in "
+            console.print(f"{escape(sm.mode)}: the predicted-faster draft placement is the measured-faster one in "
                           f"{sm.faster_placement_agree} of {sm.faster_placement_cells} cells")

@@ -11,6 +11,8 @@ drawn per slot, request by request, so per-request acceptance rates work too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import simpy
 
@@ -69,10 +71,12 @@ def _slot_sequence(acceptance: AcceptanceModel, rng: np.random.Generator, total:
 
 
 def run_cycle_level(cost: CostModel, acceptance: AcceptanceModel | None, rng: np.random.Generator,
-                    num_cycles: int, warmup_cycles: int, env: simpy.Environment | None = None):
+                    num_cycles: int, warmup_cycles: int, env: simpy.Environment | None = None,
+                    progress: Callable[[float], None] | None = None):
     """Simulate warm-up + num_cycles cycles; returns (CycleLog, request start/end arrays in us).
 
     acceptance=None runs the no-speculation baseline (one token per request per step).
+    progress: called after each batch slot's accept lengths are drawn, with the fraction done.
     """
     sc = cost.sc
     b, max_new = sc.workload.batch_size, sc.workload.max_new_tokens
@@ -87,7 +91,11 @@ def run_cycle_level(cost: CostModel, acceptance: AcceptanceModel | None, rng: np
         table = {1: baseline_step_us(cost)}
         ext = np.ones(total, dtype=np.int64)
     else:
-        cols = [_slot_sequence(acceptance, rng, total, max_new) for _ in range(b)]
+        cols = []
+        for slot in range(b):
+            cols.append(_slot_sequence(acceptance, rng, total, max_new))
+            if progress is not None:
+                progress((slot + 1) / b)
         acc = np.stack([c[0] for c in cols], axis=1)
         kept = np.stack([c[1] for c in cols], axis=1)
         requests = [c[2] for c in cols]

@@ -19,6 +19,7 @@ memory limits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,11 +58,15 @@ class DesRun:
         rng_accept: generator for accept lengths and request rates. rng_jitter: per-kernel noise.
         trace: keep TraceEvents (kernel granularity gives per-kernel spans).
         env: a SimPy environment to run in (default: a new one).
+        progress: called every PROGRESS_CYCLES cycles with the fraction of the run done (0..1).
     """
+
+    PROGRESS_CYCLES = 256
 
     def __init__(self, cost: CostModel, acceptance: AcceptanceModel | None,
                  rng_accept: np.random.Generator, rng_jitter: np.random.Generator, trace: bool = False,
-                 env: simpy.Environment | None = None):
+                 env: simpy.Environment | None = None, progress: Callable[[float], None] | None = None):
+        self.progress = progress
         self.cost, self.acceptance = cost, acceptance
         self.sc = cost.sc
         self.rng_accept, self.rng_jitter = rng_accept, rng_jitter
@@ -152,6 +157,8 @@ class DesRun:
             extend_len = max(acc)
             if idx + 1 == warmup_cycles:
                 self._measure_from = env.now
+            if self.progress is not None and (idx + 1) % self.PROGRESS_CYCLES == 0:
+                self.progress((idx + 1) / (warmup_cycles + num_cycles))
 
     def _accept_lengths(self, b: int, rates: np.ndarray | None) -> np.ndarray:
         """(b,) accept lengths of this cycle; homogeneous requests are drawn in blocks for speed."""
@@ -209,6 +216,11 @@ class DesRun:
                     if barrier.arrived == barrier.members:
                         env.process(self._complete(barrier))
                     yield barrier.done
+                    if self.draft_gpu is not None and self.draft_gpu in k.gpus:
+                        # a transfer to or from the dedicated draft GPU: the wait for it is that GPU's
+                        # compute, which _cycle_busy adds; count the transfer alone, as the forward
+                        # granularity does, so no time is counted twice
+                        start = env.now - barrier.latency_us
                     self._account(stream, k, start, env.now - start)
                 else:
                     dur = k.gpu_us
