@@ -170,30 +170,23 @@ class Catalog(StrictModel):
         return self
 
     def gpu(self, name: str) -> GpuSpec:
-        """The GPU with catalog id `name`.
-
-        Raises:
-            UserInputError: one line naming the unknown id and listing the known ones.
-        """
-        try:
-            return self.gpus[name]
-        except KeyError:
-            raise UserInputError(f"unknown GPU {name!r}; known: {', '.join(sorted(self.gpus))}") from None
+        """The GPU with catalog id `name` (UserInputError naming the known ids otherwise)."""
+        return _entry(self.gpus, "GPU", name)
 
     def box(self, name: str) -> BoxSpec:
-        """The box with catalog id `name`.
-
-        Raises:
-            UserInputError: one line naming the unknown id and listing the known ones.
-        """
-        try:
-            return self.boxes[name]
-        except KeyError:
-            raise UserInputError(f"unknown box {name!r}; known: {', '.join(sorted(self.boxes))}") from None
+        """The box with catalog id `name` (UserInputError naming the known ids otherwise)."""
+        return _entry(self.boxes, "box", name)
 
     def box_gpu(self, name: str) -> GpuSpec:
         """The GPU that box `name` carries, e.g. `catalog.box_gpu('dgx-a100-8gpu').supports_dtype('fp8')`."""
         return self.gpu(self.box(name).gpu)
+
+
+def _entry(entries: dict, kind: str, name: str):
+    """entries[name], or one UserInputError line naming the unknown id and listing the known ones."""
+    if name not in entries:
+        raise UserInputError(f"unknown {kind} {name!r}; known: {', '.join(sorted(entries))}")
+    return entries[name]
 
 
 def hardware_dir() -> Path:
