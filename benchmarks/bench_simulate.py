@@ -73,7 +73,7 @@ def main() -> None:
             ("kernel granularity, eager", ["fidelity.granularity=kernel", "serving_engine.cuda_graph=false"],
              max(1, args.cycles // 50))]
     t = Table(title="DES speed (batch 1, Llama-3.1-8B + EAGLE-3, num_steps=4)", title_justify="left")
-    for col in ("engine", "cycles", "events", "wall s", "events/s", "cycles/s", "simulated s", "sim / wall"):
+    for col in ("granularity", "cycles", "events", "wall s", "events/s", "cycles/s", "simulated s", "sim / wall"):
         t.add_column(col, justify="right")
     for name, over, cycles in runs:
         r = bench(over, cycles)
