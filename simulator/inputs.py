@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
-from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.nodes import MappingNode, SequenceNode
 
 MAX_INPUT_BYTES = 32 * 2**20  # the largest shipped profile is 0.3 MB; a live record a few kB
 MAX_DEPTH = 32  # a scenario nests 4 levels, a profile 5

@@ -21,9 +21,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
-
-from simulator.cli import app
 from tests.fuzz.cases import (KINDS, RECORD, as_expected, base_config_json, base_profile, base_scenario, classify,
                               dump_json, dump_yaml, generate, lay_out, prepare_fixtures, run_in_process, snapshot)
 
@@ -60,9 +57,6 @@ def test_generated_bad_input_ends_cleanly(kind, fixtures):
 
 
 # ---- the examples of the issue ---------------------------------------------------------------------
-runner = CliRunner()
-
-
 def run(folder: Path, *argv: str) -> tuple[int, str]:
     code, output, tb = run_in_process(list(argv), folder)
     assert tb is None, tb
