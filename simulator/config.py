@@ -156,6 +156,9 @@ class ModelShape(StrictModel):
         if any(v is not None for v in mla) and any(v is None for v in mla):
             raise ValueError("MLA needs all of kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
                              f"v_head_dim; got {mla}")
+        if self.attn_head_dim < 1:
+            raise ValueError(f"head_dim {self.attn_head_dim}: hidden_size={self.hidden_size} // num_attention_heads="
+                             f"{self.num_attention_heads} is 0; give head_dim or fewer heads")
         if self.num_attention_heads % self.kv_heads != 0:
             raise ValueError(f"num_attention_heads={self.num_attention_heads} is not a multiple of "
                              f"num_key_value_heads={self.kv_heads}")

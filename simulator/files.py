@@ -33,10 +33,13 @@ TRACE_OUTPUT = "trace/1"
 VALIDATION_OUTPUT = "validation/1"
 SWEEP_OUTPUT = "sweep/1"
 HARDWARE_OUTPUT = "hardware/1"
+PROFILE_OUTPUT = "profile/1"  # recognised by its keys (the profile schema allows no marker)
+DIAGNOSTIC_OUTPUT = "diagnostic/1"
 # Keys that outputs written before OUTPUT_KEY existed carry, by kind (a trace had no marker).
-_LEGACY_KEYS = {SIMULATION_OUTPUT: {"version", "engine", "scenario", "tok_per_s"},
+_LEGACY_KEYS = {SIMULATION_OUTPUT: {"version", "scenario", "tok_per_s"},
                 SWEEP_OUTPUT: {"version", "grids", "csv"},
-                VALIDATION_OUTPUT: {"profile", "summaries", "points"}}
+                VALIDATION_OUTPUT: {"profile", "summaries", "points"},
+                PROFILE_OUTPUT: {"schema_version", "hardware", "roofline", "host"}}
 
 
 class OutputPathError(UserInputError):

@@ -323,6 +323,9 @@ def apply_hardware(scenario: Scenario, profile: CalibrationProfile, source: str,
     if measured_on is None:
         raise UserInputError(f"{source}: hardware.gpu {gpu.id}: profile {profile.name!r} does not say which catalog "
                              "GPU it was measured on (hardware.catalog_gpu), so it cannot be carried to another GPU")
+    if measured_on not in catalog.gpus:
+        raise UserInputError(f"profile {profile.name!r}: hardware.catalog_gpu {measured_on!r} is not in the hardware "
+                             f"catalog; known: {', '.join(sorted(catalog.gpus))}")
     try:
         return carry_profile(profile, gpu_rates(catalog.gpu(measured_on)), gpu_rates(gpu))
     except ValueError as e:

@@ -56,7 +56,7 @@ class SimulationResult(BaseModel):
     model_config = ConfigDict(frozen=True)
     specdecsim_output: Literal["simulation/1"] = SIMULATION_OUTPUT  # kind and schema version of the JSON
     version: str
-    engine: str
+    solver: str  # 'des' (the closed form's figures sit beside it: analytic_*)
     seed: int
     profile: str
     tok_per_s: float

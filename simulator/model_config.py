@@ -28,9 +28,39 @@ SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_ke
               "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "draft_vocab_size", "num_nextn_predict_layers")
 
 
+MAX_LAYERS = 1024  # ModelShape.num_hidden_layers' bound: no layer list is built past it
+KNOWN_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gpt_oss", "llama4",
+               "llama4_text", "deepseek_v2", "deepseek_v3", "kimi_k2", "gemma", "gemma2", "phi3")
+
+
 def _int(cfg: dict, key: str) -> int | None:
     v = cfg.get(key)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _step(cfg: dict, key: str) -> int:
+    """A layer step (every step-th layer is MoE): 1 when absent; ValueError unless 1..MAX_LAYERS."""
+    if cfg.get(key) is None:
+        return 1
+    step = _int(cfg, key)
+    if step is None or not 1 <= step <= MAX_LAYERS:
+        raise ValueError(f"{key}: expected an integer 1..{MAX_LAYERS}, got {str(cfg[key])[:40]}")
+    return step
+
+
+def _layer_list(cfg: dict, key: str, n_layers: int) -> list[int]:
+    """A config's list of layer indices, checked: every entry an index of the model.
+
+    Raises:
+        ValueError: naming the key, when it is not a list of integers in 0..n_layers-1.
+    """
+    value = cfg.get(key)
+    if value is None:
+        return []
+    if (not isinstance(value, list) or len(value) > MAX_LAYERS
+            or any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n_layers for i in value)):
+        raise ValueError(f"{key}: expected a list of layer indices 0..{n_layers - 1}, got {str(value)[:60]}")
+    return value
 
 
 def shape_fields_from_hf_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -43,17 +73,25 @@ def shape_fields_from_hf_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], li
         (fields, notes): fields named as ModelShape names them (absent keys left out, so the
         scenario's own fields and the schema's checks decide); notes, one line per setting the
         simulator does not model.
+
+    Raises:
+        ValueError: a list of layer indices (mlp_only_layers, moe_layers) that is not one.
     """
     out = {k: cfg[k] for k in SHAPE_KEYS if cfg.get(k) is not None}
     notes: list[str] = []
     mtype = str(cfg.get("model_type", ""))
+    if mtype and mtype not in KNOWN_TYPES:
+        notes.append(f"model_type {mtype!r} is not a family this mapping knows: read as a Llama-style "
+                     "decoder-only transformer")
     n_layers = _int(cfg, "num_hidden_layers") or 0
+    if not 0 < n_layers <= MAX_LAYERS:
+        return out, notes  # the schema refuses num_hidden_layers; build no per-layer list for it
     if "num_experts" in cfg and "n_routed_experts" not in cfg and _int(cfg, "num_experts"):  # Qwen2/3-MoE
         out["n_routed_experts"] = cfg["num_experts"]
         if _int(cfg, "shared_expert_intermediate_size"):
             out["shared_expert_intermediate_size"] = cfg["shared_expert_intermediate_size"]
-        step = _int(cfg, "decoder_sparse_step") or 1
-        dense = set(cfg.get("mlp_only_layers") or [])
+        step = _step(cfg, "decoder_sparse_step")
+        dense = set(_layer_list(cfg, "mlp_only_layers", n_layers))
         layers = [i for i in range(n_layers) if (i + 1) % step == 0 and i not in dense]
         if len(layers) != n_layers:
             out["moe_layers"] = layers
@@ -64,8 +102,8 @@ def shape_fields_from_hf_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], li
         if mtype.startswith("llama4"):
             out["intermediate_size"] = cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size")
             out["shared_expert_intermediate_size"] = cfg.get("intermediate_size")
-            step = _int(cfg, "interleave_moe_layer_step") or 1
-            layers = cfg.get("moe_layers") or list(range(step - 1, n_layers, step))
+            step = _step(cfg, "interleave_moe_layer_step")
+            layers = _layer_list(cfg, "moe_layers", n_layers) or list(range(step - 1, n_layers, step))
             if len(layers) != n_layers:
                 out["moe_layers"] = list(layers)
             if cfg.get("attention_chunk_size"):

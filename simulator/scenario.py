@@ -66,7 +66,10 @@ def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> 
         if not isinstance(cfg, dict):
             raise UserInputError(f"{source}: {role}.config_path: {path}: text_config must be a JSON object, "
                                  f"got {type(cfg).__name__}")
-    merged, notes = shape_fields_from_hf_config(cfg)
+    try:
+        merged, notes = shape_fields_from_hf_config(cfg)
+    except ValueError as e:
+        raise UserInputError(f"{source}: {role}.config_path: {path}: {e}") from None
     if notes:
         merged["config_notes"] = [f"{role} {path.name}: {n}" for n in notes]
     merged.update(model)

@@ -204,3 +204,57 @@ def test_merge_rebuilds_the_shipped_profile_from_its_points(tmp_path):
         d["host"]["provenance"].pop("note")
         d["notes"].pop("not_measured")
     assert built == shipped
+
+
+# ---- outputs and points files the calibration commands may write (bad input, kind 8) ------------------
+def _merge_args(points, out, *extra):
+    return ["calibrate", "merge", "--points", str(points), "--out", str(out), *extra]
+
+
+def test_merge_refuses_an_unrelated_out_file_and_its_own_points_file(tmp_path):
+    from simulator.cli import app
+    src = Path(__file__).parent.parent / "data" / "points" / "h200.jsonl"
+    pts = tmp_path / "pts.jsonl"
+    pts.write_bytes(src.read_bytes())
+    keep = tmp_path / "keep.txt"
+    keep.write_text("precious")
+    res = runner.invoke(app, _merge_args(pts, keep))
+    assert res.exit_code == 2 and "--force" in res.output and keep.read_text() == "precious"
+    res = runner.invoke(app, _merge_args(pts, pts))
+    assert res.exit_code == 2 and "one of the --points files" in res.output
+    assert pts.read_bytes() == src.read_bytes()
+    assert runner.invoke(app, _merge_args(pts, keep, "--force")).exit_code == 0  # --force: the user insists
+    assert runner.invoke(app, _merge_args(pts, keep)).exit_code == 0  # now our own profile: replaced
+
+
+def test_a_file_that_is_not_a_points_file_is_refused_and_left_whole(tmp_path):
+    from calibration.build.store import PointStore
+    from simulator.cli import app
+    foreign = tmp_path / "notes.jsonl"
+    foreign.write_text("my notes\nmore notes\n")
+    with pytest.raises(ValueError, match="notes.jsonl:1: not a points-file line"):
+        PointStore(foreign)
+    assert foreign.read_text() == "my notes\nmore notes\n"
+    res = runner.invoke(app, _merge_args(foreign, tmp_path / "p.json"))
+    assert res.exit_code == 2 and "notes.jsonl:1" in res.output
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text('{"key": "a", "record": {"x": 1}}\n{"key": "b", "rec')  # killed mid-write
+    assert len(PointStore(torn)) == 1 and torn.read_text().endswith("}\n")  # the torn line goes
+
+
+def test_live_refuses_to_replace_a_file_that_is_not_a_record(tmp_path):
+    from calibration.live import grid as live_grid
+    from simulator.cli import app
+    out = tmp_path / "lv"
+    out.mkdir()
+    point = live_grid.grid(True)[0]
+    (out / f"{point.name}.json").write_text("precious")
+    res = runner.invoke(app, ["live", "--out", str(out), "--device", "cpu", "--quick", "--cycles", "1"])
+    assert res.exit_code == 2 and "not LiveRun records" in res.output
+    assert (out / f"{point.name}.json").read_text() == "precious"
+
+
+def test_diagnose_checks_tp_before_starting_ranks(tmp_path):
+    from simulator.cli import app
+    res = runner.invoke(app, ["diagnose", "tp-skew", "--device", "cpu", "--tp", "3", "--out", str(tmp_path / "x.json")])
+    assert res.exit_code == 2 and "not divisible by tp_size=3" in res.output

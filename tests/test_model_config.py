@@ -85,3 +85,35 @@ def test_a_format_that_does_not_exist_is_refused(tmp_path):
     from simulator.scenario import UserInputError
     with pytest.raises(UserInputError, match="precision.routed_experts"):
         load_scenario(_scenario(tmp_path, "qwen3_30b_a3b.json", precision=dict(routed_experts="int3")))
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"num_hidden_layers": 1_000_000_000, "decoder_sparse_step": 2}, "num_hidden_layers"),  # no huge layer list
+    ({"mlp_only_layers": [[1]]}, "mlp_only_layers: expected a list of layer indices"),
+    ({"mlp_only_layers": [100]}, "mlp_only_layers: expected a list of layer indices 0..47"),
+    ({"decoder_sparse_step": 0}, "decoder_sparse_step: expected an integer"),
+])
+def test_bad_config_json_layer_settings_are_one_line(tmp_path, change, words):
+    import json
+
+    from simulator.scenario import UserInputError
+    cfg = {**json.loads((CONFIGS / "qwen3_30b_a3b.json").read_text()), **change}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    path = tmp_path / "s.yaml"
+    path.write_text(_scenario(tmp_path, "qwen3_30b_a3b.json").read_text().replace(
+        str(CONFIGS / "qwen3_30b_a3b.json"), str(tmp_path / "c.json")))
+    with pytest.raises(UserInputError, match=words.replace("[", r"\[")):
+        load_scenario(path)
+
+
+def test_an_unknown_model_type_is_a_note_and_a_zero_head_dim_is_refused(tmp_path):
+    import json
+
+    from simulator.scenario import UserInputError
+    cfg = {**json.loads((CONFIGS / "mixtral_8x7b.json").read_text()), "model_type": "mamba"}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    t = load_scenario(_scenario(tmp_path, str(tmp_path / "c.json"))).target
+    assert any("model_type 'mamba'" in n for n in t.config_notes)
+    with pytest.raises(UserInputError, match="head_dim 0"):
+        load_scenario(_scenario(tmp_path, "mixtral_8x7b.json", hidden_size=1, num_attention_heads=8,
+                                num_key_value_heads=8))

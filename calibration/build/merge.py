@@ -31,7 +31,7 @@ def merge_points(points: list[Path], name: str, hardware_update: dict | None = N
     for p in points:
         if not Path(p).is_file():
             raise FileNotFoundError(f"{p}: no such points file")
-        records.update(PointStore(p).records())
+        records.update(PointStore(p, writable=False).records())
     prof = build_profile(records, name=name, description=f"merged from {len(points)} points files",
                          command_line=command_line())
     if hardware_update:

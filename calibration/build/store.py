@@ -2,8 +2,10 @@
 
 One JSON object per line: {"key": ..., "record": {...}}. Each `add` writes one line and fsyncs,
 so a kill loses at most the point being measured. Re-opening the file resumes: `done(key)`
-tells the benchmark to skip points already there. A torn last line (killed mid-write) is
-ignored on reading and overwritten on the next add.
+tells the benchmark to skip points already there. A torn last line (killed mid-write: no
+newline at its end) is ignored on reading and overwritten on the next add; any other line that
+is not a point is an error naming the file and line, so a file that is not a points file is
+never appended to or cut.
 """
 
 from __future__ import annotations
@@ -20,26 +22,49 @@ class PointStore:
         path: JSONL file; created (with parent folders) if missing.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, writable: bool = True):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._records: dict[str, dict] = {}
         good_bytes = 0
         if self.path.exists():
-            with open(self.path, "rb") as f:
-                for raw in f:
-                    try:
-                        item = json.loads(raw)
-                        key, record = item["key"], item["record"]
-                    except (ValueError, KeyError, TypeError):
-                        break  # torn or foreign line: keep what came before it
-                    if not raw.endswith(b"\n"):
-                        break
-                    self._records[key] = record
-                    good_bytes += len(raw)
-            if good_bytes != self.path.stat().st_size:
-                with open(self.path, "r+b") as f:
+            good_bytes = self._read(self._records)
+            if writable and good_bytes != self.path.stat().st_size:
+                with open(self.path, "r+b") as f:  # drop the torn last line
                     f.truncate(good_bytes)
+        elif writable:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _read(self, records: dict) -> int:
+        """Fill `records` from the file; returns the bytes of its whole lines.
+
+        Raises:
+            ValueError: a complete line that is not a {key, record} object (file and line named).
+        """
+        good_bytes = 0
+        with open(self.path, "rb") as f:
+            for line_no, raw in enumerate(f, 1):
+                if not raw.endswith(b"\n"):
+                    break  # torn last line
+                try:
+                    item = json.loads(raw)
+                    key, record = item["key"], item["record"]
+                    if not isinstance(key, str) or not isinstance(record, dict):
+                        raise TypeError
+                except (ValueError, KeyError, TypeError):
+                    raise ValueError(f"{self.path}:{line_no}: not a points-file line ({{\"key\": ..., "
+                                     f"\"record\": {{...}}}}); is this a points file?") from None
+                records[key] = record
+                good_bytes += len(raw)
+        return good_bytes
+
+    @staticmethod
+    def check(path: Path) -> None:
+        """Raise ValueError (naming the file and line) unless `path` is missing or a points file."""
+        path = Path(path)
+        if path.exists():
+            if not path.is_file():
+                raise ValueError(f"{path}: not a regular file")
+            PointStore(path, writable=False)
 
     def done(self, key: str) -> bool:
         return key in self._records

@@ -25,7 +25,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from calibration.cli.common import (TP_DEVICES, check_at_least, check_choice, check_device, check_gpus, check_sizes,
-                                    console, err_console, fail, need_torch, refuse_file, refuse_folder)
+                                    FORCE_HELP, check_output, check_points_file, console, err_console, fail,
+                                    need_torch, refuse_file)
+from simulator.files import DIAGNOSTIC_OUTPUT, PROFILE_OUTPUT
 
 calibrate_app = typer.Typer(invoke_without_command=True, add_completion=False,
                             help="Measure this machine into a calibration profile, and the tools around it.")
@@ -33,8 +35,8 @@ PointsOption = Annotated[Path, typer.Option(help="PointStore JSONL to add the po
 
 
 def _store(points: Path):
-    """The PointStore at `points`; exit 2 when it names a folder."""
-    refuse_folder("--points", points)
+    """The PointStore at `points`; exit 2 when it names a folder or a file that is not a points file."""
+    check_points_file("--points", points)
     from calibration.build.store import PointStore
     return PointStore(points)
 
@@ -61,6 +63,7 @@ def calibrate(
     forwards: Annotated[bool, typer.Option(help="Also time whole forwards (tp 1; tp 2+ over the GPUs "
                                                 "there are).")] = True,
     name: Annotated[Optional[str], typer.Option(help="Profile name; default the file stem.")] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Calibrate this machine (per-op, host, roofline, forwards, collectives) and write a profile."""
     if ctx.invoked_subcommand is not None:
@@ -72,8 +75,8 @@ def calibrate(
     from simulator.scenario import UserInputError
 
     points = points or calibration_run.default_points_path(out)
-    refuse_folder("--out", out)
-    refuse_folder("--points", points)
+    check_output("--out", out, PROFILE_OUTPUT, force)
+    check_points_file("--points", points)
     if device is not None:
         check_device(device)
     tp_sizes = list(tp or [1, 2, 4, 8])
@@ -106,6 +109,7 @@ def import_nccl_tests(
                                                            "show them all.")] = None,
     mode: Annotated[Optional[str], typer.Option(help="eager or graph, overriding the log's 'graph: K'.")] = None,
     command: Annotated[Optional[str], typer.Option(help="The nccl-tests command line, when the log lacks it.")] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Merge nccl-tests latency tables into a profile (tables of the same op, world size, mode are replaced)."""
     from pydantic import ValidationError
@@ -115,6 +119,7 @@ def import_nccl_tests(
     from simulator.scenario import format_validation_error
 
     check_choice("--mode", mode, ("eager", "graph"))
+    check_output("--out", out, PROFILE_OUTPUT, force)
     missing = [str(p) for p in logs if not p.is_file()]
     if missing:
         fail(f"nccl-tests log not found: {', '.join(missing)}")
@@ -153,6 +158,7 @@ def merge(
     catalog_gpu: Annotated[Optional[str], typer.Option(help="Hardware-catalog id of the measured GPU (specdecsim "
                                                             "hardware), so the profile can be carried to another "
                                                             "GPU.")] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Build one profile from several points files (e.g. one GPU's op tables + a multi-GPU machine's collectives)."""
     from calibration.build.merge import merge_points
@@ -161,12 +167,16 @@ def merge(
     from simulator.profile import save_profile
 
     check_at_least("--gpu-count", gpu_count, 1)
+    if any(out.absolute() == p.absolute() for p in points):
+        fail(f"--out {out} is one of the --points files; the profile goes to a file of its own")
+    check_output("--out", out, PROFILE_OUTPUT, force)
+    for p in points:
+        check_points_file("--points", p)
     if catalog_gpu is not None:
         try:
             default_catalog().gpu(catalog_gpu)
         except UserInputError as e:
             fail(f"--catalog-gpu: {e}")
-    refuse_folder("--out", out)
     missing = [str(p) for p in points if not p.is_file()]
     if missing:
         fail(f"--points: no such points file: {', '.join(missing)}")
@@ -176,6 +186,8 @@ def merge(
         profile = merge_points(points, name or out.stem, update)
     except (ValueError, OSError) as e:
         fail(str(e))
+    except (KeyError, TypeError) as e:  # a point record without a field build_profile reads
+        fail(f"--points {', '.join(map(str, points))}: a point record lacks or mistypes the field {e}")
     save_profile(profile, out)
     _print_profile(profile, out)
 
@@ -222,7 +234,7 @@ def tp_forwards(
     from calibration.shapes import SIZES
     check_choice("--device", device, TP_DEVICES)
     size_keys = check_sizes("--sizes", sizes, SIZES)
-    refuse_folder("--points", points)
+    check_points_file("--points", points)
     torch = need_torch()
     num_gpus = torch.cuda.device_count() if device == "cuda" else 0
     if device == "cuda" and num_gpus < 2:
@@ -296,12 +308,13 @@ def moe(
     shape: Annotated[str, typer.Option(help="MoE layer shape: kimi-k2-tp8 or tiny.")] = "kimi-k2-tp8",
     device: Annotated[str, typer.Option(help="torch device.")] = "cuda",
     profile: Annotated[str, typer.Option(help="Profile whose device-copy bandwidth is the reference.")] = "h200",
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """MoE routed experts at small token counts: grouped-GEMM time and the HBM bandwidth it reaches."""
-    refuse_folder("--out", out)
+    check_output("--out", out, DIAGNOSTIC_OUTPUT, force)
     torch = need_torch()
     from calibration.bench.moe import SHAPES, bench
-    from simulator.files import write_json_atomic
+    from simulator.files import OUTPUT_KEY, write_json_atomic
     from simulator.profile import load_profile, resolve_profile_path
     from simulator.units import BYTES_PER_GB
 
@@ -313,7 +326,7 @@ def moe(
         fail(f"--profile: {e}")
     rows = bench(SHAPES[shape], device, hbm_gb_per_s=hbm)
     write_json_atomic(out, {
-        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        OUTPUT_KEY: DIAGNOSTIC_OUTPUT, "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         "torch_version": torch.__version__, "reference_profile": profile, "reference_hbm_gb_per_s": hbm,
         "rows": rows})

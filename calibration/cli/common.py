@@ -82,10 +82,30 @@ def check_sizes(option: str, text: str, known: dict) -> tuple[str, ...]:
     return sizes
 
 
-def refuse_folder(option: str, path: Path | None) -> None:
-    """Exit 2 when an output file option names a folder."""
-    if path is not None and path.is_dir():
-        fail(f"{option} {path} is a folder; give a file to write")
+FORCE_HELP = "Replace an existing file that is not this command's own earlier output."
+
+
+def check_output(option: str, path: Path | None, kind: str, force: bool = False) -> None:
+    """Exit 2 (one line) unless `path` may be written: a new path, an empty file, this kind's own
+    earlier output, or with `force` any regular file (simulator.files.check_output_file)."""
+    from simulator.files import check_output_file
+    from simulator.inputs import UserInputError
+    try:
+        check_output_file(path, option, kind, force)
+    except UserInputError as e:
+        fail(str(e))
+
+
+def check_points_file(option: str, path: Path) -> None:
+    """Exit 2 unless `path` is a points file (JSONL of {key, record}) or does not exist yet, so a
+    benchmark never appends to, or truncates, a file that is not its own."""
+    from calibration.build.store import PointStore
+    if path.is_dir():
+        fail(f"{option} {path} is a folder; give a points file (JSONL)")
+    try:
+        PointStore.check(path)
+    except ValueError as e:
+        fail(f"{option}: {e}")
 
 
 def refuse_file(option: str, path: Path) -> None:

@@ -10,13 +10,15 @@ Parses, checks, runs and writes; the measuring is in calibration/diagnostics/.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from calibration.cli.common import (TP_DEVICES, check_at_least, check_choice, check_gpus, need_cuda, need_torch,
-                                    refuse_folder)
+from calibration.cli.common import (FORCE_HELP, TP_DEVICES, check_at_least, check_choice, check_gpus, check_output,
+                                    fail, need_cuda, need_torch)
+from simulator.files import DIAGNOSTIC_OUTPUT
 
 diagnose_app = typer.Typer(no_args_is_help=True, add_completion=False,
                            help="GPU diagnostics for when a live figure and the profile disagree.")
@@ -27,9 +29,10 @@ def drift(
     out: Annotated[Path, typer.Option(help="JSON file to write (atomically).")],
     profile: Annotated[str, typer.Option(help="Profile whose whole-forward tables are the reference.")] = "h200",
     skip_overhead: Annotated[bool, typer.Option("--skip-overhead", help="Only the forward drift.")] = False,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """This GPU's whole forwards now against the profile, and the loop's host time per GPU wait."""
-    refuse_folder("--out", out)
+    check_output("--out", out, DIAGNOSTIC_OUTPUT, force)
     need_cuda("specdecsim diagnose drift")
     from calibration.diagnostics.drift import measure_drift, print_drift
     print_drift(measure_drift(out, profile, skip_overhead))
@@ -49,14 +52,24 @@ def tp_skew(
     out: Annotated[Path, typer.Option(help="JSON file to write (atomically).")],
     tp: Annotated[int, typer.Option(help="Ranks (one GPU each on CUDA).")] = 2,
     device: Annotated[str, typer.Option(help="cuda (NCCL) or cpu (gloo processes).")] = "cuda",
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """A TP forward timed on rank 0, on the last rank to launch, and back to back."""
     check_at_least("--tp", tp, 2)
     check_choice("--device", device, TP_DEVICES)
-    refuse_folder("--out", out)
+    check_output("--out", out, DIAGNOSTIC_OUTPUT, force)
     need_torch("specdecsim diagnose tp-skew")
     if device == "cuda":
         check_gpus(f"--tp {tp}", tp)
+    elif tp > 2 * (os.cpu_count() or 1):
+        fail(f"--tp {tp}: more gloo ranks than twice this machine's {os.cpu_count()} CPUs")
+    from calibration.models.tp_llama import check_shardable
+    from calibration.shapes import TP_SIZES
+    try:  # the shapes tp_skew times (8b on CUDA, tiny on CPU) must shard over tp ranks
+        for role, shape in zip(("target", "draft"), TP_SIZES["8b" if device == "cuda" else "tiny"]):
+            check_shardable(shape, tp, role)
+    except ValueError as e:
+        fail(f"--tp {tp}: {e}")
     from calibration.diagnostics.tp_skew import measure_tp_skew, print_tp_skew
     print_tp_skew(measure_tp_skew(out, tp, device))
 

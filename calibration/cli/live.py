@@ -35,6 +35,8 @@ def live(
     sizes: Annotated[Optional[str], typer.Option(help="With --tp: comma-separated model sizes of "
                                                       "calibration.shapes.TP_SIZES (default 8b,1b).")] = None,
     eager: Annotated[bool, typer.Option(help="With --tp on CUDA: eager instead of CUDA graphs.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace files in OUT that have a point's name but are "
+                                                         "not LiveRun records.")] = False,
 ) -> None:
     """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
     if quick and noise:
@@ -47,12 +49,22 @@ def live(
     if tp is None:
         if sizes is not None or eager:
             fail(f"{'--sizes' if sizes is not None else '--eager'} goes with --tp (the single-GPU grid is fixed)")
-        _single_gpu(out, quick, noise, device, cycles, warmup)
+        _single_gpu(out, quick, noise, device, cycles, warmup, force)
     else:
-        _tensor_parallel(out, quick, noise, device, cycles, warmup, tp, sizes or "8b,1b", eager)
+        _tensor_parallel(out, quick, noise, device, cycles, warmup, tp, sizes or "8b,1b", eager, force)
 
 
-def _single_gpu(out: Path, quick: bool, noise: bool, device: str, cycles: int | None, warmup: int | None) -> None:
+def _refuse_foreign(out: Path, points, force: bool) -> None:
+    """Exit 2 when a file in `out` has a point's record name but is not a LiveRun (and not --force)."""
+    from calibration.live.grid import foreign_records
+    foreign = foreign_records(out, points)
+    if foreign and not force:
+        fail(f"--out {out}: {len(foreign)} file(s) with a point's name are not LiveRun records (e.g. {foreign[0]}); "
+             "--force replaces them")
+
+
+def _single_gpu(out: Path, quick: bool, noise: bool, device: str, cycles: int | None, warmup: int | None,
+                force: bool) -> None:
     dev = check_device(device)
     from calibration.live import grid as live_grid
     num_cycles, warmup_cycles = live_grid.cycle_counts(quick, cycles, warmup)
@@ -65,6 +77,7 @@ def _single_gpu(out: Path, quick: bool, noise: bool, device: str, cycles: int | 
                               "(they need a GPU); the eager points run")
         if not points:
             fail(f"--device {device}: every point of this grid runs CUDA graphs, which need a GPU")
+    _refuse_foreign(out, points, force)
     failed = live_grid.run_grid(points, out, num_cycles, warmup_cycles, device)
     for name, error in failed:
         err_console.print(f"[red]failed: {escape(name)}: {escape(error)}")
@@ -73,7 +86,7 @@ def _single_gpu(out: Path, quick: bool, noise: bool, device: str, cycles: int | 
 
 
 def _tensor_parallel(out: Path, quick: bool, noise: bool, device: str, cycles: int | None, warmup: int | None,
-                     tp: int, sizes: str, eager: bool) -> None:
+                     tp: int, sizes: str, eager: bool, force: bool) -> None:
     from calibration.shapes import TP_SIZES
     check_choice("--device", device, TP_DEVICES)
     size_keys = check_sizes("--sizes", sizes, TP_SIZES)
@@ -88,6 +101,7 @@ def _tensor_parallel(out: Path, quick: bool, noise: bool, device: str, cycles: i
         tp_grid.check_tp_points(points, tp, num_cycles, warmup_cycles)
     except ValueError as e:
         fail(f"--tp {tp} --sizes: {e}")
+    _refuse_foreign(out, points, force)
     missing = tp_grid.run_tp_grid(points, out, tp, device, num_cycles, warmup_cycles)
     for name in missing:
         err_console.print(f"[red]not written: {escape(name)}")

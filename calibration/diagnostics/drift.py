@@ -32,7 +32,7 @@ from calibration.live.grid import CONTEXT_LEN
 from calibration.shapes import LLAMA_1B, LLAMA_8B
 from calibration.timing import TimingSettings, time_gpu_us
 from simulator.costs.lookup import LatencyLookup
-from simulator.files import write_json_atomic
+from simulator.files import DIAGNOSTIC_OUTPUT, OUTPUT_KEY, write_json_atomic
 from simulator.profile import load_profile, resolve_profile_path
 
 NUM_TOKENS = tuple(range(1, 10))
@@ -74,7 +74,7 @@ def measure_drift(out: Path, profile_ref: str, skip_overhead: bool = False) -> d
         {created_utc, profile, gpu_name, forward_drift: rows[, loop_overhead: rows]}.
     """
     dev = torch.device("cuda")
-    result = {"created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    result = {OUTPUT_KEY: DIAGNOSTIC_OUTPUT, "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "profile": profile_ref, "gpu_name": torch.cuda.get_device_name(dev)}
     with torch.no_grad():
         result["forward_drift"] = forward_drift(profile_ref, dev)

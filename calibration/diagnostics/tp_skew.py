@@ -32,7 +32,7 @@ from calibration.models.llama import DRAFT_WEIGHT_SEED, TARGET_WEIGHT_SEED
 from calibration.models.tp_llama import TPDraftModel, TPTargetModel
 from calibration.shapes import TP_SIZES
 from calibration.timing import capture_graph, elapsed_us
-from simulator.files import write_json_atomic
+from simulator.files import DIAGNOSTIC_OUTPUT, OUTPUT_KEY, write_json_atomic
 
 NUM_TOKENS = (1, 2, 3, 4, 8)
 NUM_SAMPLES, BACK_TO_BACK = 30, 10
@@ -82,7 +82,7 @@ def measure_tp_skew(out: Path, tp_size: int, device_kind: str) -> dict:
     backend = "nccl" if device_kind == "cuda" else "gloo"
     rows: list[dict] = []
     spawn_ranks(_worker, (tp_size, backend), tp_size, backend, rows.append)
-    result = {"created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    result = {OUTPUT_KEY: DIAGNOSTIC_OUTPUT, "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "tp_size": tp_size, "backend": backend, "rows": rows}
     write_json_atomic(out, result)
     return result

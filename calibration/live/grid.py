@@ -192,6 +192,14 @@ def merge_passes(todo: list[GridPoint], out: Path) -> None:
         passes_dir.rmdir()
 
 
+def foreign_records(out: Path, points: list[GridPoint]) -> list[Path]:
+    """Files in `out` (and its pass folder) named as a point's record that are not LiveRun
+    records: a run would replace them, so the CLI asks for --force first."""
+    names = [out / f"{p.name}.json" for p in points]
+    names += [out / ".passes" / f"{p.name}.pass{k}.json" for p in points for k in range(p.repeats)]
+    return [f for f in names if (f.exists() or f.is_symlink()) and load_record(f) is None]
+
+
 def load_record(path: Path) -> LiveRun | None:
     """The LiveRun at `path`, or None if it is missing or does not validate (the point runs again)."""
     try:

@@ -46,8 +46,11 @@ def transfer_ratio(ops: Iterable[Op], transfer: ProfileTransfer, kernel_floor_us
 
 def transfer_note(transfer: ProfileTransfer) -> str:
     """The output note a carried profile gets."""
-    return (f"compute carried from {transfer.measured_on.gpu} to {transfer.carried_to.gpu} as per-op roofline "
+    note = (f"compute carried from {transfer.measured_on.gpu} to {transfer.carried_to.gpu} as per-op roofline "
             "efficiencies (datasheet figures); host overheads and collectives are the profile's own")
+    if transfer.carried_to.fp8_dense_tflops is None:
+        note += f"; {transfer.carried_to.gpu} has no fp8 tensor cores: fp8 weights, if any, run weight-only at bf16"
+    return note
 
 
 def carry_profile(profile, measured_on: GpuRates, carried_to: GpuRates):
