@@ -182,8 +182,13 @@ def merge(
         fail(f"--points: no such points file: {', '.join(missing)}")
     update = {k: v for k, v in (("gpu_count", gpu_count), ("interconnect", interconnect), ("topology", topology),
                                 ("catalog_gpu", catalog_gpu)) if v is not None}
+    from pydantic import ValidationError
+
+    from simulator.inputs import format_validation_error
     try:
         profile = merge_points(points, name or out.stem, update)
+    except ValidationError as e:  # a measured value out of the profile's range (NaN, negative, ...)
+        fail(format_validation_error(f"profile built from {', '.join(map(str, points))}", e))
     except (ValueError, OSError) as e:
         fail(str(e))
     except (KeyError, TypeError) as e:  # a point record without a field build_profile reads
