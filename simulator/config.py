@@ -454,8 +454,8 @@ class Placement(StrictModel):
             return {"kind": "shared_tp", "draft_tp_size": tp_size}
         m = _PLACEMENT_LABEL.fullmatch(value)
         if m is None:
-            raise ValueError(f"placement must be one of shared_tp, tp1_colocated, tp1_dedicated or tp<k> "
-                             f"(k dividing tp_size)")
+            raise ValueError("placement must be one of shared_tp, tp1_colocated, tp1_dedicated or tp<k> "
+                             "(k dividing tp_size)")
         k = int(m.group(1))
         if m.group(2) == "_dedicated":
             return {"kind": "dedicated", "draft_tp_size": k}

@@ -125,7 +125,6 @@ def _acceptance_label(rec: LiveRun) -> str:
 
 def predicted_phase_us(cost: CostModel, ext_pmf: np.ndarray) -> dict[str, float]:
     """Predicted time per phase per cycle: each phase's forwards issued onto an idle GPU."""
-    s = cost.sc.spec.num_steps
     return {
         "draft": sum(cost.draft_step_forward(i).span_us for i in range(cost.num_draft_forwards)),
         "verify": cost.verify_forward().span_us,

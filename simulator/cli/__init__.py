@@ -1,6 +1,6 @@
 """`specdecsim` command line: one typer app; each command parses, loads, runs and writes.
 
-No modelled numbers here. Commands: `simulate`, `sweep`, `plot`, `validate` (this package) and,
+No modelled numbers here. Commands: `simulate`, `sweep`, `plot`, `validate`, `hardware` (this package) and,
 where the `calibration` package is installed, its GPU-side commands (`calibrate`, `live`, ...),
 mounted by `calibration.cli.register`; those import torch only inside their commands, so
 `specdecsim --help` stays light.

@@ -24,7 +24,7 @@ from scipy.interpolate import PchipInterpolator, RegularGridInterpolator
 
 from simulator.costs.ops import Op
 from simulator.costs.transfer import transfer_note, transfer_ratio
-from simulator.profile import CalibrationProfile, CollectiveTable, ForwardTable, OpTable, RooflineParams
+from simulator.profile import CalibrationProfile, CollectiveTable, ForwardTable, RooflineParams
 from simulator.units import BYTES_PER_US_PER_GB_PER_S, FLOPS_PER_US_PER_TFLOPS
 
 # Bytes a ring collective moves per rank per byte of input, as nccl-tests reports bus bandwidth.
