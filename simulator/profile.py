@@ -294,13 +294,18 @@ DATA_DIR_ENV = "SPECDECSIM_DATA"
 
 
 def data_dir() -> Path:
-    """The folder of measured data (profiles/, points/, live/, measurements/).
+    """The folder of measured data (profiles/, points/, live/, measurements/, hardware/).
 
-    `$SPECDECSIM_DATA` when set, else the `data/` folder beside the `simulator` package (a
-    source checkout or an editable install, where the shipped profiles live).
+    `$SPECDECSIM_DATA` when set; else the `data/` folder beside the `simulator` package (a
+    source checkout or an editable install, where the shipped data lives); else, for a package
+    installed elsewhere (`pip install .`), the `data/` folder of the working directory (a
+    checkout run from its root).
     """
     env = os.environ.get(DATA_DIR_ENV)
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    if env:
+        return Path(env)
+    beside = Path(__file__).resolve().parent.parent / "data"
+    return beside if beside.is_dir() else Path.cwd() / "data"
 
 
 def shipped_profiles_dir() -> Path:
@@ -333,8 +338,9 @@ def resolve_profile_path(ref: str, base_dir: Path | None = None) -> Path:
             if c.is_dir():
                 raise FileNotFoundError(f"profile {ref!r} is a folder ({c}); give a profile JSON file")
     shipped = sorted(x.stem for x in shipped_profiles_dir().glob("*.json"))
+    have = ", ".join(shipped) or "none (run from a checkout, or set $SPECDECSIM_DATA to its data/ folder)"
     raise FileNotFoundError(f"profile {ref!r} not found (looked in: {', '.join(map(str, looked))}); "
-                            f"shipped profiles: {', '.join(shipped) or 'none'}")
+                            f"shipped profiles: {have}")
 
 
 def load_profile(path: Path) -> CalibrationProfile:
