@@ -32,19 +32,19 @@ from simulator.units import US_PER_S
 def cycle_time_us(cost: CostModel, extend_tokens_per_request: int) -> float:
     """Duration of one speculative cycle, sync to sync, in us (see the module docstring)."""
     fwds = cost.cycle_forwards(extend_tokens_per_request)
-    return _sync_to_sync_us(cost, fwds, cost.host_schedule_us)
+    return _sync_to_sync_us(cost, fwds, cost.host_schedule_us, cost.d2h_sync_us)
 
 
 def baseline_step_us(cost: CostModel) -> float:
     """Duration of one no-speculation decode step, in us."""
-    return _sync_to_sync_us(cost, cost.baseline_forwards(), cost.baseline_host_schedule_us)
+    return _sync_to_sync_us(cost, cost.baseline_forwards(), cost.baseline_host_schedule_us,
+                            cost.baseline_d2h_sync_us)
 
 
-def _sync_to_sync_us(cost: CostModel, fwds, s: float) -> float:
+def _sync_to_sync_us(cost: CostModel, fwds, s: float, d: float) -> float:
     span = chain_span_us(fwds)
     host = sum(f.host_us for f in fwds)
-    d = cost.d2h_sync_us
-    if cost.sc.serving_engine.host_overhead_overlapped:
+    if cost.engine.overlapped:
         return max(host + s, span) + d
     return s + span + d
 

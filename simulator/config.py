@@ -11,19 +11,10 @@ from typing import Annotated, Literal, Self
 
 from enum import Enum
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_serializer,
-                      field_validator, model_validator)
+from pydantic import BeforeValidator, Field, ValidationInfo, field_serializer, field_validator, model_validator
 
-
-class StrictModel(BaseModel):
-    """Base for scenario models: unknown keys are errors and instances are immutable.
-
-    Numbers are bounded to what a real model or machine can have (each field says its range), so
-    a value the schema takes is one the cost models and the DES compute finitely. Files users
-    write are validated with `strict=True` (`simulator.scenario`): a string is not a number.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+from simulator.engines import LiveLoopEngine, ServingEngine  # noqa: F401  (re-exported)
+from simulator.schema_base import StrictModel  # noqa: F401  (re-exported: every schema model's base)
 
 
 # Weight formats: (bytes per weight including block scales, tensor-core dtype its GEMMs run at).
@@ -211,8 +202,12 @@ class ModelShape(StrictModel):
 
 
 class SpecConfig(StrictModel):
-    """Speculative decoding settings (SGLang's `speculative_*` flags)."""
+    """Speculative decoding settings (SGLang's `speculative_*` flags; vLLM's `speculative_config`)."""
 
+    method: Literal["eagle3", "eagle", "mtp", "draft_model", "ngram"] = Field(
+        "eagle3", description="What proposes the draft tokens (vLLM's `method` names): eagle3 | eagle (EAGLE-1/2) | "
+                              "mtp (the model's own MTP / NextN layer, applied autoregressively) | draft_model (a "
+                              "standalone small model with its own KV cache) | ngram (prompt lookup, no GPU draft).")
     num_steps: int = Field(3, ge=1, le=64, description="Draft steps per cycle (depth).")
     topk: int = Field(1, ge=1, le=64, description="Draft branching factor per step; 1 = chain.")
     num_draft_tokens: int = Field(
@@ -294,22 +289,6 @@ class WorkloadConfig(StrictModel):
     batch_size: int = Field(1, ge=1, le=4096, description="Requests decoded together.")
     context_len: int = Field(1024, ge=1, le=2_097_152, description="KV-cache tokens attention reads.")
     max_new_tokens: int = Field(256, ge=1, le=1_000_000, description="Tokens each request generates.")
-
-
-class LiveLoopEngine(StrictModel):
-    """The serving engine's behaviour per cycle: the project's own live loop (calibration/live/).
-
-    The knobs say what a cycle runs and how the host drives it; the SGLang, vLLM and
-    TensorRT-LLM cycle models join this section as further `kind`s.
-    """
-
-    kind: Literal["live_loop"] = Field("live_loop", description="Which serving engine's cycle structure.")
-    cuda_graph: bool = Field(True, description="Forwards replay as CUDA graphs (one launch each).")
-    host_overhead_overlapped: bool = Field(
-        False, description="Host scheduling of the next cycle overlaps GPU work (SGLang overlap scheduler).")
-    first_draft_from_extend: bool = Field(
-        False, description="The draft extend proposes draft token 1, then num_steps - 1 draft forwards "
-                           "(SGLang's EAGLE worker); False: num_steps draft forwards (the live loop).")
 
 
 class FidelityConfig(StrictModel):
@@ -497,7 +476,7 @@ class Scenario(StrictModel):
     spec: SpecConfig = SpecConfig()
     acceptance: AcceptanceConfig
     workload: WorkloadConfig = WorkloadConfig()
-    serving_engine: LiveLoopEngine = LiveLoopEngine()
+    serving_engine: ServingEngine = LiveLoopEngine()
     fidelity: FidelityConfig = FidelityConfig()
     costs: CostsConfig = CostsConfig()
     hardware: HardwareConfig = HardwareConfig()

@@ -310,7 +310,7 @@ def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: P
         raise UserInputError(str(e)) from None
     except ValidationError as e:
         raise UserInputError(format_validation_error(str(ref), e)) from None
-    mode = "graph" if sc is None or sc.serving_engine.cuda_graph else "eager"
+    mode = "graph" if sc is None else sc.serving_engine.collective_mode(sc.workload.batch_size)
     coll = collective_curve_table(prof, "allreduce", mode)
     verify = [] if sc is None else verify_curve_table(sc, prof, batch_sizes=tuple(_distinct(rows, "batch_size")))
     return coll, verify

@@ -127,7 +127,7 @@ def _cost_model(sc: Scenario, profile_path: str):
         if len(_COSTS) >= _COST_CACHE_MAX:
             _COSTS.clear()
         profile = _profile_for(sc, profile_path)
-        mode = "graph" if sc.serving_engine.cuda_graph else "eager"
+        mode = sc.serving_engine.collective_mode(sc.workload.batch_size)
         lookup = _LOOKUPS.setdefault((profile_path, sc.hardware.gpu, sc.hardware.box, mode),
                                      LatencyLookup(profile, collective_mode=mode))
         cost = _COSTS[key] = CostModel(sc, profile, lookup=lookup)

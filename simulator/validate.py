@@ -176,7 +176,7 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
         sc = rec.scenario
         reps = rec.repeat_cycle_us or rec.repeat_tok_per_s
         spread = (max(reps) - min(reps)) / float(np.median(reps)) if len(reps) > 1 else None
-        mode = "graph" if sc.serving_engine.cuda_graph else "eager"
+        mode = sc.serving_engine.collective_mode(sc.workload.batch_size)
         base_meas = (rec.paired_baseline_tok_per_s or baselines.get(_pair_key(src, rec))) if rec.speculative else None
         where = f"[{Path(src).parent.name}] " if several_sets else ""
         if sc.tp_size > 1 or any(r.scenario.placement.label != "shared_tp" for _, r in records):

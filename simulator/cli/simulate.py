@@ -80,13 +80,20 @@ def _num(x: float, decimals: int = 1) -> str:
     return f"{x:,.{decimals}f}"
 
 
+def _engine_label(engine: dict) -> str:
+    """A short label of a result's serving engine (its scenario dict)."""
+    if engine["kind"] == "live_loop":
+        return "CUDA graph" if engine["cuda_graph"] else "eager"
+    return f"{engine['kind']}{' ' + engine['version'] if engine.get('version') else ''}, verify graph {engine['graph_verify']}"
+
+
 def print_result(r) -> None:
     """Rich tables of a SimulationResult."""
     sc = r.scenario
     spec = sc["spec"]
     title = escape(f"{sc['name']}: {sc['target']['name']} TP{sc['tp_size']}, draft {sc['placement']}, "
                    f"num_steps={spec['num_steps']} topk={spec['topk']}, batch {sc['workload']['batch_size']}, "
-                   f"{'CUDA graph' if sc['serving_engine']['cuda_graph'] else 'eager'}")
+                   f"{_engine_label(sc['serving_engine'])}")
     t = Table(title=title, show_header=True, title_justify="left", highlight=False)
     t.add_column("metric")
     t.add_column("value", justify="right")

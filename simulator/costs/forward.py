@@ -11,7 +11,12 @@ The baseline (no speculation) is one target decode forward per token, then the s
 
 Host model: in eager mode the host pays `op_launch_us[op]` per op and the GPU runs a kernel
 once it is issued and the stream is free; with CUDA graphs a forward costs one
-`graph_replay_us` and its kernels run back to back (plus `graph_kernel_gap_us` each).
+`graph_replay_us` and its kernels run back to back (plus `graph_kernel_gap_us` each); with
+piecewise graphs (attention outside the graph, vLLM's PIECEWISE mode) each attention kernel is
+launched eagerly and the graph piece after it replays, so a forward pays one launch and one
+replay per layer. The serving engine (simulator.engines) picks the mode per phase, the kernels
+(the live loop's ops or an engine's fused ones), the verify's attention path and the host time
+per cycle, per draft step and per baseline step; the live loop uses the profile's own.
 """
 
 from __future__ import annotations
@@ -126,8 +131,9 @@ class CostModel:
     def __init__(self, scenario: Scenario, profile: CalibrationProfile, lookup: LatencyLookup | None = None):
         self.sc = scenario
         self.profile = profile
-        self.graph = scenario.serving_engine.cuda_graph
-        self.mode = "graph" if self.graph else "eager"
+        self.engine = scenario.serving_engine
+        self.mode = self.engine.collective_mode(scenario.workload.batch_size)
+        self.graph = self.mode == "graph"
         if lookup is not None and (lookup.profile is not profile or lookup.collective_mode != self.mode):
             raise ValueError(f"shared lookup is for profile {lookup.profile.name!r} mode {lookup.collective_mode}; "
                              f"this cost model needs {profile.name!r} mode {self.mode}")
@@ -148,12 +154,22 @@ class CostModel:
     # ---- sizes -------------------------------------------------------------------------------
     @property
     def d2h_sync_us(self) -> float:
+        """Device-to-host sync time per speculative cycle: the engine's syncs per cycle times the
+        profile's sync (each waits for the GPU to drain)."""
+        return self.host.d2h_sync_us * self.engine.d2h_syncs_per_cycle
+
+    @property
+    def baseline_d2h_sync_us(self) -> float:
+        """Device-to-host sync per baseline decode step (one: the sampled token)."""
         return self.host.d2h_sync_us
 
     @property
     def host_schedule_us(self) -> float:
-        """Host scheduling and bookkeeping per speculative cycle: the profile's loop-overhead curve
-        at this cycle's GPU time (CUDA graphs, extend length 1) where it has one, else the constant."""
+        """Host scheduling and bookkeeping per speculative cycle: the engine's `host_cycle_us`, or
+        for the live loop the profile's loop-overhead curve at this cycle's GPU time (CUDA graphs,
+        extend length 1) where it has one, else the profile's constant."""
+        if self.engine.host_cycle_us is not None:
+            return float(self.engine.host_cycle_us)
         curve = self.host.loop_overhead_curve
         if curve is None or not self.graph:
             return self.host.host_schedule_us
@@ -164,8 +180,11 @@ class CostModel:
 
     @property
     def baseline_host_schedule_us(self) -> float:
-        """Host scheduling and bookkeeping per decode step of the no-speculation baseline (the
-        curve at the decode step's GPU time where the profile has one)."""
+        """Host scheduling and bookkeeping per decode step of the no-speculation baseline: the
+        engine's `host_decode_step_us`, or for the live loop the curve at the decode step's GPU time
+        where the profile has one, else its constant."""
+        if self.engine.host_decode_step_us is not None:
+            return float(self.engine.host_decode_step_us)
         curve = self.host.loop_overhead_curve
         if curve is not None and self.graph:
             if self._base_schedule_us is None:
@@ -185,17 +204,31 @@ class CostModel:
 
     # ---- kernel lists ------------------------------------------------------------------------
     def _kernels(self, ops: list[O.Op], phase: str, gpus: tuple[int, ...]) -> list[Kernel]:
+        """Kernels of `ops` in `phase`'s graph mode (engine.graph_mode): host issue cost per op
+        (eager: its launch; piecewise: attention's launch plus the next piece's replay; full: 0)
+        and GPU time (compute divided by the engine's kernel efficiency)."""
         cs = self.sc.costs
+        mode = self.engine.graph_mode(phase, self.b)
+        eff = self.engine.kernel_efficiency
+        fused = self.engine.kernels == "fused"
         out = []
         for op in ops:
             if op.is_collective:
                 gpu = self.lookup.collective_us(op.collective, op.size_bytes, op.world_size) * cs.collective_latency_scale
                 cat = "comm"
             else:
-                gpu = self.lookup.op_us(op) * cs.compute_latency_scale
+                gpu = self.lookup.op_us(op) * cs.compute_latency_scale / eff
+                if fused:  # an engine kernel is at least one small kernel (LatencyLookup.small_kernel_us)
+                    gpu = max(gpu, self.lookup.small_kernel_us)
                 cat = "compute"
-            host = 0.0 if self.graph else self.host.op_launch_us.get(op.name, self.host.default_launch_us)
-            if self.graph:
+            launch = self.host.op_launch_us.get(op.name, self.host.default_launch_us)
+            if mode == "none":
+                host = launch
+            elif mode == "piecewise" and op.name == "attention":
+                host = launch + self.host.graph_replay_us
+            else:
+                host = 0.0
+            if mode != "none":
                 gpu += self.host.graph_kernel_gap_us
             out.append(Kernel(op.name, phase, cat, gpu, host, gpus, op.is_collective))
         return out
@@ -209,7 +242,13 @@ class CostModel:
         A whole forward at tp > 1 includes its collectives (timed over the TP group)."""
         b, c = self.b, self.c
         table = phase if phase in ("draft", "draft_extend") else "forward"
-        if self.sc.costs.source == "whole_forward":
+        prefill = phase == "verify" and self.engine.verify_attention == "prefill"
+        if self.engine.kernels == "fused" or prefill:
+            ops = O.engine_ops(ops, prefill_attention=prefill, model=model, tp=tp,
+                               fuse=self.engine.kernels == "fused")
+            self.lookup.notes.add(f"{self.engine.kind}: {'fused engine kernels (add+RMSNorm, rotary+KV write, paged attention) priced by the roofline; ' if self.engine.kernels == 'fused' else ''}"
+                                  f"{'verify attention on the prefill path; ' if prefill else ''}GEMMs, experts and collectives from the profile")
+        elif self.sc.costs.source == "whole_forward":
             found = self.lookup.find_forward(model, tp, self.mode, table) if b == 1 else None
             if found is not None and self.lookup.table_covers(found, n, c):
                 if found.model != model.name:
@@ -248,17 +287,20 @@ class CostModel:
         elif phase in ("draft", "draft_extend"):
             extend = phase == "draft_extend"
             ks = self._model_kernels(sc.draft, self.draft_tp, n, phase, self.draft_gpus,
-                                     O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend))
-            if extend:
+                                     O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend, sc.spec.method))
+            if extend and ks:
                 ks += self._kernels(O.extend_io_ops(b, sc.draft.hidden_size), phase, self.draft_gpus)
         elif phase == "accept":
             ks = self._kernels(O.accept_ops(b, sc.spec.num_steps), phase, self.all_gpus)
         else:
             raise ValueError(f"unknown phase {phase!r}")
-        if self.graph and ks:
+        extra_host = self.host.graph_replay_us if self.engine.graph_mode(phase, b) != "none" else 0.0
+        if phase == "draft":
+            extra_host += self.engine.host_draft_step_us
+        if extra_host and ks:
             first = ks[0]
             ks[0] = Kernel(first.name, first.phase, first.category, first.gpu_us,
-                           first.host_us + self.host.graph_replay_us, first.gpus, first.barrier)
+                           first.host_us + extra_host, first.gpus, first.barrier)
         return Forward(phase, tuple(ks))
 
     def _transfer(self, phase: str, size_bytes: float, kind: str, world: int, gpus: tuple[int, ...]) -> Forward:
@@ -300,7 +342,8 @@ class CostModel:
             k = max(1, sc.draft.num_fc_input_hidden_states)
             hidden_bytes = b * extend_tokens_per_request * k * sc.target.hidden_size * sc.target.activation_dtype_bytes
             out.append(self._transfer("draft_extend", hidden_bytes, "send_recv", 2, (0, dedicated)))
-        out.append(self.draft_extend_forward(extend_tokens_per_request))
+        if sc.spec.method != "ngram":  # n-gram proposals are host work (engine host_cycle_us)
+            out.append(self.draft_extend_forward(extend_tokens_per_request))
         out += [self.draft_step_forward(i) for i in range(self.num_draft_forwards)]
         if dedicated is not None:
             out.append(self._transfer("draft", tokens_bytes, "send_recv", 2, (0, dedicated)))
@@ -313,8 +356,11 @@ class CostModel:
 
     @property
     def num_draft_forwards(self) -> int:
-        """Draft decode forwards per cycle under this serving engine (`draft_forwards_per_cycle`)."""
-        return draft_forwards_per_cycle(self.sc.spec.num_steps, self.sc.serving_engine.first_draft_from_extend)
+        """Draft decode forwards per cycle under this serving engine (`draft_forwards_per_cycle`;
+        0 for n-gram proposals)."""
+        if self.sc.spec.method == "ngram":
+            return 0
+        return draft_forwards_per_cycle(self.sc.spec.num_steps, self.engine.first_draft_from_extend)
 
     def baseline_forwards(self) -> tuple[Forward, ...]:
         """Baseline step: one decode forward."""

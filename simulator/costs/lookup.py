@@ -17,6 +17,7 @@ extrapolated. With no table at all the roofline itself is used.
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -56,6 +57,10 @@ def roofline_collective_us(kind: str, size_bytes: float, world_size: int, rf: Ro
     return rf.collective_base_latency_us + size_bytes * _RING_FACTOR[kind](world_size) / bw
 
 
+_GEMM_KEY = re.compile(r"gemm:k=(?P<k>[0-9]+),n=(?P<n>[0-9]+),w=(?P<w>[0-9.e+-]+)(?P<rest>.*)")
+# Elementwise ops the calibration times (calibration/models/ops_torch.py): their 1-token latency
+# is what a small kernel costs in a graph on the profile's machine (`small_kernel_us`).
+SMALL_KERNEL_OPS = ("embedding", "rope_cos_sin", "rmsnorm", "kv_write", "add", "silu_mul", "concat")
 LINEAR_AXES = ("context_len",)  # latency linear in the axis; every other axis: log-log
 
 
@@ -134,6 +139,22 @@ class LatencyLookup:
         self._coll_interp: dict[tuple, PchipInterpolator | float] = {}
         self._fwd_interp: dict[tuple, _Interp] = {}
         self.op_us = lru_cache(maxsize=None)(self._op_us)
+        self._gemm_tables: list[tuple] | None = None
+        self._small_kernel_us: float | None = None
+
+    @property
+    def small_kernel_us(self) -> float:
+        """The typical GPU time of one small kernel in a graph on this profile's machine, in us:
+        the median, at the smallest token count, of the profile's measured elementwise tables
+        (SMALL_KERNEL_OPS); the roofline's kernel floor when it has none. Engine kernels the
+        profile never timed (fused add+RMSNorm, paged attention) cost at least this: at decode
+        sizes they are latency-bound, not bandwidth-bound. Kept as measured when the profile is
+        carried to another GPU (like the kernel floor, simulator.costs.transfer)."""
+        if self._small_kernel_us is None:
+            vals = [t.latency_us[0] for t in self.profile.ops
+                    if t.key.split(":")[0] in SMALL_KERNEL_OPS and t.axes == ["num_tokens"]]
+            self._small_kernel_us = float(np.median(vals)) if vals else float(self.rf.kernel_floor_us)
+        return self._small_kernel_us
 
     # ---- compute ops -------------------------------------------------------------------------
     def _op_us(self, op: Op) -> float:
@@ -147,10 +168,40 @@ class LatencyLookup:
             return 1.0
         return transfer_ratio(ops, self.transfer, self.rf.kernel_floor_us)
 
+    def _nearest_gemm(self, op: Op) -> tuple[Op, float] | None:
+        """The measured GEMM table nearest to `op` in weight bytes (same weight width and compute
+        dtype), as (that GEMM as an Op at op's token count, its measured latency), or None."""
+        m = _GEMM_KEY.fullmatch(op.key)
+        if m is None:
+            return None
+        if self._gemm_tables is None:
+            self._gemm_tables = []
+            for key, table in self._ops.items():
+                g = _GEMM_KEY.fullmatch(key)
+                if g is not None and table.axes == ["num_tokens"]:
+                    self._gemm_tables.append((int(g["k"]), int(g["n"]), g["w"], g["rest"], key))
+        k, n, w, rest = int(m["k"]), int(m["n"]), m["w"], m["rest"]
+        same = [t for t in self._gemm_tables if t[2] == w and t[3] == rest]
+        if not same:
+            return None
+        tk, tn, _, _, key = min(same, key=lambda t: abs(math.log(t[0] * t[1] / (k * n))))
+        t = int(op.axes["num_tokens"])
+        near = Op(name=op.name, key=key, axes={"num_tokens": t}, bytes_fixed=tk * tn * op.weight_dtype_bytes,
+                  bytes_per_token=op.bytes_per_token * (tk + tn) / (k + n) if (k + n) else 0.0,
+                  flops_per_token=2.0 * tk * tn, weight_dtype_bytes=op.weight_dtype_bytes,
+                  compute_dtype=op.compute_dtype)
+        return near, self._measured_op_us(near)
+
     def _measured_op_us(self, op: Op) -> float:
         table = self._ops.get(op.key)
         roof = roofline_compute_us(op, self.rf)
         if table is None:
+            near = self._nearest_gemm(op)
+            if near is not None:
+                # a GEMM shape not measured: the nearest measured GEMM's fraction of the roofline
+                # (cuBLAS streams weights faster than a device copy, the profile's bandwidth figure)
+                self.notes.add(f"no table for {op.key}: the nearest measured GEMM ({near[0].key}) scaled by roofline")
+                return near[1] * roof / roofline_compute_us(near[0], self.rf)
             self.notes.add(f"no table for {op.key}: roofline")
             return roof
         missing = [a for a in table.axes if a not in op.axes]

@@ -17,8 +17,11 @@ Models:
 - Vocab-parallel embedding needs an allreduce; the lm_head's logits are all-gathered
   (sglang `layers/vocab_parallel_embedding.py`, `layers/logits_processor.py`).
 
-Left out: fused kernels an engine may use (they change kernel counts, calibrate those
-engines instead), prefill, pipeline parallelism, expert parallelism.
+Serving engines run fused kernels instead of the live loop's unfused ops (`engine_ops`): one
+add+RMSNorm kernel, one rotary+KV-write kernel, a paged attention kernel, and no per-forward
+mask or cos/sin build; and a verify may take the prefill attention path (`mla_attention_prefill`).
+
+Left out: prefill, pipeline parallelism, expert parallelism.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Op:
         total_tokens = num_tokens * batch_size;  kv_tokens = batch_size * (context_len + num_tokens)
         bytes = bytes_fixed + bytes_per_token * total_tokens + bytes_per_kv_token * kv_tokens
         flops = flops_per_token * total_tokens + flops_per_token_kv * total_tokens * (context_len + num_tokens)
+                + flops_per_kv_token * kv_tokens
 
     Attributes:
         name: op name, also the host launch-cost key (gemm, attention, rmsnorm, allreduce, ...).
@@ -61,6 +65,7 @@ class Op:
     bytes_per_kv_token: float = 0.0
     flops_per_token: float = 0.0
     flops_per_token_kv: float = 0.0
+    flops_per_kv_token: float = 0.0
     collective: str | None = None
     size_bytes: int = 0
     world_size: int = 1
@@ -81,8 +86,8 @@ class Op:
 
     def flops_at(self, axes: dict) -> float:
         """Floating-point operations per rank at lookup coordinates `axes`."""
-        t, _, kv_len = _tokens(axes)
-        return self.flops_per_token * t + self.flops_per_token_kv * t * kv_len
+        t, kv, kv_len = _tokens(axes)
+        return self.flops_per_token * t + self.flops_per_token_kv * t * kv_len + self.flops_per_kv_token * kv
 
     @property
     def bytes(self) -> float:
@@ -158,6 +163,32 @@ def mla_attention(m: ModelShape, tp: int, batch_size: int, tokens_per_request: i
               bytes_per_kv_token=latent * m.kv_cache_dtype_bytes,
               bytes_per_token=2 * h * latent * m.activation_dtype_bytes,
               flops_per_token_kv=2.0 * h * (latent + m.kv_lora_rank))
+
+
+def mla_attention_prefill(m: ModelShape, tp: int, batch_size: int, tokens_per_request: int,
+                          context_len: int) -> Op:
+    """Non-absorbed MLA attention (the prefill/extend path): the latent KV of the whole context is
+    up-projected to per-head K and V (W_UK, W_UV), written, and read back by a standard
+    multi-head attention with qk head dim qk_nope + qk_rope and v head dim v_head_dim.
+
+    Per KV token and rank: reads the latent (kv_lora_rank + qk_rope_head_dim) * kv_cache bytes,
+    writes and reads K and V (h * (qk_nope + qk_rope + v_head_dim) * activation bytes, twice) and
+    does 2 * kv_lora_rank * h * (qk_nope + v_head_dim) flops; so its cost grows with the context,
+    unlike the absorbed decode form (`mla_attention`). Source: DeepSeek-V2 (arXiv 2405.04434,
+    section 2.1.2: absorption is an inference-time rewrite; without it K and V are recovered from
+    the latent); sglang `python/sglang/srt/models/deepseek_v2.py` (forward_normal vs forward_absorb).
+    """
+    h = m.num_attention_heads // tp
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+    latent = m.kv_lora_rank + m.qk_rope_head_dim
+    return Op(name="attention", key=f"mla_attention_prefill:h={h},latent={latent},kvb={_w(m.kv_cache_dtype_bytes)}",
+              axes={"batch_size": batch_size, "num_tokens": tokens_per_request, "context_len": context_len},
+              bytes_fixed=m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim) * m.activation_dtype_bytes,
+              bytes_per_kv_token=latent * m.kv_cache_dtype_bytes
+              + 2 * h * (qk + m.v_head_dim) * m.activation_dtype_bytes,
+              bytes_per_token=2 * h * qk * m.activation_dtype_bytes,
+              flops_per_kv_token=2.0 * m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim),
+              flops_per_token_kv=2.0 * h * (qk + m.v_head_dim))
 
 
 def expected_distinct_experts(num_experts: int, experts_per_token: int, num_tokens: int) -> float:
@@ -307,21 +338,98 @@ def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, num_aux_h
     return ops
 
 
-def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bool) -> list[Op]:
-    """One EAGLE-3 draft forward over `n` tokens per request.
+SPEC_METHODS = ("eagle3", "eagle", "mtp", "draft_model", "ngram")
 
-    Draft steps (extend=False) take the draft's own previous hidden state; the draft extend
-    (extend=True) first fuses `num_fc_input_hidden_states` target hidden states with the fc.
-    Every layer's qkv reads concat(embedding, hidden): 2 * hidden_size wide.
+
+def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bool,
+                      method: str = "eagle3") -> list[Op]:
+    """One draft forward over `n` tokens per request, by speculative method.
+
+    - eagle3 (Li et al. 2025, arXiv 2503.01840): draft steps (extend=False) take the draft's own
+      previous hidden state; the draft extend first fuses `num_fc_input_hidden_states` target
+      hidden states with the fc; every layer's qkv reads concat(embedding, hidden) (2 * hidden).
+    - eagle (EAGLE-1/2, arXiv 2401.15077) and mtp (DeepSeek-V3 MTP module, arXiv 2412.19437
+      section 2.2; sglang `models/deepseek_nextn.py`): concat(normed embedding, normed hidden) goes
+      through one fc (eh_proj, 2 * hidden -> hidden) in every forward, then the decoder layer(s)
+      with hidden-wide qkv and the lm_head (for mtp: the target's, full vocabulary).
+    - draft_model: a standalone small model with its own KV cache, a plain forward (the extend
+      catches its cache up on the accepted tokens).
+    - ngram: no GPU forward (prompt-lookup proposals on the host): [].
+
+    Raises:
+        ValueError: an unknown method.
     """
+    if method not in SPEC_METHODS:
+        raise ValueError(f"unknown speculative method {method!r}; one of {', '.join(SPEC_METHODS)}")
+    if method == "ngram":
+        return []
     t = b * n
     ops = _prologue(m, tp, b, n, c)
-    if extend and m.num_fc_input_hidden_states:
-        k = m.num_fc_input_hidden_states * m.hidden_size
-        ops.append(_linear(m, "dense_mlp", "fc", t, k, m.hidden_size))
+    qkv_in = None
+    if method == "eagle3":
+        if extend and m.num_fc_input_hidden_states:
+            k = m.num_fc_input_hidden_states * m.hidden_size
+            ops.append(_linear(m, "dense_mlp", "fc", t, k, m.hidden_size))
+        qkv_in = 2 * m.hidden_size
+    elif method in ("eagle", "mtp"):
+        ops += [elementwise("rmsnorm", t, 2 * m.hidden_size, passes=2.0),
+                _linear(m, "dense_mlp", "fc", t, 2 * m.hidden_size, m.hidden_size)]
     for i in range(m.num_hidden_layers):
-        ops += decoder_layer_ops(m, tp, b, n, c, i, qkv_in=2 * m.hidden_size)
+        ops += decoder_layer_ops(m, tp, b, n, c, i, qkv_in=qkv_in)
     return ops + _head(m, tp, t, "topk")
+
+
+# The live loop's unfused elementwise ops that an engine folds into its neighbour (pairs: the first
+# op's work moves into the second's kernel), and those it does not run per forward at all.
+_FUSED_PAIRS = {("add", "rmsnorm"): "add_rmsnorm", ("rotary", "kv_write"): "rotary_kv_write"}
+_ENGINE_DROPS = ("attn_mask", "rope_cos_sin")
+
+
+def engine_ops(ops: list[Op], prefill_attention: bool = False, model: ModelShape | None = None,
+               tp: int = 1, fuse: bool = True) -> list[Op]:
+    """A forward's ops as a serving engine runs them (fused kernels), from the live loop's list.
+
+    - residual add + RMSNorm -> one `add_rmsnorm` kernel (sglang `layers/layernorm.py` RMSNorm with
+      a residual calls sgl_kernel `fused_add_rmsnorm`; vLLM `fused_add_rms_norm`);
+    - rotary + KV-cache write -> one `rotary_kv_write` kernel (the engines apply rotary in one
+      kernel and write K/V in the attention backend's store);
+    - the attention mask and cos/sin table are not built per forward (paged attention takes
+      sequence lengths; the cos/sin cache is built once);
+    - attention runs the engine's paged kernel (key prefix `engine_`), priced by the profile's
+      roofline since the profile times PyTorch SDPA; with `prefill_attention` an MLA model's
+      attention takes the non-absorbed path (`mla_attention_prefill`; needs `model`, `tp`).
+    GEMMs, experts and collectives are the same kernels (cuBLAS, grouped GEMM, NCCL) and keep the
+    profile's tables. Keys of fused ops name no measured table, so they are roofline-priced.
+    With fuse=False only the prefill attention swap is made (the live loop's kernels otherwise).
+    """
+    out: list[Op] = []
+    i = 0
+    while i < len(ops):
+        op = ops[i]
+        nxt = ops[i + 1] if i + 1 < len(ops) else None
+        pair = _FUSED_PAIRS.get((op.name, nxt.name)) if (fuse and nxt is not None) else None
+        if pair is not None:
+            out.append(Op(name=pair, key=f"{pair}:{nxt.key.split(':', 1)[1]}+{op.key.split(':', 1)[1]}",
+                          axes=dict(nxt.axes), bytes_fixed=op.bytes_fixed + nxt.bytes_fixed,
+                          bytes_per_token=op.bytes_per_token + nxt.bytes_per_token,
+                          flops_per_token=op.flops_per_token + nxt.flops_per_token))
+            i += 2
+            continue
+        if fuse and op.name in _ENGINE_DROPS:
+            i += 1
+            continue
+        if op.name == "attention":
+            if prefill_attention and model is not None and model.is_mla:
+                op = mla_attention_prefill(model, tp, op.axes["batch_size"], op.axes["num_tokens"],
+                                           op.axes["context_len"])
+            if fuse:
+                op = Op(name=op.name, key=f"engine_{op.key}", axes=dict(op.axes), bytes_fixed=op.bytes_fixed,
+                        bytes_per_token=op.bytes_per_token, bytes_per_kv_token=op.bytes_per_kv_token,
+                        flops_per_token=op.flops_per_token, flops_per_token_kv=op.flops_per_token_kv,
+                        flops_per_kv_token=op.flops_per_kv_token)
+        out.append(op)
+        i += 1
+    return out
 
 
 def accept_ops(b: int, num_steps: int) -> list[Op]:

@@ -112,7 +112,7 @@ class DesRun:
         """Host actor: schedule, issue the cycle, sync, sample acceptance, commit tokens."""
         env, sc = self.env, self.sc
         b, max_new = sc.workload.batch_size, sc.workload.max_new_tokens
-        overlapped = sc.serving_engine.host_overhead_overlapped
+        overlapped = sc.serving_engine.overlapped
         spec = self.acceptance is not None
         rates = self.acceptance.draw_request_rates(self.rng_accept, b) if spec else None
         generated = [0] * b
@@ -120,6 +120,7 @@ class DesRun:
         extend_len = 1
         streams = list(self.streams.values())
         schedule_us = self.cost.host_schedule_us if spec else self.cost.baseline_host_schedule_us
+        sync_us = self.cost.d2h_sync_us if spec else self.cost.baseline_d2h_sync_us
         for idx in range(warmup_cycles + num_cycles):
             start = env.now
             if not overlapped:
@@ -134,7 +135,7 @@ class DesRun:
                 s.store.put(("sync", _Sync(ev), None))
                 syncs.append(ev)
             yield syncs[0] if len(syncs) == 1 else simpy.AllOf(env, syncs)
-            yield env.timeout(self.cost.d2h_sync_us)
+            yield env.timeout(sync_us)
             acc = self._accept_lengths(b, rates).tolist()
             measured = idx >= warmup_cycles
             num_committed = 0

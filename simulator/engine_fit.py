@@ -1,0 +1,176 @@
+"""Fit a serving engine's named parameters to observed runs (scipy least squares).
+
+An observation is a scenario (everything stated: hardware, models, steps, accept length, batch)
+and a measured tok/s, speculative or baseline. The fit varies a small named set of engine
+fields (`FIT_PARAMS`: host time per baseline decode step, per speculative cycle, per draft step,
+or the kernel efficiency relative to the profile) so that the closed-form predictions
+(simulator.analytic) match, minimising the relative tok/s errors with
+`scipy.optimize.least_squares` (bounded, trust-region reflective). Standard errors come from the
+Jacobian at the optimum, cov = s^2 (J^T J)^-1 with s^2 = sum(r^2) / (m - n); with as many
+observations as parameters (m = n) the fit is exact and has no error estimate (None).
+
+Two users:
+- `fit_from_cases`: the engine defaults in simulator/engines.py (ENGINE_HOST_DEFAULTS) are this
+  fit on the figures marked `role: fit` in data/cases/public.yaml (`python -m simulator.engine_fit`
+  prints them; tests/test_engine_fit.py checks the shipped defaults equal it);
+- `specdecsim calibrate from-runs`: a user's own engine logs (simulator.engine_runs) and scenario.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from simulator.inputs import UserInputError
+
+# The parameters fitted per engine, and their bounds (us; kernel_efficiency: a ratio).
+FIT_PARAMS: dict[str, tuple[str, ...]] = {
+    "sglang": ("host_decode_step_us", "host_cycle_us"),
+    "vllm": ("host_decode_step_us", "host_cycle_us", "host_draft_step_us"),
+}
+# TensorRT-LLM has no fitted defaults: the one public TensorRT-LLM run with an accept length (the
+# DeepSeek-R1 MTP sweep) is a sweep scored by the leave-out protocol instead (simulator.cases), and
+# its overlap scheduler hides host work shorter than the GPU's, so the profile's host times stand.
+LEAVE_OUT_PARAMS = ("kernel_efficiency", "host_cycle_us")
+BOUNDS: dict[str, tuple[float, float]] = {
+    "host_decode_step_us": (0.0, 1e5), "host_cycle_us": (0.0, 1e5), "host_draft_step_us": (0.0, 1e5),
+    "kernel_efficiency": (0.05, 20.0),
+}
+X0: dict[str, float] = {"host_decode_step_us": 100.0, "host_cycle_us": 200.0, "host_draft_step_us": 50.0,
+                        "kernel_efficiency": 1.0}
+
+
+@dataclass
+class Observation:
+    """One observed figure: `build(engine_fields)` -> Scenario; `speculative` picks the metric."""
+
+    label: str
+    build: Callable[[dict], object]
+    speculative: bool
+    tok_s: float
+
+
+@dataclass
+class FitResult:
+    """Fitted engine fields with standard errors (None when m <= n) and per-observation errors."""
+
+    kind: str
+    params: dict[str, float]
+    stderr: dict[str, float | None]
+    residuals: list[tuple[str, float]] = field(default_factory=list)
+    success: bool = True
+    message: str = ""
+
+    def table(self) -> str:
+        lines = [f"{self.kind}: fitted on {len(self.residuals)} figures ({self.message})"]
+        for k, v in self.params.items():
+            se = self.stderr.get(k)
+            lines.append(f"  {k:22s} {v:12.1f}  {'+/- ' + format(se, '.1f') if se is not None else '(exact fit)'}")
+        for label, r in self.residuals:
+            lines.append(f"  {label:60s} {r:+.2%}")
+        return "\n".join(lines)
+
+
+def predict_tok_s(scenario, speculative: bool) -> float:
+    """Closed-form tok/s of a scenario (speculative or its baseline), every accepted token counted."""
+    from simulator.cases import predict
+    spec, base = predict(scenario)
+    return spec if speculative else base
+
+
+def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ...] | None = None) -> FitResult:
+    """Least-squares fit of `params` (default FIT_PARAMS[kind]) to the observations.
+
+    Raises:
+        UserInputError: no observations, an unknown parameter, or fewer observations than parameters.
+    """
+    params = tuple(params or FIT_PARAMS.get(kind, ()))
+    unknown = [p for p in params if p not in BOUNDS]
+    if unknown:
+        raise UserInputError(f"cannot fit {', '.join(unknown)}; fittable: {', '.join(BOUNDS)}")
+    if not params:
+        raise UserInputError(f"engine kind {kind!r} has no fittable parameters (one of {', '.join(FIT_PARAMS)})")
+    if len(observations) < len(params):
+        raise UserInputError(f"fitting {len(params)} parameters ({', '.join(params)}) needs at least as many "
+                             f"observed runs; got {len(observations)}")
+    lo = np.array([BOUNDS[p][0] for p in params])
+    hi = np.array([BOUNDS[p][1] for p in params])
+    scale = np.array([X0[p] for p in params])
+
+    def fields(x: np.ndarray) -> dict:
+        return {p: float(v) for p, v in zip(params, x * scale)}
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        f = fields(x)
+        return np.array([predict_tok_s(o.build(f), o.speculative) / o.tok_s - 1.0 for o in observations])
+
+    x0 = np.clip(np.ones(len(params)), lo / scale, hi / scale)
+    sol = least_squares(residuals, x0, bounds=(lo / scale, hi / scale), method="trf", x_scale="jac",
+                        diff_step=1e-4)
+    m, n = len(observations), len(params)
+    stderr: dict[str, float | None] = {p: None for p in params}
+    if m > n:
+        s2 = float(sol.fun @ sol.fun) / (m - n)
+        jtj = sol.jac.T @ sol.jac
+        try:
+            cov = np.linalg.inv(jtj) * s2
+            for i, p in enumerate(params):
+                v = cov[i, i]
+                stderr[p] = float(math.sqrt(v) * scale[i]) if v >= 0 and math.isfinite(v) else None
+        except np.linalg.LinAlgError:
+            pass
+    return FitResult(kind, fields(sol.x), stderr, [(o.label, float(r)) for o, r in zip(observations, sol.fun)],
+                     bool(sol.success), sol.message)
+
+
+def case_observations(path: Path, kind: str) -> list[Observation]:
+    """The figures marked `role: fit` of the cases of one engine kind in a case file."""
+    from simulator.cases import build_case_scenario, load_case_file
+    cf = load_case_file(path)
+    out = []
+    for case in cf.cases:
+        if case.engine.get("kind") != kind or not case.replayable:
+            continue
+        b = case.scenario.batch_size
+
+        def tok_s(fig) -> float:
+            return fig.tok_s if fig.tok_s is not None else 1000.0 * b / fig.tpot_ms
+
+        if case.baseline is not None and case.baseline.role == "fit":
+            out.append(Observation(f"{case.id}: baseline",
+                                   lambda f, c=case: build_case_scenario(cf, c, None, path.parent, f),
+                                   False, tok_s(case.baseline)))
+        for run in case.runs:
+            if run.role == "fit" and run.replayable:
+                out.append(Observation(f"{case.id}: {run.label or f'{run.num_steps} steps'}",
+                                       lambda f, c=case, r=run: build_case_scenario(cf, c, r, path.parent, f),
+                                       True, tok_s(run)))
+    return out
+
+
+def fit_from_cases(path: Path, kind: str) -> FitResult:
+    """Fit FIT_PARAMS[kind] on the `role: fit` figures of `path` (see the module docstring)."""
+    return fit_engine(kind, case_observations(path, kind))
+
+
+def main() -> None:
+    """`python -m simulator.engine_fit [CASES]`: print each engine's fit on the shipped cases."""
+    import sys
+    from simulator.profile import data_dir
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else data_dir() / "cases" / "public.yaml"
+    for kind in FIT_PARAMS:
+        print(fit_from_cases(path, kind).table())
+    print("ENGINE_HOST_DEFAULTS = {")
+    for kind in FIT_PARAMS:
+        r = fit_from_cases(path, kind)
+        print(f"    {kind!r}: {{{', '.join(f'{k!r}: {v:.1f}' for k, v in r.params.items())}}},")
+    print("}")
+
+
+if __name__ == "__main__":
+    main()
