@@ -75,7 +75,8 @@ def load_runs(path: Path | str, format: str = "auto") -> list[ObservedRun]:
 
 
 def detect_format(text: str, path: str) -> str:
-    """The source format of an engine output's text (see the module docstring).
+    """The source format of an engine output's text (see the module docstring): one of FORMATS, or
+    'jsonl' for SGLang JSON records, whose format each record's keys decide.
 
     Raises:
         UserInputError: '<path>:1: ...; expected <the known formats>' when no format matches.
