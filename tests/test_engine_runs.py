@@ -124,6 +124,21 @@ def test_vllm_spec_decode_log_lines():
     assert (second.batch_size, second.output_tok_per_s, second.acceptance_rate) == (None, None, approx(0.5))
 
 
+def test_vllm_nan_rate_of_an_interval_without_drafts_is_absent(tmp_path):
+    path = tmp_path / "v.log"
+    path.write_text("SpecDecoding metrics: Mean acceptance length: 1.00, Accepted throughput: 0.00 tokens/s, "
+                    "Drafted throughput: 0.00 tokens/s, Accepted: 0 tokens, Drafted: 0 tokens, "
+                    "Per-position acceptance rate: 0.000, 0.000, Avg Draft acceptance rate: nan%\n")
+    r = one_of(path)
+    assert (r.acceptance_rate, r.accept_length, r.drafted_tokens, r.num_steps) == (None, 1.0, 0, 2)
+
+
+def one_of(path: Path) -> ObservedRun:
+    runs = load_runs(path)
+    assert len(runs) == 1
+    return runs[0]
+
+
 def test_vllm_prometheus_counters_summed_over_engines():
     r = one("vllm_metrics.prom")
     assert (r.num_drafts, r.drafted_tokens, r.accepted_tokens, r.num_steps) == (1000, 3000, 1500, 3)

@@ -72,6 +72,8 @@ def parse_spec_decode_log(text: str, path: str) -> list[ObservedRun]:
             per_pos = [to_float(p, path, line_no, "'Per-position acceptance rate'", SPEC_EXPECTED)
                        for p in found["Per-position acceptance rate"].split(", ")]
         rate_text = found["Avg Draft acceptance rate"] or found["Draft acceptance rate"]
+        if rate_text == "nan":  # vLLM prints nan% for an interval with no drafted tokens
+            rate_text = None
         tput = running = None
         if stats is not None:
             s_no, s = stats
