@@ -174,3 +174,55 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def run_observations(scenario, runs, source: str) -> list[Observation]:
+    """Observations from a scenario and a user's observed runs (simulator.engine_runs).
+
+    Each run sets what it states on a copy of the scenario: its batch size (rounded), num_steps,
+    and its acceptance (per-position or mean accept length: engine_runs.acceptance_from_run);
+    a run with speculation off (or no acceptance) is a baseline observation. Runs without a
+    throughput (output tok/s or TPOT) are skipped.
+
+    Raises:
+        UserInputError: no run has a throughput; a run's acceptance does not fit the scenario.
+    """
+    from simulator.engine_runs import acceptance_from_run
+    from simulator.scenario import scenario_from_dict
+    base = scenario.model_dump(mode="json", exclude_none=True)
+    for role in ("target", "draft"):  # the dump holds the config.json's fields already
+        base[role].pop("config_path", None)
+        base[role].pop("config_notes", None)
+    out = []
+    for run in runs:
+        where = f"{run.source_file}:{run.source_line}" if run.source_line else run.source_file
+        b = max(1, round(run.batch_size)) if run.batch_size else scenario.workload.batch_size
+        if run.output_tok_per_s:
+            tok_s = float(run.output_tok_per_s)
+        elif run.tpot_ms:
+            tok_s = 1000.0 * b / run.tpot_ms
+        else:
+            continue
+        spec_on = run.speculative if run.speculative is not None else (
+            run.accept_length is not None or bool(run.per_position_acceptance))
+        data = {**base, "workload": {**base["workload"], "batch_size": b}}
+        if spec_on:
+            steps = run.num_steps or scenario.spec.num_steps
+            spec = {**base["spec"], "num_steps": steps}
+            if scenario.spec.topk == 1:
+                spec["num_draft_tokens"] = steps + 1
+            data["spec"] = spec
+            acc = acceptance_from_run(run, steps)
+            if acc["kind"] == "positional" and len(acc["acceptance_rates"]) != steps:
+                raise UserInputError(f"{where}: {len(acc['acceptance_rates'])} per-position rates but num_steps "
+                                     f"{steps}; give the scenario the run's num_steps")
+            data["acceptance"] = acc
+
+        def build(fields, data=data, where=where):
+            d = {**data, "serving_engine": {**data["serving_engine"], **fields}}
+            return scenario_from_dict(d, f"{source} with {where}", Path("."))
+
+        out.append(Observation(where, build, spec_on, tok_s))
+    if not out:
+        raise UserInputError(f"{source}: none of the runs states a throughput (output tok/s or TPOT)")
+    return out

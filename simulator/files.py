@@ -35,6 +35,8 @@ SWEEP_OUTPUT = "sweep/1"
 HARDWARE_OUTPUT = "hardware/1"
 PROFILE_OUTPUT = "profile/1"  # recognised by its keys (the profile schema allows no marker)
 DIAGNOSTIC_OUTPUT = "diagnostic/1"
+CASES_OUTPUT = "cases/1"
+ENGINE_FIT_OUTPUT = "engine_fit/1"
 # Keys that outputs written before OUTPUT_KEY existed carry, by kind (a trace had no marker).
 _LEGACY_KEYS = {SIMULATION_OUTPUT: {"version", "scenario", "tok_per_s"},
                 SWEEP_OUTPUT: {"version", "grids", "csv"},

@@ -9,6 +9,7 @@
     specdecsim calibrate loop-reps --points P                     (tiny-model loop overheads and curve)
     specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8]
     specdecsim calibrate session --points P --out LIVE_DIR        (forwards re-timed, then the noise grid)
+    specdecsim calibrate from-runs SCENARIO RUN... --out FITTED.yaml [--fit P,P]   (an engine's own logs)
 
 Parses, checks, runs and writes; no modelled numbers here. torch is imported only inside the
 measuring commands, so importing this module (and `import-nccl-tests`, `merge`) works without it.
@@ -372,3 +373,62 @@ def session(
         err_console.print(f"[red]failed: {escape(point)}: {escape(error)}")
     if failed:
         raise typer.Exit(1)
+
+
+@calibrate_app.command("from-runs")
+def from_runs(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML of the runs' set-up (serving_engine kind sglang, "
+                                                  "vllm or trtllm; hardware; models; spec).")],
+    runs: Annotated[list[Path], typer.Argument(help="Engine outputs: SGLang server logs or bench output, vLLM "
+                                                    "spec-decode logs, /metrics scrapes or bench output, "
+                                                    "trtllm-bench reports (simulator.engine_runs).")],
+    out: Annotated[Path, typer.Option(help="Scenario YAML to write: SCENARIO with the fitted engine fields.")],
+    fit: Annotated[Optional[str], typer.Option(help="Comma-separated engine fields to fit (default per engine: "
+                                                    "host_decode_step_us, host_cycle_us[, host_draft_step_us]); "
+                                                    "also kernel_efficiency.")] = None,
+    run_format: Annotated[str, typer.Option("--format", help="Format of every RUN file, or auto.")] = "auto",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
+) -> None:
+    """Fit a serving engine's host times (and optionally its kernel efficiency) to its own runs:
+    each run's throughput, batch and acceptance are read from its log; the scenario gives the rest.
+    Prints the fitted values with standard errors and each run's error, and writes SCENARIO with
+    them as --out (a baseline and one speculative run are enough for the two default fields)."""
+    import yaml
+
+    from simulator.engine_fit import FIT_PARAMS, fit_engine, run_observations
+    from simulator.engine_runs import FORMATS, load_runs
+    from simulator.files import write_text_atomic
+    from simulator.inputs import UserInputError
+    from simulator.scenario import load_scenario, read_scenario_dict
+
+    if run_format != "auto":
+        check_choice("--format", run_format, FORMATS)
+    if out.exists() and not force:
+        fail(f"--out {out}: exists; --force replaces it")
+    if out.exists() and not out.is_file():
+        fail(f"--out {out}: not a regular file")
+    for p in [scenario, *runs]:
+        if not p.is_file():
+            fail(f"{p}: not found")
+    try:
+        sc = load_scenario(scenario)
+        kind = sc.serving_engine.kind
+        if kind not in FIT_PARAMS and fit is None:
+            fail(f"{scenario}: serving_engine.kind {kind}: give --fit (fields to fit), or use an engine kind "
+                 f"({', '.join(FIT_PARAMS)})")
+        params = tuple(p.strip() for p in fit.split(",")) if fit else FIT_PARAMS[kind]
+        observed = [r for path in runs for r in load_runs(path, run_format)]
+        obs = run_observations(sc, observed, str(scenario))
+        result = fit_engine(kind, obs, params)
+    except UserInputError as e:
+        fail(str(e))
+    console.print(escape(result.table()), highlight=False)
+    data = read_scenario_dict(scenario)
+    engine = dict(data.get("serving_engine") or {})
+    engine.update({k: round(v, 3) for k, v in result.params.items()})
+    data["serving_engine"] = engine
+    header = "".join(f"# {line}\n" for line in
+                     [f"written by specdecsim calibrate from-runs from {scenario} and {len(runs)} run file(s):"]
+                     + [f"  {p}" for p in runs] + result.table().splitlines())
+    write_text_atomic(out, header + yaml.safe_dump(data, sort_keys=False))
+    console.print(f"[green]wrote {escape(str(out))}[/]")

@@ -1,6 +1,6 @@
 """`specdecsim` command line: one typer app; each command parses, loads, runs and writes.
 
-No modelled numbers here. Commands: `simulate`, `sweep`, `plot`, `validate`, `hardware` (this package) and,
+No modelled numbers here. Commands: `simulate`, `sweep`, `plot`, `validate`, `hardware`, `cases` (this package) and,
 where the `calibration` package is installed, its GPU-side commands (`calibrate`, `live`, ...),
 mounted by `calibration.cli.register`; those import torch only inside their commands, so
 `specdecsim --help` stays light.
@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from simulator import __version__
+from simulator.cli.cases import cases_command
 from simulator.cli.common import console, err_console
 from simulator.cli.hardware import hardware
 from simulator.cli.plot import plot_command
@@ -43,6 +44,7 @@ app.command("sweep")(sweep_command)
 app.command("plot")(plot_command)
 app.command("validate")(validate)
 app.command("hardware")(hardware)
+app.command("cases")(cases_command)
 try:
     from calibration.cli import register as _register_calibration
 except ImportError:  # the calibration package is not installed
