@@ -12,7 +12,8 @@ as measured. An op bound by memory on both GPUs scales by the bandwidth ratio, a
 op by the rate ratio, a floor-bound op not at all; an op whose bound changes between the GPUs
 moves from one law to the other. A whole forward scales by the ratio of its ops' roofline sums.
 Host overheads and collective tables are not carried (they belong to the host CPU and the
-box's interconnect); the cost model notes that.
+box's interconnect); the cost model notes that. Collectives on a box with another interconnect
+are priced by simulator.costs.collectives_model instead (simulator.hardware.apply_hardware).
 
 Assumption: kernels reach the same fraction of the roofline on both GPUs (same kernel library,
 same shapes). Source: the roofline model, Williams, Waterman and Patterson, "Roofline: an
