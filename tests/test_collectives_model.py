@@ -194,6 +194,7 @@ def test_a_pcie_box_prices_collectives_from_the_model_with_a_note():
     expected = cm.collective_us("allreduce", 16384, 2, prof.collectives_on, algorithm="auto").latency_us
     assert us == expected and cm.custom_enabled(prof.collectives_on, 2, 16384)
     assert any("collective model" in n and "pcie-rtx-pro-6000-4gpu" in n for n in lookup.notes)
+    assert not any("collectives are the profile's own" in n for n in lookup.notes)
 
 
 def test_bad_allreduce_choice_is_refused():

@@ -130,7 +130,7 @@ class LatencyLookup:
         self.notes: set[str] = set()
         self.transfer = profile.transfer
         if self.transfer is not None:
-            self.notes.add(transfer_note(self.transfer))
+            self.notes.add(transfer_note(self.transfer, collectives_own=profile.collectives_on is None))
         self.collectives_on = profile.collectives_on
         if self.collectives_on is not None:
             t = self.collectives_on
