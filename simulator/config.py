@@ -328,11 +328,19 @@ class HardwareConfig(StrictModel):
 
     Left empty, the prediction is for the machine the profile was measured on. A GPU other than
     the profile's carries the profile to it (simulator.costs.transfer): compute is re-priced
-    from datasheet figures; host overheads and collectives stay the profile's own.
+    from datasheet figures; host overheads stay the profile's own. Collectives stay the profile's
+    own too, unless `box` has another interconnect than the box they were measured on (the
+    profile's `hardware.catalog_box`): then simulator.costs.collectives_model prices them from the
+    box's links, with `allreduce` choosing the implementation.
     """
 
     gpu: str | None = Field(None, description="Catalog GPU id, e.g. h100-sxm; default the box's, else the profile's.")
     box: str | None = Field(None, description="Catalog box id, e.g. hgx-h100-8gpu: its GPU and GPU count.")
+    allreduce: Literal["nccl", "custom", "auto"] = Field(
+        "nccl", description="Allreduce implementation priced when `box` has another interconnect than the box the "
+                            "profile's collectives were measured on (simulator.costs.collectives_model): nccl (NCCL's "
+                            "fastest ring/tree and protocol), custom (one-shot/two-shot peer-to-peer kernel), auto "
+                            "(what vLLM/SGLang pick: custom where they enable it, else NCCL). Unused otherwise.")
 
 
 # Keys of the schema before the serving engine and the simulation's fidelity had sections of their

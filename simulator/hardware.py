@@ -33,7 +33,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from simulator.config import COMPONENTS, Scenario, StrictModel
 from simulator.costs.transfer import carry_profile
-from simulator.profile import CalibrationProfile, GpuRates, data_dir
+from simulator.profile import CalibrationProfile, CollectiveTarget, GpuRates, data_dir
 from simulator.inputs import UserInputError, format_validation_error, read_yaml
 
 Architecture = Literal["ampere", "ada", "hopper", "blackwell"]
@@ -257,6 +257,43 @@ def gpu_rates(gpu: GpuSpec) -> GpuRates:
                     fp4_dense_tflops=gpu.fp4_dense_tflops, source=f"hardware catalog: gpus/{gpu.id}.yaml")
 
 
+def box_links(box: BoxSpec, gpu: GpuSpec, measured_on_box: str | None = None,
+              allreduce: str = "nccl") -> CollectiveTarget:
+    """The link fields of a catalog box the collective model prices from (simulator.costs.collectives_model).
+
+    Args:
+        box, gpu: catalog entries (gpu = the box's GPU). measured_on_box: catalog id of the box the
+            profile's collective tables were measured on (default: this box). allreduce: the
+            scenario's hardware.allreduce.
+    """
+    return CollectiveTarget(box=box.id, measured_on_box=measured_on_box or box.id, interconnect=box.interconnect,
+                            gpus_per_node=box.gpus_per_node, numa_nodes=box.numa_nodes,
+                            link_bandwidth_gb_per_s=box.link_bandwidth_gb_per_s,
+                            pcie_generation=box.pcie_generation, pcie_lanes=box.pcie_lanes, p2p=box.p2p,
+                            compute_capability=gpu.compute_capability, allreduce=allreduce)
+
+
+def collectives_target(profile: CalibrationProfile, box: BoxSpec, gpu: GpuSpec, allreduce: str,
+                       catalog: Catalog) -> CollectiveTarget | None:
+    """The box to price collectives for, or None when the profile's own tables apply.
+
+    The tables apply when the profile does not name the box they were measured on
+    (hardware.catalog_box) or that box has the same interconnect as `box`.
+
+    Raises:
+        UserInputError: the profile's catalog_box is not in the catalog.
+    """
+    measured_box = profile.hardware.catalog_box
+    if measured_box is None:
+        return None
+    if measured_box not in catalog.boxes:
+        raise UserInputError(f"profile {profile.name!r}: hardware.catalog_box {measured_box!r} is not in the "
+                             f"hardware catalog; known: {', '.join(sorted(catalog.boxes))}")
+    if catalog.box(measured_box).interconnect == box.interconnect:
+        return None
+    return box_links(box, gpu, measured_on_box=measured_box, allreduce=allreduce)
+
+
 def check_precision(scenario: Scenario, gpu: GpuSpec) -> None:
     """Refuse weight formats whose kernels the GPU cannot run.
 
@@ -289,8 +326,10 @@ def apply_hardware(scenario: Scenario, profile: CalibrationProfile, source: str,
         source: the scenario's file name, for messages. catalog: default `load_catalog()`.
 
     Returns:
-        `profile` itself when the section is empty or names the profile's own GPU, else a
-        derived profile carried to the named GPU.
+        `profile` itself when the section is empty or names the profile's own GPU and a box with
+        the interconnect its collectives were measured on; else a derived profile carried to the
+        named GPU and, where the box's interconnect differs (`collectives_target`), with
+        `collectives_on` set so that the collective model prices its collectives.
 
     Raises:
         UserInputError: an unknown GPU or box; a box whose GPU differs from `hardware.gpu`; a TP
@@ -317,6 +356,15 @@ def apply_hardware(scenario: Scenario, profile: CalibrationProfile, source: str,
         check_precision(scenario, gpu)
     except UserInputError as e:
         raise UserInputError(f"{source}: {e}") from None
+    target = collectives_target(profile, box, gpu, hw.allreduce, catalog) if box is not None else None
+    carried = _carry_compute(profile, gpu, catalog, source)
+    if target is None:
+        return carried
+    return carried.model_copy(update={"collectives_on": target, "name": f"{carried.name}@{box.id}"})
+
+
+def _carry_compute(profile: CalibrationProfile, gpu: GpuSpec, catalog: Catalog, source: str) -> CalibrationProfile:
+    """`profile` carried to `gpu` (itself when it was measured there); see apply_hardware for the errors."""
     measured_on = profile.hardware.catalog_gpu
     if measured_on == gpu.id:
         return profile

@@ -54,6 +54,9 @@ class HardwareInfo(StrictModel):
     gpu_name: str
     catalog_gpu: str | None = Field(None, max_length=200, description="Hardware-catalog id of the GPU "
                                     "(data/hardware/gpus/<id>.yaml); needed to carry the profile to another GPU.")
+    catalog_box: str | None = Field(None, max_length=200, description="Hardware-catalog id of the box the "
+                                    "collective tables were measured on (data/hardware/boxes/<id>.yaml); needed to "
+                                    "price collectives on a box with another interconnect.")
     gpu_count: int = Field(ge=1, le=1_000_000)
     interconnect: str = Field(description="e.g. 'NVLink (NV18)', 'PCIe Gen5', 'single GPU'.")
     topology: str | None = Field(None, description="`nvidia-smi topo -m` output.")
@@ -251,6 +254,29 @@ class ProfileTransfer(StrictModel):
     carried_to: GpuRates
 
 
+AllreduceChoice = Literal["nccl", "custom", "auto"]
+
+
+class CollectiveTarget(StrictModel):
+    """The links of a catalog box a profile's collectives are priced for (simulator.costs.collectives_model).
+
+    Set on a derived profile whose collective tables were measured on a box with another
+    interconnect: the tables no longer apply, the model prices every collective from these fields.
+    """
+
+    box: str = Field(description="Catalog box id.")
+    measured_on_box: str = Field(description="Catalog box id the profile's collective tables were measured on.")
+    interconnect: Literal["nvswitch", "nvlink_bridge", "pcie"]
+    gpus_per_node: int = Field(ge=1, le=72)
+    numa_nodes: int = Field(ge=1, le=16)
+    link_bandwidth_gb_per_s: float = Field(ge=1.0, le=100_000.0, description="Per-GPU one-way link bandwidth, GB/s.")
+    pcie_generation: int = Field(ge=1, le=7)
+    pcie_lanes: Literal[1, 2, 4, 8, 16]
+    p2p: bool = Field(description="CUDA peer access between the GPUs.")
+    compute_capability: str = Field(pattern=r"^\d{1,2}\.\d$", description="The GPU's, e.g. '9.0'.")
+    allreduce: AllreduceChoice = Field("nccl", description="Scenario hardware.allreduce: nccl, custom or auto.")
+
+
 class CalibrationProfile(StrictModel):
     """Everything the cost model knows about one machine."""
 
@@ -270,6 +296,9 @@ class CalibrationProfile(StrictModel):
     transfer: ProfileTransfer | None = Field(
         None, description="Set on a derived profile: its op and forward tables were measured on `measured_on` "
                           "and are re-priced for `carried_to` at lookup (per-op roofline efficiencies).")
+    collectives_on: CollectiveTarget | None = Field(
+        None, description="Set on a derived profile carried to a box whose interconnect differs from the one its "
+                          "collective tables were measured on: collectives are priced by the collective model.")
 
     @model_validator(mode="after")
     def _check_unique(self) -> Self:

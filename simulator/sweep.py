@@ -96,7 +96,7 @@ def _profile_for(sc: Scenario, path: str):
     hw = sc.hardware
     if hw.gpu is None and hw.box is None:
         return _profile(path)
-    key = f"{path}|{hw.gpu}|{hw.box}"
+    key = f"{path}|{hw.gpu}|{hw.box}|{hw.allreduce}"
     if key not in _PROFILES:
         _PROFILES[key] = apply_hardware(sc, _profile(path), source=path)
     return _PROFILES[key]

@@ -194,7 +194,7 @@ def test_merge_rebuilds_the_shipped_profile_from_its_points(tmp_path):
                                  "--interconnect", "NVLink (NV18) between 2 GPUs (collectives, tp-2 forwards); op, "
                                  "tp-1 forward and host tables on one GPU",
                                  "--topology", "GPU0-GPU1 NV18 (nvidia-smi topo -m on the lent 2x H200 machine)",
-                                 "--catalog-gpu", "h200-sxm"])
+                                 "--catalog-gpu", "h200-sxm", "--catalog-box", "2x-h200-nvlink"])
     assert result.exit_code == 0, result.output
     built, shipped = (json.loads(p.read_text()) for p in (tmp_path / "h200.json", root / "data/profiles/h200.json"))
     for d in (built, shipped):

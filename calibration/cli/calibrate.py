@@ -159,6 +159,9 @@ def merge(
     catalog_gpu: Annotated[Optional[str], typer.Option(help="Hardware-catalog id of the measured GPU (specdecsim "
                                                             "hardware), so the profile can be carried to another "
                                                             "GPU.")] = None,
+    catalog_box: Annotated[Optional[str], typer.Option(help="Hardware-catalog id of the box the collectives were "
+                                                            "measured on (specdecsim hardware), so a box with another "
+                                                            "interconnect prices them from its links.")] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Build one profile from several points files (e.g. one GPU's op tables + a multi-GPU machine's collectives)."""
@@ -178,11 +181,16 @@ def merge(
             default_catalog().gpu(catalog_gpu)
         except UserInputError as e:
             fail(f"--catalog-gpu: {e}")
+    if catalog_box is not None:
+        try:
+            default_catalog().box(catalog_box)
+        except UserInputError as e:
+            fail(f"--catalog-box: {e}")
     missing = [str(p) for p in points if not p.is_file()]
     if missing:
         fail(f"--points: no such points file: {', '.join(missing)}")
     update = {k: v for k, v in (("gpu_count", gpu_count), ("interconnect", interconnect), ("topology", topology),
-                                ("catalog_gpu", catalog_gpu)) if v is not None}
+                                ("catalog_gpu", catalog_gpu), ("catalog_box", catalog_box)) if v is not None}
     from pydantic import ValidationError
 
     from simulator.inputs import format_validation_error

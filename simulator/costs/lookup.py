@@ -9,7 +9,9 @@ Each table axis has its own law inside the measured range:
   Attention reads every cached token, so its work, and a forward's latency, grows linearly with
   the KV length; a table whose latency is exactly a + b * context_len reads back exactly.
 With both kinds of axes the log axes are interpolated at each measured context first, then the
-context law joins those latencies. Outside the range the latency at the nearest measured point is
+context law joins those latencies. A profile carried to a box whose interconnect differs from the
+one its collectives were measured on (`profile.collectives_on`) prices collectives from that
+box's links instead of its tables (simulator.costs.collectives_model). Outside the range the latency at the nearest measured point is
 scaled by the roofline's ratio, `roofline(x) / roofline(x_edge)`, and the lookup records that it
 extrapolated. With no table at all the roofline itself is used.
 """
@@ -23,6 +25,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.interpolate import PchipInterpolator, RegularGridInterpolator
 
+from simulator.costs.collectives_model import collective_us as collective_model_us
 from simulator.costs.ops import Op
 from simulator.costs.transfer import transfer_note, transfer_ratio
 from simulator.profile import CalibrationProfile, CollectiveTable, ForwardTable, RooflineParams
@@ -132,7 +135,13 @@ class LatencyLookup:
         self.notes: set[str] = set()
         self.transfer = profile.transfer
         if self.transfer is not None:
-            self.notes.add(transfer_note(self.transfer))
+            self.notes.add(transfer_note(self.transfer, collectives_own=profile.collectives_on is None))
+        self.collectives_on = profile.collectives_on
+        if self.collectives_on is not None:
+            t = self.collectives_on
+            self.notes.add(f"collectives priced by the collective model from box {t.box}'s links ({t.interconnect}, "
+                           f"allreduce {t.allreduce}, {collective_mode} launch), not the profile's tables measured on "
+                           f"{t.measured_on_box}")
         self._ops = {t.key: t for t in profile.ops}
         self._colls: dict[tuple, CollectiveTable] = {(t.op, t.world_size, t.mode): t for t in profile.collectives}
         self._op_interp: dict[str, _Interp] = {}
@@ -221,9 +230,16 @@ class LatencyLookup:
 
     # ---- collectives ---------------------------------------------------------------------------
     def collective_us(self, kind: str, size_bytes: float, world_size: int) -> float:
-        """Latency of one collective (median), by table or roofline; 0 for world_size 1."""
+        """Latency of one collective (median), by table or roofline; 0 for world_size 1.
+
+        With `profile.collectives_on` set, by the collective model for that box instead.
+        """
         if world_size <= 1:
             return 0.0
+        if self.collectives_on is not None:
+            t = self.collectives_on
+            return collective_model_us(kind, size_bytes, world_size, t, algorithm=t.allreduce,
+                                       launch=self.collective_mode).latency_us
         table = self._colls.get((kind, world_size, self.collective_mode))
         if table is None:
             other = "eager" if self.collective_mode == "graph" else "graph"

@@ -12,7 +12,8 @@ as measured. An op bound by memory on both GPUs scales by the bandwidth ratio, a
 op by the rate ratio, a floor-bound op not at all; an op whose bound changes between the GPUs
 moves from one law to the other. A whole forward scales by the ratio of its ops' roofline sums.
 Host overheads and collective tables are not carried (they belong to the host CPU and the
-box's interconnect); the cost model notes that.
+box's interconnect); the cost model notes that. Collectives on a box with another interconnect
+are priced by simulator.costs.collectives_model instead (simulator.hardware.apply_hardware).
 
 Assumption: kernels reach the same fraction of the roofline on both GPUs (same kernel library,
 same shapes). Source: the roofline model, Williams, Waterman and Patterson, "Roofline: an
@@ -44,10 +45,12 @@ def transfer_ratio(ops: Iterable[Op], transfer: ProfileTransfer, kernel_floor_us
     return dst / src if src > 0 else 1.0
 
 
-def transfer_note(transfer: ProfileTransfer) -> str:
-    """The output note a carried profile gets."""
+def transfer_note(transfer: ProfileTransfer, collectives_own: bool = True) -> str:
+    """The output note a carried profile gets (`collectives_own` False: its collectives are priced
+    from the box by the collective model, which notes that itself)."""
+    own = "host overheads and collectives are" if collectives_own else "host overheads are"
     note = (f"compute carried from {transfer.measured_on.gpu} to {transfer.carried_to.gpu} as per-op roofline "
-            "efficiencies (datasheet figures); host overheads and collectives are the profile's own")
+            f"efficiencies (datasheet figures); {own} the profile's own")
     if transfer.carried_to.fp8_dense_tflops is None:
         note += f"; {transfer.carried_to.gpu} has no fp8 tensor cores: fp8 weights, if any, run weight-only at bf16"
     return note
