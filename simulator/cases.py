@@ -341,10 +341,12 @@ def comm_results(path: Path | None) -> list[CaseResult]:
     path = path or data_dir() / "cases" / "comm_public.yaml"
     if not path.exists():
         return []
+    sources = {c.get("id"): c.get("source", "") for c in (read_yaml(path, "case file") or {}).get("cases", [])
+               if isinstance(c, dict)}
     out: dict[str, CaseResult] = {}
     for row in replay_comm_cases(path):
         cid = row["case_id"] if "case_id" in row else row["id"]
-        cr = out.setdefault(cid, CaseResult(cid, row.get("source", ""), None, []))
+        cr = out.setdefault(cid, CaseResult(cid, sources.get(cid, ""), None, []))
         if "size_bytes" not in row:
             continue
         role = "scored" if row.get("scored", True) else "fit"

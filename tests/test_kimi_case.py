@@ -60,14 +60,44 @@ def test_baseline_decode_within_10pct_of_published_90(shared_tp8):
     assert _within(an.baseline_tok_per_s, PUB_BASELINE_TOK_PER_S), an.baseline_tok_per_s
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Known miss, see docs/cases/kimi-k2-pcie.md: the model predicts ~127 tok/s (verify 14.8 ms, the "
-    "account's own 15-20 ms estimate) against the published 71.3 tok/s (verify 21-28 ms measured). "
-    "Not tuned against the speculative figure; strict, so a model change that closes the gap must "
-    "remove this mark."))
-def test_eagle3_5_steps_within_10pct_of_published_71_3(shared_tp8):
+def test_eagle3_5_steps_first_replay_still_misses_the_published_71_3(shared_tp8):
+    # The first replay (live-loop engine, H200-class compute, the published 56 us allreduce) over-
+    # predicts; docs/cases/kimi-k2-pcie.md. The seed's hypotheses are in docs/cases/seed-hypotheses.md
+    # and held by the tests below.
     _, an, _ = shared_tp8
+    assert an.tok_per_s > 1.3 * PUB_SPEC_TOK_PER_S, an.tok_per_s
+
+
+def _seed():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("seed", ROOT / "docs" / "cases" / "make_seed_hypotheses.py")
+    seed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(seed)
+    return seed
+
+
+def test_seed_hypothesis_a1_is_within_10pct_of_71_3_with_the_verify_in_21_28_ms():
+    """Hypothesis A1 of docs/cases/seed-hypotheses.md (written before the comparison): H200 NVL x8
+    on PCIe, fp8, SGLang, absorbed MLA verify in a full graph, kernel efficiency fitted to the 90
+    tok/s baseline only. Caveat held by the next test: the pass rests on the collective model."""
+    sc, an, cost = _load("kimi_k2_seed_a1.yaml")
+    assert _within(an.baseline_tok_per_s, PUB_BASELINE_TOK_PER_S), an.baseline_tok_per_s
     assert _within(an.tok_per_s, PUB_SPEC_TOK_PER_S), an.tok_per_s
+    assert 21.0 <= cost.verify_forward().span_us / 1000.0 <= 28.0
+    seed = _seed()
+    hid, box, precision, engine = seed.HYPOTHESES[0]
+    assert hid == "A1" and sc.hardware.box == box and sc.serving_engine.graph_verify == engine["graph_verify"]
+    fitted = seed.fit_efficiency(box, precision, engine)
+    assert sc.serving_engine.kernel_efficiency == pytest.approx(fitted, abs=1e-3)
+    assert sc.acceptance.acceptance_rate == pytest.approx(seed.ALPHA, abs=1e-4)
+
+
+def test_seed_a1_with_the_published_allreduce_over_predicts():
+    # docs/cases/seed-hypotheses.md: with the published 8-GPU NCCL curve in place of the collective
+    # model, A1's efficiency fit moves to ~1 and the speculative figure is far above 71.3.
+    seed = _seed()
+    row = seed.predict(seed.HYPOTHESES[0], pub=True)
+    assert row["spec"] > 1.3 * PUB_SPEC_TOK_PER_S
 
 
 def test_verify_is_the_largest_share_of_the_cycle(shared_tp8):
