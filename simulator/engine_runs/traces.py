@@ -16,8 +16,9 @@ without one, its start time). Kernels of a CUDA graph carry the correlation id o
 CPU run) uses its outermost `cpu_op` events as kernels.
 
 Cycles: where the trace has ranges named `cycle` (or '<prefix>::cycle'), each kernel belongs to
-the host cycle range holding its launch (GPU cycle ranges by start time when launches are
-missing) and kernels outside every cycle range are left out; then the run also states the cycle's
+the host cycle range holding its launch (a kernel without a launch: its start time, since every
+cycle of the live loop ends in a blocking sync; a trace without host cycle ranges: the GPU cycle
+range holding its start) and kernels outside every cycle range are left out; then the run also states the cycle's
 wall time (`cycle_us`, mean host range duration), each cycle's phase spans in order
 (`cycle_phase_span_us`) and, with `sync` ranges, `sync_tail_us`: the end of the cycle's last
 kernel to the end of the host's sync range (host and GPU timestamps share Kineto's clock; CUPTI
@@ -155,7 +156,7 @@ def parse_trace(data: Any, path: str) -> list[ObservedRun]:
         hit = _innermost(ranges, t)
         if hit is None:
             continue
-        if host_cycles and (launched is not None or on_cpu):
+        if host_cycles:  # a cycle ends in a blocking sync: its kernels also start inside its host range
             cycle = _holding(host_cycles, launched if launched is not None else float(ev["ts"]))
         elif gpu_cycles:
             cycle = _holding(gpu_cycles, float(ev["ts"]))
