@@ -291,3 +291,24 @@ def test_json_lines_of_unknown_records_are_refused(tmp_path):
     path.write_text(json.dumps({"a": 1}) + "\n" + json.dumps({"b": 2}) + "\n")
     with pytest.raises(UserInputError, match=r"x\.jsonl:1: a JSON record with keys"):
         load_runs(path)
+
+
+def test_chrome_trace_graph_replays_cycles_and_sync_tail():
+    """Host ranges around cudaGraphLaunch calls: the graph's kernels (correlation of the launch) run
+    after the host range ends and still count for its phase; 'cycle' ranges give the wall time,
+    each cycle's spans, and the sync tail (last kernel end to the end of the host's sync range)."""
+    def x(cat, name, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+    events = []
+    for c, t0 in enumerate((0, 1000)):
+        events += [x("user_annotation", "cycle", t0, 900), x("user_annotation", "verify", t0 + 10, 20),
+                   x("cuda_runtime", "cudaGraphLaunch", t0 + 12, 8, correlation=10 + c),
+                   x("user_annotation", "sync", t0 + 40, 600),
+                   x("kernel", "gemm", t0 + 50, 300, correlation=10 + c),
+                   x("kernel", "attn", t0 + 360, 200, correlation=10 + c)]
+    events.append(x("kernel", "outside", 2000, 5))  # no cycle range holds it
+    r = parse_trace(events, "g.json")[0]
+    assert (r.num_cycles, r.cycle_us, r.graph_launch_us) == (2, approx(900.0), approx(8.0))
+    assert r.phase_span_us == approx({"verify": 510.0})
+    assert r.cycle_phase_span_us == [approx({"verify": 510.0}), approx({"verify": 510.0})]
+    assert r.sync_tail_us == approx(80.0)  # sync ends at 640, the last kernel at 560

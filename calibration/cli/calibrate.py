@@ -10,6 +10,7 @@
     specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8]
     specdecsim calibrate session --points P --out LIVE_DIR        (forwards re-timed, then the noise grid)
     specdecsim calibrate from-runs SCENARIO RUN... --out FITTED.yaml [--fit P,P]   (an engine's own logs)
+    specdecsim calibrate from-traces DIR --out PROFILE.json [--roofline-from h200_datasheet] [--name N]
 
 Parses, checks, runs and writes; no modelled numbers here. torch is imported only inside the
 measuring commands, so importing this module (and `import-nccl-tests`, `merge`) works without it.
@@ -440,3 +441,33 @@ def from_runs(
                      + [f"  {p}" for p in runs] + result.table().splitlines())
     write_text_atomic(out, header + yaml.safe_dump(data, sort_keys=False))
     console.print(f"[green]wrote {escape(str(out))}[/]")
+
+
+@calibrate_app.command("from-traces")
+def from_traces(
+    traces: Annotated[Path, typer.Argument(help="Folder `specdecsim diagnose trace --out` wrote (index.json and "
+                                                "one torch.profiler trace per point).")],
+    out: Annotated[Path, typer.Option(help="Profile JSON to write.")],
+    roofline_from: Annotated[str, typer.Option(help="Profile (name or path) whose roofline prices what the "
+                                                    "traces do not cover.")] = "h200_datasheet",
+    name: Annotated[Optional[str], typer.Option(help="Profile name; default traces-<model>.")] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+) -> None:
+    """A profile from the traces alone: whole-forward tables and host times of the traced loop
+    (simulator/trace_profile.py); scenarios use it with costs.source whole_forward."""
+    from simulator.inputs import UserInputError
+    from simulator.profile import save_profile
+    from simulator.trace_profile import profile_from_traces
+
+    if not traces.is_dir():
+        fail(f"{traces}: not a folder of traces (give the --out folder of `specdecsim diagnose trace`)")
+    check_output("--out", out, PROFILE_OUTPUT, force)
+    try:
+        profile = profile_from_traces(traces, roofline_profile=roofline_from, name=name)
+    except (UserInputError, FileNotFoundError) as e:
+        fail(str(e))
+    save_profile(profile, out)
+    _print_profile(profile, out)
+    h = profile.host
+    console.print(f"host: schedule {h.host_schedule_us:.1f} us (baseline {h.baseline_host_schedule_us:.1f}), "
+                  f"d2h sync {h.d2h_sync_us:.1f} us, graph replay {h.graph_replay_us:.1f} us", highlight=False)

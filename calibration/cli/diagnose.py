@@ -4,6 +4,8 @@
     specdecsim diagnose sync [--passes 3]                                          (CUDA)
     specdecsim diagnose tp-skew --out skew.json [--tp 2] [--device cuda|cpu]
     specdecsim diagnose verify                                                     (CUDA)
+    specdecsim diagnose trace --out DIR [--model 8b|1b|tiny] [--steps 1,..,8] [--cycles 24] [--batch 1]
+                              [--context-len 1024] [--device cuda|cpu] [--force]
 
 Parses, checks, runs and writes; the measuring is in calibration/diagnostics/.
 """
@@ -80,3 +82,45 @@ def verify() -> None:
     need_cuda("specdecsim diagnose verify")
     from calibration.diagnostics.verify import measure_verify, print_verify
     print_verify(measure_verify())
+
+
+@diagnose_app.command("trace")
+def trace(
+    out: Annotated[Path, typer.Option(help="Folder to write the traces and index.json into.")],
+    model: Annotated[str, typer.Option(help="Target and draft pair: 8b, 1b (the live grid's) or tiny (CPU tests).")] = "8b",
+    steps: Annotated[str, typer.Option(help="Comma-separated num_steps, one traced point each.")] = "1,2,3,4,5,6,7,8",
+    cycles: Annotated[int, typer.Option(help="Traced cycles per point (after the warm-up).")] = 24,
+    warmup: Annotated[int, typer.Option(help="Untimed cycles before the trace.")] = 8,
+    batch: Annotated[int, typer.Option(help="Requests per forward.")] = 1,
+    context_len: Annotated[int, typer.Option(help="KV-cache length every forward attends.")] = 1024,
+    device: Annotated[str, typer.Option(help="cuda (CUDA graphs) or cpu (eager).")] = "cuda",
+    force: Annotated[bool, typer.Option("--force", help="Replace trace files already in --out.")] = False,
+) -> None:
+    """torch.profiler traces of the live loop (baseline and each num_steps), ranges per phase and cycle."""
+    from calibration.shapes import TP_SIZES
+    check_choice("--model", model, tuple(TP_SIZES))
+    check_choice("--device", device, TP_DEVICES)
+    check_at_least("--cycles", cycles, 1)
+    check_at_least("--warmup", warmup, 1)
+    check_at_least("--batch", batch, 1)
+    try:
+        num_steps = tuple(sorted({int(x) for x in steps.split(",")}))
+    except ValueError:
+        fail(f"--steps must be comma-separated integers, got {steps!r}")
+    if not num_steps or num_steps[0] < 1 or num_steps[-1] > 64:
+        fail(f"--steps: each num_steps must be in 1..64, got {steps!r}")
+    if context_len < 2 * (num_steps[-1] + 1):
+        fail(f"--context-len {context_len} must be >= 2 * (num_steps + 1) = {2 * (num_steps[-1] + 1)}")
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out} exists and is not a folder")
+    need_torch("specdecsim diagnose trace")
+    if device == "cuda":
+        need_cuda("specdecsim diagnose trace --device cuda")
+    from calibration.diagnostics.trace import output_files, trace_loop
+    there = [f for f in output_files(out, model, num_steps, batch) if f.exists() or f.is_symlink()]
+    if there and not force:
+        fail(f"--out {out}: {there[0].name} exists; --force replaces the traces")
+    if any(not f.is_file() for f in there):
+        fail(f"--out {out}: {[f for f in there if not f.is_file()][0].name} is not a regular file")
+    index = trace_loop(out, model, num_steps, cycles, batch, context_len, device, warmup)
+    print(f"wrote {len(index.points)} traces and {out / 'index.json'}")

@@ -270,22 +270,33 @@ class DecodeLoop(_Loop):
 
     PHASES = ("decode", "sync")
 
+    def launch_decode(self) -> torch.Tensor:
+        """Enqueue the decode forward (graph replay or eager); returns its (b,) tokens on the device."""
+        if self.graph:
+            self.g_decode.replay()
+            return self.out
+        return self._decode()
+
+    def read_decode(self, out: torch.Tensor) -> list[int]:
+        """Device->host copy of the decode's tokens (the sync)."""
+        self.wait_gpu()
+        return out.tolist()
+
+    def commit(self) -> None:
+        """Host bookkeeping: every request advances one position; upload the next positions."""
+        self.advance(np.ones(self.b, dtype=np.int64))
+        self._upload({"lens": self.kv_lens})
+
     def cycle(self, accept_lengths: np.ndarray | None = None, clock: Clock | None = None) -> list:
         """One decode step; marks [start, after the forward, after the token's sync] (PHASES)."""
         marks = [clock.mark()] if clock else []
-        if self.graph:
-            self.g_decode.replay()
-            out = self.out
-        else:
-            out = self._decode()
+        out = self.launch_decode()
         if clock:
             marks.append(clock.mark())
-        self.wait_gpu()
-        out.tolist()
+        self.read_decode(out)
         if clock:
             marks.append(clock.mark())
-        self.advance(np.ones(self.b, dtype=np.int64))
-        self._upload({"lens": self.kv_lens})
+        self.commit()
         return marks
 
 

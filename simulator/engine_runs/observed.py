@@ -78,3 +78,12 @@ class ObservedRun(BaseModel):
         None, description="Trace: first kernel start to last kernel end per cycle, by phase, us.")
     host_gap_us: float | None = Field(None, ge=0.0, description="Trace: GPU idle time inside a cycle, mean, us.")
     num_cycles: int | None = Field(None, ge=0, description="Trace: cycles the per-cycle means are taken over.")
+    cycle_us: float | None = Field(
+        None, ge=0.0, description="Trace with 'cycle' ranges: host wall time of one cycle range, mean, us.")
+    cycle_phase_span_us: list[dict[str, float]] | None = Field(
+        None, description="Trace with 'cycle' ranges: each cycle's span by phase, in cycle order, us.")
+    graph_launch_us: float | None = Field(
+        None, ge=0.0, description="Trace: host time of one cudaGraphLaunch call, mean, us.")
+    sync_tail_us: float | None = Field(
+        None, ge=0.0, description="Trace with 'sync' ranges: end of the cycle's last kernel to the end of "
+                                  "the host's sync range (the device->host wake-up), mean, us.")
