@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|all
-# Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy)
+#   bash calibration/h200_run.sh quick|traces|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|all
+# Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy, prometheus_client)
 # for the machine's python3, which has torch (and typer, rich, numpy, scipy, pyyaml) but not those.
 # Multicast stays off. Every case is a `specdecsim` subcommand, run as `python3 -m simulator.cli`
 # (the project is on PYTHONPATH there, not pip-installed, so there is no console script).
@@ -22,6 +22,26 @@ case $what in
     timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_live.py -k gpu
     timeout 200 "${specdecsim[@]}" live --quick --out /tmp/live_quick 2>&1 | quiet
     tar czf "$out/live_quick.tgz" -C /tmp live_quick ;;
+  traces)  # the live loop under torch.profiler, a profile from the traces alone, validated on the live records
+    for m in 8b 1b; do
+      timeout 200 "${specdecsim[@]}" diagnose trace --out "$out/traces_$m" --model $m --steps 1,2,3,4,5,6,7,8 --cycles 24 2>&1 | quiet | tail -3
+      "${specdecsim[@]}" calibrate from-traces "$out/traces_$m" --out "$out/traces_$m.json" 2>&1 | tail -3
+      "${specdecsim[@]}" validate --profile "$out/traces_$m.json" --costs-source whole_forward --judge-mode graph \
+        --json "$out/val_$m.json" data/live/h200/${m}_graph_b1_*_rep3.json 2>&1 | tail -25
+    done
+    tar czf "$out/traces.tgz" -C "$out" traces_8b traces_1b && rm -rf "$out/traces_8b" "$out/traces_1b" ;;
+  traces-session)  # traces and live runs in one session (a profile from traces against same-session live runs),
+                   # and a small real trace to commit
+    timeout 120 "${specdecsim[@]}" live --quick --out "$out/live_quick" 2>&1 | quiet | tail -3
+    for m in 8b 1b; do
+      timeout 150 "${specdecsim[@]}" diagnose trace --out "$out/traces_$m" --model $m --steps 1,2,3,4,5 --cycles 24 2>&1 | quiet | tail -1
+      "${specdecsim[@]}" calibrate from-traces "$out/traces_$m" --out "$out/traces_$m.json" 2>&1 | tail -2
+      "${specdecsim[@]}" validate --profile "$out/traces_$m.json" --costs-source whole_forward --judge-mode graph \
+        "$out"/live_quick/${m}_graph_b1_*.json 2>&1 | tail -4
+    done
+    timeout 60 "${specdecsim[@]}" diagnose trace --out "$out/trace_small" --model 1b --steps 3 --cycles 4 2>&1 | tail -1
+    tar czf "$out/traces_session.tgz" -C "$out" live_quick traces_8b traces_1b trace_small traces_8b.json traces_1b.json
+    rm -rf "$out/traces_8b" "$out/traces_1b" "$out/live_quick" ;;
   calibrate)  # resumes from the committed points: only points not yet measured run
     timeout 540 "${specdecsim[@]}" calibrate --out "$out/h200.json" --points data/points/h200.jsonl 2>&1 | quiet
     cp data/points/h200.jsonl "$out/h200_points.jsonl" ;;

@@ -37,6 +37,7 @@ from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, SequenceNode
 
 MAX_INPUT_BYTES = 32 * 2**20  # the largest shipped profile is 0.3 MB; a live record a few kB
+MAX_TRACE_BYTES = 256 * 2**20  # torch.profiler traces of 24 live-loop cycles of an 8B model: up to 36 MB
 MAX_DEPTH = 32  # a scenario nests 4 levels, a profile 5
 MAX_NODES = 2_000_000  # values in one document after aliases are expanded
 MAX_ERROR_LINES = 5  # problems listed per validation error; the rest are counted
@@ -50,11 +51,12 @@ class UserInputError(ValueError):
 
 
 # ---- files --------------------------------------------------------------------------------------
-def read_text(path: Path | str, what: str = "file") -> str:
-    """The text of a user's file: a regular file of at most MAX_INPUT_BYTES of UTF-8.
+def read_text(path: Path | str, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """The text of a user's file: a regular file of at most `max_bytes` (MAX_INPUT_BYTES) of UTF-8.
 
     Args:
         path: the file. what: what the file is, for messages ('scenario file', 'profile', ...).
+        max_bytes: the bound (engine outputs may be profiler traces: MAX_TRACE_BYTES).
 
     Returns:
         The decoded text (a UTF-8 byte-order mark removed).
@@ -76,15 +78,15 @@ def read_text(path: Path | str, what: str = "file") -> str:
         raise UserInputError(f"{path}: is a folder, expected a {what}")
     if not stat.S_ISREG(st.st_mode):
         raise UserInputError(f"{path}: is not a regular file (a device, FIFO or socket); expected a {what}")
-    if st.st_size > MAX_INPUT_BYTES:
-        raise UserInputError(f"{path}: {st.st_size:,} bytes; a {what} is at most {MAX_INPUT_BYTES:,} bytes")
+    if st.st_size > max_bytes:
+        raise UserInputError(f"{path}: {st.st_size:,} bytes; a {what} is at most {max_bytes:,} bytes")
     try:
         with open(path, "rb") as f:
-            raw = f.read(MAX_INPUT_BYTES + 1)
+            raw = f.read(max_bytes + 1)
     except OSError as e:
         raise UserInputError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
-    if len(raw) > MAX_INPUT_BYTES:
-        raise UserInputError(f"{path}: more than {MAX_INPUT_BYTES:,} bytes; a {what} is at most that")
+    if len(raw) > max_bytes:
+        raise UserInputError(f"{path}: more than {max_bytes:,} bytes; a {what} is at most that")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -312,3 +312,21 @@ def test_chrome_trace_graph_replays_cycles_and_sync_tail():
     assert r.phase_span_us == approx({"verify": 510.0})
     assert r.cycle_phase_span_us == [approx({"verify": 510.0}), approx({"verify": 510.0})]
     assert r.sync_tail_us == approx(80.0)  # sync ends at 640, the last kernel at 560
+
+
+def test_a_real_h200_live_loop_trace_imports_with_every_phase():
+    """data/traces/h200_live_loop_1b_s3: torch.profiler traces of the project's live loop on the lent
+    H200 (`bash calibration/h200_run.sh traces-session`; 1B target, 3 steps, 4 cycles, CUDA graphs)."""
+    from pathlib import Path
+
+    from simulator.engine_runs import load_runs
+    folder = Path(__file__).resolve().parents[1] / "data" / "traces" / "h200_live_loop_1b_s3"
+    spec = load_runs(folder / "1b_b1_s3.trace.json")[0]
+    assert spec.source_format == "torch_profiler_trace" and spec.num_cycles == 4
+    for phase in ("draft_extend", "draft", "verify", "accept"):
+        assert spec.phase_gpu_us[phase] > 0
+        assert spec.phase_span_us[phase] >= spec.phase_gpu_us[phase]
+    assert spec.phase_gpu_us["verify"] > spec.phase_gpu_us["draft"] / 3  # one 4-token target verify vs 3 draft steps
+    assert spec.cycle_us > sum(spec.phase_span_us.values())
+    base = load_runs(folder / "1b_b1_base.trace.json")[0]
+    assert set(base.phase_gpu_us) >= {"decode"} and base.phase_gpu_us["decode"] < spec.phase_gpu_us["verify"]

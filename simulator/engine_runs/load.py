@@ -24,7 +24,7 @@ from simulator.engine_runs import serving_bench, sglang, trtllm, vllm
 from simulator.engine_runs.observed import ObservedRun, SourceFormat
 from simulator.engine_runs.report_text import json_numbers, line_error
 from simulator.engine_runs.traces import parse_trace
-from simulator.inputs import UserInputError, load_json, quote, read_text
+from simulator.inputs import MAX_TRACE_BYTES, UserInputError, load_json, quote, read_text
 
 FORMATS: tuple[str, ...] = get_args(SourceFormat)
 KNOWN = ("an SGLang server log ('Decode batch' lines), bench_serving / bench_one_batch(_server) output or JSONL, "
@@ -52,7 +52,7 @@ def load_runs(path: Path | str, format: str = "auto") -> list[ObservedRun]:
     """Read one engine output file into ObservedRuns.
 
     Args:
-        path: the file (at most simulator.inputs.MAX_INPUT_BYTES of UTF-8).
+        path: the file (at most simulator.inputs.MAX_TRACE_BYTES of UTF-8).
         format: 'auto' (detect), or one of FORMATS (the ObservedRun.source_format values).
 
     Returns:
@@ -65,7 +65,7 @@ def load_runs(path: Path | str, format: str = "auto") -> list[ObservedRun]:
     """
     if format != "auto" and format not in FORMATS:
         raise UserInputError(f"format {quote(format)}: expected 'auto' or one of {', '.join(FORMATS)}")
-    text = read_text(path, "engine output file")
+    text = read_text(path, "engine output file", MAX_TRACE_BYTES)
     name = str(path)
     fmt = detect_format(text, name) if format == "auto" else format
     runs = _parse(fmt, text, name)

@@ -30,7 +30,7 @@ end), and the host gap: the cycle's span minus the time any kernel ran (GPU idle
 kernels inside one cycle). The ObservedRun holds their means over cycles, and the mean host time
 of one `cudaGraphLaunch` call where there are any. Left out: the host time of each phase, overlap
 between streams beyond the union of busy time, and traces larger than
-simulator.inputs.MAX_INPUT_BYTES (read_text refuses them).
+simulator.inputs.MAX_TRACE_BYTES (read_text refuses them).
 
 Source: PyTorch torch/autograd/profiler_util.py and the Kineto trace (libkineto
 output_json.cpp) for the categories; torch.profiler.record_function for the annotation ranges.
