@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("script, doc", [("docs/make_calibration_table.py", "docs/calibration.md"),
                                          ("docs/cases/make_kimi_k2_case.py", "docs/cases/kimi-k2-pcie.md"),
                                          ("docs/make_comm_table.py", "docs/hardware.md"),
-                                         ("docs/cases/make_seed_hypotheses.py", "docs/cases/seed-hypotheses.md")])
+                                         ("docs/cases/make_seed_hypotheses.py", "docs/cases/seed-hypotheses.md"),
+                                         ("docs/make_cases_table.py", "docs/engines.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc):
     out = subprocess.run([sys.executable, str(ROOT / script)], capture_output=True, text=True, check=True,
                          cwd=ROOT).stdout

@@ -122,5 +122,7 @@ def print_result(r) -> None:
     for n in [n for n in r.notes if n not in roof]:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     if roof:
+        near = sum("nearest measured GEMM" in n for n in roof)
+        how = f" ({near} GEMMs scaled from the nearest measured GEMM)" if near else ""
         console.print(f"[yellow]note:[/] {len(roof)} op shapes have no measured table in this profile and use "
-                      "its roofline (list: the `notes` of --json output)", highlight=False)
+                      f"its roofline{how} (list: the `notes` of --json output)", highlight=False)
