@@ -15,7 +15,7 @@ from simulator.cases import replay_cases, summary  # noqa: E402
 
 
 def main() -> None:
-    results = replay_cases(ROOT / "data" / "cases" / "public.yaml")
+    results = replay_cases(ROOT / "data" / "cases" / "public.yaml", comm_path=ROOT / "data" / "cases" / "comm_public.yaml")
     print("| case | figure | role | published | predicted | error | speedup error | passes |")
     print("|---|---|---|---|---|---|---|---|")
     unit = {"tok_s": "tok/s", "tpot_ms": "ms TPOT", "latency_us": "us"}

@@ -38,6 +38,7 @@ TOK_S_TOL = 0.10       # issue 14: speculative tok/s within 10%
 SPEEDUP_TOL = 0.10     # ... and speedup within 0.10 (absolute) where a baseline is published
 COMM_TOL = 0.15        # communication cases within 15%
 DEFAULT_CASES = Path("cases") / "public.yaml"  # under simulator.profile.data_dir()
+DEFAULT_COMM_CASES = Path("cases") / "comm_public.yaml"
 
 Role = Literal["scored", "fit"]
 
@@ -120,9 +121,14 @@ class CaseFile(StrictModel):
     @model_validator(mode="after")
     def _names(self):
         for c in self.cases:
+            if not c.replayable:
+                continue
             for role in ("target", "draft"):
                 name = getattr(c.scenario, role)
-                if c.replayable and name is not None and name not in self.models:
+                if name is None:
+                    raise ValueError(f"case {c.id}: scenario.{role} is required (a name from `models`), or "
+                                     "replayable: false with `why`")
+                if name not in self.models:
                     raise ValueError(f"case {c.id}: scenario.{role} {name!r} is not in `models`")
         return self
 
@@ -316,7 +322,7 @@ def leave_out(cf: CaseFile, case: PublishedCase, base_dir: Path) -> list[FigureR
     obs = [Observation(f"{case.id}: {r.label or f'{r.num_steps} steps'}",
                        lambda f, r=r: build_case_scenario(cf, case, r, base_dir, f), True, _tok_s_of(r, b))
            for r in ends]
-    fit = fit_engine(case.engine.get("kind", "live_loop"), obs, LEAVE_OUT_PARAMS)
+    fit = fit_engine(case.engine.get("kind", "live_loop"), obs, LEAVE_OUT_PARAMS, drop_no_effect=True)
     out = []
     for run in runs[1:-1]:
         sc = build_case_scenario(cf, case, run, base_dir, fit.params)
@@ -330,17 +336,9 @@ def leave_out(cf: CaseFile, case: PublishedCase, base_dir: Path) -> list[FigureR
     return out
 
 
-def comm_results(path: Path | None) -> list[CaseResult]:
-    """The communication cases (simulator.costs.collectives_model.replay_comm_cases), when that
-    model and its case file exist; [] otherwise."""
-    try:
-        from simulator.costs.collectives_model import replay_comm_cases
-    except ImportError:
-        return []
-    from simulator.profile import data_dir
-    path = path or data_dir() / "cases" / "comm_public.yaml"
-    if not path.exists():
-        return []
+def comm_results(path: Path) -> list[CaseResult]:
+    """The communication cases of `path` (simulator.costs.collectives_model.replay_comm_cases)."""
+    from simulator.costs.collectives_model import replay_comm_cases
     sources = {c.get("id"): c.get("source", "") for c in (read_yaml(path, "case file") or {}).get("cases", [])
                if isinstance(c, dict)}
     out: dict[str, CaseResult] = {}
@@ -366,7 +364,7 @@ def replay_cases(path: Path, engine_overrides: dict[str, dict] | None = None,
 
     Args:
         path: case file. engine_overrides: engine kind -> serving_engine fields to force (the fit
-            uses it). comm_path: the communication case file; default data/cases/comm_public.yaml.
+            uses it). comm_path: a communication case file to replay too (None: none).
 
     Raises:
         UserInputError: a bad case file or case.
@@ -375,8 +373,11 @@ def replay_cases(path: Path, engine_overrides: dict[str, dict] | None = None,
     out = []
     for case in cf.cases:
         kind = case.engine.get("kind", "live_loop")
-        out.append(replay_case(cf, case, path.parent, (engine_overrides or {}).get(kind)))
-    if engine_overrides is None:
+        try:
+            out.append(replay_case(cf, case, path.parent, (engine_overrides or {}).get(kind)))
+        except UserInputError as e:
+            raise UserInputError(f"{path}: {e}") from None
+    if engine_overrides is None and comm_path is not None:
         out += comm_results(comm_path)
     return out
 

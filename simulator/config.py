@@ -515,6 +515,9 @@ class Scenario(StrictModel):
             if model.num_attention_heads % size != 0:
                 raise ValueError(f"{role}.num_attention_heads={model.num_attention_heads} is not "
                                  f"divisible by its TP size {size}")
+        if self.serving_engine.kind == "live_loop" and self.spec.method != "eagle3":
+            raise ValueError(f"spec.method {self.spec.method}: the live loop runs EAGLE-3 drafts only; pick an "
+                             "engine kind (serving_engine.kind: sglang, vllm or trtllm) for other methods")
         acc = self.acceptance
         s = self.spec.num_steps
         if self.spec.topk > 1 and acc.kind != "tree":

@@ -70,7 +70,7 @@ class FitResult:
         lines = [f"{self.kind}: fitted on {len(self.residuals)} figures ({self.message})"]
         for k, v in self.params.items():
             se = self.stderr.get(k)
-            lines.append(f"  {k:22s} {v:12.1f}  {'+/- ' + format(se, '.1f') if se is not None else '(exact fit)'}")
+            lines.append(f"  {k:22s} {v:12.4g}  {'+/- ' + format(se, '.3g') if se is not None else '(no error estimate)'}")
         for label, r in self.residuals:
             lines.append(f"  {label:60s} {r:+.2%}")
         return "\n".join(lines)
@@ -83,13 +83,22 @@ def predict_tok_s(scenario, speculative: bool) -> float:
     return spec if speculative else base
 
 
-def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ...] | None = None) -> FitResult:
+def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ...] | None = None,
+               drop_no_effect: bool = False) -> FitResult:
     """Least-squares fit of `params` (default FIT_PARAMS[kind]) to the observations.
 
+    A parameter that does not change any prediction (e.g. host time hidden by an overlap
+    scheduler) cannot be fitted: an error, or with `drop_no_effect` the fit is redone without it
+    and the result's message names it.
+
     Raises:
-        UserInputError: no observations, an unknown parameter, or fewer observations than parameters.
+        UserInputError: no observations, an unknown or repeated parameter, fewer observations than
+            parameters, or (without drop_no_effect) a parameter with no effect.
     """
     params = tuple(params or FIT_PARAMS.get(kind, ()))
+    dups = sorted({p for p in params if params.count(p) > 1})
+    if dups:
+        raise UserInputError(f"fit parameters named twice: {', '.join(dups)}")
     unknown = [p for p in params if p not in BOUNDS]
     if unknown:
         raise UserInputError(f"cannot fit {', '.join(unknown)}; fittable: {', '.join(BOUNDS)}")
@@ -113,6 +122,15 @@ def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ..
     sol = least_squares(residuals, x0, bounds=(lo / scale, hi / scale), method="trf", x_scale="jac",
                         diff_step=1e-4)
     m, n = len(observations), len(params)
+    dead = [p for i, p in enumerate(params) if not np.any(np.abs(sol.jac[:, i]) > 1e-9)]
+    if dead and drop_no_effect and len(dead) < n:
+        kept = fit_engine(kind, observations, tuple(p for p in params if p not in dead), drop_no_effect=True)
+        kept.message += f"; no effect, not fitted: {', '.join(dead)}"
+        return kept
+    if dead:
+        raise UserInputError(f"{', '.join(dead)} does not change the prediction of these runs (no effect at "
+                             f"{', '.join(f'{p}={v:g}' for p, v in fields(sol.x).items() if p in dead)}): it cannot "
+                             "be fitted from them")
     stderr: dict[str, float | None] = {p: None for p in params}
     if m > n:
         s2 = float(sol.fun @ sol.fun) / (m - n)
@@ -124,8 +142,18 @@ def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ..
                 stderr[p] = float(math.sqrt(v) * scale[i]) if v >= 0 and math.isfinite(v) else None
         except np.linalg.LinAlgError:
             pass
+    at_bound = [p for i, p in enumerate(params) if sol.active_mask[i] != 0]
+    worst = float(np.max(np.abs(sol.fun)))
+    if m == n and worst < 1e-3:
+        how = "exact: as many runs as parameters"
+    elif m <= n:
+        how = f"not determined: as many runs as parameters, largest error {worst:.1%}"
+    else:
+        how = f"least squares over {m} runs, largest error {worst:.1%}"
+    if at_bound:
+        how += f"; at a bound: {', '.join(at_bound)}"
     return FitResult(kind, fields(sol.x), stderr, [(o.label, float(r)) for o, r in zip(observations, sol.fun)],
-                     bool(sol.success), sol.message)
+                     bool(sol.success), how)
 
 
 def case_observations(path: Path, kind: str) -> list[Observation]:

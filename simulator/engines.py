@@ -21,7 +21,7 @@ below, so every kind answers the same questions):
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
@@ -39,6 +39,9 @@ ENGINE_HOST_DEFAULTS = {
     'vllm': {'host_decode_step_us': 374.9, 'host_cycle_us': 2034.1, 'host_draft_step_us': 413.6},
 }
 ENGINE_PHASES = ("decode", "verify", "draft", "draft_extend", "accept")
+# live_loop keys an engine kind does not take, and what it takes instead
+LIVE_LOOP_ONLY = {"cuda_graph": "graph_decode / graph_verify / graph_draft / graph_draft_extend",
+                  "host_overhead_overlapped": "overlap_scheduler"}
 
 
 class LiveLoopEngine(StrictModel):
@@ -56,14 +59,15 @@ class LiveLoopEngine(StrictModel):
         False, description="The draft extend proposes draft token 1, then num_steps - 1 draft forwards "
                            "(SGLang's EAGLE worker); False: num_steps draft forwards (the live loop).")
 
-    # ---- the questions every engine answers (simulator.costs.forward) ----
-    kernels: Literal["live_loop"] = "live_loop"
-    verify_attention: Literal["decode"] = "decode"
-    host_cycle_us: None = None
-    host_draft_step_us: float = 0.0
-    host_decode_step_us: None = None
-    d2h_syncs_per_cycle: int = 1
-    kernel_efficiency: float = 1.0
+    # ---- the questions every engine answers (simulator.costs.forward); fixed for the live loop,
+    # whose kernels and host times are the profile's own, so not scenario fields ----
+    kernels: ClassVar[str] = "live_loop"
+    verify_attention: ClassVar[str] = "decode"
+    host_cycle_us: ClassVar[None] = None
+    host_draft_step_us: ClassVar[float] = 0.0
+    host_decode_step_us: ClassVar[None] = None
+    d2h_syncs_per_cycle: ClassVar[int] = 1
+    kernel_efficiency: ClassVar[float] = 1.0
 
     def graph_mode(self, phase: str, batch_size: int) -> str:
         """'full' for every phase with cuda_graph, else 'none'."""
@@ -124,6 +128,12 @@ class EngineModel(StrictModel):
         """Fill the fields a scenario leaves out from its release's preset (VERSION_PRESETS)."""
         if not isinstance(data, dict):
             return data
+        for key, instead in LIVE_LOOP_ONLY.items():
+            if key in data:
+                raise ValueError(f"{key} is a live_loop field; engine kinds set {instead} (to switch kind from the "
+                                 "command line, replace the section: --set 'serving_engine={kind: vllm}')")
+        if isinstance(data.get("version"), int) and not isinstance(data.get("version"), bool):
+            data = {**data, "version": str(data["version"])}  # YAML reads 2026 and 2025 as integers
         kind = data.get("kind") or cls.model_fields["kind"].default
         version = data.get("version") or cls.model_fields["version"].default
         preset = VERSION_PRESETS.get((kind, version), {})

@@ -188,14 +188,21 @@ def _placement_adapter() -> TypeAdapter:
 
 
 def _check_value(value: Any, adapters: list[TypeAdapter], spec: str, name: str) -> None:
-    errors = []
+    errors: list[str] = []
+    tries = [value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        tries.append(str(value))  # a release like 2026 reads as an integer; the engine section takes it as text
     for ad in adapters:
-        try:
-            ad.validate_python(value, strict=True)
-            return
-        except ValidationError as e:
-            errors.append(e.errors()[0]["msg"])
-    raise UserInputError(f"--grid {quote(spec)}: value {quote(repr(value))} does not fit {name}: {errors[0]}")
+        for v in tries:
+            try:
+                ad.validate_python(v, strict=True)
+                return
+            except ValidationError as e:
+                msg = e.errors()[0]["msg"]
+                if msg not in errors:
+                    errors.append(msg)
+    raise UserInputError(f"--grid {quote(spec)}: value {quote(repr(value))} does not fit {name}: "
+                         f"{' or '.join(errors[:4])}")
 
 
 def parse_grids(specs: list[str]) -> list[GridAxis]:

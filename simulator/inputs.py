@@ -269,6 +269,21 @@ def _first_line(e: BaseException) -> str:
 
 
 # ---- validation errors ----------------------------------------------------------------------------
+# Tags pydantic puts in an error's location for a discriminated union's member (they are not keys
+# a user writes): serving_engine.<kind>.field, acceptance.<kind>.field.
+_UNION_TAGS = {"serving_engine": ("live_loop", "sglang", "vllm", "trtllm"),
+               "acceptance": ("iid", "positional", "empirical", "tree")}
+
+
+def _without_union_tags(loc: tuple) -> tuple:
+    out = []
+    for i, part in enumerate(loc):
+        if i > 0 and part in _UNION_TAGS.get(loc[i - 1], ()) and i + 1 < len(loc):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
 def format_validation_error(source: str, err: ValidationError, max_lines: int = MAX_ERROR_LINES) -> str:
     """One line per problem, '<source>: <field.path>: <message> (got <input>)', at most `max_lines`
     of them; missing fields of one section share a line; further problems are counted on one
@@ -276,6 +291,7 @@ def format_validation_error(source: str, err: ValidationError, max_lines: int = 
     lines: list[str] = []
     missing: dict[str, list[str]] = {}
     for e in err.errors():
+        e = {**e, "loc": _without_union_tags(e["loc"])}
         if e["type"] == "missing" and e["loc"]:
             parent = ".".join(str(x) for x in e["loc"][:-1])
             if parent not in missing:

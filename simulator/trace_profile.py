@@ -39,13 +39,13 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from simulator.config import ModelShape, Scenario, StrictModel
 from simulator.costs.forward import CostModel
 from simulator.engine_runs import ObservedRun, load_runs
 from simulator.files import OUTPUT_KEY, TRACE_INDEX_OUTPUT
-from simulator.inputs import UserInputError, load_json, read_text
+from simulator.inputs import UserInputError, format_validation_error, load_json, read_text
 from simulator.profile import (CalibrationProfile, ForwardTable, HardwareInfo, HostOverheads, Provenance,
                                load_profile, resolve_profile_path)
 
@@ -57,7 +57,8 @@ MIN_TABLE_FRAC = 0.1  # a table value never drops below this fraction of the mea
 class TracePoint(StrictModel):
     """One traced point: a trace file and what it ran."""
 
-    file: str = Field(description="Trace file name, in the index's folder.")
+    file: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$", max_length=255,
+                      description="Trace file name, in the index's folder (a bare name: no path separators).")
     speculative: bool
     num_steps: int | None = Field(None, ge=1, le=64, description="Draft steps (None: the baseline).")
     scenario: Scenario = Field(description="The scenario the loop ran (shapes, spec, acceptance oracle, seed).")
@@ -100,10 +101,9 @@ def load_index(folder: Path) -> TraceIndex:
         raise UserInputError(f"{path}: not a trace index ({OUTPUT_KEY!r}: {TRACE_INDEX_OUTPUT!r} missing); "
                              "expected the index.json that `specdecsim diagnose trace` writes")
     try:
-        return TraceIndex.model_validate(data)
-    except ValueError as e:
-        first = str(e).splitlines()
-        raise UserInputError(f"{path}: not a valid trace index: {' '.join(first[:3])}") from None
+        return TraceIndex.model_validate(data, strict=True)
+    except ValidationError as e:
+        raise UserInputError(format_validation_error(f"{path} (trace index)", e)) from None
 
 
 def load_trace_runs(folder: Path, index: TraceIndex) -> dict[str, ObservedRun]:

@@ -68,9 +68,9 @@ def _own_prediction_file(tmp_path, scale: float) -> Path:
 
 
 def test_a_case_passes_on_its_own_predictions_and_fails_twenty_percent_off(tmp_path):
-    ok = replay_cases(_own_prediction_file(tmp_path, 1.0), comm_path=tmp_path / "none.yaml")
+    ok = replay_cases(_own_prediction_file(tmp_path, 1.0))
     assert [r.passed for r in ok] == [True]
-    off = replay_cases(_own_prediction_file(tmp_path, 1.2), comm_path=tmp_path / "none.yaml")
+    off = replay_cases(_own_prediction_file(tmp_path, 1.2))
     assert [r.passed for r in off] == [False]
     worst = max(abs(f.error_frac) for f in off[0].figures if f.role == "scored")
     assert worst > TOK_S_TOL and SPEEDUP_TOL == 0.10

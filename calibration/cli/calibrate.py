@@ -19,6 +19,7 @@ measuring commands, so importing this module (and `import-nccl-tests`, `merge`) 
 from __future__ import annotations
 
 import datetime
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -384,6 +385,9 @@ def session(
         raise typer.Exit(1)
 
 
+FROM_RUNS_MARK = "# written by specdecsim calibrate from-runs\n"
+
+
 @calibrate_app.command("from-runs")
 def from_runs(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML of the runs' set-up (serving_engine kind sglang, "
@@ -412,32 +416,51 @@ def from_runs(
 
     if run_format != "auto":
         check_choice("--format", run_format, FORMATS)
-    if out.exists() and not force:
-        fail(f"--out {out}: exists; --force replaces it")
+    if out.is_dir():
+        fail(f"--out {out}: is a folder; give the scenario YAML file to write")
     if out.exists() and not out.is_file():
         fail(f"--out {out}: not a regular file")
+    if any(out.resolve() == p.resolve() for p in [scenario, *runs] if p.exists()):
+        fail(f"--out {out}: is one of the inputs; write the fitted scenario elsewhere")
+    if out.exists() and not force and not out.read_text(errors="replace").startswith(FROM_RUNS_MARK):
+        fail(f"--out {out}: exists and is not an earlier from-runs output; --force replaces it")
+    if fit is not None and not fit.strip(", "):
+        fail("--fit: empty; give comma-separated engine fields, e.g. host_cycle_us,host_decode_step_us")
     for p in [scenario, *runs]:
+        if p.is_dir():
+            fail(f"{p}: is a folder, expected a file")
         if not p.is_file():
             fail(f"{p}: not found")
     try:
         sc = load_scenario(scenario)
         kind = sc.serving_engine.kind
+        if kind == "live_loop":
+            fail(f"{scenario}: serving_engine.kind live_loop: the live loop's host times are the profile's own "
+                 f"(specdecsim calibrate); from-runs fits an engine kind ({', '.join(('sglang', 'vllm', 'trtllm'))})")
         if kind not in FIT_PARAMS and fit is None:
             fail(f"{scenario}: serving_engine.kind {kind}: give --fit (fields to fit), or use an engine kind "
                  f"({', '.join(FIT_PARAMS)})")
-        params = tuple(p.strip() for p in fit.split(",")) if fit else FIT_PARAMS[kind]
+        params = tuple(p.strip() for p in fit.split(",") if p.strip()) if fit else FIT_PARAMS[kind]
         observed = [r for path in runs for r in load_runs(path, run_format)]
+        other = sorted({r.engine for r in observed if r.engine not in (kind, None)})
+        if other:
+            console.print(f"[yellow]note:[/] runs of {', '.join(other)} fitted with a {kind} scenario", highlight=False)
         obs = run_observations(sc, observed, str(scenario))
         result = fit_engine(kind, obs, params)
     except UserInputError as e:
         fail(str(e))
     console.print(escape(result.table()), highlight=False)
     data = read_scenario_dict(scenario)
+    for role in ("target", "draft"):  # config.json paths stay valid from --out's folder
+        model = data.get(role)
+        if isinstance(model, dict) and isinstance(model.get("config_path"), str) and not Path(model["config_path"]).is_absolute():
+            model["config_path"] = os.path.relpath((scenario.parent / model["config_path"]).resolve(),
+                                                   out.parent.resolve())
     engine = dict(data.get("serving_engine") or {})
     engine.update({k: round(v, 3) for k, v in result.params.items()})
     data["serving_engine"] = engine
-    header = "".join(f"# {line}\n" for line in
-                     [f"written by specdecsim calibrate from-runs from {scenario} and {len(runs)} run file(s):"]
+    header = FROM_RUNS_MARK + "".join(f"# {line}\n" for line in
+                     [f"from {scenario} and {len(runs)} run file(s):"]
                      + [f"  {p}" for p in runs] + result.table().splitlines())
     write_text_atomic(out, header + yaml.safe_dump(data, sort_keys=False))
     console.print(f"[green]wrote {escape(str(out))}[/]")

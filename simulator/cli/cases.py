@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,42 +28,53 @@ def cases_command(
     """Replay each published case (engine, hardware, models, steps, accept length as the source
     states them) and print predicted vs published; a case passes when its speculative tok/s is
     within 10% and its speedup within 0.10, a baseline within 10%, a communication case within 15%."""
-    from simulator.cases import DEFAULT_CASES, replay_cases, summary
+    from simulator.cases import DEFAULT_CASES, DEFAULT_COMM_CASES, replay_cases, summary
     from simulator.inputs import UserInputError
     from simulator.profile import data_dir
     path = file or data_dir() / DEFAULT_CASES
+    if path.is_dir():
+        fail(f"case file {path}: is a folder, expected a YAML file")
     if not path.is_file():
         fail(f"case file {path} not found")
+    comm = data_dir() / DEFAULT_COMM_CASES if file is None else None  # a user's file is replayed alone
     try:
         check_output_file(json_out, "--json", CASES_OUTPUT, force)
-        results = replay_cases(path)
+        results = replay_cases(path, comm_path=comm if comm is not None and comm.is_file() else None)
     except UserInputError as e:
         fail(str(e))
+    s = summary(results)
+    if json_out is not None:
+        try:
+            write_json_atomic(json_out, {OUTPUT_KEY: CASES_OUTPUT, "file": str(path), "summary": s,
+                                         "cases": [r.to_json() for r in results]}, allow_nan=False)
+        except OSError as e:
+            fail(f"--json {json_out}: {e.strerror or e}")
     console.print(f"published cases: {escape(str(path))}", highlight=False)
-    console.print(f"  {'figure':24s} {'role':9s} {'published':>13s} {'predicted':>9s} {'error':>7s} {'d spdup':>7s} ok",
+    console.print(f"  {'figure':27s} {'role':6s} {'published':>13s} {'predicted':>9s} {'error':>7s} {'speedup':>7s} ok",
                   highlight=False)
+    console.print(f"  {'':27s} {'':6s} {'':13s} {'':9s} {'':7s} {'error':>7s}", highlight=False)
     for r in results:
         verdict = {True: "[green]passes[/]", False: "[red]fails[/]", None: "nothing scored"}[r.passed]
         console.print(f"[bold]{escape(r.id)}[/]: {verdict}", highlight=False)
         for f in r.figures:
-            role = {"not_replayable": "n/r", "leave_out": "leave-out"}.get(f.role, f.role)
+            role = {"not_replayable": "n/r", "leave_out": "leave"}.get(f.role, f.role)
             label = f.label.split(" (leave-out")[0]
             if f.role == "not_replayable":
-                console.print(f"  {escape(label[:24]):24s} {role:9s} {escape(f.why)}", highlight=False)
+                console.print(f"  {escape(label[:27]):27s} {role:6s} not replayable:", highlight=False)
+                console.print(escape(textwrap.fill(f.why, width=78, initial_indent="    ", subsequent_indent="    ")),
+                              highlight=False)
                 continue
-            pub = f"{f.published:,.4g} {UNITS.get(f.metric, f.metric)}"
+            digits = 2 if f.metric == "tpot_ms" else 1
+            pub = f"{f.published:,.{digits}f} {UNITS.get(f.metric, f.metric)}"
             ok = {True: "[green]yes[/]", False: "[red]no[/]", None: ""}[f.passed]
             sp = "" if f.speedup_error is None else f"{f.speedup_error:+.3f}"
-            console.print(f"  {escape(label[:24]):24s} {role:9s} {pub:>13s} {f.predicted:>9,.4g} "
+            console.print(f"  {escape(label[:27]):27s} {role:6s} {pub:>13s} {f.predicted:>9,.{digits}f} "
                           f"{_pct(f.error_frac):>7s} {sp:>7s} {ok}", highlight=False)
         fitted = [f.label for f in r.figures if f.role == "leave_out"]
         if fitted:
-            console.print(f"  leave-out fit on the sweep's two end runs:{fitted[0].split('(leave-out:')[1].rstrip(')')}",
+            console.print(f"  leave: fitted on the two end runs:{fitted[0].split('(leave-out:')[1].rstrip(')')}",
                           highlight=False)
-    s = summary(results)
     console.print(f"{s['passed']} of {s['scored_cases']} scored cases pass ({s['pass_frac']:.0%}); "
-                  f"{s['not_replayable']} cases have nothing scored (inputs not stated, or fit only)")
+                  f"{s['not_replayable']} have nothing scored", highlight=False)
     if json_out is not None:
-        write_json_atomic(json_out, {OUTPUT_KEY: CASES_OUTPUT, "file": str(path), "summary": s,
-                                     "cases": [r.to_json() for r in results]}, allow_nan=False)
         console.print(f"wrote {escape(str(json_out))}")
