@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|traces|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|all
+#   bash calibration/h200_run.sh quick|traces|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy, prometheus_client)
 # for the machine's python3, which has torch (and typer, rich, numpy, scipy, pyyaml) but not those.
 # Multicast stays off. Every case is a `specdecsim` subcommand, run as `python3 -m simulator.cli`
@@ -97,6 +97,16 @@ case $what in
     nvidia-smi topo -m
     timeout 540 "${specdecsim[@]}" live --tp "$n" ${QUICK:+--quick} --out "data/live/h200_tp$n" 2>&1 | quiet | tail -40
     tar czf "$out/live_h200_tp$n.tgz" "data/live/h200_tp$n" ;;
+  moe-all)  # one GPU: the routed-expert layer of every model shape, bf16 grouped GEMM and fp8 (scaled grouped
+            # GEMM, or the per-expert scaled GEMM loop where that is all torch has), one JSON per shape and dtype
+    timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_bench_moe.py 2>&1 | tail -2
+    for dtype in bf16 fp8; do
+      for shape in qwen3-30b-a3b-tp1 deepseek-v3-tp8 kimi-k2-tp8; do
+        timeout 240 "${specdecsim[@]}" calibrate moe --shape "$shape" --dtype "$dtype" --force \
+          --out "$out/moe_${shape}_${dtype}.json" 2>&1 | quiet | tail -18
+      done
+    done
+    tar czf "$out/moe_all.tgz" -C "$out" $(cd "$out" && ls moe_*.json) ;;
   all)
     timeout 300 "${specdecsim[@]}" calibrate --out "$out/h200.json" --points "$out/h200_points.jsonl" 2>&1 | quiet
     timeout 230 "${specdecsim[@]}" live --out /tmp/live_h200 2>&1 | quiet

@@ -283,12 +283,50 @@ AcceptanceConfig = Annotated[
     Field(discriminator="kind")]
 
 
+class UniformRouting(StrictModel):
+    """Every token picks its k experts uniformly at random (the default)."""
+
+    kind: Literal["uniform"] = "uniform"
+
+
+class ZipfRouting(StrictModel):
+    """Expert e (0-based id) takes a load share proportional to 1 / (e + 1)^s: expert 0 the hottest."""
+
+    kind: Literal["zipf"] = "zipf"
+    s: float = Field(ge=0.0, le=4.0, description="Zipf exponent, 0..4: 0 is uniform; 1 gives expert 0 about "
+                                                  "ln(E) times the mean load.")
+
+
+class HistogramRouting(StrictModel):
+    """Measured expert load: one non-negative weight per routed expert, in expert-id order."""
+
+    kind: Literal["histogram"] = "histogram"
+    expert_load: list[Annotated[float, Field(ge=0.0, le=1e18)]] = Field(
+        min_length=1, max_length=65_536,
+        description="Tokens (or any proportional weight) routed to each expert, in expert-id order; as many "
+                    "entries as the target's n_routed_experts; normalised to load shares, so the sum must be > 0.")
+
+    @model_validator(mode="after")
+    def _check_total(self) -> Self:
+        if not sum(self.expert_load) > 0:
+            raise ValueError("expert_load must have a positive sum (at least one expert with load)")
+        return self
+
+
+ExpertRouting = Annotated[UniformRouting | ZipfRouting | HistogramRouting, Field(discriminator="kind")]
+
+
 class WorkloadConfig(StrictModel):
     """A steady decode batch: finished requests are replaced at once, so batch_size holds."""
 
     batch_size: int = Field(1, ge=1, le=4096, description="Requests decoded together.")
     context_len: int = Field(1024, ge=1, le=2_097_152, description="KV-cache tokens attention reads.")
     max_new_tokens: int = Field(256, ge=1, le=1_000_000, description="Tokens each request generates.")
+    expert_routing: ExpertRouting = Field(
+        UniformRouting(), description="How MoE tokens spread over the routed experts (simulator.costs.routing): "
+                                      "{kind: uniform} | {kind: zipf, s: 0..4} | {kind: histogram, expert_load: "
+                                      "[one weight per expert]}. Sets how many distinct experts' weights a forward "
+                                      "reads.")
 
 
 class FidelityConfig(StrictModel):
@@ -480,6 +518,11 @@ class Scenario(StrictModel):
     target: ModelShape
     draft: ModelShape
     tp_size: int = Field(1, ge=1, le=64, description="Target tensor-parallel degree.")
+    expert_parallel_size: int = Field(
+        1, ge=1, le=64, description="Expert-parallel degree of the target's MoE layers (SGLang --ep-size), 1..64, "
+                                    "dividing tp_size and n_routed_experts: the routed experts are split whole over "
+                                    "this many ranks (each expert's width over tp_size / expert_parallel_size) with "
+                                    "an all-to-all dispatch and combine around them; attention stays TP.")
     placement: Placement = Field("shared_tp", validate_default=True, description="shared_tp | tp1_colocated | tp1_dedicated | tp<k>.")
     spec: SpecConfig = SpecConfig()
     acceptance: AcceptanceConfig
@@ -518,6 +561,7 @@ class Scenario(StrictModel):
         if self.serving_engine.kind == "live_loop" and self.spec.method != "eagle3":
             raise ValueError(f"spec.method {self.spec.method}: the live loop runs EAGLE-3 drafts only; pick an "
                              "engine kind (serving_engine.kind: sglang, vllm or trtllm) for other methods")
+        self._check_moe_parallel()
         acc = self.acceptance
         s = self.spec.num_steps
         if self.spec.topk > 1 and acc.kind != "tree":
@@ -531,6 +575,31 @@ class Scenario(StrictModel):
             raise ValueError(f"acceptance.accept_length_probs has {len(acc.accept_length_probs)} "
                              f"entries; spec.num_steps={s} needs {s + 1} (accept_length 1..{s + 1})")
         return self
+
+    def _check_moe_parallel(self) -> None:
+        """expert_parallel_size against tp_size and the target's experts; a histogram's length."""
+        ep, t = self.expert_parallel_size, self.target
+        if ep > 1:
+            if not t.is_moe:
+                raise ValueError(f"expert_parallel_size={ep} needs an MoE target (n_routed_experts)")
+            if self.tp_size % ep != 0:
+                raise ValueError(f"expert_parallel_size={ep} must divide tp_size={self.tp_size}")
+            if t.n_routed_experts % ep != 0:
+                raise ValueError(f"expert_parallel_size={ep} must divide target.n_routed_experts="
+                                 f"{t.n_routed_experts}")
+        routing = self.workload.expert_routing
+        if routing.kind == "histogram":
+            for role, m in (("target", t), ("draft", self.draft)):
+                if m.is_moe and len(routing.expert_load) != m.n_routed_experts:
+                    raise ValueError(f"workload.expert_routing.expert_load has {len(routing.expert_load)} entries; "
+                                     f"{role}.n_routed_experts={m.n_routed_experts} needs one per expert")
+                loaded = sum(w > 0 for w in routing.expert_load)
+                if m.is_moe and loaded < m.num_experts_per_tok:
+                    raise ValueError(f"workload.expert_routing.expert_load has {loaded} experts with load; each token "
+                                     f"picks {role}.num_experts_per_tok={m.num_experts_per_tok} distinct experts, so "
+                                     "at least that many need load > 0")
+            if not t.is_moe:
+                raise ValueError("workload.expert_routing.expert_load is given but the target has no routed experts")
 
     @property
     def draft_tp_size(self) -> int:

@@ -19,7 +19,7 @@ from simulator.files import write_json_atomic
 from simulator.inputs import read_json
 
 SCHEMA_VERSION = 1
-COLLECTIVE_OPS = ("allreduce", "broadcast", "all_gather", "send_recv")
+COLLECTIVE_OPS = ("allreduce", "broadcast", "all_gather", "send_recv", "all_to_all")
 OP_AXES = ("batch_size", "num_tokens", "context_len")
 
 # Table bounds. Latencies are interpolated in log space (simulator.costs.lookup), so every axis
@@ -143,7 +143,7 @@ def _check_increasing(name: str, values: list[float]) -> None:
 class CollectiveTable(StrictModel):
     """Latency of one collective by message size, for one world size and launch mode."""
 
-    op: Literal["allreduce", "broadcast", "all_gather", "send_recv"]
+    op: Literal["allreduce", "broadcast", "all_gather", "send_recv", "all_to_all"]
     world_size: int = Field(ge=2, le=1024)
     mode: Literal["eager", "graph"]
     size_bytes: list[Annotated[int, Field(ge=1, le=2**40)]] = Field(

@@ -7,7 +7,7 @@
     specdecsim calibrate tp-forwards --points P [--tp N ...] [--sizes 8b,1b] [--quick] [--device cuda|cpu]
     specdecsim calibrate loop-overhead --points P [--passes 3]    (the probe target, real models)
     specdecsim calibrate loop-reps --points P                     (tiny-model loop overheads and curve)
-    specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8]
+    specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8 ... | --shape all] [--dtype bf16|fp8]
     specdecsim calibrate session --points P --out LIVE_DIR        (forwards re-timed, then the noise grid)
     specdecsim calibrate from-runs SCENARIO RUN... --out FITTED.yaml [--fit P,P]   (an engine's own logs)
     specdecsim calibrate from-traces DIR --out PROFILE.json [--roofline-from h200_datasheet] [--name N]
@@ -321,7 +321,12 @@ def loop_reps(
 @calibrate_app.command("moe")
 def moe(
     out: Annotated[Path, typer.Option(help="JSON to write (atomically).")],
-    shape: Annotated[str, typer.Option(help="MoE layer shape: kimi-k2-tp8 or tiny.")] = "kimi-k2-tp8",
+    shape: Annotated[list[str] | None, typer.Option(
+        help="MoE layer shape, repeatable: qwen3-30b-a3b-tp1, deepseek-v3-tp8, kimi-k2-tp8, tiny, <shape>-tiny, "
+             "or all (the three model shapes).")] = None,
+    dtype: Annotated[str, typer.Option(help="Expert weights and GEMMs: bf16 (grouped GEMM) or fp8 (e4m3 weights, "
+                                            "rowwise scales, scaled grouped GEMM or a per-expert scaled GEMM loop).")
+                     ] = "bf16",
     device: Annotated[str, typer.Option(help="torch device.")] = "cuda",
     profile: Annotated[str, typer.Option(help="Profile whose device-copy bandwidth is the reference.")] = "h200",
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
@@ -329,31 +334,41 @@ def moe(
     """MoE routed experts at small token counts: grouped-GEMM time and the HBM bandwidth it reaches."""
     check_output("--out", out, DIAGNOSTIC_OUTPUT, force)
     torch = need_torch()
-    from calibration.bench.moe import SHAPES, bench
+    from calibration.bench.moe import DTYPES, MODEL_SHAPES, SHAPES, bench, fp8_kernel, tiny_variant
     from simulator.files import OUTPUT_KEY, write_json_atomic
     from simulator.profile import load_profile, resolve_profile_path
     from simulator.units import BYTES_PER_GB
 
-    check_choice("--shape", shape, tuple(sorted(SHAPES)))
+    known = {**SHAPES, **{f"{k}-tiny": tiny_variant(v) for k, v in SHAPES.items() if k != "tiny"}}
+    names = shape or ["kimi-k2-tp8"]
+    names = [n for name in names for n in (MODEL_SHAPES if name == "all" else (name,))]
+    for name in names:
+        check_choice("--shape", name, tuple(sorted(known)) + ("all",))
+    check_choice("--dtype", dtype, DTYPES)
     dev = check_device(device)
+    if dtype == "fp8" and fp8_kernel(dev) is None:
+        fail(f"--dtype fp8: neither torch._scaled_grouped_mm nor torch._scaled_mm runs on {dev} "
+             f"(torch {torch.__version__})")
     try:
         hbm = load_profile(resolve_profile_path(profile)).roofline.hbm_bandwidth_gb_per_s
     except (FileNotFoundError, ValueError) as e:
         fail(f"--profile: {e}")
-    rows = bench(SHAPES[shape], device, hbm_gb_per_s=hbm)
+    rows = [r for name in names for r in bench(known[name], device, hbm_gb_per_s=hbm, dtype=dtype)]
     write_json_atomic(out, {
         OUTPUT_KEY: DIAGNOSTIC_OUTPUT, "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         "torch_version": torch.__version__, "reference_profile": profile, "reference_hbm_gb_per_s": hbm,
-        "rows": rows})
-    t = Table(title=f"MoE routed experts, {shape}, grouped GEMM ({rows[0]['dtype']})")
-    for c in ("tokens", "distinct experts", "us", "GB read", "GB/s", "vs copy"):
-        t.add_column(c, justify="right")
-    for r in rows:
-        t.add_row(str(r["num_tokens"]), f"{r['distinct_experts']:.1f}", f"{r['latency_us']:.1f}",
-                  f"{r['weight_bytes'] / BYTES_PER_GB:.3f}", f"{r['achieved_gb_per_s']:,.0f}",
-                  f"{r['efficiency_vs_copy']:.2f}" if r["efficiency_vs_copy"] else "-")
-    console.print(t)
+        "dtype": dtype, "shapes": names, "rows": rows})
+    for name in names:
+        sub = [r for r in rows if r["shape"] == known[name].name]
+        t = Table(title=f"MoE routed experts, {name}, {sub[0]['dtype']} ({sub[0]['kernel']})")
+        for c in ("tokens", "distinct experts", "us", "GB read", "GB/s", "vs copy"):
+            t.add_column(c, justify="right")
+        for r in sub:
+            t.add_row(str(r["num_tokens"]), f"{r['distinct_experts']:.1f}", f"{r['latency_us']:.1f}",
+                      f"{r['weight_bytes'] / BYTES_PER_GB:.3f}", f"{r['achieved_gb_per_s']:,.0f}",
+                      f"{r['efficiency_vs_copy']:.2f}" if r["efficiency_vs_copy"] else "-")
+        console.print(t)
     console.print(f"wrote {escape(str(out))}")
 
 

@@ -17,6 +17,13 @@ box is priced by algorithm, in microseconds:
   bytes, one barrier more): t = base + ingress / peer bandwidth (+ base / 2 for two-shot's extra
   barrier, assumed: base holds two barriers).
 - eager launch (no CUDA graph) adds a host launch cost per collective.
+- all_to_all: NCCL has no all-to-all kernel; it is n-1 ncclSend/ncclRecv pairs in one group (NCCL
+  User Guide, "Point-to-point communication": all-to-all), and its p2p path is outside the tuning
+  model. Priced as t = base + (n-1) x per-peer hop latency + (n-1)/n x bytes / bus bandwidth, with
+  the base and hop constants of send_recv (ring base; LL hop, or the tree Simple hop as for
+  broadcast) and protocols LL and Simple only (p2p runs LL below NCCL_P2P_LL_THRESHOLD, Simple
+  above; no LL128): assumed, no all-to-all constant is published. (n-1)/n: the share of a rank's
+  send buffer that crosses links (nccl-tests src/alltoall.cu, AlltoAllGetBw).
 
 Link classes, derived from a box's fields (no extra catalog field):
 - `nvlink`: interconnect nvswitch, or nvlink_bridge with 2 GPUs (a bridge joins pairs);
@@ -40,7 +47,7 @@ Constants, and where each one comes from:
   replayed as "fit, not scored". The custom allreduce over NVLink has no curve: it uses the PCIe
   base latency and the NVLink bus bandwidth (assumed, not validated).
 
-Left out: NVLS/multicast, multi-node, reduce_scatter, NCCL's channel search (num_channels is
+Left out: NVLS/multicast, multi-node, reduce_scatter, concurrent all-to-all groups sharing links, NCCL's channel search (num_channels is
 a parameter: only the per-channel caps use it), message pipelining, contention with compute.
 """
 
@@ -57,7 +64,7 @@ from scipy.optimize import least_squares
 from simulator.profile import CollectiveTarget
 from simulator.units import BYTES_PER_US_PER_GB_PER_S
 
-COLLECTIVES = ("allreduce", "all_gather", "broadcast", "send_recv")
+COLLECTIVES = ("allreduce", "all_gather", "broadcast", "send_recv", "all_to_all")
 ALGORITHMS = ("nccl", "custom", "auto")
 LAUNCHES = ("graph", "eager")
 LINK_CLASSES = ("nvlink", "pcie", "pcie_cross_numa")
@@ -179,7 +186,9 @@ def nccl_candidates_us(kind: str, size_bytes: float, world_size: int, box: Colle
     ncclTopoGetAlgoTime), with ring hops = nsteps (allreduce 2(n-1), all_gather n-1, broadcast n)
     and tree allreduce hops 2(n-1); algbw = busbw x protocol efficiency x n / nsteps (ring) or
     x 1/2 (tree). all_gather's NCCL byte count is the output (n x size_bytes). send_recv (NCCL's
-    p2p path is outside the tuning model) is priced as a ring broadcast over 2 ranks (assumed).
+    p2p path is outside the tuning model) is priced as a ring broadcast over 2 ranks (assumed);
+    all_to_all as n-1 such peer exchanges in one group, hops n-1, algbw = busbw x n/(n-1), LL and
+    Simple only (module docstring; assumed).
 
     Args:
         kind: one of COLLECTIVES. size_bytes: per-rank input bytes (>= 0). world_size: ranks.
@@ -207,13 +216,13 @@ def nccl_candidates_us(kind: str, size_bytes: float, world_size: int, box: Colle
         busbw = nominal_bus_bandwidth_gb_per_s(box, cls) * consts.nccl_busbw_frac[cls]
     hw = "nvlink" if cls == "nvlink" else "pci"
     nbytes = size_bytes * n if kind == "all_gather" else size_bytes
-    nsteps = {"allreduce": 2 * (n - 1), "all_gather": n - 1}.get(kind, n)
+    nsteps = {"allreduce": 2 * (n - 1), "all_gather": n - 1, "all_to_all": n - 1}.get(kind, n)
     if kind == "send_recv":
         nsteps = 1
     out = {}
     for p_idx, proto in enumerate(PROTOCOLS):
-        if proto == "LL128" and cls != "nvlink":
-            continue  # LL128 only over NVLink (tuning.cc: typeIntra <= PATH_NVB)
+        if proto == "LL128" and (cls != "nvlink" or kind == "all_to_all"):
+            continue  # LL128 only over NVLink (tuning.cc: typeIntra <= PATH_NVB); p2p has no LL128
         # ring
         bw = busbw
         if proto == "LL":
@@ -222,7 +231,7 @@ def nccl_candidates_us(kind: str, size_bytes: float, world_size: int, box: Colle
             bw = min(bw * NCCL_RING_LL128_FRAC, nch * NCCL_PER_CH_RING_LL128_BW[arch])
         algbw = bw * n / nsteps
         hop = NCCL_HW_LAT_US[hw]["ring"][p_idx]
-        if kind in ("broadcast", "send_recv") and proto == "Simple":
+        if kind in ("broadcast", "send_recv", "all_to_all") and proto == "Simple":
             hop = NCCL_HW_LAT_US[hw]["tree"][p_idx]  # tuning.cc: broadcast's chunk latency uses tree Simple
         lat = NCCL_BASE_LAT_US["ring"][p_idx] + nsteps * hop
         out[("ring", proto)] = lat + nbytes / (algbw * BYTES_PER_US_PER_GB_PER_S)

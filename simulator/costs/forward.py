@@ -248,6 +248,9 @@ class CostModel:
                                fuse=self.engine.kernels == "fused")
             self.lookup.notes.add(f"{self.engine.kind}: {'fused engine kernels (add+RMSNorm, rotary+KV write, paged attention) priced by the roofline; ' if self.engine.kernels == 'fused' else ''}"
                                   f"{'verify attention on the prefill path; ' if prefill else ''}GEMMs, experts and collectives from the profile")
+        elif self.sc.costs.source == "whole_forward" and model.is_moe and self._moe_changed(model):
+            self.lookup.notes.add(f"{model.name}: expert routing or expert parallelism other than the uniform, "
+                                  "TP-only one whole-forward tables are measured under: per-op sum")
         elif self.sc.costs.source == "whole_forward":
             found = self.lookup.find_forward(model, tp, self.mode, table) if b == 1 else None
             if found is not None and self.lookup.table_covers(found, n, c):
@@ -270,13 +273,21 @@ class CostModel:
                                       f"batch {b}: per-op sum")
         return self._kernels(ops, phase, gpus)
 
+    def _moe_changed(self, model: ModelShape) -> bool:
+        """Whether this scenario routes `model`'s experts otherwise than whole-forward tables were
+        measured (uniform routing, no expert parallelism)."""
+        ep = self.sc.expert_parallel_size if model is self.sc.target else 1
+        return self.sc.workload.expert_routing.kind != "uniform" or ep > 1
+
     def _build_forward(self, phase: str, n: int) -> Forward:
         """Forward of `phase` with `n` new tokens per request (see the public methods)."""
         sc, b, c = self.sc, self.b, self.c
         if phase in ("verify", "decode"):
             aux = sc.draft.num_fc_input_hidden_states if phase == "verify" else 0
             ks = self._model_kernels(sc.target, self.tp, n, phase, self.all_gpus,
-                                     O.target_forward_ops(sc.target, self.tp, b, n, c))
+                                     O.target_forward_ops(sc.target, self.tp, b, n, c,
+                                                          routing=sc.workload.expert_routing,
+                                                          ep=sc.expert_parallel_size))
             if aux:  # the EAGLE-3 hidden-state capture (whole-forward tables are measured without it)
                 ks += self._kernels([O.elementwise("concat", b * n, aux * sc.target.hidden_size)], phase,
                                     self.all_gpus)
@@ -287,7 +298,8 @@ class CostModel:
         elif phase in ("draft", "draft_extend"):
             extend = phase == "draft_extend"
             ks = self._model_kernels(sc.draft, self.draft_tp, n, phase, self.draft_gpus,
-                                     O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend, sc.spec.method))
+                                     O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend, sc.spec.method,
+                                                         routing=sc.workload.expert_routing))
             if extend and ks:
                 ks += self._kernels(O.extend_io_ops(b, sc.draft.hidden_size), phase, self.draft_gpus)
         elif phase == "accept":

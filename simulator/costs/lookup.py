@@ -32,12 +32,15 @@ from simulator.profile import CalibrationProfile, CollectiveTable, ForwardTable,
 from simulator.units import BYTES_PER_US_PER_GB_PER_S, FLOPS_PER_US_PER_TFLOPS
 
 # Bytes a ring collective moves per rank per byte of input, as nccl-tests reports bus bandwidth.
-# Source: nccl-tests doc/PERFORMANCE.md (allreduce 2(n-1)/n, all_gather (n-1)/n, broadcast 1).
+# Source: nccl-tests doc/PERFORMANCE.md (allreduce 2(n-1)/n, all_gather (n-1)/n, broadcast 1);
+# all_to_all: nccl-tests src/alltoall.cu (AlltoAllGetBw: busBw = algBw (n-1)/n), the (n-1)/n of a
+# rank's send buffer that goes to its peers (the 1/n for itself stays on the GPU).
 _RING_FACTOR = {
     "allreduce": lambda n: 2.0 * (n - 1) / n,
     "all_gather": lambda n: float(n - 1),  # input is one rank's slice: output is n slices
     "broadcast": lambda n: 1.0,
     "send_recv": lambda n: 1.0,
+    "all_to_all": lambda n: (n - 1) / n,
 }
 
 

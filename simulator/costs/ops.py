@@ -21,14 +21,18 @@ Serving engines run fused kernels instead of the live loop's unfused ops (`engin
 add+RMSNorm kernel, one rotary+KV-write kernel, a paged attention kernel, and no per-forward
 mask or cos/sin build; and a verify may take the prefill attention path (`mla_attention_prefill`).
 
-Left out: prefill, pipeline parallelism, expert parallelism.
+Expert parallelism (`moe_experts`, `_mlp_block`): routed experts split whole over ep ranks with an
+all-to-all dispatch and combine; expert-load skew from `simulator.costs.routing`.
+
+Left out: prefill, pipeline parallelism, a draft's expert parallelism.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.config import ModelShape, default_compute_dtype
+from simulator.config import ExpertRouting, ModelShape, UniformRouting, default_compute_dtype
+from simulator.costs.routing import busiest_rank, routing_key
 
 TOKEN_ID_BYTES = 8  # int64 token ids, as torch keeps them.
 
@@ -49,7 +53,7 @@ class Op:
         key: table key for calibration lookup (shape-specific), e.g. 'gemm:k=4096,n=6144,w=2'.
         axes: lookup coordinates; gemm/elementwise: {'num_tokens': tokens in the forward};
             attention: {'batch_size', 'num_tokens' (new tokens per request), 'context_len'}.
-        collective: None for compute; else allreduce | all_gather | broadcast | send_recv.
+        collective: None for compute; else allreduce | all_gather | broadcast | send_recv | all_to_all.
         size_bytes: collective message size per rank (input bytes).
         world_size: ranks taking part in the collective.
         weight_dtype_bytes: bytes per weight (with block scales) of a GEMM's weights.
@@ -201,20 +205,48 @@ def expected_distinct_experts(num_experts: int, experts_per_token: int, num_toke
     return e * (1.0 - (1.0 - k / e) ** num_tokens)
 
 
-def moe_experts(m: ModelShape, tp: int, num_tokens: int) -> Op:
-    """Routed experts of one MoE layer: weights of the distinct experts touched are read once."""
-    inter = m.moe_intermediate_size // tp
-    distinct = expected_distinct_experts(m.n_routed_experts, m.num_experts_per_tok, num_tokens)
+def moe_experts(m: ModelShape, tp: int, num_tokens: int, routing: ExpertRouting | None = None,
+                ep: int = 1) -> Op:
+    """Routed experts of one MoE layer on one rank: weights of the distinct experts touched are read once.
+
+    Without expert parallelism (ep = 1) every rank holds all E experts, each sharded over tp in
+    width. With ep > 1 (SGLang's --ep-size; moe_tp = tp / ep) a rank holds E / ep whole experts
+    (contiguous ids), each sharded over moe_tp, and is priced at the busiest rank
+    (`simulator.costs.routing.busiest_rank`). Distinct experts follow `routing`
+    (simulator.costs.routing; uniform: E (1 - (1 - k/E)^T)). Uniform routing at ep 1 keeps the
+    key of measured tables; skewed routing appends ',r=...' and ep > 1 ',ep=<ep>' (both then
+    roofline-priced unless a table has that key).
+    """
+    inter = m.moe_intermediate_size // (tp // ep)
+    e, k = m.n_routed_experts, m.num_experts_per_tok
+    uniform = routing is None or routing.kind == "uniform"
+    if uniform and ep == 1:
+        distinct, pairs = expected_distinct_experts(e, k, num_tokens), float(k)
+    else:
+        distinct, pairs = busiest_rank(routing or UniformRouting(), e, k, num_tokens, ep)
     w, dtype = m.weight_format("routed_experts")
     suffix = "" if dtype == default_compute_dtype(w) else f",c={dtype}"
+    suffix += "" if routing is None else routing_key(routing)
+    suffix += f",ep={ep}" if ep > 1 else ""
     # Distinct experts are not affine in tokens: bytes_fixed holds them at this op's num_tokens.
     return Op(name="moe_experts",
-              key=f"moe_experts:e={m.n_routed_experts},k={m.num_experts_per_tok},h={m.hidden_size},"
-                  f"i={inter},w={_w(w)}{suffix}",
+              key=f"moe_experts:e={e},k={k},h={m.hidden_size},i={inter},w={_w(w)}{suffix}",
               axes={"num_tokens": num_tokens}, bytes_fixed=distinct * 3 * m.hidden_size * inter * w,
               bytes_per_token=4 * m.hidden_size * m.activation_dtype_bytes,
-              flops_per_token=2.0 * m.num_experts_per_tok * 3 * m.hidden_size * inter, weight_dtype_bytes=w,
+              flops_per_token=2.0 * pairs * 3 * m.hidden_size * inter, weight_dtype_bytes=w,
               compute_dtype=dtype)
+
+
+def all_to_all_bytes(m: ModelShape, num_tokens: int, ep: int) -> float:
+    """Send buffer of one rank in one MoE all-to-all (dispatch or combine), in bytes.
+
+    num_tokens * k * hidden * activation bytes / ep: the forward's tokens are replicated over the
+    TP group after the attention allreduce, each rank dispatches its 1/ep share of them, and each of
+    a token's k copies goes to the rank holding that expert (on average size / ep per peer, (ep-1)/ep
+    of it over the links). The combine returns the same bytes. Activations move in the model's
+    activation dtype (an fp8 dispatch, DeepEP's option, would be activation_dtype_bytes 1).
+    """
+    return num_tokens * m.num_experts_per_tok * m.hidden_size * m.activation_dtype_bytes / ep
 
 
 def _attention_block(m: ModelShape, tp: int, b: int, n: int, c: int, qkv_in: int) -> list[Op]:
@@ -245,11 +277,24 @@ def _attention_block(m: ModelShape, tp: int, b: int, n: int, c: int, qkv_in: int
             lin(h * d, m.hidden_size)]
 
 
-def _mlp_block(m: ModelShape, tp: int, t: int, layer_idx: int) -> list[Op]:
+def _mlp_block(m: ModelShape, tp: int, t: int, layer_idx: int, routing: ExpertRouting | None = None,
+               ep: int = 1) -> list[Op]:
+    """The MLP of one layer: dense, or router + routed experts (+ shared experts).
+
+    With ep > 1 the routed experts sit between an all-to-all dispatch and an all-to-all combine
+    over the ep ranks (`all_to_all_bytes`); the layer's one allreduce after the MLP
+    (`decoder_layer_ops`) stays and is not doubled: it sums the shared experts' and the width-sharded
+    (moe_tp = tp / ep) experts' partial outputs and re-replicates each rank's combined tokens for
+    the next TP attention, as the allreduce of the routed output does without EP.
+    """
     if m.is_moe_layer(layer_idx):
+        experts = [moe_experts(m, tp, t, routing, ep)]
+        if ep > 1:
+            a2a = all_to_all_bytes(m, t, ep)
+            experts = [collective("all_to_all", a2a, ep), *experts, collective("all_to_all", a2a, ep)]
         ops = [_linear(m, "attention", "router", t, m.hidden_size, m.n_routed_experts),
                elementwise("topk_route", t, m.n_routed_experts, passes=1.0),
-               moe_experts(m, tp, t)]
+               *experts]
         shared = m.shared_expert_intermediate_size or m.n_shared_experts * m.moe_intermediate_size
         if shared:
             inter = shared // tp
@@ -264,13 +309,14 @@ def _mlp_block(m: ModelShape, tp: int, t: int, layer_idx: int) -> list[Op]:
 
 
 def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx: int,
-                      qkv_in: int | None = None) -> list[Op]:
+                      qkv_in: int | None = None, routing: ExpertRouting | None = None, ep: int = 1) -> list[Op]:
     """Ops of one pre-norm decoder layer on one rank, in execution order.
 
     Args:
         m: model shape. tp: ranks the layer is sharded over. b: batch_size.
         n: new tokens per request in this forward. c: context_len (cached tokens before them).
         layer_idx: index (selects dense vs MoE MLP). qkv_in: qkv input width (draft: 2*hidden).
+        routing: expert routing of MoE layers (default uniform). ep: expert-parallel size (divides tp).
     """
     t = b * n
     act = t * m.hidden_size * m.activation_dtype_bytes
@@ -281,7 +327,7 @@ def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx:
         ops.append(collective("allreduce", act, tp))
     ops += [elementwise("add", t, m.hidden_size, passes=3.0),
             elementwise("rmsnorm", t, m.hidden_size, passes=2.0)]
-    ops += _mlp_block(m, tp, t, layer_idx)
+    ops += _mlp_block(m, tp, t, layer_idx, routing, ep)
     if tp > 1:
         ops.append(collective("allreduce", act, tp))
     ops.append(elementwise("add", t, m.hidden_size, passes=3.0))
@@ -321,8 +367,11 @@ def _head(m: ModelShape, tp: int, t: int, sampling: str) -> list[Op]:
     return ops
 
 
-def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, num_aux_hidden_states: int = 0) -> list[Op]:
+def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, num_aux_hidden_states: int = 0,
+                       routing: ExpertRouting | None = None, ep: int = 1) -> list[Op]:
     """Target forward over `n` tokens per request (decode: n=1; verify: n=num_draft_tokens).
+
+    `routing` and `ep` (expert-parallel size) shape the MoE layers (`_mlp_block`, `moe_experts`).
 
     Sampling is a greedy argmax over the full vocabulary for each of the b*n positions. With
     `num_aux_hidden_states` > 0 (verify for an EAGLE-3 draft) the captured hidden states are
@@ -331,7 +380,7 @@ def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, num_aux_h
     t = b * n
     ops = _prologue(m, tp, b, n, c)
     for i in range(m.num_hidden_layers):
-        ops += decoder_layer_ops(m, tp, b, n, c, i)
+        ops += decoder_layer_ops(m, tp, b, n, c, i, routing=routing, ep=ep)
     ops += _head(m, tp, t, "argmax")
     if num_aux_hidden_states:
         ops.append(elementwise("concat", t, num_aux_hidden_states * m.hidden_size, passes=2.0))
@@ -342,7 +391,7 @@ SPEC_METHODS = ("eagle3", "eagle", "mtp", "draft_model", "ngram")
 
 
 def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bool,
-                      method: str = "eagle3") -> list[Op]:
+                      method: str = "eagle3", routing: ExpertRouting | None = None) -> list[Op]:
     """One draft forward over `n` tokens per request, by speculative method.
 
     - eagle3 (Li et al. 2025, arXiv 2503.01840): draft steps (extend=False) take the draft's own
@@ -355,6 +404,7 @@ def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bo
     - draft_model: a standalone small model with its own KV cache, a plain forward (the extend
       catches its cache up on the accepted tokens).
     - ngram: no GPU forward (prompt-lookup proposals on the host): [].
+    A draft with MoE layers (mtp) routes by `routing`; its experts are not expert-parallel.
 
     Raises:
         ValueError: an unknown method.
@@ -375,7 +425,7 @@ def draft_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, extend: bo
         ops += [elementwise("rmsnorm", t, 2 * m.hidden_size, passes=2.0),
                 _linear(m, "dense_mlp", "fc", t, 2 * m.hidden_size, m.hidden_size)]
     for i in range(m.num_hidden_layers):
-        ops += decoder_layer_ops(m, tp, b, n, c, i, qkv_in=qkv_in)
+        ops += decoder_layer_ops(m, tp, b, n, c, i, qkv_in=qkv_in, routing=routing)
     return ops + _head(m, tp, t, "topk")
 
 
