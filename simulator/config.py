@@ -15,6 +15,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_serializer, f
 
 from simulator.engines import LiveLoopEngine, ServingEngine  # noqa: F401  (re-exported)
 from simulator.schema_base import StrictModel  # noqa: F401  (re-exported: every schema model's base)
+from simulator.serving.config import ServingConfig
 
 
 # Weight formats: (bytes per weight including block scales, tensor-core dtype its GEMMs run at).
@@ -531,6 +532,8 @@ class Scenario(StrictModel):
     fidelity: FidelityConfig = FidelityConfig()
     costs: CostsConfig = CostsConfig()
     hardware: HardwareConfig = HardwareConfig()
+    serving: ServingConfig | None = Field(None, description="Serving mode (simulator.serving): arrivals, "
+                                                           "queueing, chunked prefill; left out: the steady batch.")
     seed: int = Field(0, ge=0, le=2**63 - 1)
 
     @field_validator("placement", mode="before")
@@ -574,6 +577,9 @@ class Scenario(StrictModel):
         if acc.kind == "empirical" and len(acc.accept_length_probs) != s + 1:
             raise ValueError(f"acceptance.accept_length_probs has {len(acc.accept_length_probs)} "
                              f"entries; spec.num_steps={s} needs {s + 1} (accept_length 1..{s + 1})")
+        if self.serving is not None:
+            for entry in self.serving.num_steps_by_batch:
+                self._check_policy_entry(entry)
         return self
 
     def _check_moe_parallel(self) -> None:
@@ -601,7 +607,35 @@ class Scenario(StrictModel):
             if not t.is_moe:
                 raise ValueError("workload.expert_routing.expert_load is given but the target has no routed experts")
 
+    def _check_policy_entry(self, entry) -> None:
+        """A `serving.num_steps_by_batch` entry is a valid spec that the acceptance model fits."""
+        where = f"serving.num_steps_by_batch (batch_size {entry.batch_size})"
+        try:
+            spec = policy_spec(self.spec, entry)
+        except ValueError as e:
+            msg = e.errors()[0]["msg"] if hasattr(e, "errors") else str(e)
+            raise ValueError(f"{where}: {msg}") from None
+        kind = self.acceptance.kind
+        if (spec.topk > 1) != (kind == "tree"):
+            raise ValueError(f"{where}: topk={spec.topk} with acceptance kind {kind!r} (tree needs topk > 1)")
+        if kind == "empirical" and spec.num_steps != self.spec.num_steps:
+            raise ValueError(f"{where}: empirical acceptance is given for num_steps={self.spec.num_steps} only, "
+                             f"got num_steps={spec.num_steps}")
+        if kind == "positional" and spec.num_steps > len(self.acceptance.acceptance_rates):
+            raise ValueError(f"{where}: num_steps={spec.num_steps} exceeds the "
+                             f"{len(self.acceptance.acceptance_rates)} positional acceptance rates")
+
     @property
     def draft_tp_size(self) -> int:
         """GPUs the draft is sharded over: tp_size for shared_tp, 1 for tp1_*, k for tp<k>."""
         return self.placement.draft_tp_size
+
+
+def policy_spec(base: SpecConfig, entry) -> SpecConfig:
+    """The SpecConfig of a `serving.num_steps_by_batch` entry (the method from `base`).
+
+    Raises:
+        pydantic.ValidationError (a ValueError): the entry's settings are not a valid spec.
+    """
+    ndt = entry.num_draft_tokens if entry.num_draft_tokens is not None else entry.num_steps + 1
+    return SpecConfig(method=base.method, num_steps=entry.num_steps, topk=entry.topk, num_draft_tokens=ndt)

@@ -77,6 +77,8 @@ class SimulationResult(BaseModel):
     analytic_accept_length: float
     notes: list[str]
     scenario: dict
+    serving: dict | None = None  # serving mode's metrics (simulator.serving.metrics.ServingResult) when
+    # the scenario has a `serving:` section; the fields above stay the steady batch's
 
 
 def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES,

@@ -97,10 +97,24 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
     for role in ("target", "draft"):
         if isinstance(data.get(role), dict):
             data[role] = _merge_model_config(data[role], base_dir, source, role)
+    if isinstance(data.get("serving"), dict):
+        data["serving"] = _serving_paths(data["serving"], base_dir)
     try:
         return Scenario.model_validate(data, strict=True)
     except ValidationError as e:
         raise UserInputError(format_validation_error(source, e)) from None
+
+
+def _serving_paths(serving: dict, base_dir: Path) -> dict:
+    """The serving section with the files it names (a trace, length files) made relative to the
+    scenario file's folder, as model config_path files are; other values untouched."""
+    out = dict(serving)
+    for key in ("arrivals", "input_len", "output_len"):
+        section = out.get(key)
+        if isinstance(section, dict) and isinstance(section.get("path"), str) and section["path"].strip():
+            p = Path(section["path"])
+            out[key] = {**section, "path": str(p if p.is_absolute() else base_dir / p)}
+    return out
 
 
 def read_scenario_dict(path: Path) -> dict:

@@ -184,11 +184,20 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         analytic_tok_per_s=an.tok_per_s, analytic_accept_length=an.mean_accept_length,
         notes=sorted(set(cost.notes) | set(scenario.target.config_notes) | set(scenario.draft.config_notes)),
         scenario=scenario.model_dump(mode="json"),
+        serving=_serving_block(scenario, profile),
     )
     check_result(result)
     if progress is not None:
         progress(1.0)
     return result, events
+
+
+def _serving_block(scenario: Scenario, profile: CalibrationProfile) -> dict | None:
+    """Serving mode's metrics as JSON (simulator.serving), or None without a `serving:` section."""
+    if scenario.serving is None:
+        return None
+    from simulator.serving.run import simulate_serving
+    return simulate_serving(scenario, profile).model_dump(mode="json")
 
 
 def check_result(result: SimulationResult) -> None:

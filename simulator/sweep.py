@@ -14,7 +14,9 @@ CSV columns: `point_idx`, the grid fields (named by their dotted path), the scen
 that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
 `acceptance_kind`, `acceptance_rate`, `batch_size`, `context_len`), `solver`, `tok_per_s`,
 `tok_per_s_ci95_low`/`_high` (DES only), `baseline_tok_per_s`, `speedup`, `accept_length`,
-`cycle_time_us`, `tpot_us` (mean), the breakdown buckets `<bucket>_us` (see
+`cycle_time_us`, `tpot_us` (mean), for scenarios with a `serving:` section the serving mode's
+`serving_*` columns (simulator.serving.sweep; run by the serving DES whatever the solver, with
+the no-speculation baseline, and the crossover load in sweep.json's `serving_crossover`), the breakdown buckets `<bucket>_us` (see
 `simulator.metrics`), and `scenario_json` (the resolved scenario of the row).
 """
 
@@ -68,6 +70,7 @@ class SweepResult:
     json_path: Path | None = None
     best_path: Path | None = None
     best_rows: list[dict] = field(default_factory=list)
+    crossover_rows: list[dict] = field(default_factory=list)  # simulator.serving.sweep.crossover
 
 
 # ---- running one point (in a worker process) ----------------------------------------------------
@@ -171,13 +174,24 @@ def check_metrics(m: dict) -> None:
                                   "model computes")
 
 
-def _run_chunk(solver: str, items: list[tuple[int, Scenario, str]]) -> list[tuple[int, dict]]:
+def serving_metrics(sc: Scenario, profile_path: str) -> dict:
+    """The serving_* columns of a point with a `serving:` section (simulator.serving, its DES,
+    whatever the solver: serving mode has no closed form), with its no-speculation baseline."""
+    from simulator.serving.run import simulate_serving
+    from simulator.serving.sweep import serving_columns
+    return serving_columns(simulate_serving(sc, _profile_for(sc, profile_path)))
+
+
+def _run_chunk(solver: str, items: list[tuple[int, Scenario, str]], with_serving: bool = True,
+               ) -> list[tuple[int, dict]]:
     """Metrics of a chunk of points; a point whose numbers are not finite is a UserInputError naming it."""
     fn = analytic_metrics if solver == "closed_form" else des_metrics
     out = []
     for idx, sc, path in items:
         try:
             m = fn(sc, path)
+            if with_serving and sc.serving is not None:
+                m.update(serving_metrics(sc, path))
             check_metrics(m)
         except ArithmeticError as e:
             raise UserInputError(f"grid point {idx} ({sc.name}): {e}") from None
@@ -191,7 +205,7 @@ def _chunks(items: list, num_chunks: int) -> list[list]:
 
 
 def run_points(solver: str, items: list[tuple[int, Scenario, str]], jobs: int,
-               progress: bool = True, label: str = "") -> dict[int, dict]:
+               progress: bool = True, label: str = "", with_serving: bool = True) -> dict[int, dict]:
     """Metrics per point index; items sorted by cost key so a chunk reuses its cost models."""
     items = sorted(items, key=lambda it: (it[2], cost_key(it[1])))
     chunks = _chunks(items, 1 if jobs <= 1 else jobs * 8)
@@ -206,14 +220,14 @@ def run_points(solver: str, items: list[tuple[int, Scenario, str]], jobs: int,
         with bar:
             task = bar.add_task(label or solver, total=len(items))
             for c in chunks:
-                out.update(_run_chunk(solver, c))
+                out.update(_run_chunk(solver, c, with_serving))
                 bar.advance(task, len(c))
         return out
     paths = sorted({it[2] for it in items})
     _init_worker(paths)  # import the solvers and load profiles here: forked workers inherit them
     import simulator.analytic, simulator.simulate  # noqa: F401,E401
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(paths,)) as pool:
-        futures = {pool.submit(_run_chunk, solver, c): len(c) for c in chunks}  # fork before the bar's thread
+        futures = {pool.submit(_run_chunk, solver, c, with_serving): len(c) for c in chunks}  # fork before the bar's thread
         with bar:
             task = bar.add_task(label or solver, total=len(items))
             for fut in as_completed(futures):
@@ -238,7 +252,9 @@ def build_rows(points: list[tuple[dict, Scenario]], metrics: dict[int, dict],
     buckets = {k for m in metrics.values() for k in m["breakdown_us"]}
     bucket_cols = [b for b in BUCKET_ORDER if b in buckets] + sorted(buckets - set(BUCKET_ORDER))
     desc = [c for c in DESCRIPTIVE_COLUMNS if c not in grid_fields]
-    columns = (["point_idx", *grid_fields, *desc, *METRIC_COLUMNS, *(f"{b}_us" for b in bucket_cols),
+    from simulator.serving.sweep import SERVING_COLUMNS
+    serving = [c for c in SERVING_COLUMNS if any(c in m for m in metrics.values())]
+    columns = (["point_idx", *grid_fields, *desc, *METRIC_COLUMNS, *serving, *(f"{b}_us" for b in bucket_cols),
                 "scenario_json"])
     rows = []
     for idx, (values, sc) in enumerate(points):
@@ -391,7 +407,8 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
     if solver == "closed_form" and des_sample > 0:
         rng = np.random.default_rng(sweep_seed)
         sample = sorted(int(i) for i in rng.choice(len(points), size=min(des_sample, len(points)), replace=False))
-        des = run_points("des", [items[i] for i in sample], jobs, progress, label="DES spot-check")
+        des = run_points("des", [items[i] for i in sample], jobs, progress, label="DES spot-check",
+                         with_serving=False)
         des_check = des_agreement(metrics, des, points)
     elapsed = time.perf_counter() - t0
     fields = [a.field for a in axes]
@@ -400,6 +417,10 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
                          elapsed_s=elapsed, des_check=des_check)
     if NUM_STEPS_FIELD in fields:
         result.best_rows = best_num_steps(rows, [f for f in fields if f != NUM_STEPS_FIELD])
+    from simulator.serving.sweep import LOAD_FIELDS, crossover
+    load = next((f for f in LOAD_FIELDS if f in fields), None)
+    if load is not None and any(r.get("serving_baseline_output_tok_per_s") is not None for r in rows):
+        result.crossover_rows = crossover(rows, load, [f for f in fields if f != load])
     if out_dir is not None:
         _write_outputs(result, Path(out_dir), scenario_path, axes, overrides, profile_paths, sweep_seed, des_sample)
     return result
@@ -421,5 +442,6 @@ def _write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes
                    "num_draft_tokens = num_steps + 1",
         solver=result.solver, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
         profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
-        best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check)
+        best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check,
+        serving_crossover=result.crossover_rows or None)
     write_json_atomic(result.json_path, meta.model_dump(mode="json"), allow_nan=False)

@@ -51,6 +51,8 @@ class SweepMeta(BaseModel):
     csv: str
     best_num_steps_csv: str | None
     des_check: dict | None
+    serving_crossover: list[dict] | None = Field(None, description="Where speculation stops paying along the "
+                                                                   "swept serving load (simulator.serving.sweep).")
 
 
 class SweepRow(BaseModel):

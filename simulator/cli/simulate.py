@@ -116,6 +116,8 @@ def print_result(r) -> None:
     for k, v in sorted(r.breakdown_us.items(), key=lambda kv: -kv[1]):
         b.add_row(escape(k), _num(v), f"{v / r.cycle_time_us * 100:.1f}%")
     console.print(b)
+    if r.serving is not None:
+        print_serving(r.serving, sc.get("serving") or {})
     console.print(f"[dim]{r.num_cycles} cycles, {r.simulated_us / 1e6:.3f} s simulated, seed {r.seed}, "
                   f"profile {escape(short_path(r.profile))}[/]")
     roof = [n for n in r.notes if n.startswith("no table for ")]
@@ -126,3 +128,43 @@ def print_result(r) -> None:
         how = f" ({near} GEMMs scaled from the nearest measured GEMM)" if near else ""
         console.print(f"[yellow]note:[/] {len(roof)} op shapes have no measured table in this profile and use "
                       f"its roofline{how} (list: the `notes` of --json output)", highlight=False)
+
+
+def _ms(p: dict | None) -> tuple[str, str]:
+    """(p50, 'p90 / p99 (mean)') of a Percentiles dict in us, printed in ms."""
+    if p is None:
+        return "-", ""
+    return (_num(p["p50"] / 1e3, 2), f"{_num(p['p90'] / 1e3, 2)} / {_num(p['p99'] / 1e3, 2)}  "
+                                      f"(mean {_num(p['mean'] / 1e3, 2)})")
+
+
+def print_serving(s: dict, cfg: dict) -> None:
+    """Rich table of a result's serving block (simulator.serving.metrics.ServingResult as JSON)."""
+    arr = cfg.get("arrivals", {})
+    how = {"poisson": f"Poisson {arr.get('rate_per_s')} req/s", "closed_loop": f"closed loop, concurrency "
+           f"{arr.get('concurrency')}", "trace": f"trace {arr.get('path')}"}.get(arr.get("kind"), "")
+    t = Table(title=escape(f"serving: {how}, {s['num_requests']} requests measured over {s['duration_s']:.1f} s"),
+              title_justify="left", highlight=False)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_column("p90 / p99 (mean) / note", justify="right")
+    base = s.get("baseline_output_tok_per_s")
+    t.add_row("output tokens/s", _num(s["output_tok_per_s"]),
+              f"no speculation {_num(base)}, speedup {s['speedup']:.3f}x" if base else "")
+    t.add_row("requests/s", _num(s["request_per_s"], 3), "")
+    t.add_row("tokens/s per user", _num(s["tok_per_s_per_user"]) if s["tok_per_s_per_user"] else "-", "")
+    for label, key in (("TTFT p50 (ms)", "ttft_us"), ("TPOT p50 (ms)", "tpot_us"), ("ITL p50 (ms)", "itl_us"),
+                       ("end-to-end latency p50 (ms)", "e2e_latency_us"), ("queueing p50 (ms)", "queue_us")):
+        t.add_row(label, *_ms(s[key]))
+    slo = cfg.get("slo") or {}
+    slo_text = ", ".join(f"{k} <= {v}" for k, v in slo.items() if v is not None) or "no SLO given"
+    t.add_row("goodput (requests/s)", _num(s["goodput_request_per_s"], 3),
+              f"{s['slo_attained_frac'] * 100:.1f}% meet {slo_text}")
+    t.add_row("goodput (tokens/s)", _num(s["goodput_tok_per_s"]), "")
+    t.add_row("mean decode batch", _num(s["mean_batch_size"], 2),
+              f"speculating in {s['spec_step_frac'] * 100:.1f}% of decode steps")
+    if s["mean_accept_length"] is not None:
+        t.add_row("accept length (tokens/cycle)", f"{s['mean_accept_length']:.3f}", "")
+    t.add_row("mean requests in system", _num(s["mean_requests_in_system"], 2),
+              f"{s['num_preemptions']} preemptions, {s['num_engine_steps']:,} engine steps")
+    console.print(t)

@@ -54,6 +54,8 @@ def sweep_command(
                       f"max |diff| {dc['max_abs_rel_diff'] * 100:.2f}%, median {dc['median_abs_rel_diff'] * 100:.2f}%")
     if res.best_rows:
         print_best_table(res.best_rows)
+    if res.crossover_rows:
+        print_crossover(res.crossover_rows)
     if html:
         from simulator.plots import plot_sweep
         try:
@@ -74,3 +76,18 @@ def print_best_table(best_rows: list[dict], max_rows: int = 40) -> None:
     console.print(t)
     if len(best_rows) > max_rows:
         console.print(f"[dim]... {len(best_rows) - max_rows} more rows in best_num_steps.csv[/]")
+
+
+def print_crossover(rows: list[dict]) -> None:
+    """Rich table of the serving crossover (simulator.serving.sweep.crossover)."""
+    load = rows[0]["load_field"]
+    t = Table(title=escape(f"where speculation stops paying along {load} (output tok/s <= no speculation)"),
+              title_justify="left", highlight=False)
+    extra = [c for c in rows[0] if c not in ("load_field", "crossover", "last_paying", "speedups")]
+    for c in [*extra, "crossover", "last paying", "speedup by load"]:
+        t.add_column(escape(c.split(".")[-1]), justify="right")
+    for r in rows:
+        speedups = ", ".join(f"{x:g}: {s:.2f}x" for x, s in r["speedups"])
+        t.add_row(*(escape(str(r[c])) for c in extra), "none swept" if r["crossover"] is None else str(r["crossover"]),
+                  "-" if r["last_paying"] is None else str(r["last_paying"]), escape(speedups))
+    console.print(t)

@@ -1,0 +1,131 @@
+"""Serving records -> serving metrics. Every serving metric is defined here, once.
+
+Measured requests: those arriving at or after `serving.warmup_s` that finished. Over them
+(times in us, rates per second; percentiles p50/p90/p99 and the mean over requests):
+- duration_s: last measured finish - first measured arrival (bench_serving's benchmark duration,
+  the warm-up left out).
+- output_tok_per_s: their output tokens / duration_s; request_per_s: their count / duration_s.
+- ttft_us: first token - arrival (queueing and prefill included).
+- tpot_us: (finish - first token) / (output_tokens - 1), requests with >= 2 output tokens.
+- itl_us: gaps between consecutive token emissions of a request after its first token; a
+  speculative cycle emits its accepted tokens at once, as a streaming client receives them.
+- e2e_latency_us: finish - arrival; queue_us: first admission - arrival.
+- tok_per_s_per_user: mean over requests of 1 / tpot (the decode speed one user sees).
+- goodput_request_per_s / goodput_tok_per_s: requests meeting every SLO given (ttft <= slo.ttft_ms,
+  tpot <= slo.tpot_ms), and their output tokens, per second of duration_s (DistServe's goodput);
+  slo_attained_frac: their share of the measured requests (1 when no SLO is given).
+- mean_batch_size: decode requests per engine step, weighted by step time;
+  spec_step_frac: share of decode steps that speculated; mean_accept_length: tokens per request
+  per speculative cycle (raw, before truncation at the output length).
+- mean_requests_in_system: time average of (arrived - finished) over [warmup_s, last arrival]
+  (Little's law: = arrival rate x mean e2e latency in steady state).
+- num_preemptions: preemptions of measured requests (recompute).
+- baseline_output_tok_per_s / speedup: the same workload without speculation, when run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from simulator.metrics import Percentiles
+from simulator.serving.engine import ServingRecords
+from simulator.units import US_PER_MS, US_PER_S
+
+
+class ServingResult(BaseModel):
+    """The `serving` block of a SimulationResult (times in us, rates per second)."""
+
+    model_config = ConfigDict(frozen=True)
+    speculative: bool
+    num_requests: int
+    duration_s: float
+    output_tok_per_s: float
+    request_per_s: float
+    tok_per_s_per_user: float | None
+    ttft_us: Percentiles
+    tpot_us: Percentiles | None
+    itl_us: Percentiles | None
+    e2e_latency_us: Percentiles
+    queue_us: Percentiles
+    goodput_request_per_s: float
+    goodput_tok_per_s: float
+    slo_attained_frac: float
+    mean_batch_size: float
+    spec_step_frac: float
+    mean_accept_length: float | None
+    mean_requests_in_system: float
+    num_preemptions: int
+    num_engine_steps: int
+    baseline_output_tok_per_s: float | None = None
+    speedup: float | None = None
+
+
+def percentiles(values: np.ndarray) -> Percentiles | None:
+    """Mean, p50, p90, p99 of values; None when there are none."""
+    v = np.asarray(values, dtype=float)
+    if len(v) == 0:
+        return None
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return Percentiles(mean=float(v.mean()), p50=float(p50), p90=float(p90), p99=float(p99))
+
+
+def mean_in_system(arrival_us: np.ndarray, finish_us: np.ndarray, t0: float, t1: float) -> float:
+    """Time average over [t0, t1] of requests arrived and not finished (unfinished: still in)."""
+    if t1 <= t0:
+        return 0.0
+    start = np.clip(arrival_us, t0, t1)
+    end = np.clip(np.where(np.isnan(finish_us), t1, finish_us), t0, t1)
+    return float(np.maximum(end - start, 0.0).sum() / (t1 - t0))
+
+
+def serving_metrics(rec: ServingRecords, warmup_s: float, ttft_slo_ms: float | None,
+                    tpot_slo_ms: float | None) -> ServingResult:
+    """ServingResult of one run's records (see the module docstring).
+
+    Raises:
+        ArithmeticError: no request finished after the warm-up (nothing to measure).
+    """
+    warm_us = warmup_s * US_PER_S
+    m = (rec.arrival_us >= warm_us) & ~np.isnan(rec.finish_us)
+    if not m.any():
+        raise ArithmeticError(f"no request arriving after warmup_s={warmup_s:g} finished; send more requests "
+                              "or lower serving.warmup_s")
+    arr, first, fin = rec.arrival_us[m], rec.first_token_us[m], rec.finish_us[m]
+    out = rec.output_tokens[m]
+    duration_us = max(float(fin.max() - arr.min()), 1e-9)
+    ttft = first - arr
+    multi = out >= 2
+    tpot = (fin[multi] - first[multi]) / (out[multi] - 1)
+    ok = np.ones(len(arr), dtype=bool)
+    if ttft_slo_ms is not None:
+        ok &= ttft <= ttft_slo_ms * US_PER_MS
+    if tpot_slo_ms is not None:
+        tpot_all = np.where(multi, (fin - first) / np.maximum(out - 1, 1), 0.0)
+        ok &= tpot_all <= tpot_slo_ms * US_PER_MS
+    measured_idx = np.flatnonzero(m)
+    itl = rec.itl_us[np.isin(rec.itl_request_idx, measured_idx)]
+    dur_steps = rec.step_end_us - rec.step_start_us
+    decode = rec.step_batch_size > 0
+    spec = rec.step_num_steps > 0
+    spec_reqs = rec.step_batch_size[spec].sum()
+    t_last_arrival = float(rec.arrival_us.max())
+    return ServingResult(
+        speculative=rec.speculative,
+        num_requests=int(m.sum()),
+        duration_s=duration_us / US_PER_S,
+        output_tok_per_s=float(out.sum()) / duration_us * US_PER_S,
+        request_per_s=float(m.sum()) / duration_us * US_PER_S,
+        tok_per_s_per_user=float(np.mean(US_PER_S / tpot[tpot > 0])) if (tpot > 0).any() else None,
+        ttft_us=percentiles(ttft), tpot_us=percentiles(tpot), itl_us=percentiles(itl),
+        e2e_latency_us=percentiles(fin - arr), queue_us=percentiles(rec.admit_us[m] - arr),
+        goodput_request_per_s=float(ok.sum()) / duration_us * US_PER_S,
+        goodput_tok_per_s=float(out[ok].sum()) / duration_us * US_PER_S,
+        slo_attained_frac=float(ok.mean()),
+        mean_batch_size=float((rec.step_batch_size * dur_steps).sum() / dur_steps.sum()) if len(dur_steps) else 0.0,
+        spec_step_frac=float(spec.sum() / decode.sum()) if decode.any() else 0.0,
+        mean_accept_length=float(rec.step_accepted[spec].sum() / spec_reqs) if spec_reqs else None,
+        mean_requests_in_system=mean_in_system(rec.arrival_us, rec.finish_us, warm_us, t_last_arrival),
+        num_preemptions=int(rec.num_preemptions[m].sum()),
+        num_engine_steps=len(rec.step_start_us),
+    )

@@ -1,0 +1,174 @@
+"""Serving mode (simulator.serving): arrivals, queueing, KV limits, the spec policy, traces."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.acceptance import build_acceptance
+from simulator.analytic import analyze
+from simulator.costs.forward import CostModel
+from simulator.scenario import UserInputError, load_profile_for, load_scenario
+from simulator.serving.costs import StepCosts
+from simulator.serving.metrics import serving_metrics
+from simulator.serving.run import run_serving, simulate_serving
+from simulator.serving.sweep import crossover
+from simulator.serving.workload import read_trace
+from simulator.units import US_PER_S
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ROOT / "scenarios" / "llama8b_h200.yaml"
+_PROFILE = {}
+
+
+def serving_scenario(*overrides: str, arrivals: str = "closed_loop", input_len: str = "fixed"):
+    sets = ["costs.source=per_op", f"serving.arrivals.kind={arrivals}", "serving.output_len.kind=fixed",
+            "serving.output_len.tokens=32"]
+    if input_len == "fixed":
+        sets += ["serving.input_len.kind=fixed", "serving.input_len.tokens=256"]
+    if arrivals == "closed_loop":
+        sets.append("serving.arrivals.concurrency=4")
+    sc = load_scenario(BASE, sets + list(overrides))
+    if "h200" not in _PROFILE:
+        _PROFILE["h200"] = load_profile_for(sc, base_dir=BASE.parent)[0]
+    return sc, _PROFILE["h200"]
+
+
+def test_littles_law_on_a_poisson_run():
+    sc, prof = serving_scenario("serving.arrivals.rate_per_s=20", "serving.num_requests=1500",
+                                "serving.warmup_s=5", "seed=3", arrivals="poisson")
+    rec = run_serving(sc, prof)
+    res = serving_metrics(rec, sc.serving.warmup_s, None, None)
+    # L = lambda W, within the sampling error of ~1200 measured requests
+    assert res.mean_requests_in_system == pytest.approx(20 * res.e2e_latency_us.mean / US_PER_S, rel=0.08)
+    assert res.mean_requests_in_system > 1.0
+
+
+def test_single_request_with_free_prefill_equals_the_steady_closed_form():
+    m = 64
+    sc, prof = serving_scenario("serving.arrivals.concurrency=1", "serving.num_requests=1",
+                                "serving.prefill_latency_scale=0", "serving.input_len.tokens=1024",
+                                f"serving.output_len.tokens={m + 1}", "acceptance.acceptance_rate=1.0",
+                                "workload.batch_size=1", "workload.context_len=1056", f"workload.max_new_tokens={m}")
+    rec = run_serving(sc, prof)
+    cost = CostModel(sc, prof)
+    an = analyze(sc, cost, build_acceptance(sc.acceptance, sc.spec))
+    # the prefill step (free) emits the first token; the other m tokens decode as in the steady batch
+    ttft = rec.first_token_us[0] - rec.arrival_us[0]
+    assert ttft == pytest.approx(StepCosts(sc, prof).prefill_only_overhead_us())
+    assert 0 < ttft < 1000
+    tpot = (rec.finish_us[0] - rec.first_token_us[0]) / m
+    assert tpot == pytest.approx(an.tpot_us, rel=0.01)
+    assert set(rec.step_batch_size[rec.step_batch_size > 0]) == {1}
+
+
+def test_queueing_appears_when_arrivals_exceed_capacity():
+    common = ("serving.num_requests=80", "serving.max_running_requests=4", "seed=1")
+    low, prof = serving_scenario("serving.arrivals.rate_per_s=1", *common, arrivals="poisson")
+    high, _ = serving_scenario("serving.arrivals.rate_per_s=200", *common, arrivals="poisson")
+    r_low = serving_metrics(run_serving(low, prof), 0, None, None)
+    r_high = serving_metrics(run_serving(high, prof), 0, None, None)
+    assert r_low.queue_us.p50 < 50_000
+    assert r_high.queue_us.p50 > 20 * max(r_low.queue_us.p50, 1.0)
+    assert r_high.mean_requests_in_system > 4
+    assert r_high.ttft_us.p90 > 5 * r_low.ttft_us.p90
+
+
+def test_kv_capacity_limits_running_requests():
+    free, prof = serving_scenario("serving.arrivals.concurrency=16", "serving.num_requests=48")
+    tight, _ = serving_scenario("serving.arrivals.concurrency=16", "serving.num_requests=48",
+                                "serving.kv_cache_tokens=900")  # 3 requests of 256 + 32 tokens
+    assert run_serving(free, prof).step_batch_size.max() > 3
+    rec = run_serving(tight, prof)
+    assert rec.step_batch_size.max() <= 3
+    assert np.all(~np.isnan(rec.finish_us))
+
+
+def test_kv_pressure_preempts_and_recomputes():
+    sc, prof = serving_scenario("serving.arrivals.concurrency=4", "serving.num_requests=12",
+                                "serving.output_len.tokens=200", "serving.kv_cache_tokens=600")
+    rec = run_serving(sc, prof)
+    assert rec.num_preemptions.sum() > 0
+    assert np.all(~np.isnan(rec.finish_us))
+    assert np.all(rec.finish_us > rec.first_token_us)
+
+
+def test_spec_off_above_batch_and_num_steps_by_batch_switch():
+    sc, prof = serving_scenario("serving.arrivals.concurrency=8", "serving.num_requests=64",
+                                "serving.spec_off_above_batch=6")
+    sc = sc.model_validate({**sc.model_dump(), "serving": {**sc.serving.model_dump(),
+                           "num_steps_by_batch": [{"batch_size": 3, "num_steps": 2}]}})
+    rec = run_serving(sc, prof)
+    b, s = rec.step_batch_size, rec.step_num_steps
+    assert (b > 6).any() and np.all(s[b > 6] == 0)
+    assert np.all(s[(b >= 3) & (b <= 6)] == 2)
+    assert np.all(s[(b >= 1) & (b < 3)] == sc.spec.num_steps)
+    off, _ = serving_scenario("serving.arrivals.concurrency=8", "serving.num_requests=64",
+                              "serving.spec_off_above_batch=0")
+    assert np.all(run_serving(off, prof).step_num_steps == 0)
+
+
+def test_policy_entry_must_fit_the_acceptance_model():
+    with pytest.raises(UserInputError, match="num_steps_by_batch"):
+        serving_scenario("serving.num_steps_by_batch=[{batch_size: 4, num_steps: 2, topk: 2, "
+                         "num_draft_tokens: 4}]")
+
+
+def test_trace_file_runs_and_bad_rows_fail_in_one_line(tmp_path):
+    good = tmp_path / "trace.csv"
+    good.write_text("arrival_s,input_tokens,output_tokens\n0.5,128,16\n0.0,64,8\n1.25,256,32\n")
+    t = read_trace(good)
+    assert list(t.arrival_s) == [0.0, 0.5, 1.25] and list(t.input_tokens) == [64, 128, 256]
+    jl = tmp_path / "trace.jsonl"
+    jl.write_text('{"arrival_s": 0, "input_tokens": 10, "output_tokens": 5}\n\n'
+                  '{"arrival_s": 0.1, "input_tokens": 20, "output_tokens": 6}\n')
+    assert list(read_trace(jl).output_tokens) == [5, 6]
+    sc, prof = serving_scenario(f"serving.arrivals.path={good}", arrivals="trace")
+    rec = run_serving(sc, prof)
+    assert list(rec.arrival_us) == [0.0, 0.5 * US_PER_S, 1.25 * US_PER_S]
+    assert list(rec.output_tokens) == [8, 16, 32]
+    bad = {"missing.csv": ("arrival_s,input_tokens\n0,5\n", ":1: "),
+           "float.csv": ("arrival_s,input_tokens,output_tokens\n0,5,7\n0.1,2.5,3\n", ":3: input_tokens"),
+           "negative.csv": ("arrival_s,input_tokens,output_tokens\n-1,5,7\n", ":2: arrival_s"),
+           "empty.csv": ("arrival_s,input_tokens,output_tokens\n0,,7\n", ":2: no input_tokens"),
+           "bad.jsonl": ('{"arrival_s": 0, "input_tokens": 1, "output_tokens": 1}\n[1, 2]\n', ":2: "),
+           "zero.jsonl": ('{"arrival_s": 0, "input_tokens": 0, "output_tokens": 1}\n', ":1: input_tokens")}
+    for name, (text, fragment) in bad.items():
+        p = tmp_path / name
+        p.write_text(text)
+        with pytest.raises(UserInputError) as e:
+            read_trace(p)
+        msg = str(e.value)
+        assert f"{p}{fragment}" in msg and "\n" not in msg, msg
+
+
+def test_same_seed_same_run_other_seed_another():
+    a, prof = serving_scenario("serving.arrivals.rate_per_s=10", "serving.num_requests=60",
+                               "acceptance.rate_concentration=10", "serving.input_len.kind=uniform",
+                               "serving.input_len.min_tokens=16", "serving.input_len.max_tokens=512",
+                               arrivals="poisson", input_len="uniform")
+    r1, r2 = run_serving(a, prof), run_serving(a, prof)
+    for f in ("arrival_us", "finish_us", "first_token_us", "itl_us", "step_accepted"):
+        np.testing.assert_array_equal(getattr(r1, f), getattr(r2, f))
+    r3 = run_serving(a.model_copy(update={"seed": 1}), prof)
+    assert not np.array_equal(r1.finish_us, r3.finish_us)
+
+
+def test_speedup_and_crossover():
+    sc, prof = serving_scenario("serving.num_requests=16")
+    res = simulate_serving(sc, prof)
+    assert res.speedup == pytest.approx(res.output_tok_per_s / res.baseline_output_tok_per_s)
+    rows = [{"c": 1, "serving_output_tok_per_s": 2.0, "serving_baseline_output_tok_per_s": 1.0},
+            {"c": 8, "serving_output_tok_per_s": 1.0, "serving_baseline_output_tok_per_s": 1.0},
+            {"c": 4, "serving_output_tok_per_s": 1.5, "serving_baseline_output_tok_per_s": 1.0}]
+    (row,) = crossover(rows, "c", [])
+    assert row["crossover"] == 8 and row["last_paying"] == 4
+
+
+def test_step_costs_grow_with_batch_and_context():
+    sc, prof = serving_scenario()
+    c = StepCosts(sc, prof)
+    assert c.decode_step_us(64, None, 1024) > c.decode_step_us(1, None, 1024)
+    assert c.decode_step_us(8, sc.spec, 8192) > c.decode_step_us(8, sc.spec, 512)
+    assert c.prefill_us(4096, 0) > c.prefill_us(512, 0) > 0
+    assert c.prefill_us(0, 0) == 0.0
