@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|traces|calibrate|live|noise|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
+#   bash calibration/h200_run.sh quick|traces|traces-session|calibrate|live|noise|batch|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy, prometheus_client)
 # for the machine's python3, which has torch (and typer, rich, numpy, scipy, pyyaml) but not those.
 # Multicast stays off. Every case is a `specdecsim` subcommand, run as `python3 -m simulator.cli`
@@ -55,6 +55,18 @@ case $what in
     timeout 330 "${specdecsim[@]}" live --noise --out data/live/h200 2>&1 | quiet | tail -60
     timeout 60 "${specdecsim[@]}" diagnose drift --skip-overhead --out "$out/drift_after.json" 2>&1 | quiet
     tar czf "$out/live_h200.tgz" data/live/h200 ;;
+  batch)  # one H200, one call (~7-8 min): whole forwards at batch 1..64 (8B and 1B shapes, CUDA graphs), a profile of
+          # them merged with the committed points, the live batch grid (8B; SIZES=8b,1b for both) and its validation
+    timeout 180 "${specdecsim[@]}" calibrate forwards-batch --points "$out/h200_batch_points.jsonl" --sizes 8b,1b 2>&1 | quiet | tail -3
+    "${specdecsim[@]}" calibrate merge --points data/points/h200.jsonl --points data/points/h200_collectives.jsonl \
+      --points data/points/h200_tp_forwards.jsonl --points data/points/h200_session_forwards.jsonl \
+      --points "$out/h200_batch_points.jsonl" --out "$out/h200_batch.json" --name h200_batch \
+      --gpu-count 2 --interconnect "NVLink (NV18) between 2 GPUs (collectives, tp-2 forwards); op, tp-1 forward, batch forward and host tables on one GPU" \
+      --topology "GPU0-GPU1 NV18 (nvidia-smi topo -m on the lent 2x H200 machine)" --catalog-gpu h200-sxm --catalog-box 2x-h200-nvlink 2>&1 | tail -2
+    timeout 400 "${specdecsim[@]}" live --batch-grid --sizes ${SIZES:-8b} --out "$out/live_batch" 2>&1 | quiet | tail -40
+    "${specdecsim[@]}" validate "$out/live_batch" --profile "$out/h200_batch.json" --costs-source whole_forward \
+      --json "$out/val_batch.json" 2>&1 | tail -30
+    tar czf "$out/live_batch.tgz" -C "$out" live_batch && rm -rf "$out/live_batch" ;;
   collectives)  # a multi-GPU machine: allreduce / broadcast / all_gather for every world size
     nvidia-smi topo -m
     timeout 300 "${specdecsim[@]}" calibrate collectives --points data/points/h200_collectives.jsonl 2>&1 | quiet | tail -20

@@ -194,11 +194,18 @@ class OpTable(StrictModel):
 
 
 class ForwardTable(StrictModel):
-    """Whole-forward GPU latency of one model at one TP size: num_tokens x context_len grid.
+    """Whole-forward GPU latency of one model at one TP size: [batch_size x] num_tokens x context_len.
 
     A target's table (phase 'forward') prices its verify and decode forwards; a draft's tables
     price its draft step ('draft', num_tokens per request = that step's tokens) and its draft
     extend ('draft_extend', num_tokens = the accepted tokens it catches up on).
+
+    Batch axis (optional): without `batch_size` the table is measured at batch 1 only and
+    `latency_us` is [num_tokens index][context_len index] (every profile written before the axis
+    existed reads the same). With `batch_size` (requests per forward, strictly increasing)
+    `latency_us` is [batch_size index][num_tokens index][context_len index]; `num_tokens` is
+    still tokens per request, so a forward runs batch_size x num_tokens tokens. A profile may
+    hold both a batch-1 table and a batch-axis table of one (model, tp_size, mode, phase).
     """
 
     model: str = Field(description="ModelShape.name it applies to.")
@@ -208,22 +215,45 @@ class ForwardTable(StrictModel):
                                                  "model of that name but another shape does not use the table.")
     tp_size: int = Field(ge=1, le=1024)
     mode: Literal["eager", "graph"]
+    batch_size: list[Annotated[int, Field(ge=1, le=2**20)]] | None = Field(
+        None, min_length=1, max_length=4096, description="Requests per forward, 1..2**20; absent: batch 1 only.")
     num_tokens: list[Annotated[int, Field(ge=1, le=2**24)]] = Field(
         min_length=1, max_length=4096, description="Tokens per request in the forward, 1..2**24.")
     context_len: list[Annotated[int, Field(ge=1, le=2**27)]] = Field(
         min_length=1, max_length=4096, description="KV-cache length, 1..2**27.")
-    latency_us: list[list[TableLatencyUs]] = Field(
-        description="[num_tokens index][context_len index], 1e-3..1e9 us.")
+    latency_us: list[list[TableLatencyUs]] | list[list[list[TableLatencyUs]]] = Field(
+        description="[num_tokens index][context_len index], or [batch_size index][num_tokens index]"
+                    "[context_len index] with a batch axis; 1e-3..1e9 us.")
     provenance: Provenance
 
     @model_validator(mode="after")
     def _check(self) -> Self:
         _check_increasing("num_tokens", self.num_tokens)
         _check_increasing("context_len", self.context_len)
-        if len(self.latency_us) != len(self.num_tokens) or any(
-                len(row) != len(self.context_len) for row in self.latency_us):
-            raise ValueError("latency_us must be a len(num_tokens) x len(context_len) grid")
+        grid = f"len(num_tokens) x len(context_len) = {len(self.num_tokens)} x {len(self.context_len)} grid"
+        three_d = any(isinstance(row, list) and any(isinstance(v, list) for v in row) for row in self.latency_us)
+        if self.batch_size is None:
+            if three_d:
+                raise ValueError("latency_us is a [batch][num_tokens][context_len] grid but batch_size is missing")
+            grids = [self.latency_us]
+        else:
+            _check_increasing("batch_size", self.batch_size)
+            if len(self.latency_us) != len(self.batch_size) or not three_d:
+                raise ValueError(f"latency_us must hold len(batch_size) = {len(self.batch_size)} {grid}s "
+                                 "(the table has a batch_size axis)")
+            grids = self.latency_us
+        if any(len(g) != len(self.num_tokens) or any(len(row) != len(self.context_len) for row in g) for g in grids):
+            raise ValueError(f"latency_us must be a {grid}" + (" per batch size" if self.batch_size else ""))
         return self
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """The batch sizes measured: `batch_size`, or [1] for a table without the axis."""
+        return self.batch_size if self.batch_size is not None else [1]
+
+    def grid_latency_us(self) -> list[list[list[float]]]:
+        """latency_us as [batch index][num_tokens index][context_len index] (one batch: [latency_us])."""
+        return self.latency_us if self.batch_size is not None else [self.latency_us]
 
 
 class GpuRates(StrictModel):
@@ -312,10 +342,11 @@ class CalibrationProfile(StrictModel):
         dup = {k for k in keys if keys.count(k) > 1}
         if dup:
             raise ValueError(f"duplicate op tables {sorted(dup)}")
-        fwd = [(t.model, t.tp_size, t.mode, t.phase) for t in self.forwards]
+        fwd = [(t.model, t.tp_size, t.mode, t.phase, t.batch_size is not None) for t in self.forwards]
         dup = {k for k in fwd if fwd.count(k) > 1}
         if dup:
-            raise ValueError(f"duplicate whole-forward tables (model, tp_size, mode, phase) {sorted(dup)}")
+            raise ValueError(f"duplicate whole-forward tables (model, tp_size, mode, phase, has batch axis) "
+                             f"{sorted(dup)}")
         return self
 
 

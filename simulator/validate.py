@@ -17,7 +17,16 @@ profile gives) and never reads the record's timings for the prediction. Errors:
   predicted one;
 - faster placement: per cell (target, mode, acceptance, batch_size, context_len, tp_size,
   num_steps) with more than one draft placement, the measured-faster placement against the
-  predicted-faster one.
+  predicted-faster one;
+- by batch size (`summarize_by_batch`): the tok/s errors of each (mode, batch_size), and the best
+  speedup over num_steps measured and predicted there;
+- crossover (`crossovers`): per cell (record set, target, mode, acceptance, context_len, tp_size,
+  placement) over more than one batch size, the first batch size whose best speedup over
+  num_steps is <= 1 (speculation stops paying; none: it pays at every batch of the grid),
+  measured against predicted, in grid steps (the cell's sorted batch sizes; none counts as one
+  step past the largest);
+- the batch bar (`batch_bar`): median |tok/s error| <= 3% and max <= 8% over >= 4 batch sizes
+  reaching >= 32, and every crossover predicted within one grid step.
 
 The live loop's timed cycles count every accepted token (no max_new_tokens truncation), so the
 prediction uses the closed form without truncation.
@@ -275,6 +284,105 @@ def _beyond_noise(cell: list[PointComparison], default_noise_frac: float) -> boo
     return (max(tok) - min(tok)) / min(tok) > noise
 
 
+@dataclass(frozen=True)
+class BatchSummary:
+    """Error statistics over the points of one mode and batch size; best speedups over num_steps."""
+
+    mode: str
+    batch_size: int
+    num_points: int
+    median_abs_error_frac: float
+    max_abs_error_frac: float
+    max_abs_speedup_error: float | None
+    measured_best_speedup: float | None
+    predicted_best_speedup: float | None
+
+
+def summarize_by_batch(points: list[PointComparison]) -> list[BatchSummary]:
+    """BatchSummary per (mode, batch_size), in that order."""
+    out = []
+    for mode, b in sorted({(p.mode, p.batch_size) for p in points}):
+        pts = [p for p in points if p.mode == mode and p.batch_size == b]
+        err = np.abs([p.tok_per_s_error_frac for p in pts])
+        paired = [p for p in pts if p.measured_speedup is not None]
+        out.append(BatchSummary(
+            mode, b, len(pts), float(np.median(err)), float(err.max()),
+            max((abs(p.predicted_speedup - p.measured_speedup) for p in paired), default=None),
+            max((p.measured_speedup for p in paired), default=None),
+            max((p.predicted_speedup for p in paired), default=None)))
+    return out
+
+
+@dataclass(frozen=True)
+class CrossoverCheck:
+    """Where speculation stops paying along batch_size in one cell, measured against predicted.
+
+    Attributes:
+        cell: the cell's label (target, mode, acceptance, context, tp, placement, record set).
+        batch_sizes: the cell's batch sizes with a paired speedup, ascending (the grid steps).
+        measured_crossover, predicted_crossover: the first batch size whose best speedup over
+            num_steps is <= 1; None where it pays at every batch size of the grid.
+        steps_apart: grid steps between the two (None counts as one step past the largest).
+    """
+
+    cell: str
+    mode: str
+    batch_sizes: list[int]
+    measured_crossover: int | None
+    predicted_crossover: int | None
+    steps_apart: int
+    within_one_step: bool
+
+
+def crossovers(points: list[PointComparison]) -> list[CrossoverCheck]:
+    """CrossoverCheck per cell whose speculative points with a measured speedup span >= 2 batch sizes."""
+    cells: dict[tuple, list[PointComparison]] = defaultdict(list)
+    for p in points:
+        if p.speculative and p.measured_speedup is not None:
+            cells[(p.record_set, p.target, p.mode, p.acceptance, p.context_len, p.tp_size, p.placement)].append(p)
+    out = []
+    for (rset, target, mode, acc, c, tp, placement), pts in sorted(cells.items()):
+        batches = sorted({p.batch_size for p in pts})
+        if len(batches) < 2:
+            continue
+
+        def first_not_paying(speedup_of) -> int | None:
+            for b in batches:
+                if max(speedup_of(p) for p in pts if p.batch_size == b) <= 1.0:
+                    return b
+            return None
+        meas = first_not_paying(lambda p: p.measured_speedup)
+        pred = first_not_paying(lambda p: p.predicted_speedup)
+        index = {b: i for i, b in enumerate(batches)}
+        apart = abs(index.get(meas, len(batches)) - index.get(pred, len(batches)))
+        where = f" [{Path(rset).name}]" if len({q.record_set for q in points}) > 1 else ""
+        out.append(CrossoverCheck(f"{target} {mode} {acc} context {c} tp{tp} {placement}{where}", mode, batches,
+                                  meas, pred, apart, apart <= 1))
+    return out
+
+
+BATCH_BAR = dict(median_abs_error_frac=0.03, max_abs_error_frac=0.08, min_batch_sizes=4, min_largest_batch=32)
+
+
+def batch_bar(points: list[PointComparison], checks: list[CrossoverCheck], mode: str = "graph") -> tuple[bool, str]:
+    """(met, one line) of the batch bar (module docstring; BATCH_BAR) over the points of `mode`."""
+    pts = [p for p in points if p.mode == mode]
+    if not pts:
+        return False, f"batch bar: no {mode} points"
+    batches = sorted({p.batch_size for p in pts})
+    err = np.abs([p.tok_per_s_error_frac for p in pts])
+    med, worst = float(np.median(err)), float(err.max())
+    mine = [c for c in checks if c.mode == mode]
+    agree = sum(c.within_one_step for c in mine)
+    met = (med <= BATCH_BAR["median_abs_error_frac"] and worst <= BATCH_BAR["max_abs_error_frac"]
+           and len(batches) >= BATCH_BAR["min_batch_sizes"] and batches[-1] >= BATCH_BAR["min_largest_batch"]
+           and bool(mine) and agree == len(mine))
+    return met, (f"batch bar ({mode}: median |err| <= 3%, max <= 8% over >= 4 batch sizes up to >= 32, crossover "
+                 f"within one grid step): {'met' if met else 'NOT met'}: median {med:.2%}, max {worst:.2%} over "
+                 f"{len(batches)} batch sizes {batches[0]}-{batches[-1]}; crossover within one step in {agree} of "
+                 f"{len(mine)} cells")
+
+
 class ValidationReport(BaseModel):
     """The file `specdecsim validate --json` writes and `specdecsim plot --validate-json` reads."""
 
@@ -283,12 +391,17 @@ class ValidationReport(BaseModel):
     version: str = Field(__version__, description="specdecsim version that wrote it.")
     profile: str = Field(description="Profile the predictions came from.")
     summaries: list[ModeSummary]
+    batch_summaries: list[BatchSummary] = Field(default_factory=list, description="Per (mode, batch_size).")
+    crossovers: list[CrossoverCheck] = Field(default_factory=list, description="Where speculation stops paying "
+                                                                                "along batch_size, per cell.")
     points: list[PointComparison]
 
 
 def to_json(points: list[PointComparison], summaries: list[ModeSummary], profile_ref: str) -> dict:
-    """The ValidationReport of a comparison, as a JSON-ready dict."""
-    return ValidationReport(profile=profile_ref, summaries=summaries, points=points).model_dump(mode="json")
+    """The ValidationReport of a comparison (with its summaries by batch size and crossovers), as a
+    JSON-ready dict."""
+    return ValidationReport(profile=profile_ref, summaries=summaries, batch_summaries=summarize_by_batch(points),
+                            crossovers=crossovers(points), points=points).model_dump(mode="json")
 
 
 def load_validation_report(path: Path) -> ValidationReport:

@@ -288,3 +288,29 @@ def test_loop_overhead_curve_sets_host_schedule_at_the_cycles_gpu_time():
     with pytest.raises(ValueError, match="strictly increasing"):
         LoopOverheadCurve(gpu_us=[2.0, 1.0], host_schedule_us=[1.0, 1.0], baseline_gpu_us=[0.0, 1.0],
                           baseline_host_schedule_us=[1.0, 1.0])
+
+
+def test_a_batch_axis_table_prices_forwards_at_batch_above_1_and_outside_it_the_per_op_sum():
+    from simulator.profile import ForwardTable
+    from tests.conftest import ASSUMED
+    batches, tokens, contexts = [1, 2, 4, 8], [1, 2, 4, 8], [256, 1024]
+    lat = lambda b, n, c: 100.0 + 10.0 * b * n + 0.01 * b * c  # noqa: E731
+    table = ForwardTable(model="tiny-target", tp_size=1, mode="graph", batch_size=batches, num_tokens=tokens,
+                         context_len=contexts, provenance=ASSUMED,
+                         latency_us=[[[lat(b, n, c) for c in contexts] for n in tokens] for b in batches])
+    prof = flat_profile(forwards=[table])
+
+    def at_batch(b: int) -> CostModel:
+        return CostModel(make_scenario(costs=dict(source="whole_forward"),
+                                       workload=dict(batch_size=b, context_len=512, max_new_tokens=64)), prof)
+    for b in batches:  # context 512 between nodes (linear law), 4 tokens at a node
+        cost = at_batch(b)
+        (fwd,) = [k for k in cost.verify_forward().kernels if k.name == "forward"]
+        assert fwd.gpu_us == pytest.approx(lat(b, 4, 512), rel=1e-12)
+        (dec,) = [k for k in cost.decode_forward().kernels if k.name == "forward"]
+        assert dec.gpu_us == pytest.approx(lat(b, 1, 512), rel=1e-12)
+    mid = [k for k in at_batch(3).verify_forward().kernels if k.name == "forward"][0].gpu_us
+    assert lat(2, 4, 512) < mid < lat(4, 4, 512)
+    outside = at_batch(16)
+    assert "forward" not in [k.name for k in outside.verify_forward().kernels]
+    assert any("batch 16" in n and "outside the whole-forward table (batch 1-8" in n for n in outside.notes)

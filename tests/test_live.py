@@ -1,6 +1,7 @@
 """calibration.live (loop, run, grid) and `specdecsim live`: token counts, oracle acceptance, KV rollback,
 op program, LiveRun records (CPU)."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -350,7 +351,7 @@ def _one_line_error(result) -> str:
     (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
     (["--tp", "0"], "--tp must be >= 1, got 0"),
     (["--device", "nosuch"], "--device 'nosuch'"),
-    (["--quick", "--noise"], "two different grids"),
+    (["--quick", "--noise"], "different grids"),
     (["--sizes", "8b"], "--sizes goes with --tp"),
     (["--tp", "2", "--device", "nosuch"], "--device must be one of cuda, cpu"),
     (["--tp", "2", "--device", "cpu", "--sizes", "70b"], "--sizes must be a comma-separated list of"),
@@ -374,3 +375,53 @@ def test_live_on_a_cpu_runs_the_eager_points_only(tmp_path, monkeypatch):
     eager = [p for p in G.grid(quick=True) if not p.graph]
     assert len(eager) < len(G.grid(quick=True)) and "CUDA-graph points left out" in result.stderr
     assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in eager)
+
+
+def test_batch_grid_covers_the_brief_within_budget():
+    from calibration.live import grid as G
+    pts = G.batch_grid()
+    assert len({p.name for p in pts}) == len(pts) and all(p.graph and p.size == "8b" for p in pts)
+    assert {p.batch_size for p in pts} == {1, 2, 4, 8, 16, 32, 64}
+    spec = [p for p in pts if p.speculative]
+    assert {(p.num_steps, p.acceptance_rate) for p in spec} == {(1, 0.7), (3, 0.7), (5, 0.7)}
+    assert all(p.paired_baseline for p in spec) and len(pts) - len(spec) == 7  # a baseline point per batch
+    assert all(p.repeats == G.NOISE_REPEATS and p.interleaved for p in pts)
+    assert {p.cycles(G.NUM_CYCLES, G.WARMUP_CYCLES) for p in pts if p.batch_size >= 16} == {(64, 16)}
+    sc = pts[-1].scenario(*pts[-1].cycles(G.NUM_CYCLES, G.WARMUP_CYCLES))
+    assert sc.workload.batch_size == 64 and sc.fidelity.num_cycles == 64
+    # the printed estimate (roofline + launch costs; the H200 ran the batch-1 grids about 1.5x
+    # slower than it) leaves room under the 6-minute budget
+    assert 1.5 * sum(G.estimate_s(p, G.NUM_CYCLES, G.WARMUP_CYCLES) for p in pts) < 6 * 60
+
+
+def test_live_batch_grid_on_a_cpu_writes_one_record_per_point_with_per_request_acceptance(tmp_path, monkeypatch):
+    from calibration.live import grid as G
+    t = Scenario.model_validate(dict(target=TARGET, draft=DRAFT, acceptance=dict(kind="iid", acceptance_rate=0.5)))
+    monkeypatch.setattr(G, "SIZES", {"8b": (t.target, t.draft)})
+    monkeypatch.setattr(G, "CONTEXT_LEN", 64)
+    argv = ["live", "--batch-grid", "--batches", "1,3", "--device", "cpu", "--out", str(tmp_path),
+            "--cycles", "3", "--warmup", "1"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    pts = [dataclasses.replace(p, graph=False) for p in G.batch_grid(("8b",), (1, 3))]
+    assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in pts)
+    rec = LiveRun.model_validate_json((tmp_path / "8b_eager_b3_s5_a70_rep3.json").read_text())
+    assert rec.scenario.workload.batch_size == 3 and rec.scenario.acceptance.acceptance_rate == 0.7
+    assert sum(rec.accept_length_counts) == 3 * 3  # cycles x requests: one draw per request per cycle
+    assert len(rec.repeat_elapsed_us) == 3 and rec.paired_baseline_tok_per_s is not None
+    stamps = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
+    assert CliRunner().invoke(app, argv).exit_code == 0  # resume: nothing left to run
+    assert stamps == {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--batch-grid", "--noise"], "different grids"),
+    (["--batches", "1,2"], "--batches goes with --batch-grid"),
+    (["--batch-grid", "--batches", "0"], "--batches must be"),
+    (["--batch-grid", "--sizes", "70b"], "--sizes must be"),
+    (["--batch-grid", "--tp", "2"], "leave out --tp"),
+])
+def test_live_batch_grid_refuses_bad_options_in_one_line(tmp_path, argv, says):
+    result = CliRunner().invoke(app, ["live", "--out", str(tmp_path / "out"), "--device", "cpu", *argv])
+    assert says in _one_line_error(result)
+    assert not (tmp_path / "out").exists()

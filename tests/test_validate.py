@@ -162,3 +162,74 @@ def test_two_records_of_one_point_in_a_folder_get_a_note(tmp_path):
     assert r.exit_code == 0 and "more than one record in one folder for 1 point(s)" in r.output, r.output
     r = CliRunner().invoke(app, ["validate", str(tmp_path), "--json", str(tmp_path)])
     assert r.exit_code == 2 and "is a folder" in r.output
+
+
+def _batch_point(b: int, steps: int, measured: float, predicted: float, meas_speedup: float, pred_speedup: float):
+    from simulator.validate import PointComparison
+    return PointComparison(label=f"b{b} s{steps}", source="x", target="t", mode="graph", speculative=True,
+                           num_steps=steps, acceptance="iid 0.7", batch_size=b, context_len=1024,
+                           measured_tok_per_s=measured, predicted_tok_per_s=predicted,
+                           tok_per_s_error_frac=predicted / measured - 1, measured_accept_length=2.0,
+                           predicted_accept_length=2.0, measured_repeat_spread_frac=None, measured_phase_us={},
+                           predicted_phase_us={}, measured_speedup=meas_speedup, predicted_speedup=pred_speedup)
+
+
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _batch_cell(measured_stop: int | None, predicted_stop: int | None, error: float = 0.01):
+    """Two num_steps per batch; the best speedup drops to 0.9 from the given batch sizes on."""
+    pts = []
+    for b in BATCHES:
+        for steps, drop in ((1, 0.0), (3, 0.1)):
+            meas = (0.9 if measured_stop is not None and b >= measured_stop else 2.0) - drop
+            pred = (0.9 if predicted_stop is not None and b >= predicted_stop else 2.0) - drop
+            pts.append(_batch_point(b, steps, 100.0 * b, 100.0 * b * (1 + error), meas, pred))
+    return pts
+
+
+def test_batched_points_are_summarized_per_batch_size():
+    from simulator.validate import summarize_by_batch
+    pts = _batch_cell(32, 32)
+    pts[-1] = _batch_point(64, 3, 100.0, 105.0, 0.8, 0.85)
+    by_batch = {b.batch_size: b for b in summarize_by_batch(pts)}
+    assert sorted(by_batch) == list(BATCHES) and all(b.num_points == 2 for b in by_batch.values())
+    assert by_batch[1].median_abs_error_frac == pytest.approx(0.01)
+    assert by_batch[64].max_abs_error_frac == pytest.approx(0.05)
+    assert by_batch[1].measured_best_speedup == 2.0 and by_batch[64].measured_best_speedup == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("measured, predicted, apart, ok", [
+    (32, 32, 0, True), (32, 16, 1, True), (32, 64, 1, True), (16, 64, 2, False),
+    (None, 64, 1, True), (None, None, 0, True), (None, 16, 3, False)])
+def test_crossover_is_the_first_batch_where_speculation_stops_paying(measured, predicted, apart, ok):
+    from simulator.validate import crossovers
+    (c,) = crossovers(_batch_cell(measured, predicted))
+    assert (c.measured_crossover, c.predicted_crossover) == (measured, predicted)
+    assert c.batch_sizes == list(BATCHES) and c.steps_apart == apart and c.within_one_step is ok
+
+
+def test_batch_bar_needs_the_errors_the_batch_sizes_and_the_crossover():
+    from simulator.validate import batch_bar, crossovers
+    pts = _batch_cell(32, 64)
+    assert batch_bar(pts, crossovers(pts))[0]
+    pts = _batch_cell(16, 64)  # crossover two steps apart
+    met, line = batch_bar(pts, crossovers(pts))
+    assert not met and "0 of 1 cells" in line
+    pts = [p for p in _batch_cell(32, 32) if p.batch_size <= 16]  # the largest batch under 32
+    assert not batch_bar(pts, crossovers(pts))[0]
+    pts = _batch_cell(32, 32, error=0.09)
+    assert not batch_bar(pts, crossovers(pts))[0]
+
+
+def test_validate_reports_batch_sizes_and_the_crossover_and_its_json_keeps_them(profile, tmp_path):
+    from simulator.validate import load_validation_report
+    files = sorted(str(f) for f in LIVE.glob("8b_graph_b[14]_*.json") if "_rep" not in f.name)
+    out = tmp_path / "v.json"
+    result = CliRunner().invoke(app, ["validate", *files, "--costs-source", "whole_forward", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "summary by batch size" in result.output and "crossover (speculation stops paying)" in result.output
+    assert "batch bar (graph" in result.output
+    report = load_validation_report(out)
+    assert {b.batch_size for b in report.batch_summaries} == {1, 4}
+    assert len(report.crossovers) == 1 and report.crossovers[0].batch_sizes == [1, 4]

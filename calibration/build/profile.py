@@ -92,24 +92,30 @@ def collective_tables(records: dict[str, dict]) -> list[CollectiveTable]:
 
 
 def forward_tables(records: dict[str, dict]) -> list[ForwardTable]:
-    """One ForwardTable per (model, tp_size, mode, phase) from the `fwd:` points (records without a
-    phase are a target's forward)."""
+    """One ForwardTable per (model, tp_size, mode, phase) from the batch-1 `fwd:` points (records
+    without a phase are a target's forward), and one with a batch_size axis per (model, tp_size,
+    mode, phase) from the points that carry `batch_size` (bench.forwards.bench_batch_forwards)."""
     groups: dict[tuple, dict[tuple, dict]] = defaultdict(dict)
     for k, rec in records.items():
         if k.startswith("fwd:"):
-            key = (rec["model"], int(rec["tp_size"]), rec["mode"], rec.get("phase", "forward"))
-            groups[key][(rec["num_tokens"], rec["context_len"])] = rec
+            batched = "batch_size" in rec
+            key = (rec["model"], int(rec["tp_size"]), rec["mode"], rec.get("phase", "forward"), batched)
+            point = (int(rec["batch_size"]),) if batched else ()
+            groups[key][point + (rec["num_tokens"], rec["context_len"])] = rec
     tables = []
-    for (model, tp, mode, phase), pts in sorted(groups.items()):
-        grid, lat = _full_grid(f"{phase} {model} tp{tp} {mode}", ["num_tokens", "context_len"],
+    for (model, tp, mode, phase, batched), pts in sorted(groups.items()):
+        axes = (["batch_size"] if batched else []) + ["num_tokens", "context_len"]
+        grid, lat = _full_grid(f"{phase} {model} tp{tp} {mode}" + (" (batch axis)" if batched else ""), axes,
                                {p: r["latency_us"] for p, r in pts.items()})
-        n_grid, c_grid = grid["num_tokens"], grid["context_len"]
+        shape_of = [len(grid[a]) for a in axes]
         first = next(iter(pts.values()))
-        rows = np.asarray(lat).reshape(len(n_grid), len(c_grid)).tolist()
+        values = np.asarray(lat).reshape(shape_of).tolist()
         meta = records.get(f"meta:model:{model}")
         shape = {k: v for k, v in meta.items() if k not in ("name", "config_path")} if meta else None
-        tables.append(ForwardTable(model=model, tp_size=tp, mode=mode, phase=phase, num_tokens=n_grid, context_len=c_grid,
-                                   latency_us=rows, shape=shape,
+        tables.append(ForwardTable(model=model, tp_size=tp, mode=mode, phase=phase,
+                                   batch_size=[int(b) for b in grid["batch_size"]] if batched else None,
+                                   num_tokens=grid["num_tokens"], context_len=grid["context_len"],
+                                   latency_us=values, shape=shape,
                                    provenance=_provenance(first, first.get("impl", ""))))
     return tables
 
@@ -269,6 +275,8 @@ def decomposition_notes(records: dict[str, dict], forwards: list[ForwardTable]) 
                 for k, r in records.items() if k.startswith("op:")}
     notes = {}
     for fwd in forwards:
+        if fwd.batch_size is not None:  # op points are timed at batch 1: the batch-1 tables are checked
+            continue
         meta = records.get(f"meta:model:{fwd.model}")
         name = f"decomposition:{fwd.model}:tp{fwd.tp_size}:{fwd.mode}" + (
             "" if fwd.phase == "forward" else f":{fwd.phase}")

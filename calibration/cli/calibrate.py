@@ -5,6 +5,7 @@
     specdecsim calibrate merge --points P... --out OUT [--gpu-count N --interconnect T --topology T]
     specdecsim calibrate collectives --points P [--world-size N ...] [--quick] [--device cuda|cpu]
     specdecsim calibrate tp-forwards --points P [--tp N ...] [--sizes 8b,1b] [--quick] [--device cuda|cpu]
+    specdecsim calibrate forwards-batch --points P [--sizes 8b,1b] [--batches 1,2,4,8,16,32,64] [--quick]
     specdecsim calibrate loop-overhead --points P [--passes 3]    (the probe target, real models)
     specdecsim calibrate loop-reps --points P                     (tiny-model loop overheads and curve)
     specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8 ... | --shape all] [--dtype bf16|fp8]
@@ -266,6 +267,40 @@ def tp_forwards(
     n = measure_tp_forwards(_store(points), [m for s in size_keys for m in SIZES[s]], tps,
                             QUICK_GRID if quick else DEFAULT_GRID, backend="nccl" if device == "cuda" else "gloo")
     console.print(f"stored {n} points in {escape(str(points))}")
+
+
+@calibrate_app.command("forwards-batch")
+def forwards_batch(
+    points: PointsOption,
+    sizes: Annotated[str, typer.Option(help="Comma-separated (target, draft) pairs of calibration.shapes.TP_SIZES "
+                                            "(8b, 1b; tiny for a CPU smoke run).")] = "8b,1b",
+    batches: Annotated[str, typer.Option(help="Comma-separated batch sizes (requests per forward).")] =
+        "1,2,4,8,16,32,64",
+    quick: Annotated[bool, typer.Option(help="Context 1024 only (default 1024 and 2048), fewer samples.")] = False,
+    device: Annotated[Optional[str], typer.Option(help="torch device; default cuda when available (on the CPU: "
+                                                       "wall clock).")] = None,
+) -> None:
+    """Whole target forwards, draft steps and extends at batch 1..64 (CUDA graphs), into a points file
+    whose batch points build whole-forward tables with a batch axis."""
+    from calibration.shapes import TP_SIZES
+    size_keys = check_sizes("--sizes", sizes, TP_SIZES)
+    try:
+        batch_sizes = tuple(sorted({int(x) for x in batches.split(",") if x.strip()}))
+    except ValueError:
+        batch_sizes = ()
+    if not batch_sizes or batch_sizes[0] < 1 or batch_sizes[-1] > 4096:
+        fail(f"--batches must be a comma-separated list of integers in 1..4096, got {batches!r}")
+    torch = need_torch()
+    dev = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    store = _store(points)
+    from calibration.bench.forwards import BATCH_CONTEXT_LEN, QUICK_BATCH_CONTEXT_LEN, bench_batch_forwards
+    from calibration.provenance import command_line
+    from calibration.timing import TimingSettings
+    before = len(store)
+    bench_batch_forwards(store, [m for s in size_keys for m in TP_SIZES[s]], dev, command_line(), batch_sizes,
+                         QUICK_BATCH_CONTEXT_LEN if quick else BATCH_CONTEXT_LEN,
+                         settings=TimingSettings(num_replays=8) if quick else None)
+    console.print(f"stored {len(store) - before} points in {escape(str(points))} ({len(store)} in all)")
 
 
 @calibrate_app.command("loop-overhead")

@@ -2,9 +2,12 @@
 
     specdecsim live --out DIR [--quick | --noise] [--device cuda] [--cycles N] [--warmup N]
     specdecsim live --tp N --out DIR [--quick | --noise] [--sizes 8b,1b] [--eager] [--device cuda|cpu]
+    specdecsim live --batch-grid --out DIR [--sizes 8b] [--batches 1,2,4,8,16,32,64] [--device cuda]
 
 Without --tp: the single-GPU grid (calibration/live/grid.py); on a device without CUDA only its
-eager points run (CUDA graphs need a GPU). With --tp N: N spawned ranks (calibration/live/tp_grid.py),
+eager points run (CUDA graphs need a GPU). --batch-grid: the single-GPU batch grid (grid.batch_grid:
+CUDA graphs at each batch size, num_steps 1, 3, 5 at acceptance 0.7, paired baselines, 3
+interleaved repeats); on a CPU it runs eager (a smoke run of the same points). With --tp N: N spawned ranks (calibration/live/tp_grid.py),
 NCCL with one GPU each, or gloo CPU processes with --device cpu. One LiveRun JSON per point;
 points already in DIR are skipped (resume). Parses, checks, runs and writes.
 """
@@ -32,21 +35,36 @@ def live(
     warmup: Annotated[Optional[int], typer.Option(help="Warm-up cycles per point (>= 0).")] = None,
     tp: Annotated[Optional[int], typer.Option(help="Run the tensor-parallel grid over this many ranks "
                                                    "(one GPU each on CUDA; 1 is a smoke run of that path).")] = None,
-    sizes: Annotated[Optional[str], typer.Option(help="With --tp: comma-separated model sizes of "
-                                                      "calibration.shapes.TP_SIZES (default 8b,1b).")] = None,
+    sizes: Annotated[Optional[str], typer.Option(help="With --tp or --batch-grid: comma-separated model sizes of "
+                                                      "calibration.shapes.TP_SIZES (default 8b,1b; "
+                                                      "--batch-grid: 8b).")] = None,
+    batch_grid: Annotated[bool, typer.Option("--batch-grid", help="The batch grid: CUDA graphs at each of "
+                                                                  "--batches, num_steps 1, 3, 5 at acceptance "
+                                                                  "0.7, paired baselines, 3 interleaved "
+                                                                  "repeats.")] = False,
+    batches: Annotated[Optional[str], typer.Option(help="With --batch-grid: comma-separated batch sizes "
+                                                        "(default 1,2,4,8,16,32,64).")] = None,
     eager: Annotated[bool, typer.Option(help="With --tp on CUDA: eager instead of CUDA graphs.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace files in OUT that have a point's name but are "
                                                          "not LiveRun records.")] = False,
 ) -> None:
     """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
-    if quick and noise:
-        fail("--quick and --noise are two different grids: give one")
+    if quick + noise + batch_grid > 1:
+        fail("--quick, --noise and --batch-grid are different grids: give one")
+    if batches is not None and not batch_grid:
+        fail("--batches goes with --batch-grid")
+    if batch_grid and tp is not None:
+        fail("--batch-grid runs on one GPU: leave out --tp")
     check_at_least("--cycles", cycles, 1)
     check_at_least("--warmup", warmup, 0)
     check_at_least("--tp", tp, 1)
     refuse_file("--out", out)
     need_torch("specdecsim live")
-    if tp is None:
+    if batch_grid:
+        if eager:
+            fail("--eager goes with --tp (the batch grid runs CUDA graphs; on a CPU, eager)")
+        _batch_grid(out, device, cycles, warmup, sizes or "8b", batches or "1,2,4,8,16,32,64", force)
+    elif tp is None:
         if sizes is not None or eager:
             fail(f"{'--sizes' if sizes is not None else '--eager'} goes with --tp (the single-GPU grid is fixed)")
         _single_gpu(out, quick, noise, device, cycles, warmup, force)
@@ -77,6 +95,32 @@ def _single_gpu(out: Path, quick: bool, noise: bool, device: str, cycles: int | 
                               "(they need a GPU); the eager points run")
         if not points:
             fail(f"--device {device}: every point of this grid runs CUDA graphs, which need a GPU")
+    _refuse_foreign(out, points, force)
+    failed = live_grid.run_grid(points, out, num_cycles, warmup_cycles, device)
+    for name, error in failed:
+        err_console.print(f"[red]failed: {escape(name)}: {escape(error)}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _batch_grid(out: Path, device: str, cycles: int | None, warmup: int | None, sizes: str, batches: str,
+                force: bool) -> None:
+    from calibration.shapes import SIZES
+    size_keys = check_sizes("--sizes", sizes, SIZES)
+    try:
+        batch_sizes = tuple(sorted({int(x) for x in batches.split(",") if x.strip()}))
+    except ValueError:
+        batch_sizes = ()
+    if not batch_sizes or batch_sizes[0] < 1 or batch_sizes[-1] > 4096:
+        fail(f"--batches must be a comma-separated list of integers in 1..4096, got {batches!r}")
+    dev = check_device(device)
+    from calibration.live import grid as live_grid
+    num_cycles, warmup_cycles = live_grid.cycle_counts(False, cycles, warmup)
+    points = live_grid.batch_grid(size_keys, batch_sizes)
+    if dev.type != "cuda":
+        import dataclasses
+        err_console.print(f"--device {escape(device)}: the batch grid runs eager here (CUDA graphs need a GPU)")
+        points = [dataclasses.replace(p, graph=False) for p in points]
     _refuse_foreign(out, points, force)
     failed = live_grid.run_grid(points, out, num_cycles, warmup_cycles, device)
     for name, error in failed:

@@ -1,6 +1,7 @@
 """The live validation grid: real speculative runs on one GPU, one LiveRun JSON per point.
 
     specdecsim live --out data/live/h200 [--quick | --noise]
+    specdecsim live --batch-grid --out DIR [--sizes 8b] [--batches 1,2,4,8,16,32,64]
 
 Default grid (batch 1, context_len 1024, random bf16 weights):
   targets   Llama-3.1-8B and Llama-3.2-1B shapes, each with an EAGLE-3 one-layer draft
@@ -12,6 +13,12 @@ Default grid (batch 1, context_len 1024, random bf16 weights):
             (--noise: every graph batch-1 point with 3 repeats, each speculative point followed
             by a paired baseline of its target, timed in the same minute);
   batch 4   a few points (and their baselines) at batch_size 4.
+Batch grid (--batch-grid, `batch_grid`): CUDA graphs, batch_size 1..64 x num_steps 1, 3, 5 at
+acceptance 0.7 (each request its own oracle accept lengths; the loop keeps and rolls back each
+request's KV on its own), each speculative point with a paired baseline, plus the baseline
+point of each batch; 3 repeats in interleaved passes (as --noise). Points at batch >= 16 run
+BATCH_LARGE_CYCLES timed cycles (each cycle commits b x E[accept] tokens, so the token count
+stays high): the 8B grid is estimated at about 5 minutes on one H200.
 Each point is `warmup` untimed cycles then `cycles` timed ones. Points already written (and
 valid) are skipped, so an interrupted grid resumes. Budget on one H200: default grid about
 3 minutes (<= 7), --quick under 1 minute; the estimate is printed first.
@@ -46,6 +53,7 @@ NOISE_REPEATS = 3
 BASELINE_SPEC = (3, 0.7)  # spec fields a baseline's scenario carries (the baseline ignores them)
 # Rough H200 constants for the printed estimate only (not used in any record).
 EST_HBM_BYTES_PER_S = 3.4e12  # ~70% of 4.8 TB/s
+EST_BF16_FLOPS_PER_S = 6.0e14  # ~60% of 989 TFLOP/s dense: large-batch verifies are compute-bound
 EST_EAGER_LAUNCH_S, EST_GRAPH_KERNEL_S, EST_HOST_S = 12e-6, 1.5e-6, 60e-6  # per listed op (several kernels)
 
 
@@ -61,6 +69,11 @@ class GridPoint:
     repeats: int = 1
     paired_baseline: bool = False
     interleaved: bool = False  # repeats run one per pass over the grid (not back to back)
+    max_cycles: int | None = None  # timed cycles at most (fewer at large batch); None: the grid's
+
+    def cycles(self, num_cycles: int, warmup_cycles: int) -> tuple[int, int]:
+        """(timed, warm-up) cycles of this point under the grid's counts (max_cycles caps the first)."""
+        return (num_cycles if self.max_cycles is None else min(num_cycles, self.max_cycles)), warmup_cycles
 
     @property
     def speculative(self) -> bool:
@@ -98,6 +111,27 @@ def noise_grid() -> list[GridPoint]:
     return pts
 
 
+BATCH_GRID_SIZES = (1, 2, 4, 8, 16, 32, 64)
+BATCH_GRID_STEPS = (1, 3, 5)
+BATCH_GRID_RATE = 0.7
+BATCH_LARGE = 16  # batch sizes from here run BATCH_LARGE_CYCLES timed cycles
+BATCH_LARGE_CYCLES = 64
+
+
+def batch_grid(sizes: tuple[str, ...] = ("8b",), batch_sizes: tuple[int, ...] = BATCH_GRID_SIZES) -> list[GridPoint]:
+    """CUDA-graph points at each batch size: num_steps BATCH_GRID_STEPS at acceptance
+    BATCH_GRID_RATE, each with a paired baseline, and the baseline point; NOISE_REPEATS runs each
+    in interleaved passes. Batch >= BATCH_LARGE: BATCH_LARGE_CYCLES timed cycles."""
+    pts = []
+    for size in sizes:
+        for b in batch_sizes:
+            cap = BATCH_LARGE_CYCLES if b >= BATCH_LARGE else None
+            pts += [GridPoint(size, True, b, s, BATCH_GRID_RATE, NOISE_REPEATS, paired_baseline=True, interleaved=True,
+                              max_cycles=cap) for s in BATCH_GRID_STEPS]
+            pts.append(GridPoint(size, True, b, None, None, NOISE_REPEATS, interleaved=True, max_cycles=cap))
+    return pts
+
+
 def grid(quick: bool) -> list[GridPoint]:
     """Points in run order: grouped by size (one model pair in memory), then batch and mode."""
     if quick:
@@ -119,14 +153,15 @@ def grid(quick: bool) -> list[GridPoint]:
 
 
 def forward_estimate_s(ops: list, graph: bool) -> float:
-    """Rough seconds of one forward of `ops` on an H200: its HBM bytes, plus graph gaps (CUDA graph)
-    or the larger of bytes and kernel launches (eager)."""
-    gpu = sum(op.bytes for op in ops) / EST_HBM_BYTES_PER_S
+    """Rough seconds of one forward of `ops` on an H200: per op the larger of its HBM bytes and its
+    flops, plus graph gaps (CUDA graph) or the larger of that and kernel launches (eager)."""
+    gpu = sum(max(op.bytes / EST_HBM_BYTES_PER_S, op.flops / EST_BF16_FLOPS_PER_S) for op in ops)
     return gpu + len(ops) * EST_GRAPH_KERNEL_S if graph else max(gpu, len(ops) * EST_EAGER_LAUNCH_S)
 
 
 def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
     """Rough wall seconds of one point on an H200 (roofline bytes + launch costs, mean accept)."""
+    num_cycles, warmup_cycles = p.cycles(num_cycles, warmup_cycles)
     target, draft = SIZES[p.size]
     b, c = p.batch_size, CONTEXT_LEN
     decode = forward_estimate_s(sim_ops.target_forward_ops(target, 1, b, 1, c), p.graph) + EST_HOST_S
@@ -167,7 +202,7 @@ def plan_runs(todo: list[GridPoint], out: Path, num_cycles: int, warmup_cycles: 
         rec = load_record(path)
         if rec is None:
             return False
-        return path.parent != passes_dir or rec.scenario == p.scenario(num_cycles, warmup_cycles)
+        return path.parent != passes_dir or rec.scenario == p.scenario(*p.cycles(num_cycles, warmup_cycles))
     return [r for r in runs if not done(r[0], r[2])]
 
 
@@ -260,8 +295,9 @@ def run_grid(points: list[GridPoint], out: Path, num_cycles: int, warmup_cycles:
     for i, (p, reps, path) in enumerate(runs):
         t0 = time.perf_counter()
         try:
-            rec = run_live(p.scenario(num_cycles, warmup_cycles), p.speculative, num_cycles, warmup_cycles,
-                           device, reps, session, paired_baseline=p.paired_baseline)
+            n, w = p.cycles(num_cycles, warmup_cycles)
+            rec = run_live(p.scenario(n, w), p.speculative, n, w, device, reps, session,
+                           paired_baseline=p.paired_baseline)
         except (RuntimeError, ValueError) as e:  # OOM or a bad point: keep going, report at the end
             failed.append((p.name, f"{type(e).__name__}: {e}"))
             console.print(f"[red]{p.name}: {failed[-1][1]}")

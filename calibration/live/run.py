@@ -59,7 +59,8 @@ def check_graph_device(scenario: Scenario, device: torch.device) -> None:
 
 class LiveSession:
     """Models and loops kept across run points: models per (target, draft) shape pair, loops
-    (their KV caches and captured graphs) per (speculative, batch, num_steps, context, graph).
+    (their KV caches and captured graphs) per (speculative, batch, num_steps, context, graph);
+    one baseline loop per (batch, context, graph).
 
     Weights use fixed seeds (TARGET_WEIGHT_SEED, DRAFT_WEIGHT_SEED); a new shape pair frees the
     old models and loops first.
@@ -92,7 +93,9 @@ class LiveSession:
                                     self.target.embed if share else None)
             self._key = key
         w = scenario.workload
-        lkey = (speculative, w.batch_size, scenario.spec.num_steps, w.context_len, graph)
+        # a baseline loop does not depend on num_steps: one per (batch, context, mode), shared by
+        # the paired baselines of every num_steps (its KV cache is the largest buffer at large batch)
+        lkey = (speculative, w.batch_size, scenario.spec.num_steps if speculative else 0, w.context_len, graph)
         if lkey not in self._loops:
             with torch.no_grad():
                 self._loops[lkey] = (SpecLoop(self.target, self.draft, w.batch_size, w.context_len,

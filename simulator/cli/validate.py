@@ -30,7 +30,8 @@ def validate(
     """Predict every live record from a profile alone and compare with what was measured."""
     from simulator.files import VALIDATION_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for
-    from simulator.validate import compare, load_records, summarize, to_json, with_costs_source
+    from simulator.validate import (batch_bar, compare, crossovers, load_records, summarize, summarize_by_batch,
+                                    to_json, with_costs_source)
 
     if judge_mode not in ("graph", "eager", "all"):
         fail(f"--judge-mode must be graph, eager or all, got {quote(judge_mode)}")
@@ -57,6 +58,11 @@ def validate(
     if json_out is not None:
         write_json_atomic(json_out, to_json(points, summaries, str(prof_path)), allow_nan=False)
     print_validation(points, summaries)
+    if len({p.batch_size for p in points}) > 1:
+        checks = crossovers(points)
+        print_batches(summarize_by_batch(points), checks)
+        for mode in sorted({p.mode for p in points} if judge_mode == "all" else {judge_mode}):
+            console.print(escape(batch_bar(points, checks, mode)[1]), highlight=False)
     counts = Counter((p.record_set, p.label) for p in points)
     twice = [label for (_, label), n in counts.items() if n > 1]
     if twice:
@@ -107,3 +113,24 @@ def print_validation(points, summaries) -> None:
         if sm.faster_placement_cells:
             console.print(f"{escape(sm.mode)}: the predicted-faster draft placement is the measured-faster one in "
                           f"{sm.faster_placement_agree} of {sm.faster_placement_cells} cells")
+
+
+def print_batches(batch_summaries, checks) -> None:
+    """Rich table of the summary by batch size, then one line per crossover cell."""
+    t = Table(title="summary by batch size", title_justify="left")
+    for col in ("mode", "batch", "points", "median |err|", "max |err|", "max |speedup err|",
+                "best speedup meas/pred"):
+        t.add_column(col, justify="right")
+    for b in batch_summaries:
+        best = (f"{b.measured_best_speedup:.2f}/{b.predicted_best_speedup:.2f}"
+                if b.measured_best_speedup is not None else "")
+        t.add_row(escape(b.mode), str(b.batch_size), str(b.num_points), f"{b.median_abs_error_frac * 100:.2f}%",
+                  f"{b.max_abs_error_frac * 100:.2f}%",
+                  f"{b.max_abs_speedup_error:.3f}" if b.max_abs_speedup_error is not None else "", best)
+    console.print(t)
+    for c in checks:
+        def at(b):
+            return f"batch {b}" if b is not None else f"none up to batch {c.batch_sizes[-1]}"
+        console.print(f"crossover (speculation stops paying) {escape(c.cell)}: measured {at(c.measured_crossover)}, "
+                      f"predicted {at(c.predicted_crossover)}: {c.steps_apart} grid step(s) apart"
+                      f"{'' if c.within_one_step else ' [bold red](more than one)[/]'}", highlight=False)

@@ -236,9 +236,10 @@ class CostModel:
     def _model_kernels(self, model: ModelShape, tp: int, n: int, phase: str, gpus: tuple[int, ...],
                        ops: list[O.Op]) -> list[Kernel]:
         """A model's forward: its whole-forward table when costs.source is whole_forward and the
-        profile has one (batch 1: the tables are measured at batch 1; the target's 'forward' table
-        for verify and decode, the draft's 'draft' / 'draft_extend' tables) inside its measured grid,
-        else the per-op sum.
+        profile has one (the target's 'forward' table for verify and decode, the draft's 'draft' /
+        'draft_extend' tables) whose measured grid holds (batch_size, tokens, context): a table with
+        a batch axis at any batch inside it, a batch-1 table at batch 1 (LatencyLookup.find_forward);
+        else the per-op sum, with a note saying why.
         A whole forward at tp > 1 includes its collectives (timed over the TP group)."""
         b, c = self.b, self.c
         table = phase if phase in ("draft", "draft_extend") else "forward"
@@ -252,25 +253,29 @@ class CostModel:
             self.lookup.notes.add(f"{model.name}: expert routing or expert parallelism other than the uniform, "
                                   "TP-only one whole-forward tables are measured under: per-op sum")
         elif self.sc.costs.source == "whole_forward":
-            found = self.lookup.find_forward(model, tp, self.mode, table) if b == 1 else None
-            if found is not None and self.lookup.table_covers(found, n, c):
+            found = self.lookup.find_forward(model, tp, self.mode, table, b)
+            if found is not None and self.lookup.table_covers(found, n, c, b):
                 if found.model != model.name:
                     self.lookup.notes.add(f"{model.name}: whole-forward {table} table of {found.model} (same shape) used")
-                gpu = self.lookup.table_us(found, n, c) * self.sc.costs.compute_latency_scale
+                gpu = self.lookup.table_us(found, n, c, b) * self.sc.costs.compute_latency_scale
                 gpu *= self.lookup.transfer_ratio(ops)  # 1 unless the profile is carried to another GPU
                 return [Kernel("forward", phase, "compute", gpu, 0.0, gpus)]
             if found is not None:  # outside the measured grid: the per-op sum scales, a clamped table would not
                 where = []
+                bs = found.batch_sizes
+                if not bs[0] <= b <= bs[-1]:
+                    where.append(f"batch {b}")
                 if not found.num_tokens[0] <= n <= found.num_tokens[-1]:
                     where.append(f"{n} tokens")
                 if not found.context_len[0] <= c <= found.context_len[-1]:
                     where.append(f"context {c}")
                 self.lookup.notes.add(f"{model.name} {table} at {' and '.join(where)}: outside the whole-forward "
-                                      f"table (tokens {found.num_tokens[0]}-{found.num_tokens[-1]}, context "
-                                      f"{found.context_len[0]}-{found.context_len[-1]}): per-op sum")
+                                      f"table (batch {bs[0]}-{bs[-1]}, tokens {found.num_tokens[0]}-"
+                                      f"{found.num_tokens[-1]}, context {found.context_len[0]}-"
+                                      f"{found.context_len[-1]}): per-op sum")
             else:
-                self.lookup.notes.add(f"no whole-forward {table} table for {model.name} tp{tp} {self.mode} at "
-                                      f"batch {b}: per-op sum")
+                self.lookup.notes.add(f"no whole-forward {table} table for {model.name} tp{tp} {self.mode}: "
+                                      "per-op sum")
         return self._kernels(ops, phase, gpus)
 
     def _moe_changed(self, model: ModelShape) -> bool:

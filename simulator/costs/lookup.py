@@ -269,13 +269,19 @@ class LatencyLookup:
         return inside * roof / roofline_collective_us(kind, s, world_size, self.rf)
 
     # ---- whole forwards -----------------------------------------------------------------------
-    def find_forward(self, model, tp_size: int, mode: str, phase: str = "forward") -> ForwardTable | None:
+    def find_forward(self, model, tp_size: int, mode: str, phase: str = "forward",
+                     batch_size: int = 1) -> ForwardTable | None:
         """The whole-forward table for this model (a ModelShape), tp_size, mode and phase ('forward'
         for a target; 'draft' or 'draft_extend' for a draft), or None.
 
         A table applies when it names the model and, where it recorded a shape, has the model's
         shape; a table recorded under another name with exactly the model's shape applies too
         (the cost depends on the shape, not the name; the cost model notes it where it uses one).
+
+        Batch: a table with a batch axis whose measured batch sizes span `batch_size` comes
+        first (at batch 1 too: its batch-1 slice was timed with its other batch sizes); else a
+        batch-1 table (no batch axis) when batch_size is 1; else the batch-axis table nearest in
+        batch, which the caller finds outside its grid (`table_covers`), or None.
         """
         labels = {"name", "config_path", "config_notes"}  # not the shape
         mine = model.model_dump(exclude=labels)
@@ -287,14 +293,18 @@ class LatencyLookup:
                 mine.get(k) == (t.shape[k] if k in t.shape else fields[k].default)
                 for k in (set(mine) | set(t.shape)) - labels)
         cands = [t for t in self.profile.forwards if t.tp_size == tp_size and t.mode == mode and t.phase == phase]
+        mine_named, other_named = [], []
         for t in cands:
             if t.model == model.name:
                 if t.shape is None or same_shape(t):
-                    return t
-                self.notes.add(f"whole-forward table for {model.name} was measured with another shape")
-        for t in cands:
-            if t.model != model.name and same_shape(t):
-                return t
+                    mine_named.append(t)
+                else:
+                    self.notes.add(f"whole-forward table for {model.name} was measured with another shape")
+            elif same_shape(t):
+                other_named.append(t)
+        for found in (mine_named, other_named):
+            if found:
+                return min(found, key=lambda t: _batch_rank(t, batch_size))
         return None
 
     def has_forward(self, model, tp_size: int, mode: str, phase: str = "forward") -> bool:
@@ -302,40 +312,58 @@ class LatencyLookup:
         return self.find_forward(model, tp_size, mode, phase) is not None
 
     def forward_us(self, model: str, tp_size: int, mode: str, num_tokens: int, context_len: int,
-                   phase: str = "forward") -> float:
-        """Whole-forward latency from a ForwardTable (see has_forward for `phase`).
+                   phase: str = "forward", batch_size: int = 1) -> float:
+        """Whole-forward latency from a ForwardTable (see has_forward for `phase`): a batch-axis
+        table spanning `batch_size` where there is one, else the batch-1 table.
 
         Raises:
             KeyError: no table for (model, tp_size, mode, phase), naming the tables there are.
         """
-        table = next((t for t in self.profile.forwards
-                      if t.model == model and t.tp_size == tp_size and t.mode == mode and t.phase == phase), None)
-        if table is None:
+        tables = [t for t in self.profile.forwards
+                  if t.model == model and t.tp_size == tp_size and t.mode == mode and t.phase == phase]
+        if not tables:
             have = sorted({(t.model, t.tp_size, t.mode, t.phase) for t in self.profile.forwards})
             raise KeyError(f"profile {self.profile.name!r} has no whole-forward table for model "
                            f"{model!r} tp_size={tp_size} mode={mode} phase={phase}; it has {have or 'none'}")
-        return self.table_us(table, num_tokens, context_len)
+        table = min(tables, key=lambda t: _batch_rank(t, batch_size))
+        return self.table_us(table, num_tokens, context_len, batch_size)
 
     @staticmethod
-    def table_covers(table: ForwardTable, num_tokens: int, context_len: int) -> bool:
-        """Whether (num_tokens, context_len) lies inside the table's measured grid."""
+    def table_covers(table: ForwardTable, num_tokens: int, context_len: int, batch_size: int = 1) -> bool:
+        """Whether (batch_size, num_tokens, context_len) lies inside the table's measured grid (a
+        table without a batch axis covers batch 1 only)."""
         return (table.num_tokens[0] <= num_tokens <= table.num_tokens[-1]
-                and table.context_len[0] <= context_len <= table.context_len[-1])
+                and table.context_len[0] <= context_len <= table.context_len[-1]
+                and table.batch_sizes[0] <= batch_size <= table.batch_sizes[-1])
 
-    def table_us(self, table: ForwardTable, num_tokens: int, context_len: int) -> float:
-        """Latency from one ForwardTable, interpolated (clamped at its edges, with a note)."""
+    def table_us(self, table: ForwardTable, num_tokens: int, context_len: int, batch_size: int = 1) -> float:
+        """Latency from one ForwardTable, interpolated (clamped at its edges, with a note): log-log
+        over batch_size and num_tokens, linear over context_len (module docstring)."""
         interp = self._forward_interp(table)
-        point = {"num_tokens": float(num_tokens), "context_len": float(context_len)}
+        point = {"batch_size": float(batch_size), "num_tokens": float(num_tokens), "context_len": float(context_len)}
         edge = interp.clamp(point)
         if edge != point:
-            self.notes.add(f"forward {table.model} {table.phase}: ({num_tokens}, {context_len}) outside measured "
-                           "range: clamped")
+            self.notes.add(f"forward {table.model} {table.phase}: (batch {batch_size}, {num_tokens} tokens, context "
+                           f"{context_len}) outside measured range: clamped")
         return interp(edge)
 
     def _forward_interp(self, table: ForwardTable) -> _Interp:
-        key = (table.model, table.tp_size, table.mode, table.phase)
+        key = (table.model, table.tp_size, table.mode, table.phase, table.batch_size is not None)
         if key not in self._fwd_interp:
-            self._fwd_interp[key] = _Interp(["num_tokens", "context_len"],
-                                            {"num_tokens": table.num_tokens, "context_len": table.context_len},
-                                            np.asarray(table.latency_us, dtype=float))
+            self._fwd_interp[key] = _Interp(
+                ["batch_size", "num_tokens", "context_len"],
+                {"batch_size": table.batch_sizes, "num_tokens": table.num_tokens, "context_len": table.context_len},
+                np.asarray(table.grid_latency_us(), dtype=float))
         return self._fwd_interp[key]
+
+
+def _batch_rank(table: ForwardTable, batch_size: int) -> tuple:
+    """Sort key choosing among one model's forward tables for `batch_size`: a batch-axis table
+    spanning it, then a batch-1 table at batch 1, then the batch-axis table nearest in log batch."""
+    lo, hi = table.batch_sizes[0], table.batch_sizes[-1]
+    spans = lo <= batch_size <= hi
+    if table.batch_size is not None and spans:
+        return (0, 0.0)
+    if spans:
+        return (1, 0.0)
+    return (2, min(abs(math.log(batch_size / lo)), abs(math.log(batch_size / hi))))
