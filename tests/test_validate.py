@@ -233,3 +233,17 @@ def test_validate_reports_batch_sizes_and_the_crossover_and_its_json_keeps_them(
     report = load_validation_report(out)
     assert {b.batch_size for b in report.batch_summaries} == {1, 4}
     assert len(report.crossovers) == 1 and report.crossovers[0].batch_sizes == [1, 4]
+
+
+def test_committed_batch_grid_meets_the_batch_bar():
+    """docs/validation.md, Batch > 1: the live batch grid on the H200 (batch 1-64) from the profile
+    with batch-axis whole forwards (data/profiles/h200_batch.json), whole-forward costs."""
+    from simulator.profile import load_profile
+    from simulator.validate import batch_bar, compare, crossovers, load_records, with_costs_source
+    root = Path(__file__).resolve().parents[1]
+    records = with_costs_source(load_records([root / "data" / "live" / "h200_batch"]), "whole_forward")
+    profile = load_profile(root / "data" / "profiles" / "h200_batch.json")
+    points = compare(records, profile)
+    assert len(points) == 28 and {p.batch_size for p in points} == {1, 2, 4, 8, 16, 32, 64}
+    ok, line = batch_bar(points, crossovers(points))
+    assert ok, line
