@@ -4,7 +4,7 @@ A scenario's `serving_engine:` section picks one `kind`:
 - `live_loop`: the project's own PyTorch loop (calibration/live/), unfused kernels, the profile's
   own host costs (measured on that loop). Predictions for it are validated against live runs.
 - `sglang`, `vllm`, `trtllm`: the serving engines' cycles (`EngineModel`), each a documented
-  structure with named parameters whose defaults carry their source (`ENGINE_DEFAULTS_SOURCES`).
+  structure with named parameters whose defaults carry their source (the class docstrings).
 
 What an engine model decides (simulator.costs.forward.CostModel reads it through the methods
 below, so every kind answers the same questions):
@@ -44,7 +44,15 @@ LIVE_LOOP_ONLY = {"cuda_graph": "graph_decode / graph_verify / graph_draft / gra
                   "host_overhead_overlapped": "overlap_scheduler"}
 
 
-class LiveLoopEngine(StrictModel):
+class _GraphTables:
+    """What every engine kind answers the same way from its graph modes."""
+
+    def collective_mode(self, batch_size: int) -> str:
+        """'graph' or 'eager': which of the profile's collective and whole-forward tables apply."""
+        return "graph" if self.graph_mode("decode", batch_size) != "none" else "eager"
+
+
+class LiveLoopEngine(_GraphTables, StrictModel):
     """The project's own live loop (calibration/live/loop.py): the profile's host costs and kernels.
 
     Every forward replays as one CUDA graph (or runs eagerly); host scheduling per cycle is the
@@ -77,19 +85,15 @@ class LiveLoopEngine(StrictModel):
     def overlapped(self) -> bool:
         return self.host_overhead_overlapped
 
-    def collective_mode(self, batch_size: int) -> str:
-        """'graph' or 'eager': which of the profile's collective and whole-forward tables apply."""
-        return "graph" if self.graph_mode("decode", batch_size) != "none" else "eager"
-
     @property
     def label(self) -> str:
         return f"live loop, {'CUDA graph' if self.cuda_graph else 'eager'}"
 
 
-class EngineModel(StrictModel):
+class EngineModel(_GraphTables, StrictModel):
     """A serving engine's speculative cycle (SGLang, vLLM, TensorRT-LLM): shared fields.
 
-    Subclasses set the defaults of their engine, each with its source (ENGINE_DEFAULTS_SOURCES).
+    Subclasses set the defaults of their engine, each with its source (each subclass's docstring).
     Host times are per event on the host's critical path; with `overlap_scheduler` the host work
     of cycle i+1 runs while the GPU runs cycle i (simulator.analytic).
     """
@@ -160,10 +164,6 @@ class EngineModel(StrictModel):
     @property
     def overlapped(self) -> bool:
         return self.overlap_scheduler
-
-    def collective_mode(self, batch_size: int) -> str:
-        """'graph' or 'eager': which of the profile's collective and whole-forward tables apply."""
-        return "graph" if self.graph_mode("decode", batch_size) != "none" else "eager"
 
     @property
     def label(self) -> str:

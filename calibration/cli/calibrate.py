@@ -28,7 +28,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from calibration.cli.common import (TP_DEVICES, check_at_least, check_choice, check_device, check_gpus, check_sizes,
+from calibration.cli.common import (TP_DEVICES, check_at_least, check_batches, check_choice, check_device, check_gpus, check_sizes,
                                     FORCE_HELP, check_output, check_points_file, console, err_console, fail,
                                     need_torch, refuse_file)
 from simulator.files import DIAGNOSTIC_OUTPUT, PROFILE_OUTPUT
@@ -284,12 +284,7 @@ def forwards_batch(
     whose batch points build whole-forward tables with a batch axis."""
     from calibration.shapes import TP_SIZES
     size_keys = check_sizes("--sizes", sizes, TP_SIZES)
-    try:
-        batch_sizes = tuple(sorted({int(x) for x in batches.split(",") if x.strip()}))
-    except ValueError:
-        batch_sizes = ()
-    if not batch_sizes or batch_sizes[0] < 1 or batch_sizes[-1] > 4096:
-        fail(f"--batches must be a comma-separated list of integers in 1..4096, got {batches!r}")
+    batch_sizes = check_batches("--batches", batches)
     torch = need_torch()
     dev = check_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     store = _store(points)

@@ -112,3 +112,14 @@ def refuse_file(option: str, path: Path) -> None:
     """Exit 2 when an output folder option names something that exists and is not a folder."""
     if path.exists() and not path.is_dir():
         fail(f"{option} {path} exists and is not a folder")
+
+
+def check_batches(flag: str, batches: str) -> tuple[int, ...]:
+    """A comma-separated list of batch sizes, sorted and unique; exit 2 unless all are in 1..4096."""
+    try:
+        sizes = tuple(sorted({int(x) for x in batches.split(",") if x.strip()}))
+    except ValueError:
+        sizes = ()
+    if not sizes or sizes[0] < 1 or sizes[-1] > 4096:
+        fail(f"{flag} must be a comma-separated list of integers in 1..4096, got {batches!r}")
+    return sizes

@@ -20,7 +20,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from calibration.cli.common import (TP_DEVICES, check_at_least, check_choice, check_device, check_gpus, check_sizes,
+from calibration.cli.common import (TP_DEVICES, check_at_least, check_batches, check_choice, check_device, check_gpus, check_sizes,
                                     err_console, fail, need_torch, refuse_file)
 
 
@@ -107,12 +107,7 @@ def _batch_grid(out: Path, device: str, cycles: int | None, warmup: int | None, 
                 force: bool) -> None:
     from calibration.shapes import SIZES
     size_keys = check_sizes("--sizes", sizes, SIZES)
-    try:
-        batch_sizes = tuple(sorted({int(x) for x in batches.split(",") if x.strip()}))
-    except ValueError:
-        batch_sizes = ()
-    if not batch_sizes or batch_sizes[0] < 1 or batch_sizes[-1] > 4096:
-        fail(f"--batches must be a comma-separated list of integers in 1..4096, got {batches!r}")
+    batch_sizes = check_batches("--batches", batches)
     dev = check_device(device)
     from calibration.live import grid as live_grid
     num_cycles, warmup_cycles = live_grid.cycle_counts(False, cycles, warmup)
