@@ -42,7 +42,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from calibration.live.grid import CONTEXT_LEN, GridPoint, estimate_s
+from calibration.live.grid import CONTEXT_LEN, GridPoint, estimate_s  # CONTEXT_LEN: the window of every run
 from calibration.live.loop import DecodeLoop, SpecLoop
 from calibration.live.run import LiveSession, check_single_gpu_scenario, hardware_info
 from calibration.provenance import command_line, git_commit
