@@ -157,3 +157,18 @@ def test_des_decode_context_len_prices_a_static_window(monkeypatch):
                         prof, True)
     assert np.array_equal(fixed.step_batch_size, long.step_batch_size)
     assert long.step_end_us[-1] > fixed.step_end_us[-1]
+
+
+def test_the_committed_h200_serving_runs_meet_the_bar():
+    """data/live/h200_serving (one H200, 8B shapes, C = 1, 4, 16, 32, s3 a0.7 and baseline) against
+    data/profiles/h200_batch.json whole forwards: tok/s and TPOT p50 within 5% (measured 0.8%, 1.1%)."""
+    from pathlib import Path
+
+    from simulator.profile import load_profile
+    from simulator.serving.live_check import load_serving_records
+    root = Path(__file__).resolve().parent.parent
+    recs = load_serving_records([root / "data/live/h200_serving"])
+    prof = load_profile(root / "data/profiles/h200_batch.json")
+    rows = [check_record(src, rec, prof, "whole_forward") for src, rec in recs]
+    assert len(rows) == 8 and all(r.same_schedule for r in rows)
+    assert serving_bar(rows)[0], serving_bar(rows)[1]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -55,7 +56,7 @@ def validate_serving(
                   f"{r.tok_per_s_error_frac:+.1%}", f"{r.measured_tpot_p50_us / US_PER_MS:.2f}",
                   f"{r.predicted_tpot_p50_us / US_PER_MS:.2f}", f"{r.tpot_p50_error_frac:+.1%}",
                   f"{r.ttft_p50_error_frac:+.1%}", f"{r.itl_p50_error_frac:+.1%}")
-    console.print(t)
+    Console(width=max(console.width, 150)).print(t)
     met, line = serving_bar(rows, bar_pct / 100)
     console.print(escape(line), highlight=False)
     if json_out is not None:
