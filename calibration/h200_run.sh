@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|traces|traces-session|calibrate|live|noise|batch|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
+#   bash calibration/h200_run.sh quick|traces|traces-session|calibrate|live|noise|batch|serving|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy, prometheus_client)
 # for the machine's python3, which has torch (and typer, rich, numpy, scipy, pyyaml) but not those.
 # Multicast stays off. Every case is a `specdecsim` subcommand, run as `python3 -m simulator.cli`
@@ -67,6 +67,16 @@ case $what in
     "${specdecsim[@]}" validate "$out/live_batch" --profile "$out/h200_batch.json" --costs-source whole_forward \
       --json "$out/val_batch.json" 2>&1 | tail -30
     tar czf "$out/live_batch.tgz" -C "$out" live_batch && rm -rf "$out/live_batch" ;;
+  serving)  # one H200, one call (~4-5 min, under 8): the live loop as a closed-loop server (8B shapes, CUDA graphs,
+            # fixed slots, pre-filled KV) at concurrency 1,4,16,32, num_steps 3 at acceptance 0.7 and the baseline,
+            # max(24, 12 x C) requests of 64..256 output tokens each (live runs ~2-3 min: about 70 engine steps per
+            # request over C slots at 7-11 ms a step); then the serving DES on each record's scenario
+            # (whole forwards of data/profiles/h200_batch.json), tok/s and TPOT p50 within 5%
+    timeout 400 "${specdecsim[@]}" live --serving --sizes 8b --concurrency 1,4,16,32 --num-steps 3 \
+      --out "$out/live_serving" 2>&1 | quiet | tail -30
+    timeout 120 "${specdecsim[@]}" validate-serving "$out/live_serving" --profile data/profiles/h200_batch.json \
+      --costs-source whole_forward --json "$out/val_serving.json" 2>&1 | tail -20
+    tar czf "$out/live_serving.tgz" -C "$out" live_serving && rm -rf "$out/live_serving" ;;
   collectives)  # a multi-GPU machine: allreduce / broadcast / all_gather for every world size
     nvidia-smi topo -m
     timeout 300 "${specdecsim[@]}" calibrate collectives --points data/points/h200_collectives.jsonl 2>&1 | quiet | tail -20

@@ -31,6 +31,7 @@ HTML_GENERATOR = '<meta name="generator" content="specdecsim">'
 SIMULATION_OUTPUT = "simulation/1"
 TRACE_OUTPUT = "trace/1"
 VALIDATION_OUTPUT = "validation/1"
+SERVING_VALIDATION_OUTPUT = "serving_validation/1"  # `specdecsim validate-serving --json`
 SWEEP_OUTPUT = "sweep/1"
 HARDWARE_OUTPUT = "hardware/1"
 PROFILE_OUTPUT = "profile/1"  # recognised by its keys (the profile schema allows no marker)

@@ -3,6 +3,12 @@
 `specdecsim live` (calibration/live/) writes these (one JSON file per run point); `specdecsim
 validate` reads them and predicts each point from a profile alone. The embedded `scenario` is a
 full Scenario dict, so the prediction runs the very set-up that was measured.
+
+`LiveServingRun` (`specdecsim live --serving`, calibration/live/serving.py): the live loop run as a
+closed-loop server; its scenario's `serving:` section is the workload, its per-request and
+per-step facts are `simulator.serving.engine.ServingRecords` columns with wall-clock times, and its
+`result` is `simulator.serving.metrics.serving_metrics` of them. `specdecsim validate-serving`
+runs the serving DES on the same scenario (simulator/serving/live_check.py).
 """
 
 from __future__ import annotations
@@ -10,10 +16,13 @@ from __future__ import annotations
 from statistics import median
 from typing import Annotated, Literal, Self
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from simulator.config import Scenario, StrictModel, legacy_keys, migrate_legacy_scenario
 from simulator.profile import HardwareInfo
+from simulator.serving.engine import ServingRecords
+from simulator.serving.metrics import ServingResult
 from simulator.units import US_PER_S
 
 LIVE_PHASES = ("draft", "verify", "accept", "draft_extend", "sync", "host", "decode")
@@ -126,3 +135,100 @@ class LiveRun(StrictModel):
         if self.repeat_elapsed_us:
             return [e / self.num_cycles for e in self.repeat_elapsed_us]
         return []
+
+
+MAX_SERVING_REQUESTS = 1_000_000
+MAX_SERVING_STEPS = 100_000_000
+TimeUs = Annotated[float, Field(ge=0, le=1e12)]
+Tokens = Annotated[int, Field(ge=0, le=10**9)]
+
+
+class LiveServingRun(StrictModel):
+    """One live serving run: the live loop driven by the serving scheduler (closed loop, fixed
+    batch slots), speculative or the no-speculation baseline, wall-clock times in us from the
+    run's start.
+
+    Per request (n, in arrival order): `arrival_us`, `admit_us`, `first_token_us`, `finish_us`,
+    `input_tokens`, `output_tokens`; per inter-token gap (m): `itl_request_idx`, `itl_us`; per
+    engine step (k): start, end, decode requests, draft steps (0 = plain decode), summed raw
+    accept lengths. `result` is `simulator.serving.metrics.serving_metrics` of these columns
+    (no warm-up cut, no SLOs), so the live and simulated runs are measured by one function.
+    """
+
+    schema_version: Literal[1] = 1
+    kind: Literal["live_serving"] = "live_serving"
+    scenario: Scenario
+    speculative: bool = Field(description="False = the no-speculation baseline of the same workload.")
+    warmup_cycles: int = Field(ge=0, le=10**6, description="Untimed loop cycles run before the clock started.")
+    arrival_us: list[TimeUs] = Field(max_length=MAX_SERVING_REQUESTS)
+    admit_us: list[TimeUs] = Field(max_length=MAX_SERVING_REQUESTS)
+    first_token_us: list[TimeUs] = Field(max_length=MAX_SERVING_REQUESTS)
+    finish_us: list[TimeUs] = Field(max_length=MAX_SERVING_REQUESTS)
+    input_tokens: list[Annotated[int, Field(ge=1, le=2_097_152)]] = Field(max_length=MAX_SERVING_REQUESTS)
+    output_tokens: list[Annotated[int, Field(ge=1, le=2_097_152)]] = Field(max_length=MAX_SERVING_REQUESTS)
+    itl_request_idx: list[Tokens] = Field(max_length=MAX_SERVING_STEPS)
+    itl_us: list[TimeUs] = Field(max_length=MAX_SERVING_STEPS)
+    step_start_us: list[TimeUs] = Field(max_length=MAX_SERVING_STEPS)
+    step_end_us: list[TimeUs] = Field(max_length=MAX_SERVING_STEPS)
+    step_batch_size: list[Tokens] = Field(max_length=MAX_SERVING_STEPS)
+    step_num_steps: list[Annotated[int, Field(ge=0, le=64)]] = Field(max_length=MAX_SERVING_STEPS)
+    step_accepted: list[Tokens] = Field(max_length=MAX_SERVING_STEPS)
+    result: ServingResult
+    hardware: HardwareInfo | None = None
+    created_utc: str | None = None
+    git_commit: str | None = None
+    command_line: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        sc = self.scenario
+        if sc.serving is None or sc.serving.arrivals.kind != "closed_loop":
+            raise ValueError("scenario.serving must be set, with closed_loop arrivals")
+        n = len(self.arrival_us)
+        per_req = ("admit_us", "first_token_us", "finish_us", "input_tokens", "output_tokens")
+        if n == 0 or any(len(getattr(self, f)) != n for f in per_req):
+            raise ValueError(f"arrival_us, {', '.join(per_req)} must have one entry per request (>= 1), got "
+                             f"{[len(getattr(self, f)) for f in ('arrival_us',) + per_req]}")
+        k = len(self.step_start_us)
+        per_step = ("step_end_us", "step_batch_size", "step_num_steps", "step_accepted")
+        if k == 0 or any(len(getattr(self, f)) != k for f in per_step):
+            raise ValueError(f"step_start_us, {', '.join(per_step)} must have one entry per step (>= 1)")
+        if len(self.itl_us) != len(self.itl_request_idx) or any(i >= n for i in self.itl_request_idx):
+            raise ValueError("itl_us and itl_request_idx must be as long as each other, indices < requests")
+        for i, (a, f0, f1) in enumerate(zip(self.arrival_us, self.first_token_us, self.finish_us)):
+            if not a <= f0 <= f1:
+                raise ValueError(f"request {i}: needs arrival_us <= first_token_us <= finish_us, got {a}, {f0}, {f1}")
+        if any(e < s for s, e in zip(self.step_start_us, self.step_end_us)):
+            raise ValueError("a step ends before it starts (step_end_us < step_start_us)")
+        if any(b > sc.serving.arrivals.concurrency for b in self.step_batch_size):
+            raise ValueError(f"a step's batch exceeds concurrency {sc.serving.arrivals.concurrency}")
+        if not self.speculative and any(self.step_num_steps):
+            raise ValueError("a baseline run has no speculative steps (step_num_steps must be 0)")
+        return self
+
+    def serving_records(self) -> ServingRecords:
+        """The record's facts as the serving DES's records (what `serving_metrics` reads)."""
+        f = lambda v: np.asarray(v, dtype=float)  # noqa: E731
+        i = lambda v: np.asarray(v, dtype=np.int64)  # noqa: E731
+        return ServingRecords(
+            arrival_us=f(self.arrival_us), admit_us=f(self.admit_us), first_token_us=f(self.first_token_us),
+            finish_us=f(self.finish_us), input_tokens=i(self.input_tokens), output_tokens=i(self.output_tokens),
+            num_preemptions=np.zeros(len(self.arrival_us), dtype=np.int64),
+            itl_request_idx=i(self.itl_request_idx), itl_us=f(self.itl_us),
+            step_start_us=f(self.step_start_us), step_end_us=f(self.step_end_us),
+            step_batch_size=i(self.step_batch_size), step_num_steps=i(self.step_num_steps),
+            step_prefill_tokens=np.zeros(len(self.step_start_us), dtype=np.int64),
+            step_accepted=i(self.step_accepted), speculative=self.speculative)
+
+
+def serving_record_fields(rec: ServingRecords) -> dict:
+    """The per-request and per-step columns of `LiveServingRun` from serving records (all finished)."""
+    if np.isnan(rec.finish_us).any():
+        raise ValueError("every request of a live serving run must finish")
+    return dict(
+        arrival_us=rec.arrival_us.tolist(), admit_us=rec.admit_us.tolist(), first_token_us=rec.first_token_us.tolist(),
+        finish_us=rec.finish_us.tolist(), input_tokens=rec.input_tokens.tolist(),
+        output_tokens=rec.output_tokens.tolist(), itl_request_idx=rec.itl_request_idx.tolist(),
+        itl_us=rec.itl_us.tolist(), step_start_us=rec.step_start_us.tolist(), step_end_us=rec.step_end_us.tolist(),
+        step_batch_size=rec.step_batch_size.tolist(), step_num_steps=rec.step_num_steps.tolist(),
+        step_accepted=rec.step_accepted.tolist(), speculative=rec.speculative)

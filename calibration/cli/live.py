@@ -3,12 +3,15 @@
     specdecsim live --out DIR [--quick | --noise] [--device cuda] [--cycles N] [--warmup N]
     specdecsim live --tp N --out DIR [--quick | --noise] [--sizes 8b,1b] [--eager] [--device cuda|cpu]
     specdecsim live --batch-grid --out DIR [--sizes 8b] [--batches 1,2,4,8,16,32,64] [--device cuda]
+    specdecsim live --serving --out DIR [--sizes 8b] [--concurrency 1,4,16,32] [--num-steps 3] [--requests N]
 
 Without --tp: the single-GPU grid (calibration/live/grid.py); on a device without CUDA only its
 eager points run (CUDA graphs need a GPU). --batch-grid: the single-GPU batch grid (grid.batch_grid:
 CUDA graphs at each batch size, num_steps 1, 3, 5 at acceptance 0.7, paired baselines, 3
 interleaved repeats); on a CPU it runs eager (a smoke run of the same points). With --tp N: N spawned ranks (calibration/live/tp_grid.py),
-NCCL with one GPU each, or gloo CPU processes with --device cpu. One LiveRun JSON per point;
+NCCL with one GPU each, or gloo CPU processes with --device cpu. --serving: the live loop as a
+closed-loop server at each concurrency (calibration/live/serving.py; speculative and baseline, one
+LiveServingRun JSON each; eager on a CPU). One LiveRun JSON per point;
 points already in DIR are skipped (resume). Parses, checks, runs and writes.
 """
 
@@ -45,12 +48,26 @@ def live(
     batches: Annotated[Optional[str], typer.Option(help="With --batch-grid: comma-separated batch sizes "
                                                         "(default 1,2,4,8,16,32,64).")] = None,
     eager: Annotated[bool, typer.Option(help="With --tp on CUDA: eager instead of CUDA graphs.")] = False,
+    serving: Annotated[bool, typer.Option("--serving", help="Closed-loop serving runs at each --concurrency "
+                                                            "(continuous batching, seeded output lengths), "
+                                                            "speculative and baseline.")] = False,
+    concurrency: Annotated[Optional[str], typer.Option(help="With --serving: comma-separated requests in flight "
+                                                            "(default 1,4,16,32).")] = None,
+    num_steps: Annotated[Optional[int], typer.Option(help="With --serving: draft steps of the speculative runs "
+                                                          "(default 3).")] = None,
+    requests: Annotated[Optional[int], typer.Option(help="With --serving: requests per run (default "
+                                                         "max(24, 12 x concurrency)).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace files in OUT that have a point's name but are "
                                                          "not LiveRun records.")] = False,
 ) -> None:
     """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
-    if quick + noise + batch_grid > 1:
-        fail("--quick, --noise and --batch-grid are different grids: give one")
+    if quick + noise + batch_grid + serving > 1:
+        fail("--quick, --noise, --batch-grid and --serving are different grids: give one")
+    for opt, v in (("--concurrency", concurrency), ("--num-steps", num_steps), ("--requests", requests)):
+        if v is not None and not serving:
+            fail(f"{opt} goes with --serving")
+    if serving and (tp is not None or cycles is not None or warmup is not None or eager):
+        fail("--serving runs on one GPU with its own step counts: leave out --tp, --cycles, --warmup, --eager")
     if batches is not None and not batch_grid:
         fail("--batches goes with --batch-grid")
     if batch_grid and tp is not None:
@@ -59,8 +76,12 @@ def live(
     check_at_least("--warmup", warmup, 0)
     check_at_least("--tp", tp, 1)
     refuse_file("--out", out)
+    check_at_least("--num-steps", num_steps, 1)
+    check_at_least("--requests", requests, 1)
     need_torch("specdecsim live")
-    if batch_grid:
+    if serving:
+        _serving(out, device, sizes or "8b", concurrency or "1,4,16,32", num_steps or 3, requests, force)
+    elif batch_grid:
         if eager:
             fail("--eager goes with --tp (the batch grid runs CUDA graphs; on a CPU, eager)")
         _batch_grid(out, device, cycles, warmup, sizes or "8b", batches or "1,2,4,8,16,32,64", force)
@@ -118,6 +139,37 @@ def _batch_grid(out: Path, device: str, cycles: int | None, warmup: int | None, 
         points = [dataclasses.replace(p, graph=False) for p in points]
     _refuse_foreign(out, points, force)
     failed = live_grid.run_grid(points, out, num_cycles, warmup_cycles, device)
+    for name, error in failed:
+        err_console.print(f"[red]failed: {escape(name)}: {escape(error)}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _serving(out: Path, device: str, sizes: str, concurrency: str, num_steps: int, requests: int | None,
+             force: bool) -> None:
+    from calibration.shapes import SIZES
+    size_keys = check_sizes("--sizes", sizes, SIZES)
+    try:
+        levels = tuple(sorted({int(x) for x in concurrency.split(",") if x.strip()}))
+    except ValueError:
+        levels = ()
+    if not levels or levels[0] < 1 or levels[-1] > 1024:
+        fail(f"--concurrency must be a comma-separated list of integers in 1..1024, got {concurrency!r}")
+    if num_steps > 16:
+        fail(f"--num-steps must be 1..16, got {num_steps}")
+    if requests is not None and requests > 100_000:
+        fail(f"--requests must be 1..100000, got {requests}")
+    dev = check_device(device)
+    from calibration.live import serving as live_serving
+    points = live_serving.serving_grid(size_keys, levels, num_steps, graph=dev.type == "cuda", num_requests=requests)
+    if dev.type != "cuda":
+        err_console.print(f"--device {escape(device)}: the serving runs go eager here (CUDA graphs need a GPU)")
+    names = [out / f"{p.name}.json" for p in points]
+    foreign = [f for f in names if (f.exists() or f.is_symlink()) and live_serving.load_serving_record(f) is None]
+    if foreign and not force:
+        fail(f"--out {out}: {len(foreign)} file(s) with a run's name are not LiveServingRun records (e.g. "
+             f"{foreign[0]}); --force replaces them")
+    failed = live_serving.run_serving_grid(points, out, device)
     for name, error in failed:
         err_console.print(f"[red]failed: {escape(name)}: {escape(error)}")
     if failed:

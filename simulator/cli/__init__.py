@@ -1,6 +1,6 @@
 """`specdecsim` command line: one typer app; each command parses, loads, runs and writes.
 
-No modelled numbers here. Commands: `simulate`, `sweep`, `plot`, `validate`, `hardware`, `cases` (this package) and,
+No modelled numbers here. Commands: `simulate`, `sweep`, `plot`, `validate`, `validate-serving`, `hardware`, `cases` (this package) and,
 where the `calibration` package is installed, its GPU-side commands (`calibrate`, `live`, ...),
 mounted by `calibration.cli.register`; those import torch only inside their commands, so
 `specdecsim --help` stays light.
@@ -22,6 +22,7 @@ from simulator.cli.plot import plot_command
 from simulator.cli.simulate import simulate
 from simulator.cli.sweep import sweep_command
 from simulator.cli.validate import validate
+from simulator.cli.validate_serving import validate_serving
 from simulator.scenario import UserInputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -43,6 +44,7 @@ app.command("simulate")(simulate)
 app.command("sweep")(sweep_command)
 app.command("plot")(plot_command)
 app.command("validate")(validate)
+app.command("validate-serving")(validate_serving)
 app.command("hardware")(hardware)
 app.command("cases")(cases_command)
 try:

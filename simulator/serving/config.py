@@ -130,6 +130,10 @@ class ServingConfig(StrictModel):
                                                                               "1..1048576.")
     prefill_latency_scale: float = Field(1.0, ge=0, le=100, description="Multiply prefill time, 0..100 "
                                                                          "(0: free prefill, a what-if).")
+    decode_context_len: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Price every decode step "
+                                           "at this attention context, 1..2097152, instead of the batch's mean "
+                                           "(an engine whose attention reads a static window, as the live loop "
+                                           "does); left out: the mean.")
     spec_off_above_batch: int | None = Field(None, ge=0, le=65_536, description="Decode batches larger than "
                                                                                 "this run without speculation, "
                                                                                 "0..65536 (0: never speculate).")

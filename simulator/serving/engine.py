@@ -15,7 +15,8 @@ Actors (SimPy processes):
      limited by the free KV; a request whose prompt completes emits its first token at the step's end;
   4. one decode step over the requests that are decoding: a speculative cycle (spec policy at
      this batch size: `spec_off_above_batch`, `num_steps_by_batch`) or a plain decode step, priced
-     at the batch's mean context (simulator.serving.costs); each request's accept_length is drawn
+     at the batch's mean context, or at `decode_context_len` (a static attention window)
+     (simulator.serving.costs); each request's accept_length is drawn
      from its own acceptance rate (rates drawn per request, simulator.acceptance) and truncated
      at its output length.
   The step lasts the decode step plus the prefill chunk; an idle engine waits for an arrival.
@@ -287,7 +288,8 @@ class ServingRun:
                 r.cached[i] += n  # its KV was reserved at admission
             start = env.now
             if b:
-                ctx = float(r.cached[self.decoding].mean())
+                ctx = (float(self.cfg.decode_context_len) if self.cfg.decode_context_len is not None
+                       else float(r.cached[self.decoding].mean()))
                 extend = min(self.prev_max_accept, spec.num_steps + 1) if spec is not None else 1
                 dur = self.costs.decode_step_us(b, spec, ctx, extend)
             else:

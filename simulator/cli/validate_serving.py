@@ -1,0 +1,65 @@
+"""`specdecsim validate-serving`: live serving runs against the serving DES on the same scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from simulator.cli.common import FORCE_HELP, console, fail
+from simulator.inputs import UserInputError, quote
+from simulator.units import US_PER_MS
+
+
+def validate_serving(
+    records: Annotated[list[Path], typer.Argument(help="LiveServingRun JSON files or folders of them "
+                                                       "(`specdecsim live --serving`).")],
+    profile: Annotated[str, typer.Option(help="Profile name or JSON path to simulate from.")] = "h200",
+    costs_source: Annotated[Optional[str], typer.Option(help="per_op or whole_forward (default: each "
+                                                             "record's).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the comparison as JSON here.")] = None,
+    bar_pct: Annotated[float, typer.Option(help="The bar on |tok/s error| and |TPOT p50 error|, percent.")] = 5.0,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the bar is not met.")] = False,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+) -> None:
+    """Simulate every live serving record's scenario (serving DES, the profile's costs) and compare
+    output tok/s and TPOT p50 (also TTFT and ITL p50) with what was measured."""
+    from simulator.files import SERVING_VALIDATION_OUTPUT, check_output_file, write_json_atomic
+    from simulator.scenario import load_profile_for
+    from simulator.serving.live_check import check_record, load_serving_records, serving_bar, to_json
+
+    if costs_source not in (None, "per_op", "whole_forward"):
+        fail(f"--costs-source must be per_op or whole_forward, got {quote(costs_source)}")
+    if not 0 <= bar_pct <= 100:
+        fail(f"--bar-pct must be 0..100, got {bar_pct}")
+    try:
+        check_output_file(json_out, "--json", SERVING_VALIDATION_OUTPUT, force)
+        recs = load_serving_records(records)
+        prof, prof_path = load_profile_for(recs[0][1].scenario, profile)
+        rows = [check_record(src, rec, prof, costs_source) for src, rec in recs]
+    except (UserInputError, ArithmeticError) as e:
+        fail(str(e))
+    rows.sort(key=lambda r: (r.target, r.concurrency, not r.speculative, r.source))
+    if json_out is not None:
+        write_json_atomic(json_out, to_json(rows, str(prof_path), bar_pct / 100))
+    t = Table(title=f"live serving vs serving DES ({escape(str(prof_path))})")
+    for col in ("run", "C", "reqs", "same sched", "tok/s meas", "tok/s sim", "err", "TPOT p50 meas ms",
+                "sim ms", "err ", "TTFT p50 err", "ITL p50 err"):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    for r in rows:
+        t.add_row(escape(Path(r.source).stem), str(r.concurrency), str(r.num_requests),
+                  "yes" if r.same_schedule else "NO", f"{r.measured_tok_per_s:.0f}", f"{r.predicted_tok_per_s:.0f}",
+                  f"{r.tok_per_s_error_frac:+.1%}", f"{r.measured_tpot_p50_us / US_PER_MS:.2f}",
+                  f"{r.predicted_tpot_p50_us / US_PER_MS:.2f}", f"{r.tpot_p50_error_frac:+.1%}",
+                  f"{r.ttft_p50_error_frac:+.1%}", f"{r.itl_p50_error_frac:+.1%}")
+    Console(width=max(console.width, 150)).print(t)
+    met, line = serving_bar(rows, bar_pct / 100)
+    console.print(escape(line), highlight=False)
+    if json_out is not None:
+        console.print(f"wrote {escape(str(json_out))}", highlight=False)
+    if strict and not met:
+        raise typer.Exit(1)
