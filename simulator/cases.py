@@ -78,6 +78,14 @@ class CaseRun(CaseFigure):
         return self
 
 
+class CaseBaseline(CaseFigure):
+    """One more published no-speculation figure of a case, at its own batch or hardware setting."""
+
+    label: str = Field("", max_length=200)
+    batch_size: int | None = Field(None, ge=1, le=4096)
+    hardware: dict[str, Any] = Field(default_factory=dict, description="hardware fields this run states.")
+
+
 class CaseScenario(StrictModel):
     """The stated set-up of a case (models by name from the file's `models`)."""
 
@@ -100,6 +108,7 @@ class PublishedCase(StrictModel):
     assumed: list[str] = Field(default_factory=list)
     scenario: CaseScenario = CaseScenario()
     baseline: CaseFigure | None = None
+    baselines: list[CaseBaseline] = Field(default_factory=list, description="Further baselines (batch, hardware).")
     sweep: bool = False
     runs: list[CaseRun] = Field(default_factory=list)
     replayable: bool = True
@@ -213,7 +222,7 @@ def _acceptance(spec: dict, accept_length: float, source: str) -> dict:
 
 
 def build_case_scenario(cf: CaseFile, case: PublishedCase, run: CaseRun | None, base_dir: Path,
-                        engine_overrides: dict | None = None) -> Any:
+                        engine_overrides: dict | None = None, baseline: CaseBaseline | None = None) -> Any:
     """The Scenario of one run of a case (run None: the baseline, with a 1-step chain spec).
 
     Raises:
@@ -229,9 +238,12 @@ def build_case_scenario(cf: CaseFile, case: PublishedCase, run: CaseRun | None, 
     al = run.accept_length if run is not None else 1.0
     data = {
         "name": src[:200], "profile": "h200", "target": _model(cf, sc.target), "draft": _model(cf, sc.draft),
-        "tp_size": sc.tp_size, "placement": sc.placement, "hardware": dict(case.hardware), "spec": spec,
+        "tp_size": sc.tp_size, "placement": sc.placement,
+        "hardware": {**case.hardware, **(baseline.hardware if baseline is not None else {})}, "spec": spec,
         "acceptance": _acceptance(spec, al, src),
-        "workload": {"batch_size": sc.batch_size, "context_len": sc.context_len or cf.defaults.context_len,
+        "workload": {"batch_size": (baseline.batch_size if baseline is not None and baseline.batch_size
+                                    else sc.batch_size),
+                     "context_len": sc.context_len or cf.defaults.context_len,
                      "max_new_tokens": cf.defaults.max_new_tokens},
         "serving_engine": {**case.engine, **(run.engine if run is not None else {}), **(engine_overrides or {})},
         "fidelity": {"num_cycles": 100},
@@ -279,6 +291,14 @@ def replay_case(cf: CaseFile, case: PublishedCase, base_dir: Path,
         err = pred / pub - 1.0
         res.figures.append(FigureResult(case.id, "baseline", "baseline", metric, pub, pred, err, case.baseline.role,
                                         abs(err) <= TOK_S_TOL if case.baseline.role == "scored" else None))
+    for extra in case.baselines:
+        sc = build_case_scenario(cf, case, None, base_dir, engine_overrides, baseline=extra)
+        _, pred_base = predict(sc)
+        metric, pub, pred = _figure_value(extra, pred_base, extra.batch_size or b)
+        err = pred / pub - 1.0
+        res.figures.append(FigureResult(case.id, extra.label or f"baseline batch {extra.batch_size}", "baseline",
+                                        metric, pub, pred, err, extra.role,
+                                        abs(err) <= TOK_S_TOL if extra.role == "scored" else None))
     for run in case.runs:
         label = run.label or f"{run.num_steps} steps"
         if not run.replayable:

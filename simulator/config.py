@@ -105,6 +105,17 @@ class ModelShape(StrictModel):
                                                                              "sliding-window layers, 1..2097152.")
     sliding_window_layers: list[Annotated[int, Field(ge=0, le=1023)]] | None = Field(
         None, max_length=1024, description="Indices of the layers that attend only the last sliding_window tokens.")
+    # Linear attention layers (Gated DeltaNet: Qwen3-Next / Qwen3.5 / Qwen3.6 `config.json` names).
+    linear_attention_layers: list[Annotated[int, Field(ge=0, le=1023)]] | None = Field(
+        None, max_length=1024, description="Indices of the layers that run Gated DeltaNet linear attention (a "
+                                           "fixed-size recurrent state instead of a KV cache).")
+    linear_num_key_heads: int | None = Field(None, ge=1, le=4096, description="Linear attention q/k heads, 1..4096.")
+    linear_num_value_heads: int | None = Field(None, ge=1, le=4096, description="Linear attention v heads, 1..4096.")
+    linear_key_head_dim: int | None = Field(None, ge=1, le=4096, description="1..4096.")
+    linear_value_head_dim: int | None = Field(None, ge=1, le=4096, description="1..4096.")
+    linear_conv_kernel_dim: int = Field(4, ge=1, le=64, description="Short causal convolution width, 1..64.")
+    attn_output_gate: bool = Field(False, description="Full-attention layers gate their output with a sigmoid of a "
+                                                      "second query-sized projection (Qwen3-Next gated attention).")
     # MLA attention (DeepSeek-V2/V3 field names).
     q_lora_rank: int | None = Field(None, ge=1, le=131_072, description="1..131072.")
     kv_lora_rank: int | None = Field(None, ge=1, le=131_072, description="1..131072.")
@@ -133,7 +144,12 @@ class ModelShape(StrictModel):
         if self.n_routed_experts is not None and self.num_experts_per_tok > self.n_routed_experts:
             raise ValueError(f"num_experts_per_tok={self.num_experts_per_tok} exceeds "
                              f"n_routed_experts={self.n_routed_experts}")
-        for name in ("moe_layers", "sliding_window_layers"):
+        lin = (self.linear_num_key_heads, self.linear_num_value_heads, self.linear_key_head_dim,
+               self.linear_value_head_dim)
+        if self.linear_attention_layers is not None and any(v is None for v in lin):
+            raise ValueError("linear_attention_layers needs linear_num_key_heads, linear_num_value_heads, "
+                             f"linear_key_head_dim and linear_value_head_dim; got {lin}")
+        for name in ("moe_layers", "sliding_window_layers", "linear_attention_layers"):
             bad = [i for i in (getattr(self, name) or []) if i >= self.num_hidden_layers]
             if bad:
                 raise ValueError(f"{name} {bad} are not layers of a {self.num_hidden_layers}-layer model")
@@ -183,6 +199,10 @@ class ModelShape(StrictModel):
     @property
     def num_moe_layers(self) -> int:
         return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
+
+    def is_linear_attention_layer(self, layer_idx: int) -> bool:
+        """Whether decoder layer `layer_idx` runs Gated DeltaNet linear attention."""
+        return self.linear_attention_layers is not None and layer_idx in self.linear_attention_layers
 
     def attended_context(self, layer_idx: int, context_len: int) -> int:
         """Cached tokens layer `layer_idx` attends: the window on sliding-window layers."""

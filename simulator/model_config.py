@@ -11,6 +11,12 @@ names. What a mapping cannot express is listed in the returned notes.
 | mixtral, gpt_oss | num_local_experts | intermediate_size | (none) | every layer |
 | llama4_text | num_local_experts | intermediate_size | intermediate_size_mlp | every interleave_moe_layer_step-th (or moe_layers) |
 
+Qwen3-Next / Qwen3.5 / Qwen3.6 (qwen3_next, qwen3_5): `layer_types` entries "linear_attention" are
+the Gated DeltaNet layers (`linear_attention_layers`, with linear_num_key_heads,
+linear_num_value_heads, linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim);
+`attn_output_gate` gates the full-attention output (transformers
+`models/qwen3_next/configuration_qwen3_next.py`).
+
 Sources: transformers `models/deepseek_v3/configuration_deepseek_v3.py`,
 `models/qwen2_moe/configuration_qwen2_moe.py` (shared_expert_intermediate_size),
 `models/qwen3_moe/configuration_qwen3_moe.py`, `models/mixtral/configuration_mixtral.py`,
@@ -25,12 +31,15 @@ from typing import Any
 SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
               "intermediate_size", "vocab_size", "n_routed_experts", "num_experts_per_tok",
               "moe_intermediate_size", "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
-              "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "draft_vocab_size", "num_nextn_predict_layers")
+              "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "draft_vocab_size", "num_nextn_predict_layers",
+              "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+              "linear_conv_kernel_dim")
 
 
 MAX_LAYERS = 1024  # ModelShape.num_hidden_layers' bound: no layer list is built past it
 KNOWN_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gpt_oss", "llama4",
-               "llama4_text", "deepseek_v2", "deepseek_v3", "kimi_k2", "gemma", "gemma2", "phi3")
+               "llama4_text", "deepseek_v2", "deepseek_v3", "kimi_k2", "gemma", "gemma2", "phi3", "qwen3_next",
+               "qwen3_5", "qwen3_5_text")
 
 
 def _int(cfg: dict, key: str) -> int | None:
@@ -113,6 +122,11 @@ def shape_fields_from_hf_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], li
         freq, first = cfg["moe_layer_freq"], _int(cfg, "first_k_dense_replace") or 0
         out["moe_layers"] = [i for i in range(first, n_layers) if i % freq == 0]
     layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and "linear_attention" in layer_types:  # Qwen3-Next / Qwen3.5 / Qwen3.6
+        out["linear_attention_layers"] = [i for i, kind in enumerate(layer_types[:n_layers])
+                                          if kind == "linear_attention"]
+        if isinstance(cfg.get("attn_output_gate"), bool):
+            out["attn_output_gate"] = cfg["attn_output_gate"]
     if isinstance(layer_types, list) and _int(cfg, "sliding_window"):
         sliding = [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
         if sliding:
