@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -59,3 +60,33 @@ def test_simulate_imports_no_scipy_plotly_or_torch():
     code = ("import sys; from simulator.cli import app; import simulator.simulate, simulator.sweep; "
             "bad = [m for m in ('scipy', 'plotly', 'torch') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_sweep_closed_form_matches_single_point_closed_form(tmp_path):
+    """The grouped numpy closed form and the path-copied grid points give, row by row, what one
+    scenario loaded with --set and solved alone by `analyze` gives (1e-9 relative; in fact equal)."""
+    from pathlib import Path
+
+    from simulator.acceptance import build_acceptance
+    from simulator.analytic import analyze
+    from simulator.costs.forward import CostModel
+    from simulator.scenario import load_profile_for, load_scenario
+    from simulator.sweep import read_sweep_table, run_sweep
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "tp1_draft.yaml"
+    res = run_sweep(path, ["spec.num_steps=1..4", "acceptance.acceptance_rate=0.3:0.9:0.15",
+                           "workload.batch_size=1,4"], out_dir=tmp_path, des_sample=0, progress=False)
+    rows = read_sweep_table(res.csv_path)
+    assert len(rows) == 4 * 5 * 2
+    for row in rows:
+        s, a, b = row["spec.num_steps"], row["acceptance.acceptance_rate"], row["workload.batch_size"]
+        sc = load_scenario(path, [f"spec.num_steps={s}", f"spec.num_draft_tokens={s + 1}",
+                                  f"acceptance.acceptance_rate={a}", f"workload.batch_size={b}"])
+        assert json.loads(row["scenario_json"]) == sc.model_dump(mode="json")
+        prof, _ = load_profile_for(sc, None, base_dir=path.parent, source=str(path))
+        r = analyze(sc, CostModel(sc, prof), build_acceptance(sc.acceptance, sc.spec))
+        want = dict(tok_per_s=r.tok_per_s, baseline_tok_per_s=r.baseline_tok_per_s, speedup=r.speedup,
+                    accept_length=r.mean_accept_length, cycle_time_us=r.cycle_time_us, tpot_us=r.tpot_us,
+                    **{f"{k}_us": v for k, v in r.breakdown_us.items()})
+        for key, value in want.items():
+            assert row[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
