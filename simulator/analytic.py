@@ -156,3 +156,65 @@ def analyze(scenario: Scenario, cost: CostModel, acceptance: AcceptanceModel,
         tpot_us=cycles_per_request * cycle / M,
         breakdown_us=breakdown_us(cost, ext),
     )
+
+
+def analyze_many(scenarios: list[Scenario], cost: CostModel,
+                 acceptances: list[AcceptanceModel]) -> list[AnalyticResult]:
+    """`analyze` (truncated) of points that share one cost model, evaluated together in numpy.
+
+    Every point must have alike requests (one rate class, `beta_ab` None), pmfs of one length
+    and the cost model's batch_size; max_new_tokens may differ only between calls. Each number
+    is computed with the operations of `analyze` in the same order (renewal sum, extend-length
+    pmf, cycle and bucket sums), so the results are the same floats (tests/test_speed.py).
+
+    Raises:
+        ValueError: points that do not fit the conditions above.
+    """
+    if not scenarios:
+        return []
+    b, M = scenarios[0].workload.batch_size, scenarios[0].workload.max_new_tokens
+    if any(sc.workload.batch_size != b or sc.workload.max_new_tokens != M for sc in scenarios) or \
+            any(acc.beta_ab is not None for acc in acceptances):
+        raise ValueError("analyze_many: points differ in batch_size or max_new_tokens, or have rate classes")
+    pmfs = np.stack([acc.base_pmf for acc in acceptances])  # (num_points, k)
+    n, k = pmfs.shape
+    # renewal function, column by column: m(x) = 1 + sum_j p_j m(x - j) (renewal_cycles, 1-D path)
+    m = np.zeros((n, k + M))
+    for x in range(1, M + 1):
+        acc = pmfs[:, 0] * m[:, x + k - 2]
+        for j in range(2, k + 1):
+            acc = acc + pmfs[:, j - 1] * m[:, x + k - 1 - j]
+        m[:, x + k - 1] = 1.0 + acc
+    cycles_per_request = m[:, M + k - 1]
+    ext = np.diff(np.concatenate([np.zeros((n, 1)), np.cumsum(pmfs, axis=1) ** b], axis=1), axis=1)
+    positive = ext > 0
+    cycle = np.zeros(n)
+    buckets: dict[str, np.ndarray] = {}
+    order_by_j: list[list[str]] = []
+    for j in range(1, k + 1):
+        p = ext[:, j - 1]
+        cycle = cycle + np.where(positive[:, j - 1], p * cycle_time_us(cost, j), 0.0)
+        keys = []
+        for f in cost.cycle_forwards(j):
+            for key, us in f.busy_by_bucket:
+                buckets[key] = buckets.get(key, np.zeros(n)) + np.where(positive[:, j - 1], p * us, 0.0)
+                keys.append(key)
+        order_by_j.append(list(dict.fromkeys(keys)))
+    step = baseline_step_us(cost)
+    baseline_tok_per_s = b / step * US_PER_S
+    lengths = np.arange(1, k + 1)
+    orders: dict[tuple, list[str]] = {}
+    out = []
+    for i in range(n):
+        pattern = tuple(positive[i].tolist())
+        if pattern not in orders:
+            orders[pattern] = list(dict.fromkeys(key for j in range(k) if pattern[j] for key in order_by_j[j]))
+        br = {key: buckets[key][i] for key in orders[pattern]}
+        br["sync"] = cost.d2h_sync_us
+        br["host"] = host_remainder_us(cycle[i], br.values())
+        c, cpr = float(cycle[i]), float(cycles_per_request[i])
+        out.append(AnalyticResult(
+            tok_per_s=b * M / cpr / c * US_PER_S, baseline_tok_per_s=baseline_tok_per_s,
+            mean_accept_length=float(pmfs[i] @ lengths), cycle_time_us=c, baseline_step_us=step,
+            tpot_us=cpr * c / M, breakdown_us=br))
+    return out

@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
-from scipy.optimize import brentq
 
 from simulator.inputs import UserInputError, format_validation_error, read_yaml
 from simulator.schema_base import StrictModel
@@ -216,6 +215,7 @@ def _acceptance(spec: dict, accept_length: float, source: str) -> dict:
     if not lo - 1e-9 <= accept_length <= hi + 1e-9:
         raise UserInputError(f"{source}: accept_length {accept_length} is outside {lo:.3g}..{hi:.3g}, what "
                              f"num_steps={sp.num_steps} topk={sp.topk} num_draft_tokens={sp.num_draft_tokens} can give")
+    from scipy.optimize import brentq  # here: scipy.optimize is slow to import
     a = 1.0 if accept_length >= hi else (0.0 if accept_length <= lo else
                                           brentq(lambda x: mean(x) - accept_length, 0.0, 1.0, xtol=1e-10))
     return {"kind": "tree" if tree else "iid", "acceptance_rate": float(a)}

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from simulator.inputs import UserInputError
 
@@ -119,6 +118,7 @@ def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ..
         return np.array([predict_tok_s(o.build(f), o.speculative) / o.tok_s - 1.0 for o in observations])
 
     x0 = np.clip(np.ones(len(params)), lo / scale, hi / scale)
+    from scipy.optimize import least_squares  # here: scipy.optimize is slow to import
     sol = least_squares(residuals, x0, bounds=(lo / scale, hi / scale), method="trf", x_scale="jac",
                         diff_step=1e-4)
     m, n = len(observations), len(params)

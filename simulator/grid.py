@@ -230,6 +230,25 @@ def _get(data: dict, path: str, default: Any = None) -> Any:
     return node
 
 
+def _with_overrides(data: dict, overrides: list[str], parsed: dict, source: str) -> dict:
+    """`apply_overrides(copy.deepcopy(data), overrides, source)` for overrides that
+    apply_overrides has already accepted on this dict's layout: the mappings along each path are
+    copied, everything else is shared (nothing downstream mutates a scenario dict), and each
+    override's value is parsed once per text (`parsed`, by key and text)."""
+    data = dict(data)
+    for item in overrides:
+        key, raw = item.split("=", 1)
+        if (key, raw) not in parsed:
+            parsed[key, raw] = apply_overrides({}, [f"value={raw}"], source)["value"]
+        parts = key.strip().split(".")
+        node = data
+        for p in parts[:-1]:
+            node[p] = dict(node.get(p, {}))
+            node = node[p]
+        node[parts[-1]] = copy.deepcopy(parsed[key, raw])
+    return data
+
+
 def expand(base: dict, axes: list[GridAxis], source: str, base_dir: Path) -> list[tuple[dict, Scenario]]:
     """Every grid point as (grid values by field, validated Scenario), in row-major order.
 
@@ -242,12 +261,19 @@ def expand(base: dict, axes: list[GridAxis], source: str, base_dir: Path) -> lis
     """
     fields = [a.field for a in axes]
     chain_rule = NUM_STEPS_FIELD in fields and "spec.num_draft_tokens" not in fields
+    nested = any(f != g and g.startswith(f + ".") for f in fields for g in fields)
+    parsed: dict[tuple[str, str], Any] = {}  # each override text read once (it reads the same every time)
     out = []
     for combo in itertools.product(*(a.values for a in axes)):
         values = dict(zip(fields, combo))
-        data = apply_overrides(copy.deepcopy(base), [f"{k}={json.dumps(v)}" for k, v in values.items()], source)
+        overrides = [f"{k}={json.dumps(v)}" for k, v in values.items()]
+        if nested or not out:  # the first point (and fields inside other swept fields) the long way
+            data = apply_overrides(copy.deepcopy(base), overrides, source)
+        else:  # the same dict: a copy of what the overrides write into, the rest shared, unchanged
+            data = _with_overrides(base, overrides, parsed, source)
         if chain_rule and _get(data, "spec.topk", 1) == 1:
-            apply_overrides(data, [f"spec.num_draft_tokens={int(values[NUM_STEPS_FIELD]) + 1}"], source)
+            data = _with_overrides(data, [f"spec.num_draft_tokens={int(values[NUM_STEPS_FIELD]) + 1}"], parsed,
+                                   source)
         try:
             sc = scenario_from_dict(data, source, base_dir)
         except UserInputError as e:

@@ -24,13 +24,29 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy import stats
 
 from simulator.des.records import CycleLog
 from simulator.files import SIMULATION_OUTPUT
 from simulator.units import US_PER_S
 
 NUM_BATCHES = 30
+# Student t 0.975 quantiles for 1..NUM_BATCHES-1 degrees of freedom, as scipy.stats.t.ppf(0.975, df)
+# gives them (scipy.special.stdtrit; tests/test_speed.py checks every entry bit for bit). A table,
+# so a simulation does not import scipy.stats (seconds of a CLI command's start-up).
+_T975 = (12.706204736174694, 4.302652729749462, 3.1824463052837078, 2.7764451051977934, 2.5705818356363146,
+         2.4469118511449786, 2.364624251592784, 2.306004135204166, 2.262157162798205, 2.228138851986274,
+         2.200985160091639, 2.1788128296672284, 2.1603686564627913, 2.144786687917804, 2.131449545559776,
+         2.1199052992212546, 2.1098155778333156, 2.1009220402410382, 2.0930240544083087, 2.085963447265864,
+         2.0796138447276795, 2.0738730679040254, 2.0686576104190486, 2.0638985616280245, 2.0595385527532972,
+         2.0555294386428735, 2.0518305164802846, 2.0484071417952454, 2.045229642132703)
+
+
+def t975(df: int) -> float:
+    """The 0.975 quantile of Student's t with `df` degrees of freedom (scipy.special.stdtrit)."""
+    if 1 <= df <= len(_T975):
+        return _T975[df - 1]
+    from scipy.special import stdtrit
+    return float(stdtrit(df, 0.975))
 
 
 class Interval(BaseModel):
@@ -98,7 +114,7 @@ def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES,
         return Interval(mean=float(v.mean()), ci95_low=float(v.mean()), ci95_high=float(v.mean()))
     size = n // k
     means = v[: size * k].reshape(k, size).mean(axis=1)
-    half = float(stats.t.ppf(0.975, k - 1) * means.std(ddof=1) / np.sqrt(k))
+    half = float(t975(k - 1) * means.std(ddof=1) / np.sqrt(k))
     m = float(v.mean())
     return Interval(mean=m, ci95_low=max(m - half, support[0]), ci95_high=min(m + half, support[1]))
 
@@ -114,7 +130,7 @@ def throughput_interval(log: CycleLog, num_batches: int = NUM_BATCHES) -> tuple[
         return rate, rate, rate
     size = len(log) // k
     r = (tokens[: size * k].reshape(k, size).sum(1) / durs[: size * k].reshape(k, size).sum(1)) * US_PER_S
-    half = float(stats.t.ppf(0.975, k - 1) * r.std(ddof=1) / np.sqrt(k))
+    half = float(t975(k - 1) * r.std(ddof=1) / np.sqrt(k))
     return rate, max(rate - half, 0.0), rate + half
 
 

@@ -141,7 +141,42 @@ def analytic_metrics(sc: Scenario, profile_path: str) -> dict:
     """Closed-form metrics of one point (cost model cached by `cost_key`)."""
     from simulator.acceptance import build_acceptance
     from simulator.analytic import analyze
-    r = analyze(sc, _cost_model(sc, profile_path), build_acceptance(sc.acceptance, sc.spec))
+    return _analytic_row(analyze(sc, _cost_model(sc, profile_path), build_acceptance(sc.acceptance, sc.spec)))
+
+
+def analytic_metrics_many(items: list[tuple[int, Scenario, str]]) -> dict[int, dict]:
+    """`analytic_metrics` of many points: runs of consecutive points that share a cost model and
+    max_new_tokens, with alike requests, are evaluated together (`simulator.analytic.analyze_many`,
+    the same floats); any other point alone."""
+    from simulator.acceptance import build_acceptance
+    from simulator.analytic import analyze_many
+    out: dict[int, dict] = {}
+    run: list[tuple[int, Scenario, Any]] = []
+    cost = None
+
+    def flush() -> None:
+        results = analyze_many([sc for _, sc, _ in run], cost, [acc for _, _, acc in run])
+        out.update((idx, _analytic_row(r)) for (idx, _, _), r in zip(run, results))
+        run.clear()
+
+    for idx, sc, path in items:
+        acc = build_acceptance(sc.acceptance, sc.spec)
+        if acc.beta_ab is not None:
+            out[idx] = analytic_metrics(sc, path)
+            continue
+        point_cost = _cost_model(sc, path)
+        if run and (point_cost is not cost or sc.workload.max_new_tokens != run[0][1].workload.max_new_tokens
+                    or len(acc.base_pmf) != len(run[0][2].base_pmf)):
+            flush()
+        cost = point_cost
+        run.append((idx, sc, acc))
+    if run:
+        flush()
+    return out
+
+
+def _analytic_row(r) -> dict:
+    """The metrics dict of an AnalyticResult."""
     return dict(solver="closed_form", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=None, tok_per_s_ci95_high=None,
                 baseline_tok_per_s=r.baseline_tok_per_s, speedup=r.speedup, accept_length=r.mean_accept_length,
                 cycle_time_us=r.cycle_time_us, tpot_us=r.tpot_us,
@@ -186,10 +221,16 @@ def _run_chunk(solver: str, items: list[tuple[int, Scenario, str]], with_serving
                ) -> list[tuple[int, dict]]:
     """Metrics of a chunk of points; a point whose numbers are not finite is a UserInputError naming it."""
     fn = analytic_metrics if solver == "closed_form" else des_metrics
+    closed_form: dict[int, dict] = {}
+    if solver == "closed_form":
+        try:
+            closed_form = analytic_metrics_many(items)
+        except ArithmeticError:
+            pass  # found again below, point by point, and named
     out = []
     for idx, sc, path in items:
         try:
-            m = fn(sc, path)
+            m = closed_form[idx] if idx in closed_form else fn(sc, path)
             if with_serving and sc.serving is not None:
                 m.update(serving_metrics(sc, path))
             check_metrics(m)

@@ -59,7 +59,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from simulator.profile import CollectiveTarget
 from simulator.units import BYTES_PER_US_PER_GB_PER_S
@@ -377,6 +376,7 @@ def default_cases_path() -> Path:
 
 def _robust_fit(residuals, x0, bounds):
     """least_squares with a soft-L1 loss on log-ratio residuals (an outlier point weighs less)."""
+    from scipy.optimize import least_squares  # here: scipy.optimize is slow to import
     return least_squares(residuals, x0=np.asarray(x0, dtype=float), bounds=bounds, loss="soft_l1", f_scale=0.1).x
 
 

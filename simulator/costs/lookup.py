@@ -2,9 +2,10 @@
 
 Each table axis has its own law inside the measured range:
 - `num_tokens` and `batch_size`: log(latency) over log(axis). A 1-D table uses PCHIP
-  (shape-preserving, so monotone data stays monotone; Fritsch & Carlson 1980, via
-  scipy.interpolate.PchipInterpolator); a table with more axes is multilinear in log space
-  (scipy RegularGridInterpolator, monotone along each axis for monotone data).
+  (shape-preserving, so monotone data stays monotone; Fritsch & Carlson 1980,
+  simulator.costs.interp.Pchip, scipy's PchipInterpolator in numpy); a table with more axes is
+  multilinear in log space (simulator.costs.interp.Multilinear, as scipy's
+  RegularGridInterpolator; monotone along each axis for monotone data).
 - `context_len`: latency linear in the context (numpy.interp between the measured contexts).
   Attention reads every cached token, so its work, and a forward's latency, grows linearly with
   the KV length; a table whose latency is exactly a + b * context_len reads back exactly.
@@ -23,9 +24,9 @@ import re
 from functools import lru_cache
 
 import numpy as np
-from scipy.interpolate import PchipInterpolator, RegularGridInterpolator
 
 from simulator.costs.collectives_model import collective_us as collective_model_us
+from simulator.costs.interp import Multilinear, Pchip
 from simulator.costs.ops import Op
 from simulator.costs.transfer import transfer_note, transfer_ratio
 from simulator.profile import CalibrationProfile, CollectiveTable, ForwardTable, RooflineParams
@@ -101,9 +102,9 @@ class _Interp:
             if not self.log_axes:
                 self.fns.append(float(np.exp(sub)))
             elif pchip:
-                self.fns.append(PchipInterpolator(logs[0], sub, extrapolate=False))
+                self.fns.append(Pchip(logs[0], sub))
             else:
-                self.fns.append(RegularGridInterpolator(logs, sub, method="linear"))
+                self.fns.append(Multilinear(logs, sub))
 
     def clamp(self, point: dict[str, float]) -> dict[str, float]:
         return {a: min(max(float(point[a]), self.lo[a]), self.hi[a]) for a in self.axes}
@@ -111,9 +112,9 @@ class _Interp:
     def _at_node(self, fn, x: list[float]) -> float:
         if isinstance(fn, float):
             return fn
-        if isinstance(fn, PchipInterpolator):
+        if isinstance(fn, Pchip):
             return float(np.exp(fn(x[0])))
-        return float(np.exp(fn(np.array([x]))[0]))
+        return float(np.exp(fn(x)))
 
     def __call__(self, point: dict[str, float]) -> float:
         """Latency in us at `point` (inside the grid: callers clamp first)."""
@@ -148,7 +149,7 @@ class LatencyLookup:
         self._ops = {t.key: t for t in profile.ops}
         self._colls: dict[tuple, CollectiveTable] = {(t.op, t.world_size, t.mode): t for t in profile.collectives}
         self._op_interp: dict[str, _Interp] = {}
-        self._coll_interp: dict[tuple, PchipInterpolator | float] = {}
+        self._coll_interp: dict[tuple, Pchip | float] = {}
         self._fwd_interp: dict[tuple, _Interp] = {}
         self.op_us = lru_cache(maxsize=None)(self._op_us)
         self._gemm_tables: list[tuple] | None = None
@@ -259,8 +260,7 @@ class LatencyLookup:
         key = (table.op, table.world_size, table.mode)
         fn = self._coll_interp.get(key)
         if fn is None:
-            fn = self._coll_interp[key] = PchipInterpolator(np.log(sizes), np.log(table.latency_us),
-                                                            extrapolate=False)
+            fn = self._coll_interp[key] = Pchip(np.log(sizes), np.log(table.latency_us))
         s = min(max(size_bytes, sizes[0]), sizes[-1])
         inside = float(np.exp(fn(math.log(s))))
         if s == size_bytes:

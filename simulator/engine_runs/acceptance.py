@@ -13,7 +13,6 @@ Two conversions, the most detailed one the run allows:
 
 from __future__ import annotations
 
-from scipy.optimize import brentq
 
 from simulator.config import IidAcceptance, PositionalAcceptance
 from simulator.engine_runs.observed import ObservedRun
@@ -44,6 +43,7 @@ def iid_rate(accept_length: float, num_steps: int) -> float:
         return 0.0
     if accept_length == num_steps + 1:
         return 1.0
+    from scipy.optimize import brentq  # here: scipy.optimize is slow to import
     return brentq(lambda a: sum(a ** k for k in range(num_steps + 1)) - accept_length, 0.0, 1.0, xtol=1e-12)
 
 
