@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
+from simulator.engine_fit import predict  # noqa: F401  (re-exported: the closed form of a case's scenario)
 from simulator.inputs import UserInputError, format_validation_error, read_yaml
 from simulator.schema_base import StrictModel
 
@@ -249,18 +250,6 @@ def build_case_scenario(cf: CaseFile, case: PublishedCase, run: CaseRun | None, 
         "fidelity": {"num_cycles": 100},
     }
     return scenario_from_dict(data, src, base_dir)
-
-
-def predict(scenario) -> tuple[float, float]:
-    """(speculative tok/s, baseline tok/s) of a scenario, closed form (every accepted token counts)."""
-    from simulator.acceptance import build_acceptance
-    from simulator.analytic import analyze
-    from simulator.costs.forward import CostModel
-    from simulator.scenario import load_profile_for
-    profile, _ = load_profile_for(scenario)
-    cost = CostModel(scenario, profile)
-    r = analyze(scenario, cost, build_acceptance(scenario.acceptance, scenario.spec), truncate=False)
-    return r.tok_per_s, r.baseline_tok_per_s
 
 
 def _figure_value(fig: CaseFigure, tok_s: float, batch_size: int) -> tuple[str, float, float]:

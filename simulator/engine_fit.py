@@ -10,9 +10,9 @@ Jacobian at the optimum, cov = s^2 (J^T J)^-1 with s^2 = sum(r^2) / (m - n); wit
 observations as parameters (m = n) the fit is exact and has no error estimate (None).
 
 Two users:
-- `fit_from_cases`: the engine defaults in simulator/engines.py (ENGINE_HOST_DEFAULTS) are this
-  fit on the figures marked `role: fit` in data/cases/public.yaml (`python -m simulator.engine_fit`
-  prints them; tests/test_engine_fit.py checks the shipped defaults equal it);
+- simulator.engine_defaults: the engine defaults in simulator/engines.py (ENGINE_HOST_DEFAULTS)
+  are this fit on the figures marked `role: fit` in data/cases/public.yaml (`python -m
+  simulator.engine_defaults` prints them; tests/test_engine_fit.py checks the shipped defaults);
 - `specdecsim calibrate from-runs`: a user's own engine logs (simulator.engine_runs) and scenario.
 """
 
@@ -75,9 +75,20 @@ class FitResult:
         return "\n".join(lines)
 
 
+def predict(scenario) -> tuple[float, float]:
+    """(speculative tok/s, baseline tok/s) of a scenario, closed form (every accepted token counts)."""
+    from simulator.acceptance import build_acceptance
+    from simulator.analytic import analyze
+    from simulator.costs.forward import CostModel
+    from simulator.scenario import load_profile_for
+    profile, _ = load_profile_for(scenario)
+    cost = CostModel(scenario, profile)
+    r = analyze(scenario, cost, build_acceptance(scenario.acceptance, scenario.spec), truncate=False)
+    return r.tok_per_s, r.baseline_tok_per_s
+
+
 def predict_tok_s(scenario, speculative: bool) -> float:
     """Closed-form tok/s of a scenario (speculative or its baseline), every accepted token counted."""
-    from simulator.cases import predict
     spec, base = predict(scenario)
     return spec if speculative else base
 
@@ -154,54 +165,6 @@ def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ..
         how += f"; at a bound: {', '.join(at_bound)}"
     return FitResult(kind, fields(sol.x), stderr, [(o.label, float(r)) for o, r in zip(observations, sol.fun)],
                      bool(sol.success), how)
-
-
-def case_observations(path: Path, kind: str) -> list[Observation]:
-    """The figures marked `role: fit` of the cases of one engine kind in a case file."""
-    from simulator.cases import build_case_scenario, load_case_file
-    cf = load_case_file(path)
-    out = []
-    for case in cf.cases:
-        if case.engine.get("kind") != kind or not case.replayable:
-            continue
-        b = case.scenario.batch_size
-
-        def tok_s(fig) -> float:
-            return fig.tok_s if fig.tok_s is not None else 1000.0 * b / fig.tpot_ms
-
-        if case.baseline is not None and case.baseline.role == "fit":
-            out.append(Observation(f"{case.id}: baseline",
-                                   lambda f, c=case: build_case_scenario(cf, c, None, path.parent, f),
-                                   False, tok_s(case.baseline)))
-        for run in case.runs:
-            if run.role == "fit" and run.replayable:
-                out.append(Observation(f"{case.id}: {run.label or f'{run.num_steps} steps'}",
-                                       lambda f, c=case, r=run: build_case_scenario(cf, c, r, path.parent, f),
-                                       True, tok_s(run)))
-    return out
-
-
-def fit_from_cases(path: Path, kind: str) -> FitResult:
-    """Fit FIT_PARAMS[kind] on the `role: fit` figures of `path` (see the module docstring)."""
-    return fit_engine(kind, case_observations(path, kind))
-
-
-def main() -> None:
-    """`python -m simulator.engine_fit [CASES]`: print each engine's fit on the shipped cases."""
-    import sys
-    from simulator.profile import data_dir
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else data_dir() / "cases" / "public.yaml"
-    for kind in FIT_PARAMS:
-        print(fit_from_cases(path, kind).table())
-    print("ENGINE_HOST_DEFAULTS = {")
-    for kind in FIT_PARAMS:
-        r = fit_from_cases(path, kind)
-        print(f"    {kind!r}: {{{', '.join(f'{k!r}: {v:.1f}' for k, v in r.params.items())}}},")
-    print("}")
-
-
-if __name__ == "__main__":
-    main()
 
 
 def run_observations(scenario, runs, source: str) -> list[Observation]:

@@ -30,7 +30,8 @@ from simulator.schema_base import StrictModel
 GraphMode = Literal["full", "piecewise", "none"]
 
 # Host times fitted on the public figures marked `role: fit` in data/cases/public.yaml, by
-# `python -m simulator.engine_fit` (scipy least squares; it prints this dict; tests check it).
+# `python -m simulator.engine_defaults` (scipy least squares, simulator.engine_fit; it prints this dict;
+# tests check it).
 # SGLang: the Llama-3.1-8B H100 baseline (SGLang docs / EAGLE-3 paper) and the Llama-3.3-70B TP8
 # tree run on one plain request (sglang PR #4716); vLLM: the Llama-3.1-8B EAGLE-3 K-sweep's
 # baseline and its 2- and 7-step ends (vllm issue #20780).

@@ -87,11 +87,11 @@ class PointComparison:
     record_set: str = ""  # the folder the record came from: points of different runs never share a cell
 
 
-def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
-    """Read LiveRun JSON files (folders are searched for *.json).
+def record_files(paths: list[Path]) -> list[Path]:
+    """The record files named by `paths` (folders searched for *.json), each once.
 
     Raises:
-        UserInputError: a file is missing, not JSON, or not a LiveRun (naming the field).
+        UserInputError: a missing path, more than MAX_RECORD_FILES files, or no file at all.
     """
     files: list[Path] = []
     for p in paths:
@@ -106,7 +106,16 @@ def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
             raise UserInputError(f"more than {MAX_RECORD_FILES:,} record files in {', '.join(map(str, paths))}")
     if not files:
         raise UserInputError(f"no *.json records in {', '.join(map(str, paths))}")
-    files = list({f.resolve(): f for f in files}.values())  # a file given twice counts once
+    return list({f.resolve(): f for f in files}.values())  # a file given twice counts once
+
+
+def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
+    """Read LiveRun JSON files (folders are searched for *.json).
+
+    Raises:
+        UserInputError: a file is missing, not JSON, or not a LiveRun (naming the field).
+    """
+    files = record_files(paths)
     out = []
     for f in files:
         data = read_json(f, "live record (LiveRun JSON)")

@@ -116,6 +116,12 @@ def _single_gpu(out: Path, quick: bool, noise: bool, device: str, cycles: int | 
                               "(they need a GPU); the eager points run")
         if not points:
             fail(f"--device {device}: every point of this grid runs CUDA graphs, which need a GPU")
+    _run_points(points, out, num_cycles, warmup_cycles, device, force)
+
+
+def _run_points(points, out: Path, num_cycles: int, warmup_cycles: int, device: str, force: bool) -> None:
+    """Run a grid's points into `out` (refusing foreign files first); exit 1 naming failed points."""
+    from calibration.live import grid as live_grid
     _refuse_foreign(out, points, force)
     failed = live_grid.run_grid(points, out, num_cycles, warmup_cycles, device)
     for name, error in failed:
@@ -137,12 +143,7 @@ def _batch_grid(out: Path, device: str, cycles: int | None, warmup: int | None, 
         import dataclasses
         err_console.print(f"--device {escape(device)}: the batch grid runs eager here (CUDA graphs need a GPU)")
         points = [dataclasses.replace(p, graph=False) for p in points]
-    _refuse_foreign(out, points, force)
-    failed = live_grid.run_grid(points, out, num_cycles, warmup_cycles, device)
-    for name, error in failed:
-        err_console.print(f"[red]failed: {escape(name)}: {escape(error)}")
-    if failed:
-        raise typer.Exit(1)
+    _run_points(points, out, num_cycles, warmup_cycles, device, force)
 
 
 def _serving(out: Path, device: str, sizes: str, concurrency: str, num_steps: int, requests: int | None,

@@ -235,10 +235,11 @@ def foreign_records(out: Path, points: list[GridPoint]) -> list[Path]:
     return [f for f in names if (f.exists() or f.is_symlink()) and load_record(f) is None]
 
 
-def load_record(path: Path) -> LiveRun | None:
-    """The LiveRun at `path`, or None if it is missing or does not validate (the point runs again)."""
+def load_record(path: Path, model: type = LiveRun):
+    """The record (a LiveRun, or `model`) at `path`, or None if it is missing or does not validate
+    (the point runs again)."""
     try:
-        return LiveRun.model_validate(json.loads(path.read_text()))
+        return model.model_validate(json.loads(path.read_text()))
     except (OSError, ValueError):
         return None
 

@@ -32,7 +32,6 @@ Left out: a real prefill forward, the draft's prefill, KV limits and preemption.
 from __future__ import annotations
 
 import datetime
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +41,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from calibration.live.grid import CONTEXT_LEN, GridPoint, estimate_s  # CONTEXT_LEN: the window of every run
+from calibration.live.grid import CONTEXT_LEN, GridPoint, estimate_s, load_record  # CONTEXT_LEN: the window of every run
 from calibration.live.loop import DecodeLoop, SpecLoop
 from calibration.live.run import LiveSession, check_single_gpu_scenario, hardware_info
 from calibration.provenance import command_line, git_commit
@@ -238,10 +237,7 @@ def estimate_point_s(p: ServingPoint) -> float:
 
 def load_serving_record(path: Path) -> LiveServingRun | None:
     """The LiveServingRun at `path`, or None if missing or invalid (the run goes again)."""
-    try:
-        return LiveServingRun.model_validate(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
+    return load_record(path, LiveServingRun)
 
 
 def print_serving_table(rows: list[tuple[ServingPoint, LiveServingRun]]) -> None:

@@ -31,8 +31,8 @@ from simulator.live_records import LiveServingRun
 from simulator.profile import CalibrationProfile
 from simulator.serving.metrics import serving_metrics
 from simulator.serving.run import run_serving
+from simulator.validate import record_files
 
-MAX_RECORD_FILES = 10_000
 SERVING_BAR_FRAC = 0.05  # the issue's bar: tok/s and TPOT p50 within 5%
 
 
@@ -69,18 +69,7 @@ def load_serving_records(paths: list[Path]) -> list[tuple[str, LiveServingRun]]:
         UserInputError: a missing path, no records, a file that is not JSON or not a LiveServingRun
             (naming the file and the field).
     """
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files += sorted(p.glob("*.json"))
-        elif p.exists():
-            files.append(p)
-        else:
-            raise UserInputError(f"{p}: no such record file or folder")
-        if len(files) > MAX_RECORD_FILES:
-            raise UserInputError(f"more than {MAX_RECORD_FILES:,} record files in {', '.join(map(str, paths))}")
-    if not files:
-        raise UserInputError(f"no *.json records in {', '.join(map(str, paths))}")
+    files = record_files(paths)
     out = []
     for f in {f.resolve(): f for f in files}.values():
         data = read_json(f, "live serving record (LiveServingRun JSON)")
