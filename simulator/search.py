@@ -110,7 +110,10 @@ def parse_space(specs: list[str]) -> dict[str, GridAxis]:
     """`--space` specs by field (the sweep's grid syntax and checks); a field given twice is an error."""
     out: dict[str, GridAxis] = {}
     for s in specs:
-        ax = parse_grid(s)
+        try:
+            ax = parse_grid(s)
+        except UserInputError as e:
+            raise UserInputError(str(e).replace("--grid ", "--space ", 1)) from None
         if ax.field in out:
             raise UserInputError(f"--space {quote(s)}: {ax.field} is already given by {quote(out[ax.field].spec)}")
         out[ax.field] = ax

@@ -61,8 +61,8 @@ def search_command(
 
 
 _HEADERS = {"placement": "placement", "tp_size": "tp", "num_gpus": "GPUs", "num_steps": "steps", "topk": "topk",
-            "num_draft_tokens": "ndt", "batch_size": "batch", "spec": "spec", "tok_per_s_per_user": "tok/s/user",
-            "tok_per_s_per_gpu": "tok/s/GPU", "tok_per_s": "tok/s", "tpot_p50_us": "TPOT ms",
+            "num_draft_tokens": "ndt", "batch_size": "batch", "spec": "spec", "tok_per_s_per_user": "per user",
+            "tok_per_s_per_gpu": "per GPU", "tok_per_s": "tok/s", "tpot_p50_us": "TPOT ms",
             "serving_goodput_tok_per_s": "goodput"}
 
 
@@ -71,7 +71,9 @@ def _cell(col: str, v) -> str:
         return "-"
     if col == "tpot_p50_us":
         return f"{v / 1000:.2f}"
-    return f"{v:,.1f}" if isinstance(v, float) else escape(str(v))
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.1f}"
+    return escape(str(v))
 
 
 def _table(res: SearchResult, idxs: list[int], title: str) -> Table:
@@ -81,15 +83,18 @@ def _table(res: SearchResult, idxs: list[int], title: str) -> Table:
     if obj_col not in metric_cols:
         metric_cols.insert(0, obj_col)
     batch = ["batch_size"] if len({r["batch_size"] for r in res.rows}) > 1 else []
-    cols = ["placement", "tp_size", "num_gpus", "spec", *batch, *extra, *metric_cols]
+    cols = ["placement", "tp_size", "spec", *batch, *extra, *metric_cols]
     t = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
-              highlight=False, caption="spec: num_steps/topk/num_draft_tokens", caption_justify="left")
-    t.add_column("#", justify="right")
+              highlight=False, caption="tp: TP size (+1: a dedicated draft GPU); spec: num_steps/topk/num_draft_tokens;\n"
+              "per user, per GPU: tok/s", caption_justify="left")
+    t.add_column("#", justify="right", no_wrap=True, min_width=len(str(len(res.rows))))
     for c in cols:
         t.add_column(escape(_HEADERS.get(c, c.split(".")[-1])), justify="left" if c == "placement" else "right",
                      style="bold" if c == obj_col else None, no_wrap=True)
     for i in idxs:
-        r = {**res.rows[i], "spec": f"{res.rows[i]['num_steps']}/{res.rows[i]['topk']}/{res.rows[i]['num_draft_tokens']}"}
+        r = dict(res.rows[i])
+        r["spec"] = f"{r['num_steps']}/{r['topk']}/{r['num_draft_tokens']}"
+        r["tp_size"] = f"{r['tp_size']}+1" if r["num_gpus"] > r["tp_size"] else str(r["tp_size"])
         t.add_row(str(r["rank"] or "-"), *(_cell(c, r.get(c)) for c in cols))
     return t
 
