@@ -199,6 +199,43 @@ def validation_figure(records: list[dict]) -> go.Figure:
     return fig
 
 
+_AXIS_TITLES = {"tok_per_s_per_user": "tok/s per user", "tok_per_s_per_gpu": "tok/s per GPU",
+                "num_gpus": "GPUs used (a dedicated draft GPU included)", "tpot_p50_us": "TPOT p50 (us)",
+                "serving_goodput_tok_per_s": "goodput (tok/s)"}
+
+
+def _config_label(r: dict) -> str:
+    return (f"{r['placement']} tp{r['tp_size']} steps {r['num_steps']} topk {r['topk']} "
+            f"ndt {r['num_draft_tokens']} batch {r['batch_size']}")
+
+
+def search_figure(rows: list[dict], pareto: list[int], axes: tuple, best_idx: int | None, objective: str) -> go.Figure:
+    """Feasible points, the Pareto front over `axes` ((column, maximise) x 2) and the best point."""
+    (xc, _), (yc, _) = axes
+    feasible = [r for r in rows if r["feasible"] and r.get(xc) is not None and r.get(yc) is not None]
+    front = [rows[i] for i in pareto]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[r[xc] for r in feasible], y=[r[yc] for r in feasible], mode="markers",
+                             name="configurations", marker=dict(color="lightgray", size=6),
+                             text=[_config_label(r) for r in feasible], hoverinfo="text+x+y"))
+    fig.add_trace(go.Scatter(x=[r[xc] for r in front], y=[r[yc] for r in front], mode="lines+markers",
+                             name="Pareto front", line=dict(shape="hv" if xc != "num_gpus" else "linear"),
+                             text=[_config_label(r) for r in front], hoverinfo="text+x+y"))
+    if best_idx is not None:
+        b = rows[best_idx]
+        fig.add_trace(go.Scatter(x=[b[xc]], y=[b[yc]], mode="markers", name=f"best {objective}",
+                                 marker=dict(symbol="star", size=16), text=[_config_label(b)], hoverinfo="text+x+y"))
+    fig.update_layout(title=f"Pareto front ({len(front)} of {len(feasible)} feasible configurations)",
+                      xaxis_title=_AXIS_TITLES.get(xc, xc), yaxis_title=_AXIS_TITLES.get(yc, yc))
+    return fig
+
+
+def search_html(rows: list[dict], pareto: list[int], axes: tuple, best_idx: int | None, objective: str) -> str:
+    """The search's index.html: one chart, plotly.js inlined once."""
+    return figures_html([search_figure(rows, pareto, axes, best_idx, objective)],
+                        f"specdecsim search: {objective}").replace("<head>", "<head>" + HTML_GENERATOR, 1)
+
+
 # ---- files ----------------------------------------------------------------------------------------------
 def figures_html(figs: list[go.Figure], title: str) -> str:
     """One self-contained HTML page holding the figures (plotly.js inlined once)."""

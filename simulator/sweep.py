@@ -395,6 +395,32 @@ def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des:
     return seconds / jobs, memory
 
 
+def point_items(scenarios: list[Scenario], profile: str | None,
+                scenario_path: Path) -> tuple[list[tuple[int, Scenario, str]], dict[str, str]]:
+    """(point index, scenario, resolved profile path) per point, and the profile paths by reference.
+
+    Each distinct (profile, hardware, TP group, models) is checked once: the profile resolves and
+    the point's hardware checks pass (`load_profile_for`).
+
+    Raises:
+        UserInputError: a profile that does not resolve, or hardware a point does not fit.
+    """
+    profile_paths: dict[str, str] = {}
+    items = []
+    checked: set[tuple] = set()
+    for idx, sc in enumerate(scenarios):
+        ref = profile or sc.profile
+        key = (ref, sc.hardware.gpu, sc.hardware.box, sc.tp_size, sc.placement.label,
+               sc.target.model_dump_json(), sc.draft.model_dump_json())
+        if key not in checked:
+            _, p = load_profile_for(sc, profile, base_dir=None if profile else scenario_path.parent,
+                                    source=f"{scenario_path} point {idx}")
+            profile_paths.setdefault(ref, str(p.resolve()))
+            checked.add(key)
+        items.append((idx, sc, profile_paths[ref]))
+    return items, profile_paths
+
+
 def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form", jobs: int = 1,
               out_dir: Path | None = None, des_sample: int = 5, overrides: list[str] | None = None,
               profile: str | None = None, seed: int | None = None, progress: bool = True,
@@ -427,19 +453,7 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
     scenario_path = Path(scenario_path)
     base = apply_overrides(read_scenario_dict(scenario_path), list(overrides or []), str(scenario_path))
     points = expand(base, axes, str(scenario_path), scenario_path.parent)
-    profile_paths: dict[str, str] = {}
-    items = []
-    checked: set[tuple] = set()
-    for idx, (_, sc) in enumerate(points):
-        ref = profile or sc.profile
-        key = (ref, sc.hardware.gpu, sc.hardware.box, sc.tp_size, sc.placement.label,
-               sc.target.model_dump_json(), sc.draft.model_dump_json())
-        if key not in checked:  # the profile resolves and the point's hardware checks pass
-            _, p = load_profile_for(sc, profile, base_dir=None if profile else scenario_path.parent,
-                                    source=f"{scenario_path} point {idx}")
-            profile_paths.setdefault(ref, str(p.resolve()))
-            checked.add(key)
-        items.append((idx, sc, profile_paths[ref]))
+    items, profile_paths = point_items([sc for _, sc in points], profile, scenario_path)
     if confirm is not None:
         confirm(*estimate_sweep(items, solver, des_sample, jobs))
     metrics = run_points(solver, items, jobs, progress, label=f"{solver} sweep")

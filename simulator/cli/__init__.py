@@ -1,6 +1,6 @@
 """`specdecsim` command line: one typer app; each command parses, loads, runs and writes.
 
-No modelled numbers here. Commands: `simulate`, `sweep`, `plot`, `validate`, `validate-serving`, `hardware`, `cases` (this package) and,
+No modelled numbers here. Commands: `simulate`, `sweep`, `search`, `plot`, `validate`, `validate-serving`, `hardware`, `cases` (this package) and,
 where the `calibration` package is installed, its GPU-side commands (`calibrate`, `live`, ...),
 mounted by `calibration.cli.register`; those import torch only inside their commands, so
 `specdecsim --help` stays light.
@@ -19,6 +19,7 @@ from simulator.cli.cases import cases_command
 from simulator.cli.common import console, err_console
 from simulator.cli.hardware import hardware
 from simulator.cli.plot import plot_command
+from simulator.cli.search import search_command
 from simulator.cli.simulate import simulate
 from simulator.cli.sweep import sweep_command
 from simulator.cli.validate import validate
@@ -42,6 +43,7 @@ def _root(ctx: typer.Context,
 
 app.command("simulate")(simulate)
 app.command("sweep")(sweep_command)
+app.command("search")(search_command)
 app.command("plot")(plot_command)
 app.command("validate")(validate)
 app.command("validate-serving")(validate_serving)
