@@ -33,7 +33,7 @@ def main() -> None:
     print()
     print(f"| scored cases | pass | pass fraction | cases with nothing scored |")
     print("|---|---|---|---|")
-    print(f"| {s['scored_cases']} | {s['passed']} | {s['pass_frac']:.0%} | {s['not_replayable']} |")
+    print(f"| {s['scored_cases']} | {s['passed']} | {s['pass_frac'] or 0:.0%} | {s['not_replayable']} |")
 
 
 if __name__ == "__main__":

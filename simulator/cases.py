@@ -396,7 +396,7 @@ def summary(results: list[CaseResult]) -> dict:
     counted = [r for r in results if r.passed is not None]
     passed = sum(bool(r.passed) for r in counted)
     return {"cases": len(results), "scored_cases": len(counted), "passed": passed,
-            "pass_frac": passed / len(counted) if counted else math.nan,
+            "pass_frac": passed / len(counted) if counted else None,
             "not_replayable": sum(r.passed is None for r in results)}
 
 

@@ -381,6 +381,11 @@ class Scenario(StrictModel):
             if model.num_attention_heads % size != 0:
                 raise ValueError(f"{role}.num_attention_heads={model.num_attention_heads} is not "
                                  f"divisible by its TP size {size}")
+            if model.linear_attention_layers:
+                for name in ("linear_num_key_heads", "linear_num_value_heads"):
+                    heads = getattr(model, name)
+                    if heads % size != 0:
+                        raise ValueError(f"{role}.{name}={heads} is not divisible by its TP size {size}")
         if self.serving_engine.kind == "live_loop" and self.spec.method != "eagle3":
             raise ValueError(f"spec.method {self.spec.method}: the live loop runs EAGLE-3 drafts only; pick an "
                              "engine kind (serving_engine.kind: sglang, vllm or trtllm) for other methods")
@@ -414,6 +419,8 @@ class Scenario(StrictModel):
                 raise ValueError(f"expert_parallel_size={ep} must divide target.n_routed_experts="
                                  f"{t.n_routed_experts}")
         routing = self.workload.expert_routing
+        if routing.kind != "uniform" and not t.is_moe:
+            raise ValueError(f"workload.expert_routing kind {routing.kind} needs an MoE target (n_routed_experts)")
         if routing.kind == "histogram":
             for role, m in (("target", t), ("draft", self.draft)):
                 if m.is_moe and len(routing.expert_load) != m.n_routed_experts:

@@ -272,7 +272,11 @@ def _first_line(e: BaseException) -> str:
 # Tags pydantic puts in an error's location for a discriminated union's member (they are not keys
 # a user writes): serving_engine.<kind>.field, acceptance.<kind>.field.
 _UNION_TAGS = {"serving_engine": ("live_loop", "sglang", "vllm", "trtllm"),
-               "acceptance": ("iid", "positional", "empirical", "tree")}
+               "acceptance": ("iid", "positional", "empirical", "tree"),
+               "arrivals": ("poisson", "closed_loop", "trace"),
+               "expert_routing": ("uniform", "zipf", "histogram"),
+               "input_len": ("fixed", "uniform", "lognormal", "file"),
+               "output_len": ("fixed", "uniform", "lognormal", "file")}
 
 
 def _without_union_tags(loc: tuple) -> tuple:

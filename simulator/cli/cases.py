@@ -74,7 +74,10 @@ def cases_command(
         if fitted:
             console.print(f"  leave: fitted on the two end runs:{fitted[0].split('(leave-out:')[1].rstrip(')')}",
                           highlight=False)
-    console.print(f"{s['passed']} of {s['scored_cases']} scored cases pass ({s['pass_frac']:.0%}); "
-                  f"{s['not_replayable']} have nothing scored", highlight=False)
+    if s["scored_cases"]:
+        console.print(f"{s['passed']} of {s['scored_cases']} scored cases pass ({s['pass_frac']:.0%}); "
+                      f"{s['not_replayable']} have nothing scored", highlight=False)
+    else:
+        console.print(f"no scored cases: {s['not_replayable']} have nothing scored", highlight=False)
     if json_out is not None:
         console.print(f"wrote {escape(str(json_out))}")

@@ -54,6 +54,11 @@ def simulate(
     show = check_work(f"{sc.name}: {est.num_cycles:,} cycles at {sc.fidelity.granularity} granularity",
                       est.seconds, est.memory_bytes, force,
                       "lower fidelity.num_cycles or use a coarser fidelity.granularity")
+    if sc.serving is not None:
+        from simulator.serving.run import estimate_serving
+        s_sec, s_bytes, s_req = estimate_serving(sc)
+        show = check_work(f"{sc.name}: serving, about {s_req:,} requests (with and without speculation)",
+                          s_sec, s_bytes, force, "lower serving.num_requests or serving.duration_s") or show
     try:
         with progress_bar("simulating", enabled=show) as update:
             result, events = run_simulation(sc, prof, profile_ref=str(prof_path), trace=trace is not None,
@@ -168,3 +173,8 @@ def print_serving(s: dict, cfg: dict) -> None:
     t.add_row("mean requests in system", _num(s["mean_requests_in_system"], 2),
               f"{s['num_preemptions']} preemptions, {s['num_engine_steps']:,} engine steps")
     console.print(t)
+    finished = s.get("num_finished") or 0
+    if finished and s["num_requests"] < 0.5 * finished:
+        console.print(f"[yellow]note:[/] only {s['num_requests']:,} of {finished:,} finished requests are measured (the "
+                      "others arrived during serving.warmup_s): the rates cover a short tail of the run, and the two "
+                      "runs' windows differ", highlight=False)

@@ -57,6 +57,7 @@ class ServingResult(BaseModel):
     mean_requests_in_system: float
     num_preemptions: int
     num_engine_steps: int
+    num_finished: int = 0  # every finished request, warm-up ones included
     baseline_output_tok_per_s: float | None = None
     speedup: float | None = None
 
@@ -113,6 +114,7 @@ def serving_metrics(rec: ServingRecords, warmup_s: float, ttft_slo_ms: float | N
     return ServingResult(
         speculative=rec.speculative,
         num_requests=int(m.sum()),
+        num_finished=int((~np.isnan(rec.finish_us)).sum()),
         duration_s=duration_us / US_PER_S,
         output_tok_per_s=float(out.sum()) / duration_us * US_PER_S,
         request_per_s=float(m.sum()) / duration_us * US_PER_S,

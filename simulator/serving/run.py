@@ -34,3 +34,48 @@ def simulate_serving(scenario: Scenario, profile: CalibrationProfile, baseline: 
                            cfg.slo.tpot_ms)
     return res.model_copy(update={"baseline_output_tok_per_s": base.output_tok_per_s,
                                   "speedup": res.output_tok_per_s / base.output_tok_per_s})
+
+
+SECONDS_PER_STEP = 70e-6      # benchmarks/bench_serving.py: 14,182 engine steps in 0.86 s (one 2-core machine)
+SECONDS_PER_REQUEST = 50e-6
+BYTES_PER_TOKEN = 16          # per-token emission times of both runs (float64)
+BYTES_PER_REQUEST = 2048
+TOKENS_PER_S_PER_REQUEST = 200.0  # a closed loop's requests per second: an order-of-magnitude guess
+
+
+def _mean_tokens(dist) -> float:
+    kind = getattr(dist, "kind", "")
+    if kind == "fixed":
+        return float(dist.tokens)
+    if kind == "uniform":
+        return (dist.min_tokens + dist.max_tokens) / 2.0
+    if kind == "lognormal":
+        return float(min(max(dist.mean_tokens, dist.min_tokens), dist.max_tokens))
+    return 256.0  # a file of lengths: not read here
+
+
+def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
+    """(seconds, bytes, requests): a rough cost of simulating the scenario's serving section, the
+    speculative and the no-speculation run together, for the CLI's estimate and --force gate.
+
+    Requests: num_requests, else arrival rate x duration_s (a closed loop: concurrency x duration_s
+    x 200 tokens/s / mean output length), else 1000. Engine steps: requests x mean output tokens /
+    the batch (a closed loop's concurrency capped by max_running_requests; 1 otherwise, the worst
+    case). Per-step and per-request CPU costs from benchmarks/bench_serving.py.
+    """
+    sv = scenario.serving
+    arrivals = sv.arrivals
+    out = _mean_tokens(sv.output_len)
+    if sv.num_requests is not None:
+        n = sv.num_requests
+    elif sv.duration_s is not None and arrivals.kind == "poisson":
+        n = arrivals.rate_per_s * sv.duration_s
+    elif sv.duration_s is not None and arrivals.kind == "closed_loop":
+        n = arrivals.concurrency * sv.duration_s * TOKENS_PER_S_PER_REQUEST / max(out, 1.0)
+    else:
+        n = 1000
+    batch = min(arrivals.concurrency, sv.max_running_requests) if arrivals.kind == "closed_loop" else 1
+    steps = n * out / max(batch, 1)
+    seconds = 2 * (steps * SECONDS_PER_STEP + n * SECONDS_PER_REQUEST)
+    memory = 2 * n * (out * BYTES_PER_TOKEN + BYTES_PER_REQUEST)
+    return float(seconds), float(memory), int(n)
