@@ -81,10 +81,8 @@ class GridPoint:
 
     @property
     def name(self) -> str:
-        mode = "graph" if self.graph else "eager"
-        what = f"s{self.num_steps}_a{round(self.acceptance_rate * 100):02d}" if self.speculative else "baseline"
         rep = f"_rep{self.repeats}" if self.repeats > 1 else ""
-        return f"{self.size}_{mode}_b{self.batch_size}_{what}{rep}"
+        return point_name(self, f"b{self.batch_size}") + rep
 
     def scenario(self, num_cycles: int, warmup_cycles: int) -> Scenario:
         target, draft = SIZES[self.size]
@@ -130,6 +128,14 @@ def batch_grid(sizes: tuple[str, ...] = ("8b",), batch_sizes: tuple[int, ...] = 
                               max_cycles=cap) for s in BATCH_GRID_STEPS]
             pts.append(GridPoint(size, True, b, None, None, NOISE_REPEATS, interleaved=True, max_cycles=cap))
     return pts
+
+
+def point_name(p, load: str) -> str:
+    """A record's file stem: size, mode, the load (b<batch> or serving_c<concurrency>), then
+    s<steps>_a<acceptance %> or baseline (a point with `size`, `graph`, `num_steps`, `acceptance_rate`)."""
+    mode = "graph" if p.graph else "eager"
+    what = f"s{p.num_steps}_a{round(p.acceptance_rate * 100):02d}" if p.num_steps is not None else "baseline"
+    return f"{p.size}_{mode}_{load}_{what}"
 
 
 def grid(quick: bool) -> list[GridPoint]:

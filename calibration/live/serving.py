@@ -41,7 +41,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from calibration.live.grid import CONTEXT_LEN, GridPoint, estimate_s, load_record  # CONTEXT_LEN: the window of every run
+from calibration.live.grid import CONTEXT_LEN, GridPoint, estimate_s, load_record, point_name  # CONTEXT_LEN: the window of every run
 from calibration.live.loop import DecodeLoop, SpecLoop
 from calibration.live.run import LiveSession, check_single_gpu_scenario, hardware_info
 from calibration.provenance import command_line, git_commit
@@ -204,9 +204,7 @@ class ServingPoint:
 
     @property
     def name(self) -> str:
-        mode = "graph" if self.graph else "eager"
-        what = f"s{self.num_steps}_a{round(self.acceptance_rate * 100):02d}" if self.speculative else "baseline"
-        return f"{self.size}_{mode}_serving_c{self.concurrency}_{what}"
+        return point_name(self, f"serving_c{self.concurrency}")
 
     def scenario(self) -> Scenario:
         return serving_scenario(self.size, self.concurrency, self.num_steps or NUM_STEPS, self.acceptance_rate,
