@@ -77,7 +77,7 @@ def load_serving_records(paths: list[Path]) -> list[tuple[str, LiveServingRun]]:
             raise UserInputError(f"{f}: not a live serving record (kind: live_serving expected; `specdecsim "
                                  "live --serving` writes them, `specdecsim validate` reads the other live records)")
         try:
-            out.append((str(f), LiveServingRun.model_validate(data)))
+            out.append((str(f), LiveServingRun.model_validate(data, strict=True)))
         except ValidationError as e:
             raise UserInputError(format_validation_error(str(f), e)) from None
     return out
@@ -130,10 +130,12 @@ def serving_bar(rows: list[ServingComparison], bar_frac: float = SERVING_BAR_FRA
         return False, "serving bar: no records"
     worst_tok = max(abs(r.tok_per_s_error_frac) for r in rows)
     worst_tpot = max(abs(r.tpot_p50_error_frac) for r in rows)
-    met = worst_tok <= bar_frac and worst_tpot <= bar_frac
+    other = sum(not r.same_schedule for r in rows)
+    met = worst_tok <= bar_frac and worst_tpot <= bar_frac and other == 0
     return met, (f"serving bar ({bar_frac:.0%} on tok/s and TPOT p50, {len(rows)} runs): "
                  f"{'met' if met else 'NOT met'}; max |tok/s error| {worst_tok:.1%}, max |TPOT p50 error| "
-                 f"{worst_tpot:.1%}")
+                 f"{worst_tpot:.1%}" + (f"; {other} run(s) served another schedule than the simulation, so their "
+                                        "step times are not comparable" if other else ""))
 
 
 def to_json(rows: list[ServingComparison], profile_ref: str, bar_frac: float = SERVING_BAR_FRAC) -> dict:
