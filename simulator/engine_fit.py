@@ -69,7 +69,9 @@ class FitResult:
         lines = [f"{self.kind}: fitted on {len(self.residuals)} figures ({self.message})"]
         for k, v in self.params.items():
             se = self.stderr.get(k)
-            lines.append(f"  {k:22s} {v:12.4g}  {'+/- ' + format(se, '.3g') if se is not None else '(no error estimate)'}")
+            flag = "  (not determined: the error exceeds the value)" if se is not None and se > abs(v) else ""
+            lines.append(f"  {k:22s} {v:12.4g}  {'+/- ' + format(se, '.3g') if se is not None else '(no error estimate)'}"
+                         + flag)
         for label, r in self.residuals:
             lines.append(f"  {label:60s} {r:+.2%}")
         return "\n".join(lines)

@@ -122,6 +122,14 @@ def shape_fields_from_hf_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], li
         freq, first = cfg["moe_layer_freq"], _int(cfg, "first_k_dense_replace") or 0
         out["moe_layers"] = [i for i in range(first, n_layers) if i % freq == 0]
     layer_types = cfg.get("layer_types")
+    known_layers = {"full_attention", "sliding_attention", "linear_attention"}
+    if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != n_layers
+                                    or not all(isinstance(kind, str) for kind in layer_types)):
+        raise ValueError(f"layer_types: expected a list of {n_layers} layer kinds (strings such as "
+                         f"{', '.join(sorted(known_layers))}); got {str(layer_types)[:60]}")
+    other = sorted({kind for kind in (layer_types or []) if kind not in known_layers})
+    if other:
+        notes.append(f"layer_types {', '.join(other)} not modelled: those layers read as full attention")
     if isinstance(layer_types, list) and "linear_attention" in layer_types:  # Qwen3-Next / Qwen3.5 / Qwen3.6
         out["linear_attention_layers"] = [i for i, kind in enumerate(layer_types[:n_layers])
                                           if kind == "linear_attention"]
