@@ -87,16 +87,24 @@ def test_bad_case_file_is_one_line_naming_the_file_and_field(tmp_path):
 
 
 def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path):
+    # the default file with its collective cases (the full replay), then a one-case file for the
+    # output-file rules (a user's file is replayed alone)
     out = tmp_path / "cases.json"
     r = CliRunner().invoke(app, ["cases", "--json", str(out)])
     assert r.exit_code == 0, r.output
     data = json.loads(out.read_text())
-    assert data["summary"]["scored_cases"] >= 1
+    assert data["summary"]["scored_cases"] >= 1 and any(c["id"].startswith("comm-") for c in data["cases"])
     for case in data["cases"]:
         assert {"id", "passed", "metric", "predicted", "published", "error_frac"} <= set(case)
-    again = CliRunner().invoke(app, ["cases", "--json", str(out)])  # its own earlier output: replaced
+    one = tmp_path / "one.yaml"
+    full = yaml.safe_load(CASES.read_text())
+    for model in full["models"].values():
+        if "config_path" in model:
+            model["config_path"] = str((CASES.parent / model["config_path"]).resolve())
+    one.write_text(yaml.safe_dump({**full, "cases": [c for c in full["cases"] if c["id"].startswith("sglang-llama2")]}))
+    again = CliRunner().invoke(app, ["cases", str(one), "--json", str(out)])  # its own earlier output: replaced
     assert again.exit_code == 0
     other = tmp_path / "notes.json"
     other.write_text('{"mine": 1}')
-    refused = CliRunner().invoke(app, ["cases", "--json", str(other)])
+    refused = CliRunner().invoke(app, ["cases", str(one), "--json", str(other)])
     assert refused.exit_code == 2 and json.loads(other.read_text()) == {"mine": 1}
