@@ -1,6 +1,6 @@
-"""Plotly figures from sweep tables (`simulator.sweep`), calibration-curve tables
-(`simulator.calibration_curves`) and validate records. Nothing here computes a modelled number:
-figures draw, filter and group table rows.
+"""Plotly figures from sweep tables (`simulator.sweep`, with the serving columns and crossover of
+`simulator.serving.sweep`), calibration-curve tables (`simulator.calibration_curves`) and validate
+records. Nothing here computes a modelled number: figures draw, filter and group table rows.
 
 HTML files are self-contained and work offline: plotly.js is inlined (no CDN, no external URL).
 PNG export needs kaleido and a browser; without them it is skipped with a note.
@@ -21,14 +21,20 @@ from pydantic import ValidationError
 
 from simulator.files import HTML_GENERATOR, write_bytes_atomic, write_text_atomic
 from simulator.inputs import UserInputError, format_validation_error
+from simulator.serving.sweep import LOAD_FIELDS, serving_best_num_steps
 from simulator.sweep import (DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table, read_sweep_meta,
                              read_sweep_table, row_scenario)
+from simulator.units import US_PER_MS
 
 TOK_PER_S_TITLE = "throughput (tokens/s, system)"
 ACCEPTANCE_TITLE = "acceptance rate (per draft token, 0..1)"
 BREAKDOWN_GROUPS = (("draft_compute_us", "draft compute"), ("draft_comm_us", "draft comm"),
                     ("verify_compute_us", "verify compute"), ("verify_comm_us", "verify comm"),
                     ("draft_extend_us", "draft extend"), ("host_sync_us", "host / sync"))
+LOAD_TITLES = {"serving.arrivals.concurrency": ("concurrency (requests in flight, closed loop)", "c={}"),
+               "serving.arrivals.rate_per_s": ("arrival rate (requests/s, Poisson)", "{} req/s")}
+SERVING_LATENCY_TITLE = "Serving: TPOT vs output throughput across the load"
+SERVING_BEST_TITLE = "Serving: best num_steps per load"
 MAX_FACETS = 12
 MAX_BARS = 60
 Figures = list[tuple[str, go.Figure]]
@@ -236,6 +242,97 @@ def search_html(rows: list[dict], pareto: list[int], axes: tuple, best_idx: int 
                         f"specdecsim search: {objective}").replace("<head>", "<head>" + HTML_GENERATOR, 1)
 
 
+# ---- (f) serving under load --------------------------------------------------------------------------
+def has_serving_columns(rows: list[dict]) -> bool:
+    """Whether the sweep ran serving mode (its rows carry serving_* columns)."""
+    return any(r.get("serving_output_tok_per_s") is not None for r in rows)
+
+
+def serving_load_column(rows: list[dict]) -> str | None:
+    """The swept serving load (concurrency or arrival rate) when it takes two values or more."""
+    return next((f for f in LOAD_FIELDS if len(_distinct(rows, f)) > 1), None)
+
+
+def _crossover_for(group: list[dict], crossover_rows: list[dict], load: str) -> dict | None:
+    """The sweep.json `serving_crossover` row whose other grid fields match every row of `group`."""
+    skip = {"load_field", "crossover", "last_paying", "speedups"}
+    for c in crossover_rows:
+        if c.get("load_field") == load and all(r.get(k) == v for k, v in c.items() if k not in skip for r in group):
+            return c
+    return None
+
+
+def _latency_trace(points: list[dict], tok_col: str, tpot_col: str, labels: list[str], **kw) -> go.Scatter:
+    return go.Scatter(x=[r[tok_col] for r in points], y=[r[tpot_col] / US_PER_MS for r in points], text=labels,
+                      mode="lines+markers+text", textposition="top center",
+                      hovertemplate="%{text}<br>%{x:.1f} tok/s<br>TPOT p50 %{y:.2f} ms", **kw)
+
+
+def serving_latency_figures(rows: list[dict], grid_fields: list[str] = (), crossover_rows: list[dict] = ()) -> Figures:
+    """TPOT p50 (ms) vs output tok/s along the swept load, with speculation and without (the
+    baseline columns), points labelled by the load; the crossover from sweep.json marked. One
+    figure per combination of the other varying columns (num_steps among them)."""
+    rows = [r for r in rows if r.get("serving_output_tok_per_s") is not None
+            and r.get("serving_tpot_p50_us") is not None]
+    load = serving_load_column(rows)
+    if load is None:
+        return []
+    axis_title, point_label = LOAD_TITLES[load]
+    out = []
+    for suffix, group in split_facets(rows, facet_columns(rows, (load,), grid_fields))[:MAX_FACETS]:
+        line = sorted(group, key=lambda r: r[load])
+        labels = [point_label.format(r[load]) for r in line]
+        fig = go.Figure(_latency_trace(line, "serving_output_tok_per_s", "serving_tpot_p50_us", labels,
+                                       name="with speculation"))
+        base = [(r, t) for r, t in zip(line, labels) if r.get("serving_baseline_output_tok_per_s") is not None
+                and r.get("serving_baseline_tpot_p50_us") is not None]
+        if base:
+            fig.add_trace(_latency_trace([r for r, _ in base], "serving_baseline_output_tok_per_s",
+                                         "serving_baseline_tpot_p50_us", [t for _, t in base],
+                                         name="without speculation", line=dict(dash="dash", color="black")))
+        cross = _crossover_for(group, list(crossover_rows), load)
+        at = next((r for r in line if cross and r[load] == cross["crossover"]), None)
+        if at is not None:
+            text = f"crossover at {point_label.format(at[load])}: speculation stops paying"
+            fig.add_trace(go.Scatter(x=[at["serving_output_tok_per_s"]], y=[at["serving_tpot_p50_us"] / US_PER_MS],
+                                     mode="markers", name=text, hoverinfo="name",
+                                     marker=dict(symbol="x", size=16, color="red")))
+            fig.add_annotation(x=at["serving_output_tok_per_s"], y=at["serving_tpot_p50_us"] / US_PER_MS, text=text,
+                               showarrow=True, arrowhead=2, ax=0, ay=-40)
+        elif cross is not None and cross["crossover"] is None:
+            suffix = ", ".join(s for s in (suffix, "speculation pays at every swept load") if s)
+        fig.update_layout(title=_title(SERVING_LATENCY_TITLE, suffix), legend_title=f"points: {axis_title}",
+                          xaxis_title="output throughput (tokens/s, measured requests)", yaxis_title="TPOT p50 (ms)")
+        out.append((suffix, fig))
+    return out
+
+
+def serving_best_num_steps_figures(rows: list[dict], grid_fields: list[str] = ()) -> Figures:
+    """The num_steps with the highest serving output tok/s at each load (or batch size when no load
+    is swept), text = its speedup over no speculation. Needs num_steps to vary."""
+    rows = [r for r in rows if r.get("serving_output_tok_per_s") is not None]
+    x_col = serving_load_column(rows) or ("batch_size" if len(_distinct(rows, "batch_size")) > 1 else None)
+    if x_col is None or len(_distinct(rows, "num_steps")) < 2:
+        return []
+    x_title = LOAD_TITLES[x_col][0] if x_col in LOAD_TITLES else "batch size (requests)"
+    out = []
+    facets = facet_columns(rows, (x_col, "num_steps", "num_draft_tokens"), grid_fields)
+    for suffix, group in split_facets(rows, facets)[:MAX_FACETS]:
+        best = sorted(serving_best_num_steps(group, [x_col]), key=lambda b: b[x_col])
+        fig = go.Figure(go.Scatter(
+            x=[str(b[x_col]) for b in best], y=[b["best_num_steps"] for b in best], mode="lines+markers+text",
+            line=dict(shape="hv"), textposition="top center", name="best num_steps",
+            text=[f"{b['serving_speedup']:.2f}x" if b["serving_speedup"] is not None else "" for b in best],
+            customdata=[b["serving_output_tok_per_s"] for b in best],
+            hovertemplate=x_col + " %{x}<br>best num_steps %{y}<br>%{customdata:.1f} tok/s, %{text}<extra></extra>"))
+        fig.update_layout(title=_title(SERVING_BEST_TITLE + " (text: its speedup over no speculation)", suffix),
+                          xaxis_title=x_title, yaxis_title="num_steps with the highest output tok/s")
+        fig.update_xaxes(type="category")
+        fig.update_yaxes(dtick=1)
+        out.append((suffix, fig))
+    return out
+
+
 # ---- files ----------------------------------------------------------------------------------------------
 def figures_html(figs: list[go.Figure], title: str) -> str:
     """One self-contained HTML page holding the figures (plotly.js inlined once)."""
@@ -261,8 +358,10 @@ def export_png(fig: go.Figure, path: Path) -> str | None:
 
 def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), collective_rows: list[dict] = (),
                 verify_rows: list[dict] = (), validate_records: list[dict] = (), png: bool = True,
-                console: Console | None = None) -> Path:
-    """Write one HTML file per figure kind and an index.html linking them; returns the index path."""
+                console: Console | None = None, crossover_rows: list[dict] = ()) -> Path:
+    """Write one HTML file per figure kind and an index.html linking them; returns the index path.
+    A sweep with serving columns also gets the serving charts (`crossover_rows`: sweep.json's
+    `serving_crossover`)."""
     out_dir = Path(out_dir)
     kinds: list[tuple[str, str, list[go.Figure]]] = []
     if rows:
@@ -270,6 +369,11 @@ def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), co
                    [f for _, f in tok_per_s_figures(rows, grid_fields)]),
                   ("best_num_steps", "Best num_steps", [f for _, f in best_num_steps_figures(rows, grid_fields)]),
                   ("cycle_breakdown", "Cycle-time breakdown", [f for _, f in breakdown_figure(rows, grid_fields)])]
+    if has_serving_columns(rows):
+        kinds += [("serving_latency_vs_throughput", SERVING_LATENCY_TITLE,
+                   [f for _, f in serving_latency_figures(rows, grid_fields, crossover_rows)]),
+                  ("serving_best_num_steps", SERVING_BEST_TITLE,
+                   [f for _, f in serving_best_num_steps_figures(rows, grid_fields)])]
     if collective_rows:
         kinds.append(("allreduce_latency", "Collective latency vs message size", [collective_figure(collective_rows)]))
     if verify_rows:
@@ -364,4 +468,5 @@ def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_js
     csv_path = Path(results) / "sweep.csv" if Path(results).is_dir() else Path(results)
     coll, verify = _curve_inputs(rows, meta, profile, csv_path)
     records = load_validate_records(validate_json) if validate_json is not None else []
-    return write_plots(rows, out, fields, coll, verify, records, png=png, console=console)
+    return write_plots(rows, out, fields, coll, verify, records, png=png, console=console,
+                       crossover_rows=meta.get("serving_crossover") or [])

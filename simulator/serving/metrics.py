@@ -20,7 +20,8 @@ Measured requests: those arriving at or after `serving.warmup_s` that finished. 
 - mean_requests_in_system: time average of (arrived - finished) over [warmup_s, last arrival]
   (Little's law: = arrival rate x mean e2e latency in steady state).
 - num_preemptions: preemptions of measured requests (recompute).
-- baseline_output_tok_per_s / speedup: the same workload without speculation, when run.
+- baseline_output_tok_per_s / baseline_tpot_us / speedup: the same workload without speculation,
+  when run (speedup = output_tok_per_s / baseline_output_tok_per_s).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class ServingResult(BaseModel):
     num_engine_steps: int
     num_finished: int = 0  # every finished request, warm-up ones included
     baseline_output_tok_per_s: float | None = None
+    baseline_tpot_us: Percentiles | None = None
     speedup: float | None = None
 
 

@@ -1,9 +1,11 @@
 """Serving metrics in sweep rows, and the load at which speculation stops paying.
 
 `serving_columns` flattens a ServingResult into the `serving_*` columns of sweep.csv (times in
-us, rates per second). `crossover` reads swept rows: for each combination of the other grid
-fields, along the load field in increasing order, the first value where speculative output
-tokens/s <= the no-speculation baseline's (same scenario, speculation off, same workload seeds).
+us, rates per second; `serving_baseline_*`: the no-speculation run). `crossover` reads swept rows:
+for each combination of the other grid fields, along the load field in increasing order, the first
+value where speculative output tokens/s <= the no-speculation baseline's (same scenario,
+speculation off, same workload seeds). `serving_best_num_steps` picks, per combination, the
+num_steps with the highest serving output tokens/s.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from simulator.serving.metrics import ServingResult
 
 SERVING_COLUMNS = ("serving_output_tok_per_s", "serving_baseline_output_tok_per_s", "serving_speedup",
                    "serving_tok_per_s_per_user", "serving_ttft_p50_us", "serving_ttft_p99_us",
-                   "serving_tpot_p50_us", "serving_tpot_p99_us", "serving_itl_p50_us", "serving_itl_p99_us",
+                   "serving_tpot_p50_us", "serving_tpot_p99_us", "serving_baseline_tpot_p50_us",
+                   "serving_itl_p50_us", "serving_itl_p99_us",
                    "serving_e2e_latency_p50_us", "serving_e2e_latency_p99_us", "serving_queue_p50_us",
                    "serving_goodput_request_per_s", "serving_goodput_tok_per_s", "serving_slo_attained_frac",
                    "serving_mean_batch_size", "serving_spec_step_frac", "serving_num_requests")
@@ -31,6 +34,7 @@ def serving_columns(r: ServingResult) -> dict[str, Any]:
         p = getattr(r, f"{name}_us")
         out[f"serving_{name}_p50_us"] = p.p50 if p is not None else None
         out[f"serving_{name}_p99_us"] = p.p99 if p is not None else None
+    out["serving_baseline_tpot_p50_us"] = r.baseline_tpot_us.p50 if r.baseline_tpot_us is not None else None
     out.update(serving_queue_p50_us=r.queue_us.p50, serving_goodput_request_per_s=r.goodput_request_per_s,
                serving_goodput_tok_per_s=r.goodput_tok_per_s, serving_slo_attained_frac=r.slo_attained_frac,
                serving_mean_batch_size=r.mean_batch_size, serving_spec_step_frac=r.spec_step_frac,
@@ -71,3 +75,26 @@ def crossover(rows: list[dict], load_field: str, group_by: list[str]) -> list[di
                     "speedups": [[r[load_field], r["serving_output_tok_per_s"] / r["serving_baseline_output_tok_per_s"]]
                                  for r in members]})
     return out
+
+
+def serving_best_num_steps(rows: list[dict], group_by: list[str]) -> list[dict]:
+    """For each combination of `group_by` values, the row with the highest serving output tok/s.
+
+    Args:
+        rows: sweep rows with `num_steps` and serving_output_tok_per_s (rows without it are skipped).
+        group_by: columns that define a combination (the load, and what else is held fixed).
+
+    Returns:
+        Rows {*group_by, best_num_steps, serving_output_tok_per_s, serving_speedup,
+        serving_baseline_output_tok_per_s}, in first-seen order; ties keep the first row.
+    """
+    best: dict[str, dict] = {}
+    for r in rows:
+        if r.get("serving_output_tok_per_s") is None:
+            continue
+        key = json.dumps([r.get(c) for c in group_by], default=str)
+        if key not in best or r["serving_output_tok_per_s"] > best[key]["serving_output_tok_per_s"]:
+            best[key] = r
+    return [{**{c: r.get(c) for c in group_by}, "best_num_steps": r["num_steps"],
+             "serving_output_tok_per_s": r["serving_output_tok_per_s"], "serving_speedup": r.get("serving_speedup"),
+             "serving_baseline_output_tok_per_s": r.get("serving_baseline_output_tok_per_s")} for r in best.values()]
