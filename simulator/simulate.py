@@ -37,7 +37,10 @@ def rng_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator, np
 # scenarios, per-op costs); other machines differ by about 2x, so the estimate is a guide.
 _CYCLE_LEVEL_US = (0.5, 1.0)  # (per cycle, per request slot per cycle)
 _FORWARD_LEVEL_US = (20.0, 0.6)  # (per cycle, per request slot per cycle)
-_KERNEL_EVENT_US = 6.0  # per kernel per GPU stream
+_KERNEL_EVENT_US = 6.0  # per kernel per GPU stream, SimPy kernel streams (a trace asks for them)
+# per kernel per GPU stream, closed form (simulator.des.per_rank; benchmarks/bench_des.py: TP8
+# per rank, 10k kernel steps per cycle, 0.28 ms per cycle)
+_KERNEL_STEP_US = 0.03
 _RECORD_BYTES = (300.0, 40.0)  # a cycle record: (per cycle, per request slot)
 # A trace event held and written as JSON: about 2 kB of memory at the peak and 23 us of wall time
 # each (measured: tp1_draft at kernel granularity, per-rank, 600 cycles = 5.5 million events took
@@ -93,9 +96,10 @@ def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> Ru
     """Approximate DES wall time and memory of `simulate(scenario, ...)`.
 
     seconds = fixed + cost model + closed form + cycles * (per_cycle + per_slot * batch_size
-    [+ kernel events * 6 us]);
-    kernel events per cycle = kernels of a cycle's forwards * GPU streams (tp_size, + a
-    dedicated draft GPU, with per_rank). Constants: `_CYCLE_LEVEL_US` etc., measured here.
+    [+ kernel steps * (6 us with a trace, else 0.03 us)]);
+    kernel steps per cycle = kernels of a cycle's forwards * GPU streams (tp_size, + a
+    dedicated draft GPU, with per_rank): SimPy events with a trace, else closed-form steps
+    (simulator.des.per_rank). Constants: `_CYCLE_LEVEL_US` etc., measured here.
     """
     fid, b = scenario.fidelity, scenario.workload.batch_size
     cycles = fid.num_cycles + fid.warmup_cycles
@@ -109,7 +113,7 @@ def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> Ru
         if fid.granularity == "kernel":
             streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
             kernels = _kernels_per_cycle(scenario, cost) * streams
-            per_cycle_us += _KERNEL_EVENT_US * kernels
+            per_cycle_us += (_KERNEL_EVENT_US if trace else _KERNEL_STEP_US) * kernels
             if trace:
                 memory += cycles * kernels * _TRACE_EVENT_BYTES
                 per_cycle_us += _TRACE_EVENT_US * kernels
@@ -120,7 +124,7 @@ def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> Ru
     if baseline:
         streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
         base_kernels = sum(len(f.kernels) for f in cost.baseline_forwards()) * streams
-        base_us = baseline * (_FORWARD_LEVEL_US[0] + _KERNEL_EVENT_US * base_kernels)
+        base_us = baseline * (_FORWARD_LEVEL_US[0] + _KERNEL_STEP_US * base_kernels)  # never traced
     seconds = (_FIXED_S + estimate_cost_model_s(scenario) + estimate_closed_form_s(scenario)
                + (cycles * per_cycle_us + base_us) / 1e6)
     return RunEstimate(seconds=seconds, memory_bytes=memory, num_cycles=cycles + baseline)
@@ -132,7 +136,8 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     """Run the DES for the scenario and summarise it.
 
     The baseline (no speculation) comes from the closed form, or from its own DES run when
-    per-rank jitter makes step times random.
+    per-rank jitter makes step times random (that run is never traced, so at kernel granularity
+    its GPU side is the closed-form per-rank engine, simulator.des.per_rank).
 
     Args:
         progress: called now and then with the fraction of the run done (0..1).

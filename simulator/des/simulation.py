@@ -13,8 +13,11 @@ Granularity: `forward` puts one item per cycle (its forwards in order) on the st
 computes each forward's finish in closed form (kernel j issued at h0 + H_j runs once issued and
 the stream is free: finish = max(gpu_free + G, h0 + max_j(H_j + suffix_j))), which equals the
 kernel-by-kernel result for deterministic costs at a tenth of the events. `kernel` issues kernel by kernel (needed for per-rank barriers and
-jitter, and for traces). Left out: prefill, request arrivals (the batch is refilled at once),
-memory limits.
+jitter, and for traces). Without a trace, kernel granularity runs the GPU side in closed form
+(`simulator.des.per_rank.RankPlan`: per-stream runs of kernels between collectives, ranks meeting
+at each collective, jitter drawn per cycle in one numpy call), with the same host process; only a
+trace runs the streams kernel by kernel as SimPy processes. Left out: prefill, request arrivals
+(the batch is refilled at once), memory limits.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import simpy
 
 from simulator.acceptance import AcceptanceModel
 from simulator.costs.forward import CostModel, Forward, Kernel
+from simulator.des.per_rank import RankPlan
 from simulator.des.records import CycleRecord, RequestRecord, TraceEvent
 
 
@@ -59,13 +63,16 @@ class DesRun:
         trace: keep TraceEvents (kernel granularity gives per-kernel spans).
         env: a SimPy environment to run in (default: a new one).
         progress: called every PROGRESS_CYCLES cycles with the fraction of the run done (0..1).
+        kernel_processes: at kernel granularity, run the GPU streams as SimPy processes kernel by
+            kernel even without a trace (the reference the closed form is tested against).
     """
 
     PROGRESS_CYCLES = 256
 
     def __init__(self, cost: CostModel, acceptance: AcceptanceModel | None,
                  rng_accept: np.random.Generator, rng_jitter: np.random.Generator, trace: bool = False,
-                 env: simpy.Environment | None = None, progress: Callable[[float], None] | None = None):
+                 env: simpy.Environment | None = None, progress: Callable[[float], None] | None = None,
+                 kernel_processes: bool = False):
         self.progress = progress
         self.cost, self.acceptance = cost, acceptance
         self.sc = cost.sc
@@ -82,6 +89,9 @@ class DesRun:
             names = ["gpu"]
         self.streams = {n: _Stream(n, simpy.Store(self.env)) for n in names}
         self.per_rank = fid.per_rank
+        self.stream_gpus = gpus if fid.per_rank else None
+        self.closed_form = self.kernel_level and not trace and not kernel_processes  # kernel granularity without spans: RankPlan
+        self._plans: dict[int, tuple[tuple[Forward, ...], RankPlan]] = {}
         self.cycles: list[CycleRecord] = []
         self.requests: list[RequestRecord] = []
         self.trace_events: list[TraceEvent] | None = [] if trace else None
@@ -126,15 +136,24 @@ class DesRun:
             if not overlapped:
                 yield env.timeout(schedule_us)
             fwds = self.cost.cycle_forwards(extend_len) if spec else self.cost.baseline_forwards()
-            yield from self._issue(fwds)
-            if overlapped:
-                yield env.timeout(schedule_us)
-            syncs = []
-            for s in streams:
-                ev = env.event()
-                s.store.put(("sync", _Sync(ev), None))
-                syncs.append(ev)
-            yield syncs[0] if len(syncs) == 1 else simpy.AllOf(env, syncs)
+            if self.closed_form:
+                plan = self._plan(fwds)
+                gpu_done_us, busy = plan.run(env.now, self.rng_jitter, self.jitter_sigma)
+                yield env.timeout(plan.host_total_us)
+                if overlapped:
+                    yield env.timeout(schedule_us)
+                yield env.timeout(max(0.0, gpu_done_us - env.now))  # the sync waits for every stream
+            else:
+                yield from self._issue(fwds)
+                if overlapped:
+                    yield env.timeout(schedule_us)
+                syncs = []
+                for s in streams:
+                    ev = env.event()
+                    s.store.put(("sync", _Sync(ev), None))
+                    syncs.append(ev)
+                yield syncs[0] if len(syncs) == 1 else simpy.AllOf(env, syncs)
+                busy = self._cycle_busy()
             yield env.timeout(sync_us)
             acc = self._accept_lengths(b, rates).tolist()
             measured = idx >= warmup_cycles
@@ -152,7 +171,7 @@ class DesRun:
                         rates[slot] = self.acceptance.draw_request_rates(self.rng_accept, 1)[0]
             if measured:
                 self.cycles.append(CycleRecord(idx - warmup_cycles, start, env.now, tuple(acc), num_committed,
-                                               extend_len, tuple(self._cycle_busy().items())))
+                                               extend_len, tuple(busy.items())))
             for s in streams:
                 s.busy = {}
             extend_len = max(acc)
@@ -160,6 +179,14 @@ class DesRun:
                 self._measure_from = env.now
             if self.progress is not None and (idx + 1) % self.PROGRESS_CYCLES == 0:
                 self.progress((idx + 1) / (warmup_cycles + num_cycles))
+
+    def _plan(self, fwds: tuple[Forward, ...]) -> RankPlan:
+        """The RankPlan of a cycle's forwards (memoised per forwards tuple; the cost model memoises those)."""
+        hit = self._plans.get(id(fwds))
+        if hit is None or hit[0] is not fwds:
+            hit = (fwds, RankPlan(fwds, self.stream_gpus, self.draft_gpu if self.per_rank else None))
+            self._plans[id(fwds)] = hit
+        return hit[1]
 
     def _accept_lengths(self, b: int, rates: np.ndarray | None) -> np.ndarray:
         """(b,) accept lengths of this cycle; homogeneous requests are drawn in blocks for speed."""
@@ -237,7 +264,8 @@ class DesRun:
     def run(self, num_cycles: int, warmup_cycles: int) -> None:
         """Simulate warm-up plus num_cycles cycles (or decode steps for the baseline)."""
         self._measure_from = 0.0 if warmup_cycles == 0 else float("inf")
-        for s in self.streams.values():  # sorted by construction: ranks in order
-            self.env.process(self.stream_loop(s))
+        if not self.closed_form:
+            for s in self.streams.values():  # sorted by construction: ranks in order
+                self.env.process(self.stream_loop(s))
         done = self.env.process(self.host_loop(num_cycles, warmup_cycles))
         self.env.run(until=done)
