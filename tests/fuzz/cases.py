@@ -511,14 +511,15 @@ def gen_work(rng: random.Random) -> Case:
                  "--set", "spec.num_steps=64", "--set", "spec.num_draft_tokens=65", "--set", "fidelity.granularity=kernel",
                  "--set", f"fidelity.num_cycles={rng.choice([20000, 100000])}"]
         return simulate_case(7, how, scenario_files(), extra, mention=("--force",))
-    if how == "kernel":
-        extra = ["--set", "fidelity.granularity=kernel", "--set", f"fidelity.num_cycles={rng.choice([10**6, 10**7])}"]
+    if how == "kernel":  # closed-form kernel steps cost ~0.03 us each (simulator.des.per_rank): many of them
+        extra = ["--set", "fidelity.granularity=kernel", "--set", "target.num_hidden_layers=256",
+                 "--set", "fidelity.num_cycles=10000000"]
     elif how == "cycle_memory":
         extra = ["--set", "fidelity.granularity=cycle", "--set", "fidelity.num_cycles=10000000",
                  "--set", f"workload.batch_size={rng.choice([512, 4096])}"]
     elif how == "per_rank":
         extra = ["--set", "fidelity.granularity=kernel", "--set", "fidelity.per_rank=true", "--set", "tp_size=8",
-                 "--set", "fidelity.jitter_cv=0.3", "--set", f"fidelity.num_cycles={rng.choice([10**5, 10**6])}"]
+                 "--set", "fidelity.jitter_cv=0.3", "--set", "fidelity.num_cycles=10000000"]
     else:
         grids = (["--solver", "des", "--grid", "spec.num_steps=1..8", "--grid", "workload.batch_size=1..512",
                   "--set", "fidelity.granularity=kernel"] if how == "sweep_des" else
