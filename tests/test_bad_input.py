@@ -214,8 +214,9 @@ def test_what_is_written_is_used_as_written_or_refused(tmp_path, field, value):
 def test_unbounded_work_is_estimated_and_refused_without_force(tmp_path):
     write_scenario(tmp_path)
     t0 = time.perf_counter()
+    # 10M cycles of a 256-layer target, kernel by kernel: ~20 minutes even in closed form
     code, out = run(tmp_path, "simulate", "s.yaml", "--set", "fidelity.granularity=kernel",
-                    "--set", "fidelity.num_cycles=10000000")
+                    "--set", "target.num_hidden_layers=256", "--set", "fidelity.num_cycles=10000000")
     assert code == 2 and "estimated" in out and "--force" in out and time.perf_counter() - t0 < 5
 
 
