@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|traces|traces-session|calibrate|live|noise|batch|serving|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
+#   bash calibration/h200_run.sh quick|traces|traces-session|comm-stream|calibrate|live|noise|batch|serving|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy, prometheus_client)
 # for the machine's python3, which has torch (and typer, rich, numpy, scipy, pyyaml) but not those.
 # Multicast stays off. Every case is a `specdecsim` subcommand, run as `python3 -m simulator.cli`
@@ -81,6 +81,12 @@ case $what in
     nvidia-smi topo -m
     timeout 300 "${specdecsim[@]}" calibrate collectives --points data/points/h200_collectives.jsonl 2>&1 | quiet | tail -20
     cp data/points/h200_collectives.jsonl "$out/" ;;
+  comm-stream)  # 2 GPUs: allreduce in graph, eager (one call per sample) and eager_stream (20 back-to-back calls)
+               # in one session, the sizes of the public eager curve (data/cases/comm_public.yaml) and above
+    nvidia-smi topo -m
+    sizes=(); for s in 128 1024 4096 16384 32768 65536 131072 262144 524288 1048576 2097152 4194304; do sizes+=(--size-bytes $s); done
+    timeout 400 "${specdecsim[@]}" calibrate collectives --points "$out/h200_collectives_stream.jsonl" --world-size 2 \
+      --op allreduce --mode graph --mode eager --mode eager_stream "${sizes[@]}" 2>&1 | quiet | tail -12 ;;
   loop-reps)  # the calibration's tiny-model loop overheads, 5 interleaved repeats (profile host figures),
               # and their curve over GPU waits of 0-20 ms
     timeout 500 "${specdecsim[@]}" calibrate loop-reps --points data/points/h200.jsonl 2>&1 | quiet | tail -5

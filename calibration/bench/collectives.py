@@ -14,8 +14,12 @@ rerun skips what is stored.
 
 Timing of one sample: all ranks meet at a barrier (and synchronize the device), then time
 `ops_per_sample` back-to-back collectives (CUDA events on GPU, perf_counter on CPU) and divide.
-Eager: 1 collective per sample (host launch cost included, as in an eager forward). Graph: the
-collectives are captured in one CUDA graph and the graph is replayed per sample. A sample's
+Eager: 1 collective per sample (host launch cost included, as in an eager forward). Eager_stream:
+`eager_stream_ops_per_sample` eager collectives back to back between the two events, no sync between
+them, so the host enqueues the next call while the device runs the last (the timing of public
+collective benchmarks that loop eager calls between two CUDA events, e.g. Triton-distributed's
+`perf_func`); per call it costs max(host launch, device time + the gap between stream kernels).
+Graph: the collectives are captured in one CUDA graph and the graph is replayed per sample. A sample's
 latency is the MINIMUM over ranks: a rank that arrived early also waits for the last one, and
 the simulator models that skew itself (a collective completes at max(arrival) + latency,
 DESIGN.md). Warm-up, then >= 50 samples (100 by default); the record keeps median, p10 and p90.
@@ -43,6 +47,8 @@ from calibration.timing import capture_graph, elapsed_us, sample_stats
 from simulator.units import BYTES_PER_KIB
 
 MEASURED_OPS = ("allreduce", "broadcast", "all_gather")
+MODES = ("eager", "graph", "eager_stream")
+PROFILE_MODES = ("eager", "graph")  # the modes a profile's collective tables hold (simulator.profile.CollectiveTable)
 POW2_SIZES_BYTES = tuple(2 ** k for k in range(10, 27))  # 1 KiB .. 64 MiB
 QUICK_POW2_SIZES_BYTES = tuple(4 ** k * BYTES_PER_KIB for k in range(9))  # 1 KiB, 4 KiB, .. 64 MiB
 # Hidden sizes of the models in scenarios: Llama-3.2-1B (2048), Llama-3.1-8B (4096), Kimi-K2 /
@@ -61,6 +67,7 @@ class CollectiveTiming:
     num_warmup: int = 10
     num_repeats: int = 100  # samples per point (median, p10, p90 over them)
     eager_ops_per_sample: int = 1
+    eager_stream_ops_per_sample: int = 20  # back-to-back eager collectives between the events (mode eager_stream)
     graph_ops_per_sample: int = 10  # collectives captured in one CUDA graph
     timeout_s: float = DEFAULT_TIMEOUT_S  # a hung rank fails the run instead of hanging it
 
@@ -117,7 +124,8 @@ def _measure_point(op: str, mode: str, size_bytes: int, world_size: int, device:
         dist.barrier()
         samples = [_sample_us(graph.replay, 1, device) / n for _ in range(timing.num_repeats)]
     else:
-        samples = [_sample_us(fn, timing.eager_ops_per_sample, device) for _ in range(timing.num_repeats)]
+        n = timing.eager_stream_ops_per_sample if mode == "eager_stream" else timing.eager_ops_per_sample
+        samples = [_sample_us(fn, n, device) for _ in range(timing.num_repeats)]
     del graph
     return gather_samples(samples, device).min(axis=0).tolist()
 
@@ -133,7 +141,8 @@ def _worker(rank: int, world_size: int, backend: str, points: list[tuple[str, st
             samples = _measure_point(op, mode, size_bytes, world_size, device, dtype, timing)
             if rank != 0:
                 continue
-            ops_per_sample = timing.graph_ops_per_sample if mode == "graph" else timing.eager_ops_per_sample
+            ops_per_sample = {"graph": timing.graph_ops_per_sample, "eager_stream": timing.eager_stream_ops_per_sample
+                              }.get(mode, timing.eager_ops_per_sample)
             queue.put((point_key(op, world_size, mode, size_bytes), {
                 "op": op, "world_size": world_size, "mode": mode, "size_bytes": size_bytes,
                 **sample_stats(samples), "command": command, "backend": backend, "dtype": str(dtype).removeprefix("torch."),
@@ -172,7 +181,8 @@ def measure_collectives(store: PointStore, quick: bool = False, world_sizes: Seq
         command: provenance command recorded with each point (default: this process's command line).
         ops: subset of ('allreduce', 'broadcast', 'all_gather').
         sizes_bytes: per-rank input sizes; default `default_sizes_bytes(quick)`.
-        modes: default ('eager', 'graph') with NCCL, ('eager',) with gloo.
+        modes: subset of MODES; default ('eager', 'graph') with NCCL, ('eager',) with gloo. eager_stream
+            points are kept in the points file but not built into profile tables (PROFILE_MODES).
         timing: warm-up, samples, collectives per sample, timeout.
 
     Returns:
@@ -200,9 +210,9 @@ def measure_collectives(store: PointStore, quick: bool = False, world_sizes: Seq
     else:
         max_world_size = max(os.cpu_count() or 2, 2)
     modes = tuple(modes or (("eager", "graph") if backend == "nccl" else ("eager",)))
-    bad = [m for m in modes if m not in ("eager", "graph")] + [o for o in ops if o not in MEASURED_OPS]
+    bad = [m for m in modes if m not in MODES] + [o for o in ops if o not in MEASURED_OPS]
     if bad:
-        raise ValueError(f"unknown modes/ops {bad}; modes: eager, graph; ops: {', '.join(MEASURED_OPS)}")
+        raise ValueError(f"unknown modes/ops {bad}; modes: {', '.join(MODES)}; ops: {', '.join(MEASURED_OPS)}")
     if "graph" in modes and backend != "nccl":
         raise ValueError("graph mode needs CUDA (backend 'nccl')")
     sizes = tuple(sorted(set(sizes_bytes or default_sizes_bytes(quick))))

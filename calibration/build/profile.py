@@ -76,7 +76,7 @@ def collective_tables(records: dict[str, dict]) -> list[CollectiveTable]:
     """One CollectiveTable per (op, world_size, mode) from the `coll:` points."""
     groups: dict[tuple, dict[int, dict]] = defaultdict(dict)
     for k, rec in records.items():
-        if k.startswith("coll:"):
+        if k.startswith("coll:") and rec["mode"] in ("eager", "graph"):  # eager_stream points: the comm model's fit
             groups[(rec["op"], int(rec["world_size"]), rec["mode"])][int(rec["size_bytes"])] = rec
     tables = []
     for (op, world_size, mode), by_size in sorted(groups.items()):

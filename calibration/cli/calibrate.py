@@ -216,9 +216,22 @@ def collectives(
                                                                  "(default 2 .. the GPUs there are).")] = None,
     quick: Annotated[bool, typer.Option(help="Fewer sizes and samples.")] = False,
     device: Annotated[str, typer.Option(help="cuda (NCCL, one GPU per rank) or cpu (gloo processes).")] = "cuda",
+    mode: Annotated[Optional[list[str]], typer.Option(help="eager, graph or eager_stream (back-to-back eager calls); "
+                                                           "repeat for several (default eager and graph).")] = None,
+    op: Annotated[Optional[list[str]], typer.Option(help="allreduce, broadcast or all_gather; repeat for several "
+                                                         "(default all).")] = None,
+    size_bytes: Annotated[Optional[list[int]], typer.Option(help="Per-rank message sizes; repeat for several "
+                                                                 "(default the standard grid).")] = None,
 ) -> None:
     """Allreduce / broadcast / all_gather latency tables over spawned ranks, into a points file."""
+    from calibration.bench.collectives import MEASURED_OPS, MODES
     check_choice("--device", device, TP_DEVICES)
+    for m in mode or []:
+        check_choice("--mode", m, MODES)
+    for o in op or []:
+        check_choice("--op", o, MEASURED_OPS)
+    if any(s <= 0 for s in size_bytes or []):
+        fail(f"--size-bytes must be > 0, got {size_bytes}")
     sizes = list(world_size or [])
     if any(w < 2 for w in sizes):
         fail(f"--world-size must be >= 2, got {sizes}")
@@ -228,7 +241,8 @@ def collectives(
     from calibration.bench.collectives import measure_collectives
     try:
         n = measure_collectives(store, quick=quick, world_sizes=sizes or None,
-                                backend="nccl" if device == "cuda" else "gloo")
+                                backend="nccl" if device == "cuda" else "gloo", modes=mode or None,
+                                ops=tuple(op or MEASURED_OPS), sizes_bytes=size_bytes or None)
     except (ValueError, RuntimeError) as e:
         fail(str(e), code=1)
     console.print(f"stored {n} points in {escape(str(points))}")
