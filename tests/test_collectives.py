@@ -76,6 +76,20 @@ def test_graph_mode_and_odd_sizes_are_refused_on_gloo(tmp_path):
         measure_collectives(store, backend="gloo", world_sizes=[2], sizes_bytes=(1022,))
 
 
+def test_eager_stream_points_are_stored_but_not_built_into_profile_tables(tmp_path):
+    """Mode eager_stream: its points carry ops_per_sample 20 (back-to-back calls) and stay out of the
+    profile's collective tables, whose modes are eager and graph."""
+    from calibration.build.profile import collective_tables
+    store = PointStore(tmp_path / "p.jsonl")
+    n = measure_collectives(store, world_sizes=[2], backend="gloo", ops=("allreduce",), sizes_bytes=SIZES[:1],
+                            modes=("eager", "eager_stream"), timing=FAST)
+    recs = store.records()
+    assert n == 2 and recs[point_key("allreduce", 2, "eager_stream", SIZES[0])]["ops_per_sample"] == 20
+    assert [t.mode for t in collective_tables(recs)] == ["eager"]
+    with pytest.raises(ValueError, match="eager_stream"):
+        measure_collectives(store, world_sizes=[2], backend="gloo", modes=("stream",), sizes_bytes=SIZES)
+
+
 def test_default_sizes_cover_powers_of_two_and_forward_messages():
     sizes = collectives.default_sizes_bytes()
     assert {2 ** k for k in range(10, 27)} <= set(sizes)

@@ -88,6 +88,38 @@ def test_eager_adds_the_launch_cost():
         == pytest.approx(graph + c.eager_launch_us)
 
 
+def test_eager_stream_is_the_slower_of_device_and_host():
+    """Back-to-back eager calls: host-bound below the size where the device latency passes the
+    host's enqueue time, device-bound above it (no host cost added on top)."""
+    box, c = _box("hgx-h100-8gpu"), cm.fitted_constants()
+    for size in (128, 4096, 1 << 20, 64 << 20):
+        graph = cm.collective_us("allreduce", size, 8, box, consts=c).latency_us
+        stream = cm.collective_us("allreduce", size, 8, box, launch="eager_stream", consts=c)
+        assert stream.latency_us == pytest.approx(max(graph, c.eager_stream_host_us))
+        assert ("host-bound" in stream.detail) == (c.eager_stream_host_us > graph)
+    assert "device-bound" in cm.collective_us("allreduce", 64 << 20, 8, box, launch="eager_stream", consts=c).detail
+
+
+def test_eager_stream_host_fit_recovers_a_known_host_time(tmp_path: Path):
+    """Synthetic points: stream = max(graph, 30 us) -> the fit gives 30 us; the shipped points give a
+    host figure between their smallest and largest stream point."""
+    import json
+    sizes = [2 ** k for k in range(7, 23)]
+    graph = [8.0 + s / 50_000 for s in sizes]
+    lines = [json.dumps({"key": f"coll:allreduce:2:{m}:{s}", "record": {"op": "allreduce", "mode": m, "size_bytes": s,
+                         "latency_us": g if m == "graph" else max(g, 30.0)}})
+             for s, g in zip(sizes, graph) for m in ("graph", "eager_stream")]
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert cm.fit_eager_stream(path) == pytest.approx(30.0, rel=0.01)
+    shipped = [json.loads(x)["record"] for x in cm.default_stream_points_path().read_text().splitlines()]
+    stream = [r["latency_us"] for r in shipped if r["mode"] == "eager_stream"]
+    assert min(stream) <= cm.fitted_constants().eager_stream_host_us <= max(stream)
+    (tmp_path / "g.jsonl").write_text(lines[0] + "\n")
+    with pytest.raises(ValueError, match="eager_stream"):
+        cm.fit_eager_stream(tmp_path / "g.jsonl")
+
+
 def test_fitted_pcie_constants_reproduce_their_curve():
     """The fit curve (4x RTX PRO 6000, fit, not scored): its custom one-shot points within 10%, and
     its NCCL points within 16% except 64 KB, the curve's outlier (71.2 us between 15.6 and 24.7)."""

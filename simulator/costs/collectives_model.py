@@ -16,7 +16,10 @@ box is priced by algorithm, in microseconds:
   start and one end barrier) or two-shot (reduce-scatter then all-gather, ingress 2(n-1)/n x
   bytes, one barrier more): t = base + ingress / peer bandwidth (+ base / 2 for two-shot's extra
   barrier, assumed: base holds two barriers).
-- eager launch (no CUDA graph) adds a host launch cost per collective.
+- eager launch (no CUDA graph): one call after a device sync adds a host launch cost; calls back to
+  back (`eager_stream`, how public loops time them) cost max(device latency, host enqueue time per
+  call). Both host figures are the project's own lent H200 host's: on that host (2x H200,
+  `bash calibration/h200_run.sh comm-stream`) back-to-back eager allreduce is host-bound up to 2 MiB.
 - all_to_all: NCCL has no all-to-all kernel; it is n-1 ncclSend/ncclRecv pairs in one group (NCCL
   User Guide, "Point-to-point communication": all-to-all), and its p2p path is outside the tuning
   model. Priced as t = base + (n-1) x per-peer hop latency + (n-1)/n x bytes / bus bandwidth, with
@@ -65,7 +68,7 @@ from simulator.units import BYTES_PER_US_PER_GB_PER_S
 
 COLLECTIVES = ("allreduce", "all_gather", "broadcast", "send_recv", "all_to_all")
 ALGORITHMS = ("nccl", "custom", "auto")
-LAUNCHES = ("graph", "eager")
+LAUNCHES = ("graph", "eager", "eager_stream")
 LINK_CLASSES = ("nvlink", "pcie", "pcie_cross_numa")
 PROTOCOLS = ("LL", "LL128", "Simple")
 PASS_FRAC = 0.15  # a replayed point passes within 15% of the published latency
@@ -116,7 +119,10 @@ class CommConstants:
     nccl_busbw_frac: link class -> fraction of the nominal bus bandwidth NCCL reaches.
     custom_base_us: link class -> custom one-shot base latency (launch + two barriers), us.
     custom_bw_gb_per_s: link class -> peer read bandwidth per rank the custom kernel reaches, GB/s.
-    eager_launch_us: host launch cost an eager collective adds, us.
+    eager_launch_us: host launch cost an eager collective adds, us (one call after a device sync).
+    eager_stream_host_us: host time per call of back-to-back eager collectives, us: the floor of
+        launch 'eager_stream' (a HOST figure: the Python, c10d and NCCL enqueue path of the machine
+        it was measured on).
     sources: constant name -> what it was fitted on.
     """
 
@@ -125,6 +131,7 @@ class CommConstants:
     custom_bw_gb_per_s: dict[str, float]
     eager_launch_us: float
     sources: dict[str, str] = field(default_factory=dict)
+    eager_stream_host_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -331,7 +338,9 @@ def collective_us(kind: str, size_bytes: float, world_size: int, box: Collective
         kind: one of COLLECTIVES. size_bytes: per-rank input bytes. world_size: ranks (1 -> 0 us).
         box: the box's links. algorithm: 'nccl', 'custom' (allreduce only; other kinds use NCCL)
             or 'auto' (custom where vLLM/SGLang enable it, `custom_enabled`, else NCCL).
-        launch: 'graph' (CUDA-graph replay) or 'eager' (+ consts.eager_launch_us).
+        launch: 'graph' (CUDA-graph replay), 'eager' (one call after a sync: + consts.eager_launch_us)
+            or 'eager_stream' (calls back to back, the host enqueuing ahead: max(latency,
+            consts.eager_stream_host_us), the slower of device and host).
         consts: default `fitted_constants()`. custom_variant: 'one-shot' / 'two-shot' forces the
             custom kernel (default vLLM's choice, `one_shot`).
 
@@ -358,6 +367,10 @@ def collective_us(kind: str, size_bytes: float, world_size: int, box: Collective
              else nccl_us(kind, size_bytes, world_size, box, consts))
     if launch == "eager":
         return CollectivePrice(price.latency_us + consts.eager_launch_us, price.algorithm, price.detail + " + eager")
+    if launch == "eager_stream":
+        if consts.eager_stream_host_us > price.latency_us:
+            return CollectivePrice(consts.eager_stream_host_us, price.algorithm, price.detail + " (host-bound stream)")
+        return CollectivePrice(price.latency_us, price.algorithm, price.detail + " (device-bound stream)")
     return price
 
 
@@ -366,6 +379,43 @@ def default_profile_path() -> Path:
     """The project's own NVLink collective measurements: data/profiles/h200.json (2x H200 NV18)."""
     from simulator.profile import data_dir
     return data_dir() / "profiles" / "h200.json"
+
+
+def default_stream_points_path() -> Path:
+    """The project's own back-to-back eager allreduce points with same-session graph points:
+    data/points/h200_collectives_stream.jsonl (`bash calibration/h200_run.sh comm-stream`, 2x H200)."""
+    from simulator.profile import data_dir
+    return data_dir() / "points" / "h200_collectives_stream.jsonl"
+
+
+def fit_eager_stream(points_path: Path) -> float:
+    """Host us per back-to-back eager call, from a points file holding allreduce
+    points in modes graph and eager_stream at the same world size and sizes (one session).
+
+    Model: stream_us = max(graph_us, host), the device time and the host's enqueue time per call,
+    whichever is slower; fitted by scipy least_squares on log(model / measured), soft-L1 loss, with
+    graph_us the measured graph point of the same size (the device time of that box). A device gap
+    between back-to-back kernels was tried as a second parameter: these points do not determine it
+    (it fitted to its bound, 0), so it is left out.
+
+    Raises:
+        ValueError: the file lacks graph and eager_stream allreduce points of common sizes.
+    """
+    import json
+    graph, stream = {}, {}
+    for line in Path(points_path).read_text().splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)["record"]
+        if rec.get("op") == "allreduce":
+            {"graph": graph, "eager_stream": stream}.get(rec.get("mode"), {})[int(rec["size_bytes"])] = rec["latency_us"]
+    sizes = sorted(set(graph) & set(stream))
+    if not sizes:
+        raise ValueError(f"{points_path}: needs allreduce points in modes graph and eager_stream of the same sizes")
+    g = np.asarray([graph[s] for s in sizes])
+    m = np.asarray([stream[s] for s in sizes])
+    host = _robust_fit(lambda x: np.log(np.maximum(g, x[0]) / m), [float(np.median(m))], ([0.0], [1000.0]))[0]
+    return float(host)
 
 
 def default_cases_path() -> Path:
@@ -468,12 +518,16 @@ def fitted_constants(profile_path: Path | None = None, cases_path: Path | None =
     cases_path = cases_path or default_cases_path()
     nv_frac, launch = fit_nvlink(profile_path)
     pcie_frac, base, bw, case_id = fit_pcie(cases_path)
+    stream_path = default_stream_points_path()
+    stream_host = fit_eager_stream(stream_path)
     return CommConstants(
         nccl_busbw_frac={"nvlink": nv_frac, "pcie": pcie_frac, "pcie_cross_numa": pcie_frac},
         custom_base_us={"nvlink": base, "pcie": base, "pcie_cross_numa": base},
         custom_bw_gb_per_s={"pcie": bw, "pcie_cross_numa": bw},
         eager_launch_us=launch,
-        sources={"nccl_busbw_frac.nvlink": f"fit on {profile_path.name} graph allreduce",
+        eager_stream_host_us=stream_host,
+        sources={"eager_stream_host_us": f"fit on {stream_path.name} (eager_stream vs graph, 2x H200; a host figure)",
+                 "nccl_busbw_frac.nvlink": f"fit on {profile_path.name} graph allreduce",
                  "eager_launch_us": f"fit on {profile_path.name} eager vs graph allreduce",
                  "nccl_busbw_frac.pcie": f"fit on {case_id} (NCCL points)",
                  "custom_base_us.pcie": f"fit on {case_id} (custom points)",
