@@ -66,6 +66,8 @@ class CaseRun(CaseFigure):
     num_draft_tokens: int | None = Field(None, ge=2, le=4096)
     accept_length: float | None = Field(None, ge=1.0, le=65.0, description="Tokens per verify incl. the bonus.")
     engine: dict[str, Any] = Field(default_factory=dict, description="serving_engine fields this run states.")
+    context_len: int | None = Field(None, ge=1, le=2_097_152, description="The run's context, where the source "
+                                    "states one per run (default the case's).")
     replayable: bool = True
     why: str = Field("", max_length=500)
 
@@ -244,7 +246,8 @@ def build_case_scenario(cf: CaseFile, case: PublishedCase, run: CaseRun | None, 
         "acceptance": _acceptance(spec, al, src),
         "workload": {"batch_size": (baseline.batch_size if baseline is not None and baseline.batch_size
                                     else sc.batch_size),
-                     "context_len": sc.context_len or cf.defaults.context_len,
+                     "context_len": (run.context_len if run is not None and run.context_len
+                                     else sc.context_len or cf.defaults.context_len),
                      "max_new_tokens": cf.defaults.max_new_tokens},
         "serving_engine": {**case.engine, **(run.engine if run is not None else {}), **(engine_overrides or {})},
         "fidelity": {"num_cycles": 100},
