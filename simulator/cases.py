@@ -98,6 +98,8 @@ class CaseScenario(StrictModel):
     placement: str = "shared_tp"
     method: Literal["eagle3", "eagle", "mtp", "draft_model", "ngram"] = "eagle3"
     context_len: int | None = Field(None, ge=1, le=2_097_152)
+    expert_parallel_size: int = Field(1, ge=1, le=64)
+    expert_dispatch: Literal["allreduce", "all_to_all"] = "allreduce"
 
 
 class PublishedCase(StrictModel):
@@ -242,6 +244,7 @@ def build_case_scenario(cf: CaseFile, case: PublishedCase, run: CaseRun | None, 
     data = {
         "name": src[:200], "profile": "h200", "target": _model(cf, sc.target), "draft": _model(cf, sc.draft),
         "tp_size": sc.tp_size, "placement": sc.placement,
+        "expert_parallel_size": sc.expert_parallel_size, "expert_dispatch": sc.expert_dispatch,
         "hardware": {**case.hardware, **(baseline.hardware if baseline is not None else {})}, "spec": spec,
         "acceptance": _acceptance(spec, al, src),
         "workload": {"batch_size": (baseline.batch_size if baseline is not None and baseline.batch_size

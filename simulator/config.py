@@ -343,7 +343,12 @@ class Scenario(StrictModel):
         1, ge=1, le=64, description="Expert-parallel degree of the target's MoE layers (SGLang --ep-size), 1..64, "
                                     "dividing tp_size and n_routed_experts: the routed experts are split whole over "
                                     "this many ranks (each expert's width over tp_size / expert_parallel_size) with "
-                                    "an all-to-all dispatch and combine around them; attention stays TP.")
+                                    "the layer's allreduce combining them (expert_dispatch); attention stays TP.")
+    expert_dispatch: Literal["allreduce", "all_to_all"] = Field(
+        "allreduce", description="How expert parallelism reaches the experts: allreduce (tokens replicated by the TP "
+                                 "attention, each rank runs its experts, the layer's allreduce combines: SGLang "
+                                 "--ep-size without an a2a backend, TensorRT-LLM mixed ETP) or all_to_all (a dispatch "
+                                 "and a combine around the experts: DeepEP, SGLang --moe-a2a-backend deepep).")
     placement: Placement = Field("shared_tp", validate_default=True, description="shared_tp | tp1_colocated | tp1_dedicated | tp<k>.")
     spec: SpecConfig = SpecConfig()
     acceptance: AcceptanceConfig

@@ -137,11 +137,21 @@ def test_expert_parallel_size_is_checked(over, fragment):
 
 
 # ---- expert parallelism ----------------------------------------------------------------------------
+def test_ep_with_allreduce_dispatch_adds_no_collective():
+    """Default dispatch: tokens replicated by TP attention, the layer's allreduce combines the experts."""
+    sc = make_scenario(target=MOE_TARGET, tp_size=4, expert_parallel_size=2)
+    assert sc.expert_dispatch == "allreduce"
+    plain = O.target_forward_ops(sc.target, 4, 2, 3, 64)
+    ep = O.target_forward_ops(sc.target, 4, 2, 3, 64, ep=2)
+    assert [op.collective for op in ep] == [op.collective for op in plain]
+    assert [op.key for op in ep if op.name == "moe_experts"][0].endswith(",ep=2")
+
+
 def test_ep_adds_two_all_to_all_per_moe_layer_and_no_extra_allreduce():
     sc = make_scenario(target=MOE_TARGET, tp_size=4, expert_parallel_size=2)
     m = sc.target
     plain = O.target_forward_ops(m, 4, 2, 3, 64)
-    ep = O.target_forward_ops(m, 4, 2, 3, 64, ep=2)
+    ep = O.target_forward_ops(m, 4, 2, 3, 64, ep=2, dispatch="all_to_all")
     a2a = [op for op in ep if op.collective == "all_to_all"]
     assert len(a2a) == 2 * m.num_moe_layers
     assert all(op.world_size == 2 and op.size_bytes == 6 * 2 * 64 * 2 / 2 for op in a2a)
@@ -187,11 +197,13 @@ def test_all_to_all_is_priced_by_the_roofline_and_the_box_model():
 
 def test_an_ep_scenario_simulates():
     from simulator.simulate import simulate
-    sc = make_scenario(target=MOE_TARGET, tp_size=2, expert_parallel_size=2,
+    sc = make_scenario(target=MOE_TARGET, tp_size=2, expert_parallel_size=2, expert_dispatch="all_to_all",
                        workload=dict(batch_size=2, context_len=256, max_new_tokens=32,
                                      expert_routing=dict(kind="zipf", s=1.0)))
     cm = CostModel(sc, flat_profile())
     kinds = [k.name for k in cm.verify_forward().kernels]
     assert kinds.count("all_to_all") == 2 * sc.target.num_moe_layers
+    plain = CostModel(sc.model_copy(update={"expert_dispatch": "allreduce"}), flat_profile())
+    assert "all_to_all" not in [k.name for k in plain.verify_forward().kernels]
     result, _ = simulate(sc, flat_profile())
     assert result.tok_per_s > 0

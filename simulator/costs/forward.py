@@ -292,7 +292,8 @@ class CostModel:
             ks = self._model_kernels(sc.target, self.tp, n, phase, self.all_gpus,
                                      O.target_forward_ops(sc.target, self.tp, b, n, c,
                                                           routing=sc.workload.expert_routing,
-                                                          ep=sc.expert_parallel_size))
+                                                          ep=sc.expert_parallel_size,
+                                                          dispatch=sc.expert_dispatch))
             if aux:  # the EAGLE-3 hidden-state capture (whole-forward tables are measured without it)
                 ks += self._kernels([O.elementwise("concat", b * n, aux * sc.target.hidden_size)], phase,
                                     self.all_gpus)

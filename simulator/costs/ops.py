@@ -320,18 +320,23 @@ def linear_attention_block(m: ModelShape, tp: int, b: int, n: int, qkv_in: int) 
 
 
 def _mlp_block(m: ModelShape, tp: int, t: int, layer_idx: int, routing: ExpertRouting | None = None,
-               ep: int = 1) -> list[Op]:
+               ep: int = 1, dispatch: str = "allreduce") -> list[Op]:
     """The MLP of one layer: dense, or router + routed experts (+ shared experts).
 
-    With ep > 1 the routed experts sit between an all-to-all dispatch and an all-to-all combine
-    over the ep ranks (`all_to_all_bytes`); the layer's one allreduce after the MLP
+    With ep > 1 and dispatch 'allreduce' the tokens are already replicated over the TP group by the
+    attention allreduce: each rank runs its own experts on them and the layer's allreduce combines
+    (SGLang --ep-size without an a2a backend, python/sglang/srt/models/deepseek_v2.py; TensorRT-LLM's
+    mixed ETP, docs/source/blogs/tech_blog/blog1_...B200_GPUs.md: "indexed local reduction ... before
+    a global allreduce"). With dispatch 'all_to_all' (DeepEP-style, SGLang --moe-a2a-backend deepep)
+    the routed experts sit between an all-to-all dispatch and an all-to-all combine
+    over the ep ranks (`all_to_all_bytes`); either way the layer's one allreduce after the MLP
     (`decoder_layer_ops`) stays and is not doubled: it sums the shared experts' and the width-sharded
     (moe_tp = tp / ep) experts' partial outputs and re-replicates each rank's combined tokens for
     the next TP attention, as the allreduce of the routed output does without EP.
     """
     if m.is_moe_layer(layer_idx):
         experts = [moe_experts(m, tp, t, routing, ep)]
-        if ep > 1:
+        if ep > 1 and dispatch == "all_to_all":
             a2a = all_to_all_bytes(m, t, ep)
             experts = [collective("all_to_all", a2a, ep), *experts, collective("all_to_all", a2a, ep)]
         ops = [_linear(m, "attention", "router", t, m.hidden_size, m.n_routed_experts),
@@ -351,7 +356,8 @@ def _mlp_block(m: ModelShape, tp: int, t: int, layer_idx: int, routing: ExpertRo
 
 
 def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx: int,
-                      qkv_in: int | None = None, routing: ExpertRouting | None = None, ep: int = 1) -> list[Op]:
+                      qkv_in: int | None = None, routing: ExpertRouting | None = None, ep: int = 1,
+                      dispatch: str = "allreduce") -> list[Op]:
     """Ops of one pre-norm decoder layer on one rank, in execution order.
 
     Args:
@@ -359,6 +365,7 @@ def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx:
         n: new tokens per request in this forward. c: context_len (cached tokens before them).
         layer_idx: index (selects dense vs MoE MLP). qkv_in: qkv input width (draft: 2*hidden).
         routing: expert routing of MoE layers (default uniform). ep: expert-parallel size (divides tp).
+        dispatch: how EP moves tokens to experts, 'allreduce' or 'all_to_all' (`_mlp_block`).
     """
     t = b * n
     act = t * m.hidden_size * m.activation_dtype_bytes
@@ -372,7 +379,7 @@ def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx:
         ops.append(collective("allreduce", act, tp))
     ops += [elementwise("add", t, m.hidden_size, passes=3.0),
             elementwise("rmsnorm", t, m.hidden_size, passes=2.0)]
-    ops += _mlp_block(m, tp, t, layer_idx, routing, ep)
+    ops += _mlp_block(m, tp, t, layer_idx, routing, ep, dispatch)
     if tp > 1:
         ops.append(collective("allreduce", act, tp))
     ops.append(elementwise("add", t, m.hidden_size, passes=3.0))
@@ -413,10 +420,10 @@ def _head(m: ModelShape, tp: int, t: int, sampling: str) -> list[Op]:
 
 
 def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, num_aux_hidden_states: int = 0,
-                       routing: ExpertRouting | None = None, ep: int = 1) -> list[Op]:
+                       routing: ExpertRouting | None = None, ep: int = 1, dispatch: str = "allreduce") -> list[Op]:
     """Target forward over `n` tokens per request (decode: n=1; verify: n=num_draft_tokens).
 
-    `routing` and `ep` (expert-parallel size) shape the MoE layers (`_mlp_block`, `moe_experts`).
+    `routing`, `ep` (expert-parallel size) and `dispatch` shape the MoE layers (`_mlp_block`, `moe_experts`).
 
     Sampling is a greedy argmax over the full vocabulary for each of the b*n positions. With
     `num_aux_hidden_states` > 0 (verify for an EAGLE-3 draft) the captured hidden states are
@@ -425,7 +432,7 @@ def target_forward_ops(m: ModelShape, tp: int, b: int, n: int, c: int, num_aux_h
     t = b * n
     ops = _prologue(m, tp, b, n, c)
     for i in range(m.num_hidden_layers):
-        ops += decoder_layer_ops(m, tp, b, n, c, i, routing=routing, ep=ep)
+        ops += decoder_layer_ops(m, tp, b, n, c, i, routing=routing, ep=ep, dispatch=dispatch)
     ops += _head(m, tp, t, "argmax")
     if num_aux_hidden_states:
         ops.append(elementwise("concat", t, num_aux_hidden_states * m.hidden_size, passes=2.0))
