@@ -321,7 +321,7 @@ def test_validate_json_round_trips_into_plot(tmp_path):
                     "--grid", "acceptance.acceptance_rate=0.5,0.7")
     assert code == 0, out
     code, out = run(tmp_path, "plot", "sw", "--out", "figs", "--no-png", "--validate-json", "v.json")
-    assert code == 0 and (tmp_path / "figs" / "predicted_vs_measured.html").is_file(), out
+    assert code == 0 and 'id="predicted_vs_measured"' in (tmp_path / "figs" / "index.html").read_text(), out
 
 
 def test_sweep_outputs_round_trip_through_their_schemas(tmp_path):
