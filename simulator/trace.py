@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def parse_window(text: str, total_cycles: int, flag: str = "--trace-cycles") -> 
 
 
 # ---- sinks --------------------------------------------------------------------------------------------
-class TraceSink:
+class TraceSink(ABC):
     """What the DES hands the spans of the cycles in `window` to (DesRun calls these methods).
 
     Args:
@@ -102,6 +103,7 @@ class TraceSink:
             if name not in self.tids:
                 self.tids[name] = len(self.tids) + 1
 
+    @abstractmethod
     def kernels(self, plan, streams: list[str], start_us: np.ndarray, dur_us: np.ndarray) -> None:
         """One cycle's kernel spans: `plan` a `RankPlan` (its labels and member mask), start_us and
         dur_us of shape (len(streams), plan.num_kernels) (`RankPlan.run_spans`).
@@ -109,16 +111,15 @@ class TraceSink:
         Raises:
             ArithmeticError: a span's time is not finite.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def span(self, name: str, cat: str, stream: str, start_us: float, dur_us: float) -> None:
         """One span on a stream (a forward, or a kernel of the SimPy kernel streams)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def cycle(self, cycle_idx: int, start_us: float, end_us: float, accept_lengths: list[int],
               num_tokens: int) -> None:
         """One cycle, sync to sync, on the cycles thread."""
-        raise NotImplementedError
 
 
 def _check_finite(start_us: np.ndarray, dur_us: np.ndarray) -> None:
