@@ -21,8 +21,10 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from simulator.inputs import UserInputError, load_json, read_text
 
@@ -94,8 +96,29 @@ def _refuse_special(path: Path, st: os.stat_result, flag: str) -> None:
                               "write regular files only")
 
 
+def _head_marker(path: Path) -> str | None:
+    """The OUTPUT_KEY of a streamed trace (`simulator.trace.TraceWriter`), read from its first line
+    (`{"displayTimeUnit": ..., "otherData": {...},`), so a trace too large to load is still known."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    at = head.find('"otherData": ')
+    if not head.startswith('{"displayTimeUnit"') or at < 0:
+        return None
+    try:
+        other, _ = json.JSONDecoder().raw_decode(head, at + len('"otherData": '))
+    except ValueError:
+        return None
+    return other.get(OUTPUT_KEY) if isinstance(other, dict) else None
+
+
 def is_own_output(path: Path, kind: str) -> bool:
-    """Whether `path` is a JSON output of this kind that a specdecsim tool wrote (by its content)."""
+    """Whether `path` is a JSON output of this kind that a specdecsim tool wrote (by its content;
+    a streamed trace by its first line)."""
+    if kind == TRACE_OUTPUT and _head_marker(path) == kind:
+        return True
     try:
         data = load_json(read_text(path, "output"), str(path))
     except UserInputError:
@@ -181,7 +204,26 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write `data` via a temp file in the same folder and os.replace.
+    """Write `data` via a temp file in the same folder and os.replace (`atomic_file`).
+
+    Raises:
+        OutputPathError: `path` exists and is not a regular file (folder, symbolic link, device,
+            FIFO, socket), or a part of its folder path is a file.
+        OSError: the folder cannot be made or written.
+    """
+    with atomic_file(path) as f:
+        f.write(data)
+
+
+@contextmanager
+def atomic_file(path: Path, text: bool = False) -> Iterator[IO]:
+    """A file to write `path` through: a temp file in the same folder, moved over `path` with
+    os.replace when the block ends without an exception, deleted when it raises (an interrupt
+    included), so a reader never sees a partial file. For outputs written piece by piece (a
+    streamed trace); `write_bytes_atomic` is the one-call form.
+
+    Args:
+        text: open in text mode (UTF-8, newlines as written) instead of binary.
 
     Raises:
         OutputPathError: `path` exists and is not a regular file (folder, symbolic link, device,
@@ -199,8 +241,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         raise OutputPathError(f"output {path}: a part of its folder path is a file, not a folder") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        with (os.fdopen(fd, "w", encoding="utf-8", newline="") if text else os.fdopen(fd, "wb")) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)

@@ -2,8 +2,10 @@
 `simulator.serving.sweep`), calibration-curve tables (`simulator.calibration_curves`) and validate
 records. Nothing here computes a modelled number: figures draw, filter and group table rows.
 
-HTML files are self-contained and work offline: plotly.js is inlined (no CDN, no external URL).
-PNG export needs kaleido and a browser; without them it is skipped with a note.
+`specdecsim plot` writes one dashboard page per sweep (index.html: every chart as a section, a
+table of contents, notes), self-contained and offline: plotly.js is inlined once (no CDN, no
+external URL). PNG export needs kaleido (>= 1) and a Chrome or Chromium browser it can find (or
+BROWSER_PATH); without them it is skipped with a one-line note.
 """
 
 from __future__ import annotations
@@ -238,8 +240,8 @@ def search_figure(rows: list[dict], pareto: list[int], axes: tuple, best_idx: in
 
 def search_html(rows: list[dict], pareto: list[int], axes: tuple, best_idx: int | None, objective: str) -> str:
     """The search's index.html: one chart, plotly.js inlined once."""
-    return figures_html([search_figure(rows, pareto, axes, best_idx, objective)],
-                        f"specdecsim search: {objective}").replace("<head>", "<head>" + HTML_GENERATOR, 1)
+    return dashboard_html([("pareto_front", "Pareto front", [search_figure(rows, pareto, axes, best_idx, objective)])],
+                          f"specdecsim search: {objective}", toc=False)
 
 
 # ---- (f) serving under load --------------------------------------------------------------------------
@@ -334,34 +336,120 @@ def serving_best_num_steps_figures(rows: list[dict], grid_fields: list[str] = ()
 
 
 # ---- files ----------------------------------------------------------------------------------------------
-def figures_html(figs: list[go.Figure], title: str) -> str:
-    """One self-contained HTML page holding the figures (plotly.js inlined once)."""
-    divs = [fig.to_html(full_html=False, include_plotlyjs=(i == 0), include_mathjax=False,
-                        config={"displaylogo": False}) for i, fig in enumerate(figs)]
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head>\n"
-            f"<body><h1>{html.escape(title)}</h1>\n" + "\n".join(divs) + "\n</body></html>\n")
+# What each chart shows, one line under its heading on the dashboard (text only).
+SECTION_NOTES = {
+    "tok_per_s_vs_acceptance": "System tokens/s against the acceptance rate, one line per placement and num_steps; "
+                               "dashed: no speculation. One chart per combination of the other swept fields.",
+    "best_num_steps": "Colour: the num_steps with the highest tokens/s in each cell; text: its speedup over no "
+                      "speculation. One chart per combination of the other swept fields.",
+    "cycle_breakdown": "Mean time per cycle by bucket for each placement and num_steps, the other swept fields "
+                       "pinned at their middle value (in the title).",
+    "serving_latency_vs_throughput": "Serving mode: TPOT p50 against output tokens/s as the load grows, with "
+                                     "and without speculation; the crossover (speculation stops paying) marked.",
+    "serving_best_num_steps": "Serving mode: the num_steps with the highest output tokens/s at each load; text: "
+                              "its speedup over no speculation.",
+    "allreduce_latency": "From the profile: allreduce latency against message size per world size (lines: the "
+                         "model; markers: measured table points).",
+    "verify_latency": "From the profile: the target verify forward's GPU time against tokens per request.",
+    "predicted_vs_measured": "Each `specdecsim validate` record: predicted against measured tokens/s; on the "
+                             "dashed line they agree.",
+}
+_CSS = ("body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 1em;color:#222}"
+        "nav{background:#f4f4f4;padding:.5em 1em;border-radius:4px}nav li{margin:.2em 0}"
+        "section{border-top:1px solid #ddd;margin-top:1.5em}p.what{color:#555}.plotly-graph-div{margin:1em 0}")
+
+
+def dashboard_html(sections: list[tuple[str, str, list[go.Figure]]], title: str, notes: list[str] = (),
+                   summary: str = "", generator: bool = True, toc: bool = True) -> str:
+    """One self-contained page: a table of contents, one section per (anchor, title, figures)
+    with its `SECTION_NOTES` line, then `notes`; plotly.js inlined once in the head, no external
+    URL (works offline). Sections without figures are left out (say why in `notes`).
+
+    Args:
+        summary: a line under the title (what the figures come from).
+        generator: mark the page as specdecsim's (`HTML_GENERATOR`: an output folder it may replace).
+        toc: list the sections (and notes) at the top.
+    """
+    from plotly.offline import get_plotlyjs
+    sections = [(a, t, figs) for a, t, figs in sections if figs]
+    esc = html.escape
+    contents = "".join(f'<li><a href="#{esc(a)}">{esc(t)}</a> ({len(figs)} figure{"s" * (len(figs) > 1)})</li>'
+                  for a, t, figs in sections)
+    if notes:
+        contents += '<li><a href="#notes">notes</a></li>'
+    body = []
+    for anchor, sec_title, figs in sections:
+        body.append(f'<section id="{esc(anchor)}"><h2>{esc(sec_title)}</h2>')
+        if anchor in SECTION_NOTES:
+            body.append(f'<p class="what">{esc(SECTION_NOTES[anchor])}</p>')
+        body += [fig.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False,
+                             config={"displaylogo": False}) for fig in figs]
+        body.append("</section>")
+    if notes:
+        body.append('<section id="notes"><h2>notes</h2><ul>' + "".join(f"<li>{esc(n)}</li>" for n in notes)
+                    + "</ul></section>")
+    script = f'<script type="text/javascript">{get_plotlyjs()}</script>' if sections else ""
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">" + (HTML_GENERATOR if generator else "")
+            + f"<title>{esc(title)}</title><style>{_CSS}</style>\n{script}\n</head>\n<body><h1>{esc(title)}</h1>\n"
+            + (f"<p>{esc(summary)}</p>\n" if summary else "")
+            + (f"<nav><strong>contents</strong><ul>{contents}</ul></nav>\n" if toc and contents else "")
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+def _png_note(e: Exception) -> str:
+    """One line saying why PNG export failed (kaleido's messages run over several lines)."""
+    text = " ".join(str(e).split())
+    if "Chrome" in text or "browser" in text.lower():
+        return "PNGs skipped: kaleido found no Chrome/Chromium (BROWSER_PATH names one)"
+    return f"PNGs skipped: {type(e).__name__}: {text[:160]}"
+
+
+def have_kaleido() -> bool:
+    """Whether kaleido (what plotly.io.write_images runs) is installed."""
+    import importlib.util
+    return importlib.util.find_spec("kaleido") is not None
+
+
+def export_pngs(figs: list[tuple[go.Figure, Path]]) -> str | None:
+    """Write each figure as a PNG (one kaleido browser for all: plotly.io.write_images) if kaleido
+    (>= 1) and a Chrome/Chromium browser are there; else return one line saying why not. Each
+    file is written atomically (through a temp folder beside it)."""
+    if not figs:
+        return None
+    if not have_kaleido():
+        return "PNGs skipped: kaleido is not installed (pip install kaleido; needs Chrome)"
+    import tempfile
+
+    import plotly.io as pio
+    out_dir = figs[0][1].parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".png.", dir=out_dir) as tmp:
+        tmp_paths = [Path(tmp) / f"{i}.png" for i in range(len(figs))]
+        try:
+            pio.write_images([f for f, _ in figs], tmp_paths, format="png", width=1100, height=600)
+        except Exception as e:  # kaleido raises several types when no browser is found
+            return _png_note(e)
+        for t, (_, path) in zip(tmp_paths, figs):
+            write_bytes_atomic(path, t.read_bytes())  # like every output: a regular file, never through a link
+    return None
 
 
 def export_png(fig: go.Figure, path: Path) -> str | None:
-    """Write a PNG if kaleido (and the browser it needs) is there; else return why not."""
-    try:
-        import kaleido  # noqa: F401
-    except ImportError:
-        return "PNG export skipped: kaleido is not installed (pip install kaleido)"
-    try:
-        png = fig.to_image(format="png")
-    except Exception as e:  # kaleido raises several types when no browser is found
-        return f"PNG export skipped: {type(e).__name__}: {e}"
-    write_bytes_atomic(path, png)  # like every output: a regular file, never through a link
-    return None
+    """Write one figure as a PNG (`export_pngs`); returns why not, or None."""
+    return export_pngs([(fig, Path(path))])
 
 
 def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), collective_rows: list[dict] = (),
                 verify_rows: list[dict] = (), validate_records: list[dict] = (), png: bool = True,
-                console: Console | None = None, crossover_rows: list[dict] = ()) -> Path:
-    """Write one HTML file per figure kind and an index.html linking them; returns the index path.
-    A sweep with serving columns also gets the serving charts (`crossover_rows`: sweep.json's
-    `serving_crossover`)."""
+                console: Console | None = None, crossover_rows: list[dict] = (), summary: str = "") -> Path:
+    """Write the dashboard, index.html: every figure kind as a section of one self-contained page
+    (plotly.js inlined once, a table of contents, notes), plus `{kind}_{i}.png` per figure when
+    `png` and kaleido finds a browser. A sweep with serving columns also gets the serving charts
+    (`crossover_rows`: sweep.json's `serving_crossover`). Returns the index.html path.
+
+    Args:
+        summary: a line under the page title (what the figures come from).
+    """
     out_dir = Path(out_dir)
     kinds: list[tuple[str, str, list[go.Figure]]] = []
     if rows:
@@ -380,30 +468,18 @@ def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), co
         kinds.append(("verify_latency", "Verify cost vs tokens", [verify_figure(verify_rows)]))
     if validate_records:
         kinds.append(("predicted_vs_measured", "Predicted vs measured", [validation_figure(validate_records)]))
-    links, notes = [], set()
-    for name, title, figs in kinds:
-        if not figs:
-            notes.add(f"{title}: not drawn (the table lacks the varying columns it needs)")
-            continue
-        write_text_atomic(out_dir / f"{name}.html", figures_html(figs, title))
-        links.append((f"{name}.html", title, len(figs)))
-        if png:
-            for i, fig in enumerate(figs):
-                why = export_png(fig, out_dir / f"{name}_{i}.png")
-                if why:
-                    notes.add(why)
-                    break
-    items = "\n".join(f'<li><a href="{html.escape(h)}">{html.escape(t)}</a> ({n} figure{"s" * (n > 1)})</li>'
-                      for h, t, n in links)
-    note_items = "\n".join(f"<li>{html.escape(n)}</li>" for n in sorted(notes))
-    write_text_atomic(out_dir / "index.html", "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-                      + HTML_GENERATOR + "<title>specdecsim figures</title></head><body><h1>specdecsim figures</h1>\n"
-                      f"<ul>\n{items}\n</ul>\n" + (f"<h2>notes</h2><ul>\n{note_items}\n</ul>\n" if notes else "")
-                      + "</body></html>\n")
+    notes = [f"{title}: not drawn (the table lacks the varying columns it needs)" for _, title, figs in kinds
+             if not figs]
+    if png:
+        why = export_pngs([(f, out_dir / f"{name}_{i}.png") for name, _, figs in kinds for i, f in enumerate(figs)])
+        if why:
+            notes.append(why)
+    index = out_dir / "index.html"
+    write_text_atomic(index, dashboard_html(kinds, "specdecsim figures", notes, summary))
     if console is not None:
-        for n in sorted(notes):
+        for n in notes:
             console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
-    return out_dir / "index.html"
+    return index
 
 
 def load_validate_records(path: Path) -> list[dict]:
@@ -468,5 +544,10 @@ def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_js
     csv_path = Path(results) / "sweep.csv" if Path(results).is_dir() else Path(results)
     coll, verify = _curve_inputs(rows, meta, profile, csv_path)
     records = load_validate_records(validate_json) if validate_json is not None else []
+    summary = (f"{csv_path}: {len(rows):,} points"
+               + (f" of {meta['scenario_path']}" if meta.get("scenario_path") else "")
+               + (f", solver {meta['solver']}" if meta.get("solver") else "")
+               + (f"; swept: {', '.join(fields)}" if fields else "")
+               + (f"; validate records: {validate_json}" if validate_json is not None else ""))
     return write_plots(rows, out, fields, coll, verify, records, png=png, console=console,
-                       crossover_rows=meta.get("serving_crossover") or [])
+                       crossover_rows=meta.get("serving_crossover") or [], summary=summary)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,13 +19,16 @@ from simulator.acceptance import build_acceptance
 from simulator.analytic import analyze
 from simulator.config import Scenario
 from simulator.costs.forward import CostModel
-from simulator.des.records import CycleLog, TraceEvent
+from simulator.des.records import CycleLog
 from simulator.des.simulation import DesRun
 from simulator.des.cycle_level import run_cycle_level
 from simulator.metrics import (SimulationResult, accept_length_series, batch_means_interval, breakdown,
                                throughput_interval, tpot)
 from simulator.profile import CalibrationProfile
 from simulator.units import US_PER_S
+
+if TYPE_CHECKING:
+    from simulator.trace import TraceSink
 
 
 def rng_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator, np.random.Generator]:
@@ -37,16 +41,10 @@ def rng_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator, np
 # scenarios, per-op costs); other machines differ by about 2x, so the estimate is a guide.
 _CYCLE_LEVEL_US = (0.5, 1.0)  # (per cycle, per request slot per cycle)
 _FORWARD_LEVEL_US = (20.0, 0.6)  # (per cycle, per request slot per cycle)
-_KERNEL_EVENT_US = 6.0  # per kernel per GPU stream, SimPy kernel streams (a trace asks for them)
 # per kernel per GPU stream, closed form (simulator.des.per_rank; benchmarks/bench_des.py: TP8
 # per rank, 10k kernel steps per cycle, 0.28 ms per cycle)
 _KERNEL_STEP_US = 0.03
 _RECORD_BYTES = (300.0, 40.0)  # a cycle record: (per cycle, per request slot)
-# A trace event held and written as JSON: about 2 kB of memory at the peak and 23 us of wall time
-# each (measured: tp1_draft at kernel granularity, per-rank, 600 cycles = 5.5 million events took
-# 161 s and 11.2 GB and wrote 851 MB, against 36 s without the trace).
-_TRACE_EVENT_BYTES = 2000.0
-_TRACE_EVENT_US = 23.0
 _FIXED_S = 0.3  # imports aside: summary, notes, small cost models
 _LAYER_FORWARD_US = 250.0  # building one decoder layer's ops and looking up their latencies
 _RENEWAL_US = (0.3, 0.06)  # closed form, requests alike: (per token of max_new_tokens, per accept length)
@@ -74,7 +72,7 @@ def estimate_closed_form_s(scenario: Scenario) -> float:
 _KERNELS_PER_LAYER = 25  # ops of a decoder layer (attention, MLP or MoE, norms, collectives), an upper end
 
 
-def _kernels_per_cycle(scenario: Scenario, cost: CostModel) -> int:
+def kernels_per_cycle(scenario: Scenario, cost: CostModel) -> int:
     """Kernels of one cycle's forwards: counted where building them is quick, else from the layers."""
     if estimate_cost_model_s(scenario) < 1.0:
         return sum(len(f.kernels) for f in cost.cycle_forwards(1))
@@ -92,14 +90,15 @@ class RunEstimate:
     num_cycles: int  # simulated cycles, warm-up and the jitter baseline's included
 
 
-def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> RunEstimate:
+def estimate_run(scenario: Scenario, cost: CostModel, trace_cycles: int = 0) -> RunEstimate:
     """Approximate DES wall time and memory of `simulate(scenario, ...)`.
 
     seconds = fixed + cost model + closed form + cycles * (per_cycle + per_slot * batch_size
-    [+ kernel steps * (6 us with a trace, else 0.03 us)]);
+    [+ kernel steps * 0.03 us]) + writing the trace of `trace_cycles` cycles
+    (`simulator.trace.trace_estimate`; streamed, so it adds no memory);
     kernel steps per cycle = kernels of a cycle's forwards * GPU streams (tp_size, + a
-    dedicated draft GPU, with per_rank): SimPy events with a trace, else closed-form steps
-    (simulator.des.per_rank). Constants: `_CYCLE_LEVEL_US` etc., measured here.
+    dedicated draft GPU, with per_rank), closed-form steps (simulator.des.per_rank).
+    Constants: `_CYCLE_LEVEL_US` etc., measured here.
     """
     fid, b = scenario.fidelity, scenario.workload.batch_size
     cycles = fid.num_cycles + fid.warmup_cycles
@@ -112,14 +111,8 @@ def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> Ru
         memory = cycles * (_RECORD_BYTES[0] + _RECORD_BYTES[1] * b)
         if fid.granularity == "kernel":
             streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
-            kernels = _kernels_per_cycle(scenario, cost) * streams
-            per_cycle_us += (_KERNEL_EVENT_US if trace else _KERNEL_STEP_US) * kernels
-            if trace:
-                memory += cycles * kernels * _TRACE_EVENT_BYTES
-                per_cycle_us += _TRACE_EVENT_US * kernels
-        elif trace:
-            memory += cycles * len(cost.cycle_forwards(1)) * _TRACE_EVENT_BYTES
-            per_cycle_us += _TRACE_EVENT_US * len(cost.cycle_forwards(1))
+            kernels = kernels_per_cycle(scenario, cost) * streams
+            per_cycle_us += _KERNEL_STEP_US * kernels
     base_us = 0.0
     if baseline:
         streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
@@ -127,25 +120,30 @@ def estimate_run(scenario: Scenario, cost: CostModel, trace: bool = False) -> Ru
         base_us = baseline * (_FORWARD_LEVEL_US[0] + _KERNEL_STEP_US * base_kernels)  # never traced
     seconds = (_FIXED_S + estimate_cost_model_s(scenario) + estimate_closed_form_s(scenario)
                + (cycles * per_cycle_us + base_us) / 1e6)
+    if trace_cycles and fid.granularity != "cycle":
+        from simulator.trace import trace_estimate
+        seconds += trace_estimate(scenario, cost, trace_cycles).seconds
     return RunEstimate(seconds=seconds, memory_bytes=memory, num_cycles=cycles + baseline)
 
 
 def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str = "",
-             trace: bool = False, progress: Callable[[float], None] | None = None,
-             ) -> tuple[SimulationResult, list[TraceEvent]]:
+             trace: TraceSink | None = None, progress: Callable[[float], None] | None = None,
+             ) -> tuple[SimulationResult, TraceSink | None]:
     """Run the DES for the scenario and summarise it.
 
     The baseline (no speculation) comes from the closed form, or from its own DES run when
-    per-rank jitter makes step times random (that run is never traced, so at kernel granularity
-    its GPU side is the closed-form per-rank engine, simulator.des.per_rank).
+    per-rank jitter makes step times random (that run is never traced).
 
     Args:
+        trace: gets the spans of the cycles in its window as they run (`simulator.trace`: a
+            TraceWriter streams them to a file); forward or kernel granularity only.
         progress: called now and then with the fraction of the run done (0..1).
 
     Returns:
-        (result, trace events; empty unless trace=True).
+        (result, the `trace` sink given, its spans delivered).
 
     Raises:
+        ValueError: a trace at cycle granularity (which keeps no spans).
         ArithmeticError: the run produced a non-finite or non-positive rate or time (a bug or
             numbers the schema should have refused); nothing is returned to print or write.
     """
@@ -153,10 +151,11 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     acceptance = build_acceptance(scenario.acceptance, scenario.spec)
     rng_acc, rng_jit, rng_base = rng_streams(scenario.seed)
     w, fid = scenario.workload, scenario.fidelity
-    events: list[TraceEvent] = []
     share = 1.0 if fid.jitter_cv == 0 else 0.5  # of the progress bar, the speculative run's
     step = (lambda frac: progress(share * frac)) if progress is not None else None
     if fid.granularity == "cycle":
+        if trace is not None:
+            raise ValueError("a trace needs fidelity.granularity forward or kernel")
         cycles, req_start, req_end = run_cycle_level(cost, acceptance, rng_acc, fid.num_cycles, fid.warmup_cycles,
                                                      progress=step)
     else:
@@ -165,7 +164,6 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         cycles = CycleLog.from_records(eng.cycles)
         req_start = np.array([r.start_us for r in eng.requests])
         req_end = np.array([r.end_us for r in eng.requests])
-        events = eng.trace_events or []
     an = analyze(scenario, cost, acceptance)
     if fid.jitter_cv > 0:
         base_step = None if progress is None else (lambda frac: progress(0.5 + 0.5 * frac))
@@ -194,7 +192,7 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     check_result(result)
     if progress is not None:
         progress(1.0)
-    return result, events
+    return result, trace
 
 
 def _serving_block(scenario: Scenario, profile: CalibrationProfile) -> dict | None:

@@ -1,35 +1,293 @@
-"""Chrome / Perfetto trace of a simulation (JSON Object Format, 'X' complete events, ts/dur in us).
+"""Chrome / Perfetto trace of a simulation (JSON Object Format, 'X' complete events, ts/dur in us),
+streamed to its file as the run goes, for a window of cycles.
 
+A `TraceSink` receives the spans of the cycles inside its window while the DES runs
+(`simulator.des.simulation.DesRun`): per-kernel spans on every GPU stream at kernel granularity
+(from the closed-form engine, `RankPlan.run_spans`), one span per forward at forward granularity,
+and one span per cycle on a 'cycles' thread (its accept lengths in `args`). Cycles outside the
+window are simulated but produce nothing, so memory stays bounded whatever the run's length.
+
+`TraceWriter` writes each span as one line of JSON to a temp file beside the target, moved over
+the target when the run ends and deleted when it fails (`simulator.files.atomic_file`): a reader
+never sees half a trace. `TraceRecorder` keeps the spans in memory (tests, small runs).
+`trace_estimate` says how many events and bytes a window holds before the run starts.
+
+Times are written with 3 decimals (ns resolution). Strict JSON: a non-finite time raises.
 Source: Trace Event Format, https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
 """
 
 from __future__ import annotations
 
+import json
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from simulator import __version__
-from simulator.des.records import CycleLog, TraceEvent
-from simulator.files import OUTPUT_KEY, TRACE_OUTPUT, write_json_atomic
+from simulator.des.records import TraceEvent
+from simulator.files import OUTPUT_KEY, TRACE_OUTPUT, atomic_file
+from simulator.inputs import UserInputError
+
+CYCLES_TID = 0  # the thread of the cycle spans; GPU streams are 1..
+# Bytes of a span line: its name and category as JSON plus `_LABEL_BYTES` (the other keys), plus
+# `_TIME_BYTES` ('"ts":' and '"dur":' with 3 decimals, a ts of 7 integer digits (10 s), the closing
+# brace and ',\n'); a cycle span `_CYCLE_BYTES` plus 3 per request (its accept lengths).
+_LABEL_BYTES = 46
+_TIME_BYTES = 28
+_CYCLE_BYTES = 140
+# Seconds per event written (formatting and writing one line; measured with
+# benchmarks/bench_trace.py on the 2-core CI machine, tp1_draft at kernel granularity).
+_EVENT_WRITE_S = 0.5e-6
+DEFAULT_WINDOW_BYTES = 64 * 2**20  # the default window: every cycle when the trace fits, else the first that do
+TRACE_LIMIT_BYTES = 2**30  # an estimated trace above this needs --force
 
 
-def chrome_trace(events: list[TraceEvent], cycles: CycleLog | None = None) -> dict:
-    """Trace dict: one thread per GPU stream, plus a 'cycles' thread with one span per cycle;
-    `otherData` (the format's free metadata) marks it as a specdecsim trace."""
-    streams = sorted({e.stream for e in events}, key=lambda s: (len(s), s))
-    tid = {s: i + 1 for i, s in enumerate(streams)}
-    out = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid[s], "args": {"name": f"gpu stream {s}"}}
-           for s in streams]
-    out += [{"name": e.name, "cat": e.cat, "ph": "X", "pid": 0, "tid": tid[e.stream],
-             "ts": e.start_us, "dur": e.dur_us} for e in events]
-    if cycles is not None and len(cycles):
-        out.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "cycles"}})
-        out += [{"name": f"cycle {i} accept {cycles.accept_lengths[i].tolist()}", "cat": "cycle", "ph": "X",
-                 "pid": 0, "tid": 0, "ts": float(cycles.start_us[i]), "dur": float(cycles.end_us[i] - cycles.start_us[i])}
-                for i in range(len(cycles))]
-    return {"traceEvents": out, "displayTimeUnit": "ms",
-            "otherData": {OUTPUT_KEY: TRACE_OUTPUT, "version": __version__}}
+@dataclass(frozen=True)
+class TraceWindow:
+    """Cycles [start_cycle, stop_cycle) of a run, counted from 0 at the first simulated cycle
+    (warm-up cycles included)."""
+
+    start_cycle: int
+    stop_cycle: int
+
+    @property
+    def num_cycles(self) -> int:
+        return self.stop_cycle - self.start_cycle
+
+    def __str__(self) -> str:
+        return f"{self.start_cycle}:{self.stop_cycle}"
 
 
-def write_trace(path: Path, events: list[TraceEvent], cycles: CycleLog | None = None) -> None:
-    """Write the trace (strict JSON: no NaN)."""
-    write_json_atomic(path, chrome_trace(events, cycles), allow_nan=False)
+_WINDOW = re.compile(r"\s*(\d*)\s*:\s*(\d*)\s*")
+
+
+def parse_window(text: str, total_cycles: int, flag: str = "--trace-cycles") -> TraceWindow:
+    """`A:B` (cycles A..B-1, as a Python slice; `A:` to the end, `:B` from 0) of a run of
+    `total_cycles` cycles.
+
+    Raises:
+        UserInputError: not of the form A:B with whole numbers, or outside 0 <= A < B <= total_cycles.
+    """
+    m = _WINDOW.fullmatch(text)
+    if m is None:
+        raise UserInputError(f"{flag} {text!r}: expected A:B, cycles A to B-1 (whole numbers, e.g. 0:100; "
+                             f"A: runs to the end, :B starts at 0)")
+    start = int(m.group(1)) if m.group(1) else 0
+    stop = int(m.group(2)) if m.group(2) else total_cycles
+    if not 0 <= start < stop <= total_cycles:
+        raise UserInputError(f"{flag} {text}: need 0 <= A < B <= {total_cycles:,} (the run's cycles, warm-up "
+                             f"included, are 0..{total_cycles - 1:,})")
+    return TraceWindow(start, stop)
+
+
+# ---- sinks --------------------------------------------------------------------------------------------
+class TraceSink(ABC):
+    """What the DES hands the spans of the cycles in `window` to (DesRun calls these methods).
+
+    Args:
+        window: the cycles to keep; None = every cycle.
+    """
+
+    def __init__(self, window: TraceWindow | None = None):
+        self.window = window
+        self.start_cycle = 0 if window is None else window.start_cycle
+        self.stop_cycle = 2**63 if window is None else window.stop_cycle
+        self.tids: dict[str, int] = {}
+
+    def streams(self, names: list[str]) -> None:
+        """The GPU streams, in order (thread ids 1.. in that order)."""
+        for name in names:
+            if name not in self.tids:
+                self.tids[name] = len(self.tids) + 1
+
+    @abstractmethod
+    def kernels(self, plan, streams: list[str], start_us: np.ndarray, dur_us: np.ndarray) -> None:
+        """One cycle's kernel spans: `plan` a `RankPlan` (its labels and member mask), start_us and
+        dur_us of shape (len(streams), plan.num_kernels) (`RankPlan.run_spans`).
+
+        Raises:
+            ArithmeticError: a span's time is not finite.
+        """
+
+    @abstractmethod
+    def span(self, name: str, cat: str, stream: str, start_us: float, dur_us: float) -> None:
+        """One span on a stream (a forward, or a kernel of the SimPy kernel streams)."""
+
+    @abstractmethod
+    def cycle(self, cycle_idx: int, start_us: float, end_us: float, accept_lengths: list[int],
+              num_tokens: int) -> None:
+        """One cycle, sync to sync, on the cycles thread."""
+
+
+def _check_finite(start_us: np.ndarray, dur_us: np.ndarray) -> None:
+    if not (np.isfinite(start_us).all() and np.isfinite(dur_us).all()):
+        raise ArithmeticError("the simulation gave a non-finite kernel time; no trace is written")
+
+
+def _thread_name(stream: str) -> str:
+    return f"GPU {stream}" if stream.isdigit() else "GPU (the TP group as one stream)"
+
+
+class TraceWriter(TraceSink):
+    """Streams the trace to `path` (a context manager: the file appears, whole, when the block ends
+    without an exception; nothing appears when it raises).
+
+    Args:
+        path: the .json to write. window: as TraceSink.
+
+    Raises (on entering):
+        OutputPathError: `path` is not a regular file or cannot be placed (simulator.files.atomic_file).
+    """
+
+    def __init__(self, path: Path, window: TraceWindow | None = None):
+        super().__init__(window)
+        self.path = Path(path)
+        self.num_events = 0
+        self._file = None
+        self._ctx = None
+        self._prefixes: dict[int, tuple[object, list[list[str]]]] = {}
+
+    def __enter__(self) -> "TraceWriter":
+        self._ctx = atomic_file(self.path, text=True)
+        self._file = self._ctx.__enter__()
+        other = {OUTPUT_KEY: TRACE_OUTPUT, "version": __version__}
+        if self.window is not None:
+            other["cycles"] = str(self.window)
+        self._file.write('{"displayTimeUnit": "ms", "otherData": ' + json.dumps(other) + ',\n"traceEvents": [\n')
+        self._sep = ""
+        self._meta(CYCLES_TID, "cycles")
+        return self
+
+    def __exit__(self, kind, value, tb) -> bool:
+        if kind is None:
+            self._file.write("\n]}\n")
+        ctx, self._ctx, self._file = self._ctx, None, None
+        return bool(ctx.__exit__(kind, value, tb))
+
+    def _write(self, lines: list[str]) -> None:
+        if lines:
+            self._file.write(self._sep + ",\n".join(lines))
+            self._sep = ",\n"
+            self.num_events += len(lines)
+
+    def _meta(self, tid: int, name: str) -> None:
+        self._write([json.dumps({"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}),
+                     json.dumps({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": tid,
+                                 "args": {"sort_index": tid}})])
+
+    def streams(self, names: list[str]) -> None:
+        new = [n for n in names if n not in self.tids]
+        super().streams(names)
+        for n in new:
+            self._meta(self.tids[n], _thread_name(n))
+
+    def _prefix(self, plan, streams: list[str]) -> list[list[str]]:
+        """Per stream, per kernel: the event line up to its ts (memoised per plan)."""
+        hit = self._prefixes.get(id(plan))
+        if hit is None or hit[0] is not plan:
+            labels = [json.dumps(name) + ',"cat":' + json.dumps(cat) for name, cat in plan.labels]
+            rows = [[f'{{"name":{lab},"ph":"X","pid":0,"tid":{self.tids[s]},"ts":' for lab in labels]
+                    for s in streams]
+            hit = (plan, rows)
+            self._prefixes[id(plan)] = hit
+        return hit[1]
+
+    def kernels(self, plan, streams, start_us, dur_us) -> None:
+        _check_finite(start_us, dur_us)
+        prefix = self._prefix(plan, streams)
+        for r in range(len(streams)):
+            idx = np.flatnonzero(plan.member[r])
+            row = prefix[r]
+            self._write([f'{row[i]}{ts:.3f},"dur":{du:.3f}}}' for i, ts, du
+                         in zip(idx.tolist(), start_us[r, idx].tolist(), dur_us[r, idx].tolist())])
+
+    def span(self, name, cat, stream, start_us, dur_us) -> None:
+        _check_finite(np.array([start_us]), np.array([dur_us]))
+        self._write([f'{{"name":{json.dumps(name)},"cat":{json.dumps(cat)},"ph":"X","pid":0,'
+                     f'"tid":{self.tids[stream]},"ts":{start_us:.3f},"dur":{dur_us:.3f}}}'])
+
+    def cycle(self, cycle_idx, start_us, end_us, accept_lengths, num_tokens) -> None:
+        _check_finite(np.array([start_us]), np.array([end_us]))
+        self._write([f'{{"name":"cycle {cycle_idx}","cat":"cycle","ph":"X","pid":0,"tid":{CYCLES_TID},'
+                     f'"ts":{start_us:.3f},"dur":{end_us - start_us:.3f},'
+                     f'"args":{{"accept_lengths":{json.dumps(list(accept_lengths))},"num_tokens":{num_tokens}}}}}'])
+
+
+class TraceRecorder(TraceSink):
+    """Keeps the spans in memory: `events` (TraceEvent, stream spans) and `cycle_spans`
+    ((cycle_idx, start_us, end_us) per cycle)."""
+
+    def __init__(self, window: TraceWindow | None = None):
+        super().__init__(window)
+        self.events: list[TraceEvent] = []
+        self.cycle_spans: list[tuple[int, float, float]] = []
+
+    def kernels(self, plan, streams, start_us, dur_us) -> None:
+        _check_finite(start_us, dur_us)
+        for r, s in enumerate(streams):
+            for i in np.flatnonzero(plan.member[r]).tolist():
+                name, cat = plan.labels[i]
+                self.events.append(TraceEvent(name, cat, s, float(start_us[r, i]), float(dur_us[r, i])))
+
+    def span(self, name, cat, stream, start_us, dur_us) -> None:
+        self.events.append(TraceEvent(name, cat, stream, start_us, dur_us))
+
+    def cycle(self, cycle_idx, start_us, end_us, accept_lengths, num_tokens) -> None:
+        self.cycle_spans.append((cycle_idx, start_us, end_us))
+
+
+# ---- estimate -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TraceEstimate:
+    """What a trace of a window will hold: events (spans, cycles and thread names), file bytes,
+    and the seconds writing them adds to the run (all approximate)."""
+
+    num_events: int
+    num_bytes: float
+    seconds: float
+    bytes_per_cycle: float
+
+
+def trace_estimate(scenario, cost, num_cycles: int) -> TraceEstimate:
+    """Events and bytes of a trace of `num_cycles` cycles of `scenario` (`cost`: its CostModel).
+
+    Per cycle: at kernel granularity one span per kernel per GPU stream that runs or joins it
+    (counted from the kernels of a cycle with draft-extend length 1, `RankPlan.member`; when
+    building them would take over a second, every kernel on every stream, an upper end), at
+    forward granularity one span per forward, plus the cycle's own span. Bytes per span: its
+    name and category as JSON plus `_TIME_BYTES`.
+    """
+    from simulator.des.per_rank import RankPlan
+    from simulator.simulate import estimate_cost_model_s, kernels_per_cycle
+    fid = scenario.fidelity
+    per_rank = fid.per_rank
+    streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if per_rank else 1
+    if fid.granularity == "kernel" and estimate_cost_model_s(scenario) < 1.0:
+        gpus = (list(range(scenario.tp_size)) + ([cost.dedicated_draft_gpu] if cost.dedicated_draft_gpu is not None
+                                                 else [])) if per_rank else None
+        plan = RankPlan(cost.cycle_forwards(1), gpus, cost.dedicated_draft_gpu if per_rank else None)
+        label_bytes = np.array([len(json.dumps(n)) + len(json.dumps(c)) + _LABEL_BYTES for n, c in plan.labels])
+        per_stream = plan.member.sum(axis=0)
+        spans = int(per_stream.sum())
+        span_bytes = float((per_stream * (label_bytes + _TIME_BYTES)).sum())
+    elif fid.granularity == "kernel":
+        spans = kernels_per_cycle(scenario, cost) * streams
+        span_bytes = spans * (30.0 + _LABEL_BYTES + _TIME_BYTES)
+    else:
+        fwds = cost.cycle_forwards(1)
+        spans = len(fwds)
+        span_bytes = float(sum(2 * len(json.dumps(f.phase)) + _LABEL_BYTES + _TIME_BYTES for f in fwds))
+    cycle_bytes = _CYCLE_BYTES + 3.0 * scenario.workload.batch_size
+    per_cycle = span_bytes + cycle_bytes
+    events = num_cycles * (spans + 1) + 2 * (streams + 1)
+    return TraceEstimate(num_events=events, num_bytes=num_cycles * per_cycle, seconds=events * _EVENT_WRITE_S,
+                         bytes_per_cycle=per_cycle)
+
+
+def default_window(total_cycles: int, bytes_per_cycle: float) -> TraceWindow:
+    """Every cycle when the trace fits DEFAULT_WINDOW_BYTES, else the first cycles that do (at least one)."""
+    fit = int(DEFAULT_WINDOW_BYTES // max(bytes_per_cycle, 1.0))
+    return TraceWindow(0, max(1, min(total_cycles, fit)))

@@ -10,8 +10,9 @@ import typer
 from typer.testing import CliRunner
 
 from simulator.calibration_curves import collective_curve_table, verify_curve_table
-from simulator.plots import (BREAKDOWN_GROUPS, best_num_steps_figures, breakdown_figure, collective_figure,
-                             tok_per_s_figures, validation_figure, verify_figure, write_plots)
+from simulator.files import HTML_GENERATOR
+from simulator.plots import (BREAKDOWN_GROUPS, SECTION_NOTES, best_num_steps_figures, breakdown_figure,
+                             collective_figure, tok_per_s_figures, validation_figure, verify_figure, write_plots)
 from simulator.cli.plot import plot_command
 from simulator.sweep import best_num_steps, run_sweep
 from tests.conftest import flat_profile, make_scenario
@@ -118,27 +119,79 @@ class _ExternalRefs(HTMLParser):
                 self.script_srcs.append(v or "")
 
 
-def test_html_is_offline_and_index_links_the_figures(tmp_path, rows):
+def test_one_offline_dashboard_with_plotly_inlined_once_and_a_table_of_contents(tmp_path, rows):
     recs = [dict(label="x", predicted_tok_per_s=1.0, measured_tok_per_s=1.2)]
     index = write_plots(rows, tmp_path, [g.split("=")[0] for g in GRIDS],
                         collective_rows=collective_curve_table(flat_profile(), world_sizes=(2,)),
-                        validate_records=recs, png=False)
-    files = sorted(p.name for p in tmp_path.glob("*.html"))
-    assert files == ["allreduce_latency.html", "best_num_steps.html", "cycle_breakdown.html", "index.html",
-                     "predicted_vs_measured.html", "tok_per_s_vs_acceptance.html"]
-    idx = _ExternalRefs()
-    idx.feed(index.read_text())
-    assert sorted(v for _, _, v in idx.refs) == sorted(f for f in files if f != "index.html")
-    for f in files:
-        text = (tmp_path / f).read_text()
-        p = _ExternalRefs()
-        p.feed(text)
-        assert p.script_srcs == [], f
-        external = [r for r in p.refs if r[2].startswith(("http://", "https://", "//"))]
-        assert external == [], (f, external)
-        if f != "index.html":
-            assert len(text) > 1_000_000 and "plotly.js v" in text  # plotly.js inlined, not fetched
-            assert "cdn.plot.ly/plotly" not in text
+                        validate_records=recs, png=False, summary="a sweep of tp1_draft")
+    assert index == tmp_path / "index.html"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html"]  # one page, nothing else
+    text = index.read_text()
+    p = _ExternalRefs()
+    p.feed(text)
+    assert p.script_srcs == []
+    assert [r for r in p.refs if not r[2].startswith("#")] == []  # no external URL, no other file
+    sections = ["tok_per_s_vs_acceptance", "best_num_steps", "cycle_breakdown", "allreduce_latency",
+                "predicted_vs_measured"]
+    assert [v for _, _, v in p.refs] == [f"#{s}" for s in sections]  # the contents, in page order
+    for s in sections:
+        assert f'<section id="{s}">' in text and SECTION_NOTES[s] in text
+    assert text.count("plotly.js v") == 1 and "cdn.plot.ly/plotly" not in text  # inlined once, not fetched
+    assert text.count('class="plotly-graph-div"') == 2 + 2 + 1 + 1 + 1  # every figure of every kind
+    assert "a sweep of tp1_draft" in text and HTML_GENERATOR in text
+
+
+def test_dashboard_is_about_the_size_of_plotly_js_alone(tmp_path, rows):
+    from plotly.offline import get_plotlyjs
+    index = write_plots(rows, tmp_path, [g.split("=")[0] for g in GRIDS], png=False)
+    assert len(get_plotlyjs()) < index.stat().st_size < len(get_plotlyjs()) + 500_000
+
+
+def test_kinds_that_cannot_be_drawn_are_noted_not_listed(tmp_path, rows):
+    one = [r for r in rows if r["acceptance_rate"] == 0.7]  # acceptance does not vary: two kinds not drawn
+    text = write_plots(one, tmp_path, [g.split("=")[0] for g in GRIDS], png=False).read_text()
+    assert '<section id="tok_per_s_vs_acceptance">' not in text and '<section id="cycle_breakdown">' in text
+    assert "Throughput vs acceptance rate: not drawn" in text and '<a href="#notes">notes</a>' in text
+
+
+def test_png_note_is_one_line_when_kaleido_finds_no_browser(tmp_path, rows, monkeypatch):
+    import types
+
+    import plotly.io as pio
+
+    from simulator import plots
+
+    def no_browser(*a, **k):  # what kaleido 1.5 raises without Chrome (its message, verbatim)
+        raise RuntimeError("\n\nKaleido requires Google Chrome to be installed.\n\nEither download and install "
+                           "Chrome yourself following Google's instructions for your operating system,\nor install "
+                           "it from your terminal by running:\n\n    $ plotly_get_chrome\n\n")
+    monkeypatch.setattr(plots, "have_kaleido", lambda: True)
+    monkeypatch.setattr(pio, "write_images", no_browser)
+    lines = []
+    console = types.SimpleNamespace(print=lambda text, **k: lines.append(text))
+    write_plots(rows, tmp_path, [g.split("=")[0] for g in GRIDS], console=console)
+    png_notes = [n for n in lines if "PNG" in n]
+    assert len(png_notes) == 1 and "\n" not in png_notes[0] and "no Chrome/Chromium" in png_notes[0]
+    assert len("note: " + png_notes[0].removeprefix("[yellow]note:[/] ")) <= 80  # one line on a terminal
+    assert not list(tmp_path.glob("*.png")) and not list(tmp_path.glob(".png.*"))
+
+
+def test_pngs_are_written_beside_the_dashboard_when_kaleido_works(tmp_path, rows, monkeypatch):
+    import plotly.io as pio
+
+    from simulator import plots
+
+    def fake_write_images(figs, paths, **k):  # stands in for kaleido: a file per figure
+        assert len(figs) == len(paths)
+        for p in paths:
+            Path(p).write_bytes(b"\x89PNG fake")
+    monkeypatch.setattr(plots, "have_kaleido", lambda: True)
+    monkeypatch.setattr(pio, "write_images", fake_write_images)
+    write_plots(rows, tmp_path, [g.split("=")[0] for g in GRIDS])
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "best_num_steps_0.png", "best_num_steps_1.png", "cycle_breakdown_0.png", "tok_per_s_vs_acceptance_0.png",
+        "tok_per_s_vs_acceptance_1.png"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the temp folder is gone
 
 
 def _app() -> typer.Typer:
@@ -151,11 +204,12 @@ def _app() -> typer.Typer:
     return app
 
 
-def test_plot_command_from_a_sweep_folder(tmp_path, sweep_dir):
+def test_plot_command_from_a_sweep_folder(tmp_path, sweep_dir, rows):
     r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "figs"), "--no-png"])
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "figs" / "index.html").is_file()
-    assert (tmp_path / "figs" / "verify_latency.html").is_file()  # curves from the sweep's scenario and profile
+    text = (tmp_path / "figs" / "index.html").read_text()
+    assert '<section id="verify_latency">' in text  # curves from the sweep's scenario and profile
+    assert f"sweep.csv: {len(rows)} points of" in text and "swept: spec.num_steps" in text  # said at the top
 
 
 def test_plot_command_bad_inputs_exit_2(tmp_path, sweep_dir):

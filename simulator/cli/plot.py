@@ -1,4 +1,4 @@
-"""`specdecsim plot`: a sweep's tables (and validate records) as offline HTML figures."""
+"""`specdecsim plot`: a sweep's tables (and validate records) as one offline dashboard page."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from simulator.inputs import UserInputError
 
 def plot_command(
     results: Annotated[Path, typer.Argument(help="A sweep folder (with sweep.csv) or a sweep CSV.")],
-    out: Annotated[Path, typer.Option(help="Folder for the HTML figures and index.html.")] = Path("plots"),
+    out: Annotated[Path, typer.Option(help="Folder for the dashboard (index.html) and PNGs.")] = Path("plots"),
     profile: Annotated[Optional[str], typer.Option(help="Profile for calibration curves (default: sweep's).")] = None,
     validate_json: Annotated[Optional[Path], typer.Option(help="`specdecsim validate --json` output: predicted "
                                                                "vs measured.")] = None,
-    png: Annotated[bool, typer.Option("--png/--no-png", help="Also write PNGs (needs kaleido and a browser).")] = True,
+    png: Annotated[bool, typer.Option("--png/--no-png", help="Also write a PNG per chart (needs kaleido >= 1 and "
+                                                              "Chrome or Chromium; BROWSER_PATH names one).")] = True,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
-    """Draw a sweep's tables as offline HTML figures (plotly.js inlined) with an index.html."""
+    """Draw a sweep's tables as one offline dashboard page, index.html (plotly.js inlined once)."""
     from simulator.files import SWEEP_OUTPUT, check_output_folder, is_own_html, is_own_output
     from simulator.plots import plot_sweep  # plotly: only here, so the other commands run without it
 

@@ -9,8 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, check_work, console, fail, progress_bar, short_path
+from simulator.cli.common import FORCE_HELP, check_work, console, err_console, fail, progress_bar, short_path
 from simulator.inputs import UserInputError
+from simulator.trace import DEFAULT_WINDOW_BYTES, TRACE_LIMIT_BYTES
 
 
 def simulate(
@@ -19,7 +20,11 @@ def simulate(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="RNG seed (overrides the scenario's).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result as JSON here.")] = None,
-    trace: Annotated[Optional[Path], typer.Option(help="Write a Chrome/Perfetto trace here.")] = None,
+    trace: Annotated[Optional[Path], typer.Option(help="Write a Chrome/Perfetto trace here (streamed; the size "
+                                                       "is printed first).")] = None,
+    trace_cycles: Annotated[Optional[str], typer.Option(
+        help="Cycles to trace, A:B = A to B-1 counted from 0 (warm-up included); A: to the end. Default: every "
+             f"cycle when the trace fits {DEFAULT_WINDOW_BYTES // 2**20} MiB, else the first cycles that do.")] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Predict tokens/s, accept length, TPOT and the cycle-time breakdown of one scenario."""
@@ -28,8 +33,10 @@ def simulate(
     from simulator.scenario import load_profile_for, load_scenario
     from simulator.simulate import estimate_run
     from simulator.simulate import simulate as run_simulation
-    from simulator.trace import write_trace
+    from simulator.trace import TraceWriter
 
+    if trace_cycles is not None and trace is None:
+        fail("--trace-cycles needs --trace")
     overrides = list(set_ or [])
     if seed is not None and not 0 <= seed <= 2**63 - 1:
         fail(f"--seed must be >= 0 and < 2**63, got {seed}")
@@ -50,7 +57,14 @@ def simulate(
             fail(f"{scenario}: --trace needs fidelity.granularity forward or kernel (cycle granularity keeps no spans)")
         console.print("[dim]trace: forward granularity gives one span per forward; "
                       "--set fidelity.granularity=kernel for per-kernel spans[/]")
-    est = estimate_run(sc, CostModel(sc, prof), trace=trace is not None)
+    cost = CostModel(sc, prof)
+    window = None
+    if trace is not None:
+        try:
+            window = trace_window(sc, cost, trace_cycles, force)
+        except UserInputError as e:
+            fail(str(e))
+    est = estimate_run(sc, cost, trace_cycles=window.num_cycles if window is not None else 0)
     show = check_work(f"{sc.name}: {est.num_cycles:,} cycles at {sc.fidelity.granularity} granularity",
                       est.seconds, est.memory_bytes, force,
                       "lower fidelity.num_cycles or use a coarser fidelity.granularity")
@@ -61,20 +75,57 @@ def simulate(
                           s_sec, s_bytes, force, "lower serving.num_requests or serving.duration_s") or show
     try:
         with progress_bar("simulating", enabled=show) as update:
-            result, events = run_simulation(sc, prof, profile_ref=str(prof_path), trace=trace is not None,
-                                            progress=update)
+            if trace is None:
+                result, _ = run_simulation(sc, prof, profile_ref=str(prof_path), progress=update)
+            else:
+                with TraceWriter(trace, window) as writer:  # the file appears whole, or not at all
+                    result, _ = run_simulation(sc, prof, profile_ref=str(prof_path), trace=writer,
+                                               progress=update)
     except ArithmeticError as e:
         fail(f"{scenario}: {e}")
+    except UserInputError as e:
+        fail(str(e))
+    except OSError as e:  # the trace is written during the run: a full disk, say (no partial file is left)
+        fail(f"--trace {trace}: cannot write: {e.strerror or e}")
     written = []
     if json_out is not None:
         write_json_atomic(json_out, result.model_dump(mode="json"), allow_nan=False)
         written.append(f"wrote {escape(str(json_out))}")
     if trace is not None:
-        write_trace(trace, events)
-        written.append(f"wrote {escape(str(trace))} (open in https://ui.perfetto.dev)")
+        written.append(f"wrote {escape(str(trace))}: cycles {window}, {writer.num_events:,} events, "
+                       f"{trace.stat().st_size / 2**20:.1f} MiB (open in https://ui.perfetto.dev)")
     print_result(result)
     for line in written:
         console.print(line, highlight=False)
+
+
+def trace_window(sc, cost, text: str | None, force: bool):
+    """The cycles to trace (`--trace-cycles`, or the default window), its size printed first.
+
+    Returns:
+        simulator.trace.TraceWindow.
+
+    Raises:
+        UserInputError: a bad window, or an estimated trace over TRACE_LIMIT_BYTES without `force`.
+    """
+    from simulator.trace import default_window, parse_window, trace_estimate
+    total = sc.fidelity.num_cycles + sc.fidelity.warmup_cycles
+    whole = trace_estimate(sc, cost, total)
+    if text is None:
+        window = default_window(total, whole.bytes_per_cycle)
+        how = ("every cycle" if window.num_cycles == total else
+               f"the first {window.num_cycles:,} of {total:,} cycles (all would be about "
+               f"{whole.num_bytes / 2**20:,.0f} MiB); --trace-cycles A:B picks others")
+    else:
+        window = parse_window(text, total)
+        how = f"cycles {window} of the run's {total:,}"
+    est = trace_estimate(sc, cost, window.num_cycles)
+    size = f"about {est.num_events:,} events, {est.num_bytes / 2**20:,.1f} MiB"
+    if est.num_bytes > TRACE_LIMIT_BYTES and not force:
+        raise UserInputError(f"--trace-cycles {window}: {size}, over the {TRACE_LIMIT_BYTES / 2**30:.0f} GiB trace "
+                             "limit; trace fewer cycles, or add --force")
+    err_console.print(escape(f"trace: {how}; {size}"), highlight=False)
+    return window
 
 
 def _num(x: float, decimals: int = 1) -> str:

@@ -20,7 +20,14 @@ here a whole cycle's draws come from one numpy call, so a seed gives other draws
 path: the two agree in distribution, and draw for draw only without jitter.
 Busy time per bucket follows `DesRun._cycle_busy`: stream 0 (a collective counts from that
 stream's arrival to its end, a transfer to the dedicated draft GPU its latency alone), plus the
-dedicated draft GPU's compute. Left out: per-kernel spans (a trace runs the SimPy kernel path).
+dedicated draft GPU's compute.
+
+Spans (`RankPlan.run_spans`, for traces): with each member's barrier wait folded into the barrier
+kernel's duration (d_i = barrier end - the stream's arrival), every stream obeys the one recurrence
+t_i = max(t_{i-1}, I_i) + d_i over the whole cycle, so each kernel's end is
+C_i + max(t0, cummax_{j<=i}(I_j - C_prev_j)), one cumulative max per stream; the span a stream
+shows for a kernel is what the SimPy streams record (a barrier from the stream's arrival to its
+end; a transfer to or from the dedicated draft GPU its latency alone).
 """
 
 from __future__ import annotations
@@ -62,6 +69,8 @@ class RankPlan:
         self.jitter_mask = runs & compute
         self.num_jittered = int(self.jitter_mask.sum())
         self.runs = runs
+        self.member = member  # shape: (num_streams, num_kernels): the stream runs (or joins) the kernel
+        self.labels = [(k.name, f"{k.phase}_{k.category}") for k in kernels]  # (name, bucket) of each kernel
         self.barrier_idx = np.flatnonzero(barrier)
         self.barrier_latency_us = gpu_us[self.barrier_idx]
         self.barrier_member = member[:, self.barrier_idx].T  # shape: (num_barriers, num_streams)
@@ -108,6 +117,22 @@ class RankPlan:
         Returns:
             (time the last stream finishes in us, GPU busy us by bucket as `DesRun._cycle_busy`).
         """
+        t_end, busy, _ = self._run(t0_us, rng, sigma, spans=False)
+        return t_end, busy
+
+    def run_spans(self, t0_us: float, rng: np.random.Generator | None, sigma: float,
+                  ) -> tuple[float, dict[str, float], np.ndarray, np.ndarray]:
+        """`run`, plus each kernel's span on each stream (the same draws: a traced cycle
+        times out as an untraced one).
+
+        Returns:
+            (t_end_us, busy, start_us, dur_us): start_us and dur_us of shape (num_streams,
+            num_kernels), meaningful where `self.member` is True.
+        """
+        t_end, busy, (start, dur) = self._run(t0_us, rng, sigma, spans=True)
+        return t_end, busy, start, dur
+
+    def _run(self, t0_us, rng, sigma, spans: bool):
         issue = np.cumsum(np.concatenate(([t0_us], self.host_us)))[1:]  # I_i, summed as the host does
         d = self.d_us
         if sigma > 0 and self.num_jittered:
@@ -125,9 +150,10 @@ class RankPlan:
             span = reach = np.zeros((self.num_streams, 0))
         t = np.full(self.num_streams, t0_us)
         if self.full_sync:
-            t, arrive0, done = self._full_sync(t0_us, issue, span, reach)
+            t, arrive, done = self._full_sync(t0_us, issue, span, reach, spans)
         else:
-            t, arrive0, done = self._barriers(t, issue, span, reach)
+            t, arrive, done = self._barriers(t, issue, span, reach, spans)
+        arrive0 = arrive[0] if spans else arrive
         busy = np.bincount(self.key_idx, weights=d[0], minlength=len(self.keys))
         if len(self.barrier_idx):
             bar_us = np.where(self.barrier_fixed, self.barrier_latency_us, done - arrive0)
@@ -138,30 +164,54 @@ class RankPlan:
             draft = np.bincount(self.key_idx, weights=d[self.draft_row], minlength=len(self.keys))
             for key in self.keys_draft:
                 out[key] = out.get(key, 0.0) + float(draft[self.keys.index(key)])
-        return float(t.max()), out
+        return float(t.max()), out, (self._spans(t0_us, issue, d, arrive, done) if spans else None)
 
-    def _full_sync(self, t0_us, issue, span, reach):
-        """Every barrier spans every stream: T' = max(T + A_g, B_g) + latency_g in closed form."""
+    def _spans(self, t0_us, issue, d, arrive, done):
+        """(start_us, dur_us), each (num_streams, num_kernels): kernel ends from one cumulative max per
+        stream, with each member's barrier wait folded into the barrier's duration."""
+        bars = self.barrier_idx
+        d = d.copy()
+        if len(bars):
+            wait = np.where(self.barrier_member.T, done[None, :] - arrive, 0.0)  # (num_streams, num_barriers)
+            d[:, bars] = wait
+        c = np.cumsum(d, axis=1)
+        x = np.where(self.member, issue - (c - d), -np.inf)
+        end = c + np.maximum(t0_us, np.maximum.accumulate(x, axis=1))
+        start, dur = end - d, d
+        if len(bars) and self.barrier_fixed.any():  # a transfer to/from the dedicated draft GPU: its latency
+            cols = bars[self.barrier_fixed]
+            lat = self.barrier_latency_us[self.barrier_fixed]
+            start[:, cols] = end[:, cols] - lat
+            dur[:, cols] = lat
+        return start, dur
+
+    def _full_sync(self, t0_us, issue, span, reach, all_streams: bool = False):
+        """Every barrier spans every stream: T' = max(T + A_g, B_g) + latency_g in closed form.
+        Returns (t, arrivals, done): arrivals at each barrier of stream 0, shape (num_barriers,),
+        or with `all_streams` of every stream, shape (num_streams, num_barriers)."""
         nb = len(self.barrier_idx)
         t = np.full(self.num_streams, t0_us)
         if nb == 0:
-            return np.maximum(t + span[:, 0], reach[:, 0]) if self.has_tail else t, np.zeros(0), np.zeros(0)
+            none = np.zeros((self.num_streams, 0)) if all_streams else np.zeros(0)
+            return np.maximum(t + span[:, 0], reach[:, 0]) if self.has_tail else t, none, np.zeros(0)
         i_bar = issue[self.barrier_idx]
         a = span[:, :nb].max(axis=0) + self.barrier_latency_us
         b = np.maximum(reach[:, :nb].max(axis=0), i_bar) + self.barrier_latency_us
         p = np.concatenate(([0.0], np.cumsum(a)))  # P_g = sum of a before barrier g
         done = p[1:] + np.maximum(t0_us, np.maximum.accumulate(b - p[1:]))  # T after each barrier
         before = np.concatenate(([t0_us], done[:-1]))  # T at the start of each run
-        arrive0 = np.maximum(np.maximum(before + span[0, :nb], reach[0, :nb]), i_bar)
+        rows = slice(None) if all_streams else 0
+        arrive = np.maximum(np.maximum(before + span[rows, :nb], reach[rows, :nb]), i_bar)
         t = np.full(self.num_streams, done[-1])
         if self.has_tail:
             t = np.maximum(t + span[:, -1], reach[:, -1])
-        return t, arrive0, done
+        return t, arrive, done
 
-    def _barriers(self, t, issue, span, reach):
-        """Barriers over subsets of the streams, one at a time."""
+    def _barriers(self, t, issue, span, reach, all_streams: bool = False):
+        """Barriers over subsets of the streams, one at a time (returns as `_full_sync`; a
+        stream's arrival at a barrier it is no member of is 0)."""
         nb = len(self.barrier_idx)
-        arrive0, done = np.zeros(nb), np.zeros(nb)
+        arrive, done = np.zeros((self.num_streams, nb) if all_streams else nb), np.zeros(nb)
         span_l, reach_l = span.T.tolist(), reach.T.tolist()
         i_bar = issue[self.barrier_idx].tolist()
         lat = self.barrier_latency_us.tolist()
@@ -171,10 +221,14 @@ class RankPlan:
             t = [max(a + s, r) for a, s, r in zip(t, span_l[g], reach_l[g])]
             arr = {r: max(t[r], i_bar[g]) for r in members[g]}
             end = max(arr.values()) + lat[g]
-            arrive0[g] = arr.get(0, 0.0)
+            if all_streams:
+                for r, a in arr.items():
+                    arrive[r, g] = a
+            else:
+                arrive[g] = arr.get(0, 0.0)
             done[g] = end
             for r in members[g]:
                 t[r] = end
         if self.has_tail:
             t = [max(a + s, r) for a, s, r in zip(t, span_l[-1], reach_l[-1])]
-        return np.array(t), arrive0, done
+        return np.array(t), arrive, done

@@ -13,11 +13,13 @@ Granularity: `forward` puts one item per cycle (its forwards in order) on the st
 computes each forward's finish in closed form (kernel j issued at h0 + H_j runs once issued and
 the stream is free: finish = max(gpu_free + G, h0 + max_j(H_j + suffix_j))), which equals the
 kernel-by-kernel result for deterministic costs at a tenth of the events. `kernel` issues kernel by kernel (needed for per-rank barriers and
-jitter, and for traces). Without a trace, kernel granularity runs the GPU side in closed form
+jitter, and for traces). Kernel granularity runs the GPU side in closed form
 (`simulator.des.per_rank.RankPlan`: per-stream runs of kernels between collectives, ranks meeting
-at each collective, jitter drawn per cycle in one numpy call), with the same host process; only a
-trace runs the streams kernel by kernel as SimPy processes. Left out: prefill, request arrivals
-(the batch is refilled at once), memory limits.
+at each collective, jitter drawn per cycle in one numpy call), with the same host process; the
+SimPy kernel-by-kernel streams remain as the reference it is tested against (`kernel_processes`).
+Traces: the cycles inside the sink's window hand their spans to it (`simulator.trace`); a traced
+cycle draws and times out as an untraced one. Left out: prefill, request arrivals (the batch is
+refilled at once), memory limits.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import simpy
 from simulator.acceptance import AcceptanceModel
 from simulator.costs.forward import CostModel, Forward, Kernel
 from simulator.des.per_rank import RankPlan
-from simulator.des.records import CycleRecord, RequestRecord, TraceEvent
+from simulator.des.records import CycleRecord, RequestRecord
 
 
 @dataclass
@@ -60,17 +62,18 @@ class DesRun:
     Args:
         cost: CostModel of the scenario. acceptance: AcceptanceModel (None = baseline, accept_length 1).
         rng_accept: generator for accept lengths and request rates. rng_jitter: per-kernel noise.
-        trace: keep TraceEvents (kernel granularity gives per-kernel spans).
+        trace: a `simulator.trace.TraceSink` that gets the spans of the cycles in its window
+            (kernel granularity: per-kernel spans on every stream; forward: one per forward), or None.
         env: a SimPy environment to run in (default: a new one).
         progress: called every PROGRESS_CYCLES cycles with the fraction of the run done (0..1).
         kernel_processes: at kernel granularity, run the GPU streams as SimPy processes kernel by
-            kernel even without a trace (the reference the closed form is tested against).
+            kernel (the reference the closed form is tested against).
     """
 
     PROGRESS_CYCLES = 256
 
     def __init__(self, cost: CostModel, acceptance: AcceptanceModel | None,
-                 rng_accept: np.random.Generator, rng_jitter: np.random.Generator, trace: bool = False,
+                 rng_accept: np.random.Generator, rng_jitter: np.random.Generator, trace=None,
                  env: simpy.Environment | None = None, progress: Callable[[float], None] | None = None,
                  kernel_processes: bool = False):
         self.progress = progress
@@ -90,11 +93,14 @@ class DesRun:
         self.streams = {n: _Stream(n, simpy.Store(self.env)) for n in names}
         self.per_rank = fid.per_rank
         self.stream_gpus = gpus if fid.per_rank else None
-        self.closed_form = self.kernel_level and not trace and not kernel_processes  # kernel granularity without spans: RankPlan
+        self.closed_form = self.kernel_level and not kernel_processes  # kernel granularity: RankPlan
         self._plans: dict[int, tuple[tuple[Forward, ...], RankPlan]] = {}
         self.cycles: list[CycleRecord] = []
         self.requests: list[RequestRecord] = []
-        self.trace_events: list[TraceEvent] | None = [] if trace else None
+        self.trace = trace
+        self._tracing = False  # the current cycle is inside the trace window
+        if trace is not None:
+            trace.streams(names)
         self._accept_block: list[np.ndarray] = []
 
     # ---- issuing -------------------------------------------------------------------------------
@@ -133,12 +139,18 @@ class DesRun:
         sync_us = self.cost.d2h_sync_us if spec else self.cost.baseline_d2h_sync_us
         for idx in range(warmup_cycles + num_cycles):
             start = env.now
+            self._tracing = tracing = (self.trace is not None
+                                       and self.trace.start_cycle <= idx < self.trace.stop_cycle)
             if not overlapped:
                 yield env.timeout(schedule_us)
             fwds = self.cost.cycle_forwards(extend_len) if spec else self.cost.baseline_forwards()
             if self.closed_form:
                 plan = self._plan(fwds)
-                gpu_done_us, busy = plan.run(env.now, self.rng_jitter, self.jitter_sigma)
+                if tracing:
+                    gpu_done_us, busy, k_start, k_dur = plan.run_spans(env.now, self.rng_jitter, self.jitter_sigma)
+                    self.trace.kernels(plan, list(self.streams), k_start, k_dur)
+                else:
+                    gpu_done_us, busy = plan.run(env.now, self.rng_jitter, self.jitter_sigma)
                 yield env.timeout(plan.host_total_us)
                 if overlapped:
                     yield env.timeout(schedule_us)
@@ -169,6 +181,8 @@ class DesRun:
                     req_start[slot] = env.now
                     if rates is not None:
                         rates[slot] = self.acceptance.draw_request_rates(self.rng_accept, 1)[0]
+            if tracing:
+                self.trace.cycle(idx, start, env.now, acc, num_committed)
             if measured:
                 self.cycles.append(CycleRecord(idx - warmup_cycles, start, env.now, tuple(acc), num_committed,
                                                extend_len, tuple(busy.items())))
@@ -213,8 +227,8 @@ class DesRun:
     def _account(self, stream: _Stream, k: Kernel, start: float, dur: float):
         key = f"{k.phase}_{k.category}"
         stream.busy[key] = stream.busy.get(key, 0.0) + dur
-        if self.trace_events is not None:
-            self.trace_events.append(TraceEvent(k.name, key, stream.name, start, dur))
+        if self._tracing:
+            self.trace.span(k.name, key, stream.name, start, dur)
 
     def stream_loop(self, stream: _Stream):
         """GPU stream actor: run items in issue order."""
@@ -231,8 +245,8 @@ class DesRun:
                     t_host += fwd.host_us
                     for key, us in fwd.busy_by_bucket:
                         stream.busy[key] = stream.busy.get(key, 0.0) + us
-                    if self.trace_events is not None:
-                        self.trace_events.append(TraceEvent(fwd.phase, fwd.phase, stream.name, start, t_gpu - start))
+                    if self._tracing:
+                        self.trace.span(fwd.phase, fwd.phase, stream.name, start, t_gpu - start)
                 yield env.timeout(t_gpu - env.now)
             else:
                 barrier, k = a, b
