@@ -25,7 +25,7 @@ err_console = Console(stderr=True, emoji=False)
 MAX_RUN_S = 600.0  # estimated seconds above which a run needs --force
 MAX_RUN_BYTES = 8 * 2**30  # estimated memory above which a run needs --force
 SHOW_ESTIMATE_S = 5.0  # runs estimated longer than this print the estimate and show progress
-BACKEND_HELP = "Where points run: local (this machine) or ray (a Ray cluster; pip install 'specdecsim[ray]')."
+BACKEND_HELP = "Where points run: local (this machine) or ray (a Ray cluster; pip install 'specdecsim\\[ray]')."
 JOBS_HELP = "local: worker processes (default 1); ray: CPUs of the Ray instance started here (default all)."
 ADDRESS_HELP = ("With --backend ray: the cluster to use (host:port, ray://host:port or auto); default: start "
                 "a Ray instance here.")
