@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator import __version__
+from simulator.backend import Backend, LocalBackend
 from simulator.config import Scenario
 from simulator.files import OUTPUT_KEY, write_csv_atomic, write_json_atomic, write_text_atomic
 from simulator.grid import GridAxis, parse_grid
@@ -280,21 +281,25 @@ def pareto_axes(objective: str) -> tuple[tuple[str, bool], tuple[str, bool]]:
 def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space: list[str] | None = None,
                overrides: list[str] | None = None, profile: str | None = None, max_tpot_ms: float | None = None,
                max_gpus: int | None = None, jobs: int = 1, progress: bool = False,
-               confirm: Callable[[float, float], None] | None = None) -> SearchResult:
+               confirm: Callable[[float, float], None] | None = None, backend: Backend | None = None) -> SearchResult:
     """Evaluate every configuration of the space and rank them by the objective.
 
     Args:
         scenario_path: scenario YAML. objective: one of OBJECTIVES. space: `--space` grid specs.
         overrides: `--set` strings applied first. profile: profile name/path override.
         max_tpot_ms: points with a larger tpot_p50_us are infeasible. max_gpus: likewise GPUs used.
-        jobs: worker processes. confirm: called with (estimated seconds, bytes) of the serving
-            DES runs (objective goodput) before they run; it may raise to stop.
+        jobs: worker processes of the local backend; used when backend is None.
+        confirm: called with (estimated seconds, bytes) of the serving DES runs (objective
+            goodput) before they run; it may raise to stop.
+        backend: where points run (simulator.backend; None: `LocalBackend(jobs)`); entered here.
 
     Raises:
-        UserInputError: bad objective, space field or value, constraint, scenario or profile.
+        UserInputError: bad objective, space field or value, constraint, scenario, profile or
+            jobs; a backend that cannot start.
     """
     from simulator.sweep import point_items, run_points
     t0 = time.perf_counter()
+    backend = LocalBackend(jobs) if backend is None else backend
     if objective not in OBJECTIVES:
         raise UserInputError(f"--objective {quote(objective)}: expected one of {', '.join(OBJECTIVES)}")
     if max_tpot_ms is not None and not (math.isfinite(max_tpot_ms) and max_tpot_ms > 0):
@@ -315,9 +320,11 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
     if skipped and reason:
         notes.append(f"{skipped} combinations left out, e.g. {reason}")
     items, _ = point_items([sc for _, sc in points], profile, scenario_path)
-    metrics = run_points("closed_form", items, jobs, progress, label="search (closed form)", with_serving=False)
-    if serving:
-        metrics = _serving(items, metrics, jobs, progress, confirm)
+    with backend:
+        metrics = run_points("closed_form", items, backend, progress, label="search (closed form)",
+                             with_serving=False)
+        if serving:
+            metrics = _serving(items, metrics, backend, progress, confirm)
     rows = [point_row(i, pt, sc, metrics[i]) for i, (pt, sc) in enumerate(points)]
     for r in rows:
         r["feasible"] = ((max_tpot_ms is None or r["tpot_p50_us"] <= max_tpot_ms * US_PER_MS)
@@ -340,7 +347,7 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
                         elapsed_s=time.perf_counter() - t0)
 
 
-def _serving(items: list, metrics: dict[int, dict], jobs: int, progress: bool,
+def _serving(items: list, metrics: dict[int, dict], backend: Backend, progress: bool,
              confirm: Callable[[float, float], None] | None) -> dict[int, dict]:
     """The serving DES of every point (goodput), estimated from the first point's run time."""
     from simulator.sweep import serving_metrics
@@ -348,10 +355,10 @@ def _serving(items: list, metrics: dict[int, dict], jobs: int, progress: bool,
     first = serving_metrics(items[0][1], items[0][2])
     per_point_s = time.perf_counter() - t
     if confirm is not None:
-        confirm(per_point_s * (len(items) - 1) / jobs, 0.0)
+        confirm(per_point_s * (len(items) - 1) / backend.num_workers, 0.0)
     metrics[items[0][0]].update(first)
     from simulator.sweep import run_points
-    rest = run_points("closed_form", items[1:], jobs, progress, label="search (serving DES)", with_serving=True)
+    rest = run_points("closed_form", items[1:], backend, progress, label="search (serving DES)", with_serving=True)
     for idx, m in rest.items():
         metrics[idx].update({k: v for k, v in m.items() if k.startswith("serving_")})
     return metrics

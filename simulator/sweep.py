@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from simulator import __version__
+from simulator.backend import Backend, LocalBackend
 from simulator.config import Scenario
 from simulator.files import write_csv_atomic, write_json_atomic
 from simulator.grid import NUM_STEPS_FIELD, GridAxis, expand, parse_grid, parse_grids
@@ -63,7 +63,7 @@ class SweepResult:
     columns: list[str]
     grid_fields: list[str]
     solver: str
-    jobs: int
+    jobs: int  # chunks run at once: local worker processes, or the Ray cluster's CPUs
     elapsed_s: float
     des_check: dict | None
     csv_path: Path | None = None
@@ -71,6 +71,7 @@ class SweepResult:
     best_path: Path | None = None
     best_rows: list[dict] = field(default_factory=list)
     crossover_rows: list[dict] = field(default_factory=list)  # simulator.serving.sweep.crossover
+    backend: str = "local"  # simulator.backend.BACKENDS
 
 
 # ---- running one point (in a worker process) ----------------------------------------------------
@@ -80,7 +81,8 @@ _COST_CACHE_MAX = 4096
 
 
 def _init_worker(profile_paths: list[str]) -> None:
-    """Load each profile once per worker process."""
+    """Import the solvers and load each profile once per worker process (idempotent)."""
+    import simulator.analytic, simulator.simulate  # noqa: F401,E401
     from simulator.profile import load_profile
     for p in profile_paths:
         if p not in _PROFILES:
@@ -245,35 +247,29 @@ def _chunks(items: list, num_chunks: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def run_points(solver: str, items: list[tuple[int, Scenario, str]], jobs: int,
+def run_points(solver: str, items: list[tuple[int, Scenario, str]], backend: Backend,
                progress: bool = True, label: str = "", with_serving: bool = True) -> dict[int, dict]:
-    """Metrics per point index; items sorted by cost key so a chunk reuses its cost models."""
+    """Metrics per point index, run in chunks on `backend` (entered by the caller).
+
+    Items are sorted by cost key so a chunk reuses its cost models; 8 chunks per worker, at most
+    64 points each (the progress bar advances per chunk). Results are keyed by point index, so
+    neither the backend nor the order chunks finish in changes them.
+    """
     items = sorted(items, key=lambda it: (it[2], cost_key(it[1])))
-    chunks = _chunks(items, 1 if jobs <= 1 else jobs * 8)
+    workers = backend.num_workers
+    chunks = _chunks(items, 1 if workers <= 1 else workers * 8)
     chunks = [c for c in chunks for c in _chunks(c, -(-len(c) // 64))]  # progress every <= 64 points
     out: dict[int, dict] = {}
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    disable=not progress, transient=True)
-    label = escape(label)
-    if jobs <= 1:
-        with bar:
-            task = bar.add_task(label or solver, total=len(items))
-            for c in chunks:
-                out.update(_run_chunk(solver, c, with_serving))
-                bar.advance(task, len(c))
-        return out
-    paths = sorted({it[2] for it in items})
-    _init_worker(paths)  # import the solvers and load profiles here: forked workers inherit them
-    import simulator.analytic, simulator.simulate  # noqa: F401,E401
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(paths,)) as pool:
-        futures = {pool.submit(_run_chunk, solver, c, with_serving): len(c) for c in chunks}  # fork before the bar's thread
-        with bar:
-            task = bar.add_task(label or solver, total=len(items))
-            for fut in as_completed(futures):
-                out.update(fut.result())
-                bar.advance(task, futures[fut])
+    warm_up = partial(_init_worker, sorted({it[2] for it in items}))
+    with backend.submit(partial(_run_chunk, solver, with_serving=with_serving), chunks, warm_up) as done, bar:
+        task = bar.add_task(escape(label) or solver, total=len(items))  # submitted (forked) before the bar's thread
+        for chunk_idx, result in done:
+            out.update(result)
+            bar.advance(task, len(chunks[chunk_idx]))
     return out
 
 
@@ -370,7 +366,6 @@ def des_agreement(analytic: dict[int, dict], des: dict[int, dict], points: list[
 # ---- files ------------------------------------------------------------------------------------------
 # ---- the sweep --------------------------------------------------------------------------------------
 CLOSED_FORM_POINT_S = 0.015  # closed form of one point, a new cost model included (2-core CI machine)
-MAX_JOBS = 4 * (os.cpu_count() or 1)
 
 
 def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des: int,
@@ -424,27 +419,29 @@ def point_items(scenarios: list[Scenario], profile: str | None,
 def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form", jobs: int = 1,
               out_dir: Path | None = None, des_sample: int = 5, overrides: list[str] | None = None,
               profile: str | None = None, seed: int | None = None, progress: bool = True,
-              confirm: Callable[[float, float], None] | None = None) -> SweepResult:
+              confirm: Callable[[float, float], None] | None = None, backend: Backend | None = None) -> SweepResult:
     """Expand the grids over a scenario, run every point, write the outputs.
 
     Args:
         scenario_path: scenario YAML. grids: `--grid` specs. solver: 'closed_form' or 'des'.
-        jobs: worker processes (1 = in this process). out_dir: where to write (None: nothing written).
+        jobs: worker processes of the local backend (1 = in this process); used when backend is None.
+        out_dir: where to write (None: nothing written).
         des_sample: with solver 'closed_form', points also run through the DES (seeded sample).
         overrides: `--set` strings applied before the grid. profile: profile name/path override.
         seed: seed of the DES spot-check sample (default: the scenario's seed).
         progress: show a rich progress bar.
         confirm: called with the estimate (seconds, peak bytes; `estimate_sweep`) once the grid is
             expanded and before any point runs; it may raise to stop the sweep.
+        backend: where points run (simulator.backend; None: `LocalBackend(jobs)`); entered here.
 
     Raises:
-        UserInputError: bad scenario, grid, point, profile, solver, jobs or seed.
+        UserInputError: bad scenario, grid, point, profile, solver, jobs or seed; a backend that
+            cannot start.
     """
     t0 = time.perf_counter()
     if solver not in SOLVERS:
         raise UserInputError(f"--solver {quote(solver)}: expected one of {', '.join(SOLVERS)}")
-    if not 1 <= jobs <= MAX_JOBS:
-        raise UserInputError(f"--jobs {jobs}: expected 1..{MAX_JOBS} (4 per CPU core here)")
+    backend = LocalBackend(jobs) if backend is None else backend
     if des_sample < 0:
         raise UserInputError(f"--des-sample {des_sample}: expected 0 or more")
     if seed is not None and not 0 <= seed <= 2**63 - 1:
@@ -454,22 +451,24 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
     base = apply_overrides(read_scenario_dict(scenario_path), list(overrides or []), str(scenario_path))
     points = expand(base, axes, str(scenario_path), scenario_path.parent)
     items, profile_paths = point_items([sc for _, sc in points], profile, scenario_path)
-    if confirm is not None:
-        confirm(*estimate_sweep(items, solver, des_sample, jobs))
-    metrics = run_points(solver, items, jobs, progress, label=f"{solver} sweep")
     sweep_seed = points[0][1].seed if seed is None else seed
     des_check = None
-    if solver == "closed_form" and des_sample > 0:
-        rng = np.random.default_rng(sweep_seed)
-        sample = sorted(int(i) for i in rng.choice(len(points), size=min(des_sample, len(points)), replace=False))
-        des = run_points("des", [items[i] for i in sample], jobs, progress, label="DES spot-check",
-                         with_serving=False)
-        des_check = des_agreement(metrics, des, points)
+    with backend:
+        workers = backend.num_workers
+        if confirm is not None:
+            confirm(*estimate_sweep(items, solver, des_sample, workers))
+        metrics = run_points(solver, items, backend, progress, label=f"{solver} sweep")
+        if solver == "closed_form" and des_sample > 0:
+            rng = np.random.default_rng(sweep_seed)
+            sample = sorted(int(i) for i in rng.choice(len(points), size=min(des_sample, len(points)), replace=False))
+            des = run_points("des", [items[i] for i in sample], backend, progress, label="DES spot-check",
+                             with_serving=False)
+            des_check = des_agreement(metrics, des, points)
     elapsed = time.perf_counter() - t0
     fields = [a.field for a in axes]
     rows, columns = build_rows(points, metrics, fields)
-    result = SweepResult(rows=rows, columns=columns, grid_fields=fields, solver=solver, jobs=jobs,
-                         elapsed_s=elapsed, des_check=des_check)
+    result = SweepResult(rows=rows, columns=columns, grid_fields=fields, solver=solver, jobs=workers,
+                         elapsed_s=elapsed, des_check=des_check, backend=backend.name)
     if NUM_STEPS_FIELD in fields:
         result.best_rows = best_num_steps(rows, [f for f in fields if f != NUM_STEPS_FIELD])
     from simulator.serving.sweep import LOAD_FIELDS, crossover
@@ -495,7 +494,7 @@ def _write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes
         grids=[SweepGridMeta(spec=a.spec, field=a.field, values=list(a.values)) for a in axes],
         chain_rule="spec.num_steps swept, spec.topk == 1, spec.num_draft_tokens not swept: "
                    "num_draft_tokens = num_steps + 1",
-        solver=result.solver, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
+        solver=result.solver, backend=result.backend, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
         profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
         best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check,
         serving_crossover=result.crossover_rows or None)

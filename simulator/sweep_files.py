@@ -42,7 +42,8 @@ class SweepMeta(BaseModel):
     grids: list[SweepGridMeta]
     chain_rule: str
     solver: Literal["closed_form", "des"]
-    jobs: int = Field(ge=1)
+    backend: Literal["local", "ray"] = Field("local", description="Where the points ran (simulator.backend).")
+    jobs: int = Field(ge=1, description="Chunks run at once: local worker processes, or the Ray cluster's CPUs.")
     num_points: int = Field(ge=1)
     seed: int = Field(ge=0)
     des_sample: int = Field(ge=0)

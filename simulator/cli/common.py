@@ -25,6 +25,10 @@ err_console = Console(stderr=True, emoji=False)
 MAX_RUN_S = 600.0  # estimated seconds above which a run needs --force
 MAX_RUN_BYTES = 8 * 2**30  # estimated memory above which a run needs --force
 SHOW_ESTIMATE_S = 5.0  # runs estimated longer than this print the estimate and show progress
+BACKEND_HELP = "Where points run: local (this machine) or ray (a Ray cluster; pip install 'specdecsim\\[ray]')."
+JOBS_HELP = "local: worker processes (default 1); ray: CPUs of the Ray instance started here (default all)."
+ADDRESS_HELP = ("With --backend ray: the cluster to use (host:port, ray://host:port or auto); default: start "
+                "a Ray instance here.")
 FORCE_HELP = ("Replace an existing file that is not this command's output, and run work estimated above "
               f"{MAX_RUN_S / 60:.0f} minutes or {MAX_RUN_BYTES / 2**30:.0f} GiB.")
 

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, check_work, console, err_console, fail
+from simulator.backend import make_backend
+from simulator.cli.common import ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console, err_console, fail
 from simulator.inputs import UserInputError
 from simulator.search import OBJECTIVES, SPACE_FIELDS, SearchResult, run_search, write_search
 
@@ -27,7 +28,9 @@ def search_command(
     out: Annotated[Optional[Path], typer.Option(help="Folder for search.json, search.csv, index.html.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
     profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
-    jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+    jobs: Annotated[Optional[int], typer.Option(help=JOBS_HELP)] = None,
+    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
+    address: Annotated[Optional[str], typer.Option(help=ADDRESS_HELP)] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Search placement, num_steps, topk / num_draft_tokens, TP size (and --space fields) for an objective."""
@@ -43,8 +46,9 @@ def search_command(
     try:
         if out is not None:
             check_output_folder(out, "--out", "search.json", lambda p: is_own_output(p, SEARCH_OUTPUT), force)
-        res = run_search(scenario, objective, space, set_, profile, max_tpot_ms, max_gpus, jobs,
-                         progress=jobs > 1, confirm=confirm)
+        res = run_search(scenario, objective, space, set_, profile, max_tpot_ms, max_gpus,
+                         progress=backend == "ray" or (jobs or 1) > 1, confirm=confirm,
+                         backend=make_backend(backend, jobs, address))
         if out is not None:
             write_search(res, out, scenario, set_, {"max_tpot_ms": max_tpot_ms, "max_gpus": max_gpus}, top)
     except UserInputError as e:

@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, check_work, console, fail
+from simulator.backend import make_backend
+from simulator.cli.common import ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console, fail
 from simulator.inputs import UserInputError
 from simulator.sweep import run_sweep
 
@@ -18,7 +19,9 @@ def sweep_command(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
     grid: Annotated[list[str], typer.Option("--grid", help="field=values: 1..8 | 0.3:0.95:0.05 | a,b,c (repeat).")],
     solver: Annotated[str, typer.Option(help="closed_form (fast) or des.")] = "closed_form",
-    jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+    jobs: Annotated[Optional[int], typer.Option(help=JOBS_HELP)] = None,
+    backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
+    address: Annotated[Optional[str], typer.Option(help=ADDRESS_HELP)] = None,
     out: Annotated[Path, typer.Option(help="Folder for sweep.csv, sweep.json, best_num_steps.csv")] = Path("sweep_out"),
     des_sample: Annotated[int, typer.Option(help="With --solver closed_form: points also run through the DES.")] = 5,
     html: Annotated[bool, typer.Option("--html/--no-html",
@@ -43,10 +46,12 @@ def sweep_command(
         check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)
         if html:
             check_output_folder(out / "plots", "--out", "index.html", is_own_html, force)
-        res = run_sweep(scenario, grid, solver, jobs, out, des_sample, set_, profile, seed, confirm=confirm)
+        res = run_sweep(scenario, grid, solver, out_dir=out, des_sample=des_sample, overrides=set_, profile=profile,
+                        seed=seed, confirm=confirm, backend=make_backend(backend, jobs, address))
     except UserInputError as e:
         fail(str(e))
-    console.print(escape(f"{len(res.rows)} points, solver {res.solver}, {res.jobs} job(s), {res.elapsed_s:.2f} s; "
+    workers = f"{res.jobs} job(s)" if res.backend == "local" else f"{res.backend} on {res.jobs} CPU(s)"
+    console.print(escape(f"{len(res.rows)} points, solver {res.solver}, {workers}, {res.elapsed_s:.2f} s; "
                          f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")),
                   highlight=False)
     if res.des_check:
