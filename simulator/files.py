@@ -22,7 +22,9 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, BinaryIO
 
 from simulator.inputs import UserInputError, load_json, read_text
 
@@ -181,7 +183,21 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write `data` via a temp file in the same folder and os.replace.
+    """Write `data` via a temp file in the same folder and os.replace (`open_atomic`).
+
+    Raises:
+        OutputPathError: `path` exists and is not a regular file (folder, symbolic link, device,
+            FIFO, socket), or a part of its folder path is a file.
+        OSError: the folder cannot be made or written.
+    """
+    with open_atomic(path) as f:
+        f.write(data)
+
+
+@contextmanager
+def open_atomic(path: Path) -> Iterator[BinaryIO]:
+    """A binary file to write in pieces; at the end of the block it is flushed, synced and moved
+    over `path` with os.replace; on an error the temp file is removed and `path` left as it was.
 
     Raises:
         OutputPathError: `path` exists and is not a regular file (folder, symbolic link, device,
@@ -200,7 +216,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
@@ -225,7 +241,8 @@ def write_json_atomic(path: Path, data: Any, allow_nan: bool = True) -> None:
     write_text_atomic(Path(path), json.dumps(data, indent=1, allow_nan=allow_nan) + "\n")
 
 
-def _cell(v: Any) -> Any:
+def csv_cell(v: Any) -> Any:
+    """A value as `write_csv_atomic` puts it in a cell: None as empty, lists and dicts as JSON."""
     if v is None:
         return ""
     if isinstance(v, (list, dict)):
@@ -239,5 +256,14 @@ def write_csv_atomic(path: Path, rows: list[dict], columns: list[str]) -> None:
     w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({c: _cell(r.get(c)) for c in columns})
+        w.writerow({c: csv_cell(r.get(c)) for c in columns})
     write_text_atomic(Path(path), buf.getvalue())
+
+
+def csv_lines(rows: Iterable[Sequence]) -> str:
+    """Rows as `write_csv_atomic` writes them (csv module, '\\n' after each row), cells as given:
+    None is an empty cell, numbers are written by str() (shortest round-trip for floats); lists
+    and dicts are for the caller to turn into JSON (`csv_cell`)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue()
