@@ -6,7 +6,9 @@ sweep writes (`SweepRow` for sweep.csv, `SweepMeta` for sweep.json) and their re
 `simulator.sweep_files`.
 
 Solvers: `closed_form` (`simulator.analytic.analyze`, fast; a seeded sample of points is also run
-through the DES and the agreement reported) and `des` (`simulator.simulate`).
+through the DES and the agreement reported) and `des` (`simulator.simulate`). A closed-form sweep
+runs grouped where it can (`simulator.sweep_grouped`: a cost model per group of points, numbers as
+arrays, up to 2,000,000 points), writing what running it point by point writes.
 Outputs (written atomically): `sweep.csv` (one row per point, columns below), `sweep.json`
 (the sweep spec, seed, version, DES spot-check) and `best_num_steps.csv` when num_steps is swept.
 
