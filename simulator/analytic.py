@@ -196,13 +196,15 @@ def renewal_cycles_many(pmfs: np.ndarray, max_new_tokens: int) -> np.ndarray:
     """
     n, k = pmfs.shape
     M = max_new_tokens
-    m = np.zeros((n, k + M))
+    p = np.ascontiguousarray(pmfs.T)  # p[j - 1] = p_j of every point: rows, so each step reads memory in order
+    m = np.zeros((k, n))  # m[x % k] = m(x) of every point, for the last k values of x; m(x <= 0) = 0
+    acc, term = np.empty(n), np.empty(n)  # written in place: no temporary arrays per step
     for x in range(1, M + 1):
-        acc = pmfs[:, 0] * m[:, x + k - 2]
+        np.multiply(p[0], m[(x - 1) % k], out=acc)
         for j in range(2, k + 1):
-            acc = acc + pmfs[:, j - 1] * m[:, x + k - 1 - j]
-        m[:, x + k - 1] = 1.0 + acc
-    return m[:, M + k - 1].copy()
+            np.add(acc, np.multiply(p[j - 1], m[(x - j) % k], out=term), out=acc)
+        np.add(1.0, acc, out=m[x % k])  # m(x - k), the oldest, is no longer needed
+    return m[M % k].copy()
 
 
 def mean_accept_lengths(pmfs: np.ndarray) -> np.ndarray:

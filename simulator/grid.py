@@ -217,12 +217,13 @@ def parse_grids(specs: list[str], max_points: int = MAX_GRID_POINTS) -> list[Gri
     return axes
 
 
-def check_grid_points(axes: list[GridAxis], max_points: int, what: str = "a sweep") -> None:
-    """Raises UserInputError: the grid has more than `max_points` points (naming its sizes)."""
+def check_grid_points(axes: list[GridAxis], max_points: int, what: str = "points; a sweep") -> None:
+    """Raises UserInputError: the grid has more than `max_points` points (naming its sizes; `what`
+    follows the count: what they are and who takes at most max_points)."""
     points = math.prod(len(ax.values) for ax in axes)
     if points > max_points:
         sizes = " x ".join(f"{len(ax.values)} {ax.field}" for ax in axes)
-        raise UserInputError(f"--grid: {sizes} = {points:,} points; {what} takes at most {max_points:,}")
+        raise UserInputError(f"--grid: {sizes} = {points:,} {what} takes at most {max_points:,}")
 
 
 # ---- expansion --------------------------------------------------------------------------------------
@@ -423,13 +424,15 @@ def group_grid(base: dict, axes: list[GridAxis], source: str, base_dir: Path) ->
         None for a grid with fields inside other swept fields (expand it point by point).
 
     Raises:
-        UserInputError: as `expand`.
+        UserInputError: as `expand`; more than MAX_GRID_POINTS groups.
     """
     points = GridPoints(base, axes, source, base_dir)
     if points.nested:
         return None
     acc_axes = [i for i, a in enumerate(axes) if is_acceptance_field(a.field)]
     group_axes = [i for i in range(len(axes)) if i not in acc_axes]
+    check_grid_points([axes[i] for i in group_axes], MAX_GRID_POINTS,
+                      "points before the acceptance fields, each its own scenario and cost model; a sweep")
     acc_combos = list(itertools.product(*(axes[i].values for i in acc_axes)))
     group_combos = list(itertools.product(*(axes[i].values for i in group_axes)))
 

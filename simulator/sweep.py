@@ -478,7 +478,7 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
         if why is None:
             return run_grouped(grid, scenario_path, jobs, out_dir, des_sample, overrides, profile, seed, progress,
                                confirm, t0)
-        check_grid_points(axes, MAX_GRID_POINTS, f"a sweep that runs point by point ({why})")
+        check_grid_points(axes, MAX_GRID_POINTS, f"points; a sweep that runs point by point ({why})")
     points = expand(base, axes, str(scenario_path), scenario_path.parent)
     items, profile_paths = point_items([sc for _, sc in points], profile, scenario_path)
     if confirm is not None:

@@ -38,6 +38,7 @@ from simulator.scenario import UserInputError
 MAX_GROUPED_GRID_POINTS = 2_000_000  # points of a grouped closed-form sweep
 GROUPED_POINT_S = 20e-6  # CPU seconds per point beyond its group's cost model: numbers, its CSV row (2-core machine)
 GROUPED_POINT_BYTES = 300.0  # peak memory per point: the float columns, best_num_steps' index arrays
+_RENEWAL_COLUMNS_US = (1.0, 5e-4)  # renewal_cycles_many per token x accept length: fixed, per point (measured)
 CHUNK_ROWS = 4096  # rows per piece of sweep.csv
 _ACCEPTANCE_COLUMNS = ("acceptance_kind", "acceptance_rate")  # simulator.sweep.describe's columns from acceptance
 _MARK = "\x01"  # cut mark inside a scenario JSON: json.dumps escapes control characters, csv leaves them
@@ -401,7 +402,8 @@ def best_num_steps_rows(numbers: GroupedNumbers, grid_fields: list[str]) -> list
 def estimate(grid: GroupedGrid, profile_paths: list[str], des_sample: int, jobs: int) -> tuple[float, float]:
     """(seconds, peak bytes) of a grouped sweep: a cost model per distinct cost key
     (`simulator.simulate.estimate_cost_model_s`), `analyze` per point with rate classes
-    (`estimate_closed_form_s`), GROUPED_POINT_S and GROUPED_POINT_BYTES per point, and the DES
+    (`estimate_closed_form_s`), the renewal function per (spec, max_new_tokens) over the other
+    points, GROUPED_POINT_S and GROUPED_POINT_BYTES per point, and the DES
     spot-check as `simulator.sweep.estimate_sweep` estimates it: `estimate_run` on up to 16 points
     spread over the grid, the slowest times the sample, over `jobs` workers."""
     from simulator.costs.forward import CostModel
@@ -412,6 +414,11 @@ def estimate(grid: GroupedGrid, profile_paths: list[str], des_sample: int, jobs:
     classes = [acc for acc in grid.acceptances if getattr(acc, "rate_concentration", None) is not None]
     for acc in classes:
         seconds += len(grid.groups) * estimate_closed_form_s(grid.groups[0].model_copy(update={"acceptance": acc}))
+    alike = len(grid.acceptances) - len(classes)  # an upper end: a rate of 0 or 1 has no classes
+    renewals = {(sc.spec.num_steps, sc.spec.topk, sc.spec.num_draft_tokens, sc.workload.max_new_tokens)
+                for sc in grid.groups}  # as _acceptance_columns caches them
+    seconds += sum(M * (s + 1) * (_RENEWAL_COLUMNS_US[0] + _RENEWAL_COLUMNS_US[1] * alike)
+                   for s, _, _, M in renewals) / 1e6
     memory = grid.num_points * GROUPED_POINT_BYTES
     num_des = min(des_sample, grid.num_points)
     if num_des:

@@ -12,7 +12,7 @@ import pytest
 from simulator.grid import MAX_GRID_POINTS, parse_grids
 from simulator.inputs import UserInputError
 from simulator.sweep import run_sweep
-from simulator.sweep_grouped import GroupedRows, _join_rows
+from simulator.sweep_grouped import MAX_GROUPED_GRID_POINTS, GroupedRows, _join_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"
@@ -80,14 +80,18 @@ def test_grouped_sweep_names_the_point_point_by_point_names(overrides, grids, wo
 
 def test_grid_limits_depend_on_the_path():
     big = ["spec.num_steps=1..8", "acceptance.acceptance_rate=0.30:0.95:0.0005", "workload.batch_size=1..96"]
-    assert len(parse_grids(big, 2_000_000)) == 3  # 999,168 points: a grouped closed-form sweep takes them
-    with pytest.raises(UserInputError, match="at most 100,000"):
+    assert len(parse_grids(big, MAX_GROUPED_GRID_POINTS)) == 3  # 999,168 points: a grouped sweep takes them
+    with pytest.raises(UserInputError, match=f"points; a sweep takes at most {MAX_GRID_POINTS:,}"):
         run_sweep(SCENARIO, big, solver="des", progress=False)
+    with pytest.raises(UserInputError, match=f"2,081,600 points; a sweep takes at most {MAX_GROUPED_GRID_POINTS:,}"):
+        run_sweep(SCENARIO, [*big[:2], "workload.batch_size=1..200"], progress=False)
+    with pytest.raises(UserInputError, match="262,144 points before the acceptance fields, each its own scenario "
+                                             f"and cost model; a sweep takes at most {MAX_GRID_POINTS:,}"):
+        run_sweep(SCENARIO, ["spec.num_steps=1..64", "workload.batch_size=1..4096"], progress=False)
     serving = ROOT / "scenarios" / "serving_poisson.yaml"
     grid = ["acceptance.acceptance_rate=0.30:0.95:0.0005", "workload.batch_size=1..80"]  # 104,080 points
     with pytest.raises(UserInputError, match=r"point by point \(a serving: section\) takes at most 100,000"):
         run_sweep(serving, grid, progress=False)
-    assert MAX_GRID_POINTS == 100_000
 
 
 def test_join_rows_refuses_rows_that_are_not_one_line_each():
