@@ -158,9 +158,121 @@ def analyze(scenario: Scenario, cost: CostModel, acceptance: AcceptanceModel,
     )
 
 
+@dataclass(frozen=True)
+class ClosedFormColumns:
+    """`analyze` of many points that share one cost model, as arrays (n = points; times in us).
+
+    Attributes:
+        breakdown_us: bucket -> (n,) expected us per cycle; 0 where a point's extend lengths never
+            reach a forward with that bucket (`bucket_mask` says where the bucket is in the point's
+            breakdown, as `analyze` would list it); `host` last.
+        bucket_mask: bucket -> (n,) bool.
+    """
+
+    tok_per_s: np.ndarray
+    baseline_tok_per_s: float
+    cycle_time_us: np.ndarray
+    baseline_step_us: float
+    tpot_us: np.ndarray
+    breakdown_us: dict[str, np.ndarray]
+    bucket_mask: dict[str, np.ndarray]
+    bucket_order: dict[tuple, list[str]]  # extend-length pattern (ext > 0 per length) -> its buckets in order
+    patterns: np.ndarray  # (n, k) bool: ext > 0
+
+    @property
+    def speedup(self) -> np.ndarray:
+        return self.tok_per_s / self.baseline_tok_per_s
+
+
+def renewal_cycles_many(pmfs: np.ndarray, max_new_tokens: int) -> np.ndarray:
+    """`renewal_cycles` of many one-class pmfs, column by column: m(x) = 1 + sum_j p_j m(x - j),
+    with the operations of its 1-D path in the same order (the same floats).
+
+    Args:
+        pmfs: (n, k) accept_length pmfs. max_new_tokens: M.
+
+    Returns:
+        (n,) m(M).
+    """
+    n, k = pmfs.shape
+    M = max_new_tokens
+    p = np.ascontiguousarray(pmfs.T)  # p[j - 1] = p_j of every point: rows, so each step reads memory in order
+    m = np.zeros((k, n))  # m[x % k] = m(x) of every point, for the last k values of x; m(x <= 0) = 0
+    acc, term = np.empty(n), np.empty(n)  # written in place: no temporary arrays per step
+    for x in range(1, M + 1):
+        np.multiply(p[0], m[(x - 1) % k], out=acc)
+        for j in range(2, k + 1):
+            np.add(acc, np.multiply(p[j - 1], m[(x - j) % k], out=term), out=acc)
+        np.add(1.0, acc, out=m[x % k])  # m(x - k), the oldest, is no longer needed
+    return m[M % k].copy()
+
+
+def mean_accept_lengths(pmfs: np.ndarray) -> np.ndarray:
+    """(n,) E[accept_length] of (n, k) pmfs, row by row as `analyze` computes one (the same floats)."""
+    lengths = np.arange(1, pmfs.shape[1] + 1)
+    return np.array([float(p @ lengths) for p in pmfs])
+
+
+def closed_form_columns(cost: CostModel, pmfs: np.ndarray, batch_size: int, max_new_tokens: int,
+                        cycles_per_request: np.ndarray) -> ClosedFormColumns:
+    """The closed form of points with alike requests that share `cost` and batch_size, as arrays.
+
+    Each number is computed with the operations of `analyze` in the same order (extend-length pmf,
+    cycle and bucket sums, the host remainder), elementwise, so a point's numbers do not depend on
+    the other points evaluated with it.
+
+    Args:
+        pmfs: (n, k) accept_length pmfs (one rate class each). cycles_per_request: (n,)
+            `renewal_cycles_many(pmfs, max_new_tokens)`.
+    """
+    b, M = batch_size, max_new_tokens
+    n, k = pmfs.shape
+    ext = np.diff(np.concatenate([np.zeros((n, 1)), np.cumsum(pmfs, axis=1) ** b], axis=1), axis=1)
+    positive = ext > 0
+    cycle = np.zeros(n)
+    buckets: dict[str, np.ndarray] = {}
+    order_by_j: list[list[str]] = []
+    for j in range(1, k + 1):
+        p = ext[:, j - 1]
+        cycle = cycle + np.where(positive[:, j - 1], p * cycle_time_us(cost, j), 0.0)
+        keys = []
+        for f in cost.cycle_forwards(j):
+            for key, us in f.busy_by_bucket:
+                buckets[key] = buckets.get(key, np.zeros(n)) + np.where(positive[:, j - 1], p * us, 0.0)
+                keys.append(key)
+        order_by_j.append(list(dict.fromkeys(keys)))
+    # the host bucket: cycle minus the other buckets summed in the point's order (host_remainder_us)
+    host = np.zeros(n)
+    mask = {key: np.zeros(n, dtype=bool) for key in buckets}
+    orders: dict[tuple, list[str]] = {}
+    patterns, inverse = np.unique(positive, axis=0, return_inverse=True)
+    for pat_idx, pat in enumerate(patterns):
+        rows = np.flatnonzero(np.ravel(inverse) == pat_idx)
+        pattern = tuple(pat.tolist())
+        orders[pattern] = list(dict.fromkeys(key for j in range(k) if pattern[j] for key in order_by_j[j]))
+        total = 0
+        for key in orders[pattern]:
+            total = total + buckets[key][rows]
+            mask[key][rows] = True
+        total = total + cost.d2h_sync_us
+        c = cycle[rows]
+        rest = c - total
+        host[rows] = np.where((-1e-9 * np.abs(c) <= rest) & (rest < 0), 0.0, rest)
+    breakdown = {key: np.where(mask[key], v, 0.0) for key, v in buckets.items()}
+    breakdown["sync"] = np.full(n, float(cost.d2h_sync_us))
+    breakdown["host"] = host
+    mask["sync"] = mask["host"] = np.ones(n, dtype=bool)
+    step = baseline_step_us(cost)
+    return ClosedFormColumns(
+        tok_per_s=b * M / cycles_per_request / cycle * US_PER_S, baseline_tok_per_s=b / step * US_PER_S,
+        cycle_time_us=cycle, baseline_step_us=step, tpot_us=cycles_per_request * cycle / M,
+        breakdown_us=breakdown, bucket_mask=mask, bucket_order=orders, patterns=positive)
+
+
 def analyze_many(scenarios: list[Scenario], cost: CostModel,
                  acceptances: list[AcceptanceModel]) -> list[AnalyticResult]:
-    """`analyze` (truncated) of points that share one cost model, evaluated together in numpy.
+    """`analyze` (truncated) of points that share one cost model, evaluated together in numpy
+    (`closed_form_columns`).
 
     Every point must have alike requests (one rate class, `beta_ab` None), pmfs of one length
     and the cost model's batch_size; max_new_tokens may differ only between calls. Each number
@@ -177,44 +289,17 @@ def analyze_many(scenarios: list[Scenario], cost: CostModel,
             any(acc.beta_ab is not None for acc in acceptances):
         raise ValueError("analyze_many: points differ in batch_size or max_new_tokens, or have rate classes")
     pmfs = np.stack([acc.base_pmf for acc in acceptances])  # (num_points, k)
-    n, k = pmfs.shape
-    # renewal function, column by column: m(x) = 1 + sum_j p_j m(x - j) (renewal_cycles, 1-D path)
-    m = np.zeros((n, k + M))
-    for x in range(1, M + 1):
-        acc = pmfs[:, 0] * m[:, x + k - 2]
-        for j in range(2, k + 1):
-            acc = acc + pmfs[:, j - 1] * m[:, x + k - 1 - j]
-        m[:, x + k - 1] = 1.0 + acc
-    cycles_per_request = m[:, M + k - 1]
-    ext = np.diff(np.concatenate([np.zeros((n, 1)), np.cumsum(pmfs, axis=1) ** b], axis=1), axis=1)
-    positive = ext > 0
-    cycle = np.zeros(n)
-    buckets: dict[str, np.ndarray] = {}
-    order_by_j: list[list[str]] = []
-    for j in range(1, k + 1):
-        p = ext[:, j - 1]
-        cycle = cycle + np.where(positive[:, j - 1], p * cycle_time_us(cost, j), 0.0)
-        keys = []
-        for f in cost.cycle_forwards(j):
-            for key, us in f.busy_by_bucket:
-                buckets[key] = buckets.get(key, np.zeros(n)) + np.where(positive[:, j - 1], p * us, 0.0)
-                keys.append(key)
-        order_by_j.append(list(dict.fromkeys(keys)))
-    step = baseline_step_us(cost)
-    baseline_tok_per_s = b / step * US_PER_S
-    lengths = np.arange(1, k + 1)
-    orders: dict[tuple, list[str]] = {}
+    cycles_per_request = renewal_cycles_many(pmfs, M)
+    cols = closed_form_columns(cost, pmfs, b, M, cycles_per_request)
+    means = mean_accept_lengths(pmfs)
     out = []
-    for i in range(n):
-        pattern = tuple(positive[i].tolist())
-        if pattern not in orders:
-            orders[pattern] = list(dict.fromkeys(key for j in range(k) if pattern[j] for key in order_by_j[j]))
-        br = {key: buckets[key][i] for key in orders[pattern]}
+    for i in range(len(pmfs)):
+        keys = cols.bucket_order[tuple(cols.patterns[i].tolist())]
+        br = {key: cols.breakdown_us[key][i] for key in (*keys, "sync", "host")}
         br["sync"] = cost.d2h_sync_us
-        br["host"] = host_remainder_us(cycle[i], br.values())
-        c, cpr = float(cycle[i]), float(cycles_per_request[i])
+        c, cpr = float(cols.cycle_time_us[i]), float(cycles_per_request[i])
         out.append(AnalyticResult(
-            tok_per_s=b * M / cpr / c * US_PER_S, baseline_tok_per_s=baseline_tok_per_s,
-            mean_accept_length=float(pmfs[i] @ lengths), cycle_time_us=c, baseline_step_us=step,
+            tok_per_s=b * M / cpr / c * US_PER_S, baseline_tok_per_s=cols.baseline_tok_per_s,
+            mean_accept_length=float(means[i]), cycle_time_us=c, baseline_step_us=cols.baseline_step_us,
             tpot_us=cpr * c / M, breakdown_us=br))
     return out

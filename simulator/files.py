@@ -21,7 +21,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -267,7 +267,8 @@ def write_json_atomic(path: Path, data: Any, allow_nan: bool = True) -> None:
     write_text_atomic(Path(path), json.dumps(data, indent=1, allow_nan=allow_nan) + "\n")
 
 
-def _cell(v: Any) -> Any:
+def csv_cell(v: Any) -> Any:
+    """A value as `write_csv_atomic` puts it in a cell: None as empty, lists and dicts as JSON."""
     if v is None:
         return ""
     if isinstance(v, (list, dict)):
@@ -281,5 +282,14 @@ def write_csv_atomic(path: Path, rows: list[dict], columns: list[str]) -> None:
     w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({c: _cell(r.get(c)) for c in columns})
+        w.writerow({c: csv_cell(r.get(c)) for c in columns})
     write_text_atomic(Path(path), buf.getvalue())
+
+
+def csv_lines(rows: Iterable[Sequence]) -> str:
+    """Rows as `write_csv_atomic` writes them (csv module, '\\n' after each row), cells as given:
+    None is an empty cell, numbers are written by str() (shortest round-trip for floats); lists
+    and dicts are for the caller to turn into JSON (`csv_cell`)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue()

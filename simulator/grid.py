@@ -11,9 +11,9 @@ A grid spec names one dotted scenario field and its values:
 The field is checked against the pydantic Scenario model, and each value against the field's
 type and bounds, before anything runs. Values are read by the scenario file's rules
 (`simulator.inputs.load_yaml_scalar`: `1e-7` is a number, NaN and infinities are refused). A grid
-has at most MAX_AXIS_VALUES values per field and MAX_GRID_POINTS points, checked before any value
-is made. The sweep is the Cartesian product of its grids; each
-point is the scenario dict with the point's values applied by
+has at most MAX_AXIS_VALUES values per field and MAX_GRID_POINTS points (a grouped closed-form
+sweep: `simulator.sweep_grouped.MAX_GROUPED_GRID_POINTS`), checked before any value is made.
+The sweep is the Cartesian product of its grids; each point is the scenario dict with the point's values applied by
 `simulator.scenario.apply_overrides` and validated by `scenario_from_dict`, so a point gets
 exactly the checks a scenario file gets.
 
@@ -44,7 +44,7 @@ from simulator.scenario import UserInputError, apply_overrides, scenario_from_di
 
 NUM_STEPS_FIELD = "spec.num_steps"
 MAX_AXIS_VALUES = 10_000  # values of one swept field
-MAX_GRID_POINTS = 100_000  # points of a whole sweep (the product of its fields' values)
+MAX_GRID_POINTS = 100_000  # points of a sweep run point by point (the product of its fields' values)
 _FLOAT_TOL = 1e-9
 _INT_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
 _RANGE_LIKE = re.compile(r"^[\s\d.+eE-]*\.\.[\s\d.+eE-]*$")
@@ -205,19 +205,25 @@ def _check_value(value: Any, adapters: list[TypeAdapter], spec: str, name: str) 
                          f"{' or '.join(errors[:4])}")
 
 
-def parse_grids(specs: list[str]) -> list[GridAxis]:
-    """Parse several specs; a field swept twice, or more than MAX_GRID_POINTS points, is an error."""
+def parse_grids(specs: list[str], max_points: int = MAX_GRID_POINTS) -> list[GridAxis]:
+    """Parse several specs; a field swept twice, or more than `max_points` points, is an error."""
     axes = [parse_grid(s) for s in specs]
     seen: dict[str, str] = {}
     for ax in axes:
         if ax.field in seen:
             raise UserInputError(f"--grid {quote(ax.spec)}: {ax.field} is already swept by {quote(seen[ax.field])}")
         seen[ax.field] = ax.spec
-    points = math.prod(len(ax.values) for ax in axes)
-    if points > MAX_GRID_POINTS:
-        sizes = " x ".join(f"{len(ax.values)} {ax.field}" for ax in axes)
-        raise UserInputError(f"--grid: {sizes} = {points:,} points; a sweep takes at most {MAX_GRID_POINTS:,}")
+    check_grid_points(axes, max_points)
     return axes
+
+
+def check_grid_points(axes: list[GridAxis], max_points: int, what: str = "points; a sweep") -> None:
+    """Raises UserInputError: the grid has more than `max_points` points (naming its sizes; `what`
+    follows the count: what they are and who takes at most max_points)."""
+    points = math.prod(len(ax.values) for ax in axes)
+    if points > max_points:
+        sizes = " x ".join(f"{len(ax.values)} {ax.field}" for ax in axes)
+        raise UserInputError(f"--grid: {sizes} = {points:,} {what} takes at most {max_points:,}")
 
 
 # ---- expansion --------------------------------------------------------------------------------------
@@ -249,6 +255,65 @@ def _with_overrides(data: dict, overrides: list[str], parsed: dict, source: str)
     return data
 
 
+class PointError(UserInputError):
+    """A grid point that fails scenario validation (the message names the point)."""
+
+
+class GridPoints:
+    """Grid points made one at a time: the point's scenario dict (the grid values applied to the
+    base by `simulator.scenario.apply_overrides`, the chain rule) validated by `scenario_from_dict`.
+
+    The first point made, and every point of a grid with fields inside other swept fields, takes
+    the long way (a deep copy and `apply_overrides`); the others copy only the dicts their
+    overrides write into (`_with_overrides`: the same dict).
+    """
+
+    def __init__(self, base: dict, axes: list[GridAxis], source: str, base_dir: Path):
+        self.base, self.axes, self.source, self.base_dir = base, axes, source, base_dir
+        self.fields = [a.field for a in axes]
+        self.chain_rule = NUM_STEPS_FIELD in self.fields and "spec.num_draft_tokens" not in self.fields
+        self.nested = any(f != g and g.startswith(f + ".") for f in self.fields for g in self.fields)
+        self._parsed: dict[tuple[str, str], Any] = {}  # each override text read once (it reads the same every time)
+        self._first = True
+
+    def data(self, combo: tuple) -> dict:
+        """The scenario dict of a point (grid values in axis order), not validated.
+
+        Raises:
+            UserInputError: an override that does not apply (checked on the first point made).
+        """
+        values = dict(zip(self.fields, combo))
+        overrides = [f"{k}={json.dumps(v)}" for k, v in values.items()]
+        if self.nested or self._first:  # the first point (and fields inside other swept fields) the long way
+            data = apply_overrides(copy.deepcopy(self.base), overrides, self.source)
+            self._first = False
+        else:  # the same dict: a copy of what the overrides write into, the rest shared, unchanged
+            data = _with_overrides(self.base, overrides, self._parsed, self.source)
+        if self.chain_rule and _get(data, "spec.topk", 1) == 1:
+            data = _with_overrides(data, [f"spec.num_draft_tokens={int(values[NUM_STEPS_FIELD]) + 1}"],
+                                   self._parsed, self.source)
+        return data
+
+    def point(self, combo: tuple, data: dict | None = None) -> tuple[dict, Scenario]:
+        """(grid values by field, validated Scenario) of a point.
+
+        Raises:
+            PointError: the point fails scenario validation; the message names the point.
+            UserInputError: an override that does not apply.
+        """
+        values = dict(zip(self.fields, combo))
+        data = self.data(combo) if data is None else data
+        try:
+            return values, scenario_from_dict(data, self.source, self.base_dir)
+        except UserInputError as e:
+            point = ", ".join(f"{k}={quote(v, 30)}" for k, v in values.items())
+            hint = ""
+            if NUM_STEPS_FIELD in self.fields and "acceptance" in str(e) and "entries" in str(e):
+                hint = ("\nhint: positional/empirical acceptance lists are not resized with num_steps; "
+                        "sweep the list too or use acceptance kind iid")
+            raise PointError(f"grid point ({point}): {e}{hint}") from None
+
+
 def expand(base: dict, axes: list[GridAxis], source: str, base_dir: Path) -> list[tuple[dict, Scenario]]:
     """Every grid point as (grid values by field, validated Scenario), in row-major order.
 
@@ -259,31 +324,162 @@ def expand(base: dict, axes: list[GridAxis], source: str, base_dir: Path) -> lis
     Raises:
         UserInputError: a point fails scenario validation; the message names the point.
     """
-    fields = [a.field for a in axes]
-    chain_rule = NUM_STEPS_FIELD in fields and "spec.num_draft_tokens" not in fields
-    nested = any(f != g and g.startswith(f + ".") for f in fields for g in fields)
-    parsed: dict[tuple[str, str], Any] = {}  # each override text read once (it reads the same every time)
-    out = []
-    for combo in itertools.product(*(a.values for a in axes)):
-        values = dict(zip(fields, combo))
-        overrides = [f"{k}={json.dumps(v)}" for k, v in values.items()]
-        if nested or not out:  # the first point (and fields inside other swept fields) the long way
-            data = apply_overrides(copy.deepcopy(base), overrides, source)
-        else:  # the same dict: a copy of what the overrides write into, the rest shared, unchanged
-            data = _with_overrides(base, overrides, parsed, source)
-        if chain_rule and _get(data, "spec.topk", 1) == 1:
-            data = _with_overrides(data, [f"spec.num_draft_tokens={int(values[NUM_STEPS_FIELD]) + 1}"], parsed,
-                                   source)
-        try:
-            sc = scenario_from_dict(data, source, base_dir)
-        except UserInputError as e:
-            point = ", ".join(f"{k}={quote(v, 30)}" for k, v in values.items())
-            hint = ""
-            if NUM_STEPS_FIELD in fields and "acceptance" in str(e) and "entries" in str(e):
-                hint = ("\nhint: positional/empirical acceptance lists are not resized with num_steps; "
-                        "sweep the list too or use acceptance kind iid")
-            raise UserInputError(f"grid point ({point}): {e}{hint}") from None
-        out.append((values, sc))
+    points = GridPoints(base, axes, source, base_dir)
+    out = [points.point(combo) for combo in itertools.product(*(a.values for a in axes))]
     if not out:
         raise UserInputError("the grid has no points")
     return out
+
+
+# ---- grouped grids: acceptance axes apart from the rest -------------------------------------------
+def is_acceptance_field(field: str) -> bool:
+    """Whether a swept field lies in the scenario's `acceptance` section (or is the section)."""
+    return field == "acceptance" or field.startswith("acceptance.")
+
+
+def acceptance_signature(acceptance: Any) -> tuple:
+    """What the Scenario checks across sections read of a point's acceptance section: its kind and
+    the lengths of its lists (`simulator.config.Scenario._check`, `_check_policy_entry`). Two points
+    that differ only in acceptance values of one signature pass or fail those checks together.
+
+    Args:
+        acceptance: the acceptance section as written (a dict), before validation.
+    """
+    if not isinstance(acceptance, dict):
+        return ("not a mapping",)
+    lengths = tuple(len(v) if isinstance(v, list) else None
+                    for v in (acceptance.get("acceptance_rates"), acceptance.get("accept_length_probs")))
+    return (acceptance.get("kind"), *lengths)
+
+
+@dataclass
+class GroupedGrid:
+    """A grid whose points are (group, acceptance) pairs: a group is a combination of the swept
+    fields outside `acceptance` (everything a cost model depends on), an acceptance is a
+    combination of the swept acceptance fields. Point p of the row-major grid is the group and
+    acceptance of its axis indices (`locate`).
+
+    Attributes:
+        groups: per group (row-major over group_axes), its validated Scenario; its acceptance
+            section is one of its points' (every other field is every point's).
+        acceptances: per acceptance combination (row-major over acceptance_axes), the validated
+            acceptance section the points with it have.
+    """
+
+    axes: list[GridAxis]
+    group_axes: list[int]
+    acceptance_axes: list[int]
+    groups: list[Scenario]
+    acceptances: list[Any]
+    points: GridPoints
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(a.values) for a in self.axes)
+
+    @property
+    def num_points(self) -> int:
+        return math.prod(self.shape)
+
+    def locate(self, point_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(group index, acceptance index) of each point index (int64 arrays of point_idx's shape)."""
+        point_idx = np.asarray(point_idx, dtype=np.int64)
+        idx = np.unravel_index(point_idx, self.shape)
+
+        def ravel(which: list[int]) -> np.ndarray:
+            if not which:
+                return np.zeros(point_idx.shape, dtype=np.int64)
+            return np.ravel_multi_index(tuple(idx[i] for i in which), tuple(self.shape[i] for i in which))
+        return ravel(self.group_axes), ravel(self.acceptance_axes)
+
+    def first_points(self) -> np.ndarray:
+        """(groups,) the index of each group's first point in row-major order (acceptance 0)."""
+        g = np.arange(len(self.groups))
+        multi = [np.zeros(len(g), dtype=np.int64) for _ in self.axes]
+        if self.group_axes:
+            for i, m in zip(self.group_axes, np.unravel_index(g, tuple(self.shape[i] for i in self.group_axes))):
+                multi[i] = m
+        return np.ravel_multi_index(tuple(multi), self.shape)
+
+    def combo(self, point_idx: int) -> tuple:
+        """The grid values of a point, in axis order."""
+        return tuple(a.values[int(i)] for a, i in zip(self.axes, np.unravel_index(point_idx, self.shape)))
+
+    def point(self, point_idx: int) -> tuple[dict, Scenario]:
+        """(grid values by field, validated Scenario) of one point, made as `expand` makes it."""
+        return self.points.point(self.combo(point_idx))
+
+
+def group_grid(base: dict, axes: list[GridAxis], source: str, base_dir: Path) -> GroupedGrid | None:
+    """The grid grouped (see GroupedGrid), every point checked as `expand` checks it, without
+    validating each point: the points (first group, each acceptance) and (each group, one
+    acceptance per acceptance signature) are validated whole. A point's checks are those of its
+    sections, each alone, and Scenario's checks across sections, which read of the acceptance
+    section only its signature (`acceptance_signature`); so a point passes when its acceptance
+    passed beside the first group and its group passed beside an acceptance of its signature.
+    Where one of those fails, the points in doubt are validated whole in row-major order, and
+    the first that fails is the error `expand` raises.
+
+    Returns:
+        None for a grid with fields inside other swept fields (expand it point by point).
+
+    Raises:
+        UserInputError: as `expand`; more than MAX_GRID_POINTS groups.
+    """
+    points = GridPoints(base, axes, source, base_dir)
+    if points.nested:
+        return None
+    acc_axes = [i for i, a in enumerate(axes) if is_acceptance_field(a.field)]
+    group_axes = [i for i in range(len(axes)) if i not in acc_axes]
+    check_grid_points([axes[i] for i in group_axes], MAX_GRID_POINTS,
+                      "points before the acceptance fields, each its own scenario and cost model; a sweep")
+    acc_combos = list(itertools.product(*(axes[i].values for i in acc_axes)))
+    group_combos = list(itertools.product(*(axes[i].values for i in group_axes)))
+
+    def combo(g: int, a: int) -> tuple:
+        out: list[Any] = [None] * len(axes)
+        for i, v in zip(group_axes, group_combos[g]):
+            out[i] = v
+        for i, v in zip(acc_axes, acc_combos[a]):
+            out[i] = v
+        return tuple(out)
+
+    acceptances: list[Any] = []
+    signatures: list[tuple] = []
+    for a in range(len(acc_combos)):  # each acceptance beside the first group
+        data = points.data(combo(0, a))
+        signatures.append(acceptance_signature(data.get("acceptance")))
+        try:
+            acceptances.append(points.point(combo(0, a), data)[1].acceptance)
+        except PointError:
+            acceptances.append(None)
+    rep: dict[tuple, int] = {}
+    for a, sig in enumerate(signatures):
+        if acceptances[a] is not None:
+            rep.setdefault(sig, a)
+    groups: list[Scenario | None] = []
+    group_ok: set[tuple[int, tuple]] = set()
+    for g in range(len(group_combos)):  # each group beside one acceptance of each signature
+        sc_g = None
+        for sig, a in rep.items():
+            try:
+                sc = points.point(combo(g, a))[1]
+            except PointError:
+                continue
+            group_ok.add((g, sig))
+            sc_g = sc if sc_g is None else sc_g
+        groups.append(sc_g)
+    if all(acc is not None for acc in acceptances) and len(group_ok) == len(group_combos) * len(rep):
+        return GroupedGrid(axes, group_axes, acc_axes, groups, acceptances, points)
+    grid = GroupedGrid(axes, group_axes, acc_axes, [], [], points)
+    g_idx, a_idx = grid.locate(np.arange(grid.num_points))
+    sig_ids = {sig: i for i, sig in enumerate(dict.fromkeys(signatures))}
+    passed = np.zeros((len(group_combos), len(sig_ids)), dtype=bool)
+    for g, sig in group_ok:
+        passed[g, sig_ids[sig]] = True
+    acc_passed = np.array([acc is not None for acc in acceptances])
+    acc_sig = np.array([sig_ids[sig] for sig in signatures])
+    in_doubt = ~acc_passed[a_idx] | ~passed[g_idx, acc_sig[a_idx]]
+    for p in np.flatnonzero(in_doubt):  # in row-major order: the first that fails is the error
+        points.point(grid.combo(int(p)))
+    return None  # none failed after all: expand it point by point

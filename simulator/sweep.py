@@ -6,7 +6,9 @@ sweep writes (`SweepRow` for sweep.csv, `SweepMeta` for sweep.json) and their re
 `simulator.sweep_files`.
 
 Solvers: `closed_form` (`simulator.analytic.analyze`, fast; a seeded sample of points is also run
-through the DES and the agreement reported) and `des` (`simulator.simulate`).
+through the DES and the agreement reported) and `des` (`simulator.simulate`). A closed-form sweep
+runs grouped where it can (`simulator.sweep_grouped`: a cost model per group of points, numbers as
+arrays, up to 2,000,000 points), writing what running it point by point writes.
 Outputs (written atomically): `sweep.csv` (one row per point, columns below), `sweep.json`
 (the sweep spec, seed, version, DES spot-check) and `best_num_steps.csv` when num_steps is swept.
 
@@ -37,11 +39,14 @@ from simulator import __version__
 from simulator.backend import Backend, LocalBackend
 from simulator.config import Scenario
 from simulator.files import write_csv_atomic, write_json_atomic
-from simulator.grid import NUM_STEPS_FIELD, GridAxis, expand, parse_grid, parse_grids
+from simulator.grid import (MAX_GRID_POINTS, NUM_STEPS_FIELD, GridAxis, check_grid_points, expand, group_grid,
+                            parse_grid, parse_grids)
 from simulator.inputs import quote
 from simulator.sweep_files import (SweepGridMeta, SweepMeta, SweepRow, read_sweep_meta, read_sweep_table,
                                    row_scenario)
 from simulator.scenario import UserInputError, apply_overrides, load_profile_for, read_scenario_dict
+from simulator.sweep_grouped import (MAX_GROUPED_GRID_POINTS, GroupedRows, point_by_point_reason,  # noqa: E402
+                                     run_grouped)
 
 __all__ = ["GridAxis", "SweepResult", "SweepMeta", "SweepRow", "parse_grid", "parse_grids", "expand", "run_sweep",
            "best_num_steps", "cycle_breakdown_table", "read_sweep_table", "read_sweep_meta", "row_scenario"]
@@ -57,7 +62,8 @@ BUCKET_ORDER = ("draft_extend_compute", "draft_extend_comm", "draft_compute", "d
 
 @dataclass
 class SweepResult:
-    """What `run_sweep` produced. Rows are dicts keyed by the CSV columns."""
+    """What `run_sweep` produced. Rows are dicts keyed by the CSV columns: a list, or a grouped
+    sweep's `simulator.sweep_grouped.GroupedRows`, which makes each when asked."""
 
     rows: list[dict]
     columns: list[str]
@@ -118,7 +124,18 @@ _LOOKUPS: dict[tuple[str, str], Any] = {}
 
 
 def _cost_model(sc: Scenario, profile_path: str):
-    """A CostModel per (profile, cost_key), cached in this process.
+    """A CostModel per (profile, cost_key), cached in this process (`build_cost_model`)."""
+    key = (profile_path, cost_key(sc))
+    cost = _COSTS.get(key)
+    if cost is None:
+        if len(_COSTS) >= _COST_CACHE_MAX:
+            _COSTS.clear()
+        cost = _COSTS[key] = build_cost_model(sc, profile_path)
+    return cost
+
+
+def build_cost_model(sc: Scenario, profile_path: str):
+    """The CostModel of a point (not cached; its profile and latency lookup are).
 
     A speed-up that does not change a number: the LatencyLookup (interpolators and per-op
     latency cache; it depends only on the profile and the launch mode) is shared by every cost
@@ -126,17 +143,11 @@ def _cost_model(sc: Scenario, profile_path: str):
     """
     from simulator.costs.forward import CostModel
     from simulator.costs.lookup import LatencyLookup
-    key = (profile_path, cost_key(sc))
-    cost = _COSTS.get(key)
-    if cost is None:
-        if len(_COSTS) >= _COST_CACHE_MAX:
-            _COSTS.clear()
-        profile = _profile_for(sc, profile_path)
-        mode = sc.serving_engine.collective_mode(sc.workload.batch_size)
-        lookup = _LOOKUPS.setdefault((profile_path, sc.hardware.gpu, sc.hardware.box, mode),
-                                     LatencyLookup(profile, collective_mode=mode))
-        cost = _COSTS[key] = CostModel(sc, profile, lookup=lookup)
-    return cost
+    profile = _profile_for(sc, profile_path)
+    mode = sc.serving_engine.collective_mode(sc.workload.batch_size)
+    lookup = _LOOKUPS.setdefault((profile_path, sc.hardware.gpu, sc.hardware.box, mode),
+                                 LatencyLookup(profile, collective_mode=mode))
+    return CostModel(sc, profile, lookup=lookup)
 
 
 def analytic_metrics(sc: Scenario, profile_path: str) -> dict:
@@ -390,12 +401,12 @@ def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des:
     return seconds / jobs, memory
 
 
-def point_items(scenarios: list[Scenario], profile: str | None,
-                scenario_path: Path) -> tuple[list[tuple[int, Scenario, str]], dict[str, str]]:
+def point_items(scenarios: list[Scenario], profile: str | None, scenario_path: Path,
+                indices: list[int] | None = None) -> tuple[list[tuple[int, Scenario, str]], dict[str, str]]:
     """(point index, scenario, resolved profile path) per point, and the profile paths by reference.
 
     Each distinct (profile, hardware, TP group, models) is checked once: the profile resolves and
-    the point's hardware checks pass (`load_profile_for`).
+    the point's hardware checks pass (`load_profile_for`). Points are numbered 0.. or by `indices`.
 
     Raises:
         UserInputError: a profile that does not resolve, or hardware a point does not fit.
@@ -403,7 +414,7 @@ def point_items(scenarios: list[Scenario], profile: str | None,
     profile_paths: dict[str, str] = {}
     items = []
     checked: set[tuple] = set()
-    for idx, sc in enumerate(scenarios):
+    for idx, sc in zip(range(len(scenarios)) if indices is None else indices, scenarios):
         ref = profile or sc.profile
         key = (ref, sc.hardware.gpu, sc.hardware.box, sc.tp_size, sc.placement.label,
                sc.target.model_dump_json(), sc.draft.model_dump_json())
@@ -419,8 +430,16 @@ def point_items(scenarios: list[Scenario], profile: str | None,
 def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form", jobs: int = 1,
               out_dir: Path | None = None, des_sample: int = 5, overrides: list[str] | None = None,
               profile: str | None = None, seed: int | None = None, progress: bool = True,
-              confirm: Callable[[float, float], None] | None = None, backend: Backend | None = None) -> SweepResult:
+              confirm: Callable[[float, float], None] | None = None, backend: Backend | None = None,
+              point_by_point: bool = False) -> SweepResult:
     """Expand the grids over a scenario, run every point, write the outputs.
+
+    A closed-form sweep runs grouped (`simulator.sweep_grouped`: a scenario and cost model per
+    group of points that differ only in acceptance, numbers as arrays, sweep.csv streamed; up to
+    MAX_GROUPED_GRID_POINTS points) unless the grid has fields inside other swept fields or a
+    point has a `serving:` section; then, and for the DES solver, point by point (up to
+    MAX_GRID_POINTS points). Both write the same files. A grouped sweep runs its closed form in
+    this process; `jobs` spreads its DES spot-check.
 
     Args:
         scenario_path: scenario YAML. grids: `--grid` specs. solver: 'closed_form' or 'des'.
@@ -433,6 +452,7 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
         confirm: called with the estimate (seconds, peak bytes; `estimate_sweep`) once the grid is
             expanded and before any point runs; it may raise to stop the sweep.
         backend: where points run (simulator.backend; None: `LocalBackend(jobs)`); entered here.
+        point_by_point: run a closed-form sweep point by point (the reference of the grouped path).
 
     Raises:
         UserInputError: bad scenario, grid, point, profile, solver, jobs or seed; a backend that
@@ -446,9 +466,17 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
         raise UserInputError(f"--des-sample {des_sample}: expected 0 or more")
     if seed is not None and not 0 <= seed <= 2**63 - 1:
         raise UserInputError(f"--seed {seed}: expected 0..2**63-1")
-    axes = parse_grids(list(grids))
+    grouped = solver == "closed_form" and not point_by_point
+    axes = parse_grids(list(grids), MAX_GROUPED_GRID_POINTS if grouped else MAX_GRID_POINTS)
     scenario_path = Path(scenario_path)
     base = apply_overrides(read_scenario_dict(scenario_path), list(overrides or []), str(scenario_path))
+    if grouped:
+        grid = group_grid(base, axes, str(scenario_path), scenario_path.parent)
+        why = point_by_point_reason(grid)
+        if why is None:
+            return run_grouped(grid, scenario_path, backend, out_dir, des_sample, overrides, profile, seed, progress,
+                               confirm, t0)
+        check_grid_points(axes, MAX_GRID_POINTS, f"points; a sweep that runs point by point ({why})")
     points = expand(base, axes, str(scenario_path), scenario_path.parent)
     items, profile_paths = point_items([sc for _, sc in points], profile, scenario_path)
     sweep_seed = points[0][1].seed if seed is None else seed
@@ -481,10 +509,14 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
 
 
 def _write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes: list[GridAxis],
-                   overrides: list[str] | None, profile_paths: dict[str, str], seed: int, des_sample: int) -> None:
+                   overrides: list[str] | None, profile_paths: dict[str, str], seed: int, des_sample: int,
+                   progress: bool = False) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     result.csv_path = out_dir / "sweep.csv"
-    write_csv_atomic(result.csv_path, result.rows, result.columns)
+    if isinstance(result.rows, GroupedRows):
+        result.rows.write_csv(result.csv_path, progress)
+    else:
+        write_csv_atomic(result.csv_path, result.rows, result.columns)
     if result.best_rows:
         result.best_path = out_dir / "best_num_steps.csv"
         write_csv_atomic(result.best_path, result.best_rows, list(result.best_rows[0]))
