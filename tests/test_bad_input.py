@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from tests.fuzz.cases import (KINDS, RECORD, as_expected, base_config_json, base_profile, base_scenario, classify,
                               dump_json, dump_yaml, generate, lay_out, prepare_fixtures, run_in_process, snapshot)
 
-EXAMPLES_PER_KIND = {1: 20, 2: 20, 3: 25, 4: 20, 5: 25, 6: 20, 7: 12, 8: 20, 9: 20, 10: 10, 11: 20}
+EXAMPLES_PER_KIND = {1: 20, 2: 20, 3: 25, 4: 20, 5: 25, 6: 20, 7: 12, 8: 20, 9: 20, 10: 10, 11: 20}  # slow tier
+SMALL_EXAMPLES_PER_KIND = 4  # default tier: the same property, the first few derandomized instances per kind
 
 
 @pytest.fixture(scope="module")
@@ -44,16 +45,30 @@ def check_case(case, fixtures, rng: random.Random) -> None:
                                             f" -> {outcome} (expected {case.expect}): {detail}\n{output[-2000:]}")
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=lambda k: f"kind{k}")
-def test_generated_bad_input_ends_cleanly(kind, fixtures):
-    """Property, per kind: exit 2 with one line naming the file and field (or a clean run of an
-    extreme but valid value), no traceback, no NaN, no negative time, nothing written elsewhere."""
-    @settings(max_examples=EXAMPLES_PER_KIND[kind], deadline=None, database=None, derandomize=True,
+def check_generated(kind: int, max_examples: int, fixtures) -> None:
+    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
     @given(rng=st.randoms(use_true_random=False))
     def prop(rng):
         check_case(generate(kind, rng), fixtures, rng)
     prop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: f"kind{k}")
+def test_generated_bad_input_ends_cleanly(kind, fixtures):
+    """Property, per kind: exit 2 with one line naming the file and field (or a clean run of an
+    extreme but valid value), no traceback, no NaN, no negative time, nothing written elsewhere.
+    Slow tier: EXAMPLES_PER_KIND instances (about 10 s of CPU in all); the default tier's
+    test_generated_bad_input_ends_cleanly_small checks the first SMALL_EXAMPLES_PER_KIND."""
+    check_generated(kind, EXAMPLES_PER_KIND[kind], fixtures)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: f"kind{k}")
+def test_generated_bad_input_ends_cleanly_small(kind, fixtures):
+    """The property of test_generated_bad_input_ends_cleanly (slow tier: EXAMPLES_PER_KIND
+    instances per kind) on SMALL_EXAMPLES_PER_KIND instances per kind."""
+    check_generated(kind, min(SMALL_EXAMPLES_PER_KIND, EXAMPLES_PER_KIND[kind]), fixtures)
 
 
 # ---- the examples of the issue ---------------------------------------------------------------------

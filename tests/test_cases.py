@@ -14,11 +14,14 @@ from simulator.inputs import UserInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "data" / "cases" / "public.yaml"
+COMM_CASES = ROOT / "data" / "cases" / "comm_public.yaml"
 
 
 @pytest.fixture(scope="module")
-def shipped():
-    return replay_cases(CASES)
+def shipped(shipped_replay):
+    """The shipped cases with the shipped communication cases (what `specdecsim cases` replays),
+    replayed once per session (conftest.replay_shipped_cases)."""
+    return shipped_replay(CASES, comm_path=COMM_CASES)
 
 
 def test_every_shipped_case_replays_and_keeps_its_source(shipped):
@@ -86,9 +89,10 @@ def test_bad_case_file_is_one_line_naming_the_file_and_field(tmp_path):
     assert r.exit_code == 2 and "Traceback" not in r.output and "bad.yaml" in r.output
 
 
-def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path):
-    # the default file with its collective cases (the full replay), then a one-case file for the
-    # output-file rules (a user's file is replayed alone)
+def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path, memo_shipped_cases):
+    # the default file with its collective cases (the full replay, the session's one:
+    # conftest.replay_shipped_cases), then a one-case file for the output-file rules (a user's
+    # file is replayed alone)
     out = tmp_path / "cases.json"
     r = CliRunner().invoke(app, ["cases", "--json", str(out)])
     assert r.exit_code == 0, r.output

@@ -1,31 +1,67 @@
 """Every generated table in the docs is what its script prints from the committed data today.
 
 docs/validation.md's generated block is checked in tests/test_validate.py; here the tables of
-docs/calibration.md (docs/make_calibration_table.py) and of the Kimi-K2 case doc
-(docs/cases/make_kimi_k2_case.py).
+docs/calibration.md (docs/make_calibration_table.py), docs/hardware.md, docs/engines.md, the
+Kimi-K2 case doc (docs/cases/make_kimi_k2_case.py) and the seed hypotheses
+(docs/cases/make_seed_hypotheses.py).
+
+Each script runs in this process as `python SCRIPT` runs it (runpy, `__main__`, argv = [SCRIPT]),
+its stdout captured: no second interpreter to start per script. docs/make_cases_table.py replays
+the shipped cases through the session's one replay (conftest.replay_shipped_cases). The seed
+hypotheses' full table (12 brentq fits, about 10 s of CPU) is the slow tier's; the default tier
+checks its first hypothesis both ways (with the collective model, with the published allreduce).
 """
 
 from __future__ import annotations
 
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SEED_SCRIPT, SEED_DOC = "docs/cases/make_seed_hypotheses.py", "docs/cases/seed-hypotheses.md"
 
 
-@pytest.mark.parametrize("script, doc", [("docs/make_calibration_table.py", "docs/calibration.md"),
-                                         ("docs/cases/make_kimi_k2_case.py", "docs/cases/kimi-k2-pcie.md"),
-                                         ("docs/make_comm_table.py", "docs/hardware.md"),
-                                         ("docs/cases/make_seed_hypotheses.py", "docs/cases/seed-hypotheses.md"),
-                                         ("docs/make_cases_table.py", "docs/engines.md")])
-def test_every_table_line_the_script_prints_is_in_the_doc(script, doc):
-    out = subprocess.run([sys.executable, str(ROOT / script)], capture_output=True, text=True, check=True,
-                         cwd=ROOT).stdout
+def run_script(script: str, monkeypatch, capsys) -> str:
+    """stdout of `python script` from the repository root, run in this process."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", [str(ROOT / script)])
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the scripts put the root on sys.path
+    capsys.readouterr()
+    runpy.run_path(str(ROOT / script), run_name="__main__")
+    return capsys.readouterr().out
+
+
+def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     table_lines = [line for line in out.splitlines() if line.startswith("|")]
     text = (ROOT / doc).read_text()
     assert table_lines, f"{script} printed no table"
     missing = [line for line in table_lines if line not in text]
     assert not missing, f"{doc} lacks {len(missing)} line(s) {script} prints now, e.g. {missing[0]}"
+
+
+@pytest.mark.parametrize("script, doc", [
+    ("docs/make_calibration_table.py", "docs/calibration.md"),
+    ("docs/cases/make_kimi_k2_case.py", "docs/cases/kimi-k2-pcie.md"),
+    ("docs/make_comm_table.py", "docs/hardware.md"),
+    pytest.param(SEED_SCRIPT, SEED_DOC, marks=pytest.mark.slow),  # small form: test_seed_hypothesis_a1_rows_...
+    ("docs/make_cases_table.py", "docs/engines.md")])
+def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
+    assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)
+
+
+def test_seed_hypothesis_a1_rows_are_in_the_doc(monkeypatch):
+    """Small form of the seed-hypotheses doc check (its full table: the slow-tier parameter of
+    test_every_table_line_the_script_prints_is_in_the_doc): hypothesis A1 fitted and predicted by
+    the script's own functions, with the collective model and with the published allreduce; each
+    row printed as the script prints it must be a line of the doc."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    seed = runpy.run_path(str(ROOT / SEED_SCRIPT), run_name="seed_hypotheses")
+    a1 = seed["HYPOTHESES"][0]
+    assert a1[0] == "A1"
+    out = "\n".join(seed["table"]([seed["predict"](a1, pub=pub)]) for pub in (False, True))
+    rows = [line for line in out.splitlines() if line.startswith("| A1")]
+    assert len(rows) == 2 and "(published allreduce)" in rows[1]
+    assert_table_lines_in_doc(out, SEED_SCRIPT, SEED_DOC)

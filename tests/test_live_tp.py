@@ -288,12 +288,15 @@ def test_cli_quick_writes_valid_points_and_resumes(tmp_path):
     again = pts[1].name + ".json"
     (tmp_path / again).unlink()
     result = _live(argv)  # resume: only the deleted point runs
-    assert "1 to run" in result.output.replace("\n", " ")
+    assert "1 to run" in " ".join(result.output.split())  # rich wraps the line where the tmp path ends
     new = {f.name: f.stat().st_mtime_ns for f in tmp_path.glob("*.json")}
     assert set(new) == set(stamps) and {k for k in new if new[k] != stamps[k]} == {again}
 
 
+@pytest.mark.slow
 def test_cli_noise_runs_interleaved_passes_and_pools_them(tmp_path, monkeypatch):
+    """Slow tier (spawns ranks: about 5 s of CPU); the default tier's small form of the noise
+    grid's planning and pooling is test_noise_passes_plan_rerun_stale_and_pool_small."""
     quick_grid = tp_grid.grid
     monkeypatch.setattr(tp_grid, "grid", lambda quick, *a: quick_grid(True, *a)[:2] + quick_grid(True, *a)[-1:])
     pts = tp_grid.noise_grid(("tiny",), False, 2)
@@ -310,7 +313,10 @@ def test_cli_noise_runs_interleaved_passes_and_pools_them(tmp_path, monkeypatch)
         assert (rec.paired_baseline_tok_per_s is not None) == p.speculative
 
 
+@pytest.mark.slow
 def test_noise_resume_with_other_cycles_reruns_stale_passes(tmp_path, monkeypatch):
+    """Slow tier (spawns ranks twice: about 9 s of CPU); small form in the default tier:
+    test_noise_passes_plan_rerun_stale_and_pool_small."""
     quick_grid = tp_grid.grid
     monkeypatch.setattr(tp_grid, "grid", lambda quick, *a: quick_grid(True, *a)[:1] + quick_grid(True, *a)[-1:])
     pts = tp_grid.noise_grid(("tiny",), False, 2)
@@ -329,3 +335,44 @@ def test_noise_resume_with_other_cycles_reruns_stale_passes(tmp_path, monkeypatc
     for p in pts:
         rec = LiveRun.model_validate_json((tmp_path / f"{p.name}.json").read_text())
         assert rec.num_cycles == 2 and len(rec.repeat_tok_per_s) == 3
+
+
+def test_noise_passes_plan_rerun_stale_and_pool_small(ranks, tmp_path, monkeypatch):
+    """Small form of the two --noise CLI tests above (slow tier: they spawn ranks): what
+    run_tp_grid does around its spawn, on the same 3-point noise grid. plan_runs gives one repeat
+    per pass, pass by pass; pass files of other --cycles run again, current ones are kept;
+    merge_passes pools 3 passes per point and removes .passes. The pass records are the `ranks`
+    fixture's baseline LiveRun (one repeat) under each point's scenario."""
+    from calibration.live.grid import merge_passes, plan_runs
+    quick_grid = tp_grid.grid
+    monkeypatch.setattr(tp_grid, "grid", lambda quick, *a: quick_grid(True, *a)[:2] + quick_grid(True, *a)[-1:])
+    pts = tp_grid.noise_grid(("tiny",), False, 2)
+    assert [p.repeats for p in pts] == [3] * 3 and all(p.interleaved for p in pts)
+    assert [p.paired_baseline for p in pts] == [True, True, False]
+    passes = tmp_path / ".passes"
+    runs = plan_runs(pts, tmp_path, 2, 1)
+    assert [(p.name, reps, path) for p, reps, path in runs] == [
+        (p.name, 1, passes / f"{p.name}.pass{k}.json") for k in range(3) for p in pts]
+    one = LiveRun.model_validate(ranks[0]["loops"]["baseline"])
+    assert len(one.repeat_num_tokens or [one.num_tokens]) == 1
+    passes.mkdir()
+    for p in pts:  # an interrupted run with --cycles 3 left every pass; pass 0 is redone with --cycles 2
+        for k in range(3):
+            cycles = (2, 1) if k == 0 else (3, 1)
+            rec = one.model_copy(update={"scenario": p.scenario(*cycles)})
+            (passes / f"{p.name}.pass{k}.json").write_text(rec.model_dump_json())
+    stale = plan_runs(pts, tmp_path, 2, 1)
+    assert [(p.name, path.name) for p, _, path in stale] == [
+        (p.name, f"{p.name}.pass{k}.json") for k in (1, 2) for p in pts]
+    merge_passes(pts, tmp_path)  # passes of two scenarios: not pooled, kept
+    assert not list(tmp_path.glob("*.json")) and len(list(passes.iterdir())) == 9
+    for p, _, path in stale:  # the reruns, with --cycles 2
+        path.write_text(one.model_copy(update={"scenario": p.scenario(2, 1)}).model_dump_json())
+    assert plan_runs(pts, tmp_path, 2, 1) == []
+    merge_passes(pts, tmp_path)
+    assert not passes.exists()
+    assert sorted(f.name for f in tmp_path.glob("*.json")) == sorted(f"{p.name}.json" for p in pts)
+    for p in pts:
+        rec = LiveRun.model_validate_json((tmp_path / f"{p.name}.json").read_text())
+        assert p.name.endswith("_rep3") and len(rec.repeat_tok_per_s) == 3 and rec.scenario == p.scenario(2, 1)
+        assert sum(rec.repeat_num_tokens) == rec.num_tokens and len(set(rec.repeat_num_tokens)) == 1

@@ -59,14 +59,17 @@ def test_closed_form_equals_kernel_streams_on_the_tp8_scenario(tp_size):
     _assert_same(*_both(sc, prof, 6))
 
 
-def test_jittered_mean_cycle_time_agrees_with_kernel_streams(profile):
+@pytest.mark.parametrize("num_cycles", [60, pytest.param(300, marks=pytest.mark.slow)])
+def test_jittered_mean_cycle_time_agrees_with_kernel_streams(profile, num_cycles):
     # both runs draw the same accept lengths (rng_accept), so cycle i has the same forwards in
-    # both; only the jitter draws differ: the paired difference has mean 0
+    # both; only the jitter draws differ: the paired difference has mean 0. The slow tier runs
+    # 300 cycles (about 3 s of CPU); the default tier 60: the 4-sigma band scales with the
+    # cycles, and the straggler's pace (about +17% over the calm run) stays far from the 5% bar.
     sc = make_scenario(tp_size=8, workload=dict(batch_size=1, context_len=512, max_new_tokens=64),
-                       fidelity=dict(granularity="kernel", per_rank=True, jitter_cv=0.3, num_cycles=300))
-    ref, fast = _both(sc, profile, 300)
+                       fidelity=dict(granularity="kernel", per_rank=True, jitter_cv=0.3, num_cycles=num_cycles))
+    ref, fast = _both(sc, profile, num_cycles)
     calm = _both(make_scenario(**{**sc.model_dump(), "fidelity": dict(granularity="kernel", per_rank=True,
-                                                                       num_cycles=300)}), profile, 300)[1]
+                                                                       num_cycles=num_cycles)}), profile, num_cycles)[1]
     t_ref = np.array([c.end_us - c.start_us for c in ref.cycles])
     t_fast = np.array([c.end_us - c.start_us for c in fast.cycles])
     t_calm = np.array([c.end_us - c.start_us for c in calm.cycles])

@@ -81,17 +81,41 @@ def test_monte_carlo_distinct_experts_within_3_sigma(s, rng):
     assert abs(counts.mean() - predicted) < 3 * counts.std(ddof=1) / np.sqrt(reps)
 
 
+def _successive_weighted_draws(p: np.ndarray, k: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, k) experts, each row k distinct experts drawn one after another with probability
+    proportional to p among those not drawn yet (what rng.choice(e, k, replace=False, p=p) draws),
+    for all n rows at once: the k largest of log p + Gumbel noise have exactly that distribution
+    (the Gumbel-top-k trick: Vieira 2014; Kool, van Hoof and Welling, ICML 2019, eq. 3)."""
+    keys = np.log(p) + rng.gumbel(size=(n, len(p)))
+    return np.argpartition(-keys, k - 1, axis=1)[:, :k]
+
+
 def test_monte_carlo_from_a_measured_histogram_within_3_sigma(rng):
     """A router that picks k experts by successive weighted draws: the load histogram it produces,
     fed back as `histogram`, predicts the distinct experts of fresh batches (k p_e is exact there)."""
     e, k, t, reps = 32, 4, 10, 4000
     logits = rng.normal(0.0, 1.0, e)
     p = np.exp(logits) / np.exp(logits).sum()
-    draw = lambda: rng.choice(e, size=k, replace=False, p=p)  # noqa: E731
-    load = np.bincount(np.concatenate([draw() for _ in range(200_000)]), minlength=e)
+    load = np.bincount(_successive_weighted_draws(p, k, 200_000, rng).ravel(), minlength=e)
     predicted = R.expected_distinct_experts_routed(HistogramRouting(expert_load=load.tolist()), e, k, t)
-    counts = np.array([len(np.unique(np.concatenate([draw() for _ in range(t)]))) for _ in range(reps)])
+    batches = _successive_weighted_draws(p, k, reps * t, rng).reshape(reps, t * k)
+    hit = np.zeros((reps, e), dtype=bool)
+    hit[np.arange(reps)[:, None], batches] = True
+    counts = hit.sum(axis=1)
     assert abs(counts.mean() - predicted) < 3 * counts.std(ddof=1) / np.sqrt(reps)
+
+
+def test_gumbel_top_k_draws_are_successive_weighted_draws(rng):
+    """The vectorised router above draws what rng.choice(replace=False, p=p) draws: the frequency
+    of each ordered-irrelevant pair {i, j} (k = 2 of 4 experts) against its exact probability
+    p_i p_j / (1 - p_i) + p_j p_i / (1 - p_j), within 4 sigma of a binomial count."""
+    p, n = np.array([0.5, 0.25, 0.15, 0.1]), 200_000
+    rows = np.sort(_successive_weighted_draws(p, 2, n, rng), axis=1)
+    for i in range(4):
+        for j in range(i + 1, 4):
+            want = p[i] * p[j] / (1 - p[i]) + p[j] * p[i] / (1 - p[j])
+            got = np.mean((rows[:, 0] == i) & (rows[:, 1] == j))
+            assert abs(got - want) < 4 * np.sqrt(want * (1 - want) / n), (i, j, got, want)
 
 
 def test_routing_is_threaded_into_the_op_with_its_own_key():

@@ -114,7 +114,7 @@ def test_each_sample_is_the_fastest_ranks_time(tmp_path):
     assert 2000 <= got[0]["latency_us"] < 6000  # rank 0's 2 ms, not rank 1's 7 ms
 
 
-def test_diagnose_tp_skew_runs_on_cpu_and_its_minimum_never_exceeds_rank0(tmp_path):
+def check_diagnose_tp_skew(tmp_path):
     import json
     from calibration.diagnostics import tp_skew as diagnose_tp_skew
     out = tmp_path / "skew.json"
@@ -127,3 +127,19 @@ def test_diagnose_tp_skew_runs_on_cpu_and_its_minimum_never_exceeds_rank0(tmp_pa
     for r in d["rows"]:
         assert 0 < r["min_over_ranks_us"] <= r["rank0_us"] and len(r["per_rank_median_us"]) == 2
         assert r["back_to_back_us"] > 0
+
+
+@pytest.mark.slow
+def test_diagnose_tp_skew_runs_on_cpu_and_its_minimum_never_exceeds_rank0(tmp_path):
+    """Slow tier: the diagnostic as shipped (5 token counts x 2 phases, 30 samples each: about
+    10 s of CPU on 2 cores); the default tier's small form is test_diagnose_tp_skew_small."""
+    check_diagnose_tp_skew(tmp_path)
+
+
+def test_diagnose_tp_skew_small(tmp_path, monkeypatch):
+    """test_diagnose_tp_skew_runs_on_cpu_and_its_minimum_never_exceeds_rank0 (slow tier) with 2
+    token counts and 3 samples (1 back-to-back run) per row: the same CLI, ranks and checks."""
+    from calibration.diagnostics import tp_skew as diagnose_tp_skew
+    monkeypatch.setattr(diagnose_tp_skew, "NUM_TOKENS", (1, 3))
+    monkeypatch.setattr(diagnose_tp_skew, "NUM_SAMPLES", 3)
+    check_diagnose_tp_skew(tmp_path)

@@ -47,22 +47,23 @@ def _replayable(fn, dev: torch.device):
     return capture_graph(fn)[0].replay
 
 
-def _worker(rank: int, tp: int, backend: str, queue) -> None:
-    """One rank: every (phase, num_tokens) timed three ways; rank 0 puts one row each on the queue."""
+def _worker(rank: int, tp: int, backend: str, num_tokens: tuple[int, ...], num_samples: int, queue) -> None:
+    """One rank: every (phase, n in num_tokens) timed three ways, num_samples single replays and
+    num_samples // 3 back-to-back runs each; rank 0 puts one row each on the queue."""
     dev, dtype = join_group(rank, tp, backend)
     try:
         torch.manual_seed(INPUT_SEED)
         target_shape, draft_shape = TP_SIZES["8b" if dev.type == "cuda" else "tiny"]
-        max_len = CONTEXT_LEN + max(NUM_TOKENS)
+        max_len = CONTEXT_LEN + max(num_tokens)
         target = TPTargetModel(target_shape, None, dev, dtype, TARGET_WEIGHT_SEED, num_aux_states=0)
         makes = {"forward": models_forward(target_shape, dev, dtype, max_len, model=target),
                  "draft": draft_forward(draft_shape, dev, dtype, max_len, False,
                                         model=TPDraftModel(draft_shape, None, dev, dtype, DRAFT_WEIGHT_SEED))}
         for phase, make in makes.items():
-            for n in NUM_TOKENS:
+            for n in num_tokens:
                 replay = _replayable(make(n, CONTEXT_LEN), dev)
-                single = [elapsed_us(replay, 1, dev) for _ in range(NUM_SAMPLES)]
-                b2b = [elapsed_us(replay, BACK_TO_BACK, dev) for _ in range(NUM_SAMPLES // 3)]
+                single = [elapsed_us(replay, 1, dev) for _ in range(num_samples)]
+                b2b = [elapsed_us(replay, BACK_TO_BACK, dev) for _ in range(max(1, num_samples // 3))]
                 per_rank = gather_samples(single, dev)
                 if rank == 0:
                     queue.put({"phase": phase, "num_tokens": n, "context_len": CONTEXT_LEN,
@@ -78,10 +79,11 @@ def _worker(rank: int, tp: int, backend: str, queue) -> None:
 def measure_tp_skew(out: Path, tp_size: int, device_kind: str) -> dict:
     """Spawn `tp_size` ranks (device_kind 'cuda': NCCL, one GPU each; 'cpu': gloo), time every
     (phase, num_tokens) three ways, write {created_utc, tp_size, backend, rows} to `out`
-    (atomically) and return it."""
+    (atomically) and return it. NUM_TOKENS and NUM_SAMPLES are read here, at the call, and handed
+    to the ranks (the tests shrink them)."""
     backend = "nccl" if device_kind == "cuda" else "gloo"
     rows: list[dict] = []
-    spawn_ranks(_worker, (tp_size, backend), tp_size, backend, rows.append)
+    spawn_ranks(_worker, (tp_size, backend, tuple(NUM_TOKENS), NUM_SAMPLES), tp_size, backend, rows.append)
     result = {OUTPUT_KEY: DIAGNOSTIC_OUTPUT, "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "tp_size": tp_size, "backend": backend, "rows": rows}
     write_json_atomic(out, result)
