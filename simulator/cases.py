@@ -352,8 +352,8 @@ def leave_out(cf: CaseFile, case: PublishedCase, base_dir: Path) -> list[FigureR
 
 
 def comm_results(path: Path) -> list[CaseResult]:
-    """The communication cases of `path` (simulator.costs.collectives_model.replay_comm_cases)."""
-    from simulator.costs.collectives_model import replay_comm_cases
+    """The communication cases of `path` (simulator.costs.collectives_fit.replay_comm_cases)."""
+    from simulator.costs.collectives_fit import replay_comm_cases
     sources = {c.get("id"): c.get("source", "") for c in (read_yaml(path, "case file") or {}).get("cases", [])
                if isinstance(c, dict)}
     out: dict[str, CaseResult] = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simulator.costs import collectives_fit as cf
 from simulator.costs import collectives_model as cm
 from simulator.hardware import box_links, default_catalog
 from simulator.units import BYTES_PER_US_PER_GB_PER_S
@@ -82,7 +83,7 @@ def test_custom_is_enabled_where_vllm_enables_it():
 
 
 def test_eager_adds_the_launch_cost():
-    box, c = _box("hgx-h100-8gpu"), cm.fitted_constants()
+    box, c = _box("hgx-h100-8gpu"), cf.fitted_constants()
     graph = cm.collective_us("allreduce", 4096, 8, box, consts=c).latency_us
     assert cm.collective_us("allreduce", 4096, 8, box, launch="eager", consts=c).latency_us \
         == pytest.approx(graph + c.eager_launch_us)
@@ -91,7 +92,7 @@ def test_eager_adds_the_launch_cost():
 def test_eager_stream_is_the_slower_of_device_and_host():
     """Back-to-back eager calls: host-bound below the size where the device latency passes the
     host's enqueue time, device-bound above it (no host cost added on top)."""
-    box, c = _box("hgx-h100-8gpu"), cm.fitted_constants()
+    box, c = _box("hgx-h100-8gpu"), cf.fitted_constants()
     for size in (128, 4096, 1 << 20, 64 << 20):
         graph = cm.collective_us("allreduce", size, 8, box, consts=c).latency_us
         stream = cm.collective_us("allreduce", size, 8, box, launch="eager_stream", consts=c)
@@ -111,19 +112,19 @@ def test_eager_stream_host_fit_recovers_a_known_host_time(tmp_path: Path):
              for s, g in zip(sizes, graph) for m in ("graph", "eager_stream")]
     path = tmp_path / "p.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    assert cm.fit_eager_stream(path) == pytest.approx(30.0, rel=0.01)
-    shipped = [json.loads(x)["record"] for x in cm.default_stream_points_path().read_text().splitlines()]
+    assert cf.fit_eager_stream(path) == pytest.approx(30.0, rel=0.01)
+    shipped = [json.loads(x)["record"] for x in cf.default_stream_points_path().read_text().splitlines()]
     stream = [r["latency_us"] for r in shipped if r["mode"] == "eager_stream"]
-    assert min(stream) <= cm.fitted_constants().eager_stream_host_us <= max(stream)
+    assert min(stream) <= cf.fitted_constants().eager_stream_host_us <= max(stream)
     (tmp_path / "g.jsonl").write_text(lines[0] + "\n")
     with pytest.raises(ValueError, match="eager_stream"):
-        cm.fit_eager_stream(tmp_path / "g.jsonl")
+        cf.fit_eager_stream(tmp_path / "g.jsonl")
 
 
 def test_fitted_pcie_constants_reproduce_their_curve():
     """The fit curve (4x RTX PRO 6000, fit, not scored): its custom one-shot points within 10%, and
     its NCCL points within 16% except 64 KB, the curve's outlier (71.2 us between 15.6 and 24.7)."""
-    rows = [r for r in cm.replay_comm_cases() if not r["scored"]]
+    rows = [r for r in cf.replay_comm_cases() if not r["scored"]]
     assert rows and {r["case_id"] for r in rows} == {"comm-rtxpro6000-pcie-4gpu-allreduce-curve"}
     for r in rows:
         if r["algorithm"] == "nccl" and r["size_bytes"] == 65536:
@@ -134,8 +135,8 @@ def test_fitted_pcie_constants_reproduce_their_curve():
 
 def test_fitted_nvlink_bandwidth_reproduces_the_h200_large_allreduces():
     from simulator.profile import load_profile
-    c = cm.fitted_constants()
-    table = next(t for t in load_profile(cm.default_profile_path()).collectives
+    c = cf.fitted_constants()
+    table = next(t for t in load_profile(cf.default_profile_path()).collectives
                  if t.op == "allreduce" and t.mode == "graph")
     box = _box("2x-h200-nvlink")
     for s, t in zip(table.size_bytes, table.latency_us):
@@ -163,17 +164,17 @@ def test_replay_passes_a_case_only_when_every_point_is_within_15_percent(tmp_pat
     nccl = cm.collective_us("allreduce", 1024, 4, box, consts=consts).latency_us
     good = tmp_path / "good.yaml"
     good.write_text(CASES % (custom * 1.1, nccl * 0.9))
-    rows = cm.replay_comm_cases(good, consts=consts)
+    rows = cf.replay_comm_cases(good, consts=consts)
     assert [r["algorithm"] for r in rows] == ["custom", "nccl"]
     assert all(r["passed"] and not r["scored"] for r in rows)
     assert rows[0]["error_frac"] == pytest.approx(1 / 1.1 - 1)
     bad = tmp_path / "bad.yaml"
     bad.write_text(CASES % (custom, nccl * 0.8))  # one point 25% off fails the whole case
-    assert not any(r["passed"] for r in cm.replay_comm_cases(bad, consts=consts))
+    assert not any(r["passed"] for r in cf.replay_comm_cases(bad, consts=consts))
 
 
 def test_replay_of_the_public_curves_has_every_point_and_one_unscored_case():
-    rows = cm.replay_comm_cases()
+    rows = cf.replay_comm_cases()
     assert len(rows) == 6 + 20 + 9
     assert {r["case_id"] for r in rows if not r["scored"]} == {"comm-rtxpro6000-pcie-4gpu-allreduce-curve"}
     assert all(r["predicted_us"] > 0 for r in rows)
@@ -186,7 +187,7 @@ def test_replay_of_the_public_curves_has_every_point_and_one_unscored_case():
     (lambda b: cm.collective_us("allreduce", -1, 4, b), "size_bytes must be >= 0"),
     (lambda b: cm.collective_us("allreduce", 1024, 4, b, algorithm="mpi"), "unknown allreduce algorithm 'mpi'"),
     (lambda b: cm.collective_us("allreduce", 1024, 4, b, launch="lazy"), "unknown launch 'lazy'"),
-    (lambda b: cm.custom_allreduce_us(1024, 4, b, cm.fitted_constants(), variant="three-shot"), "unknown custom"),
+    (lambda b: cm.custom_allreduce_us(1024, 4, b, cf.fitted_constants(), variant="three-shot"), "unknown custom"),
 ])
 def test_bad_input_raises_a_clear_error(call, match):
     with pytest.raises(ValueError, match=match):
@@ -198,7 +199,7 @@ def test_bad_cases_file_raises(tmp_path: Path):
     f.write_text("cases:\n  - {id: x, box: pcie-rtx-pro-6000-4gpu, world_size: 4, points: [{size_bytes: 1, "
                  "algorithm: gloo, published_us: 1}]}\n")
     with pytest.raises(ValueError, match="algorithm \\(nccl/custom\\)"):
-        cm.replay_comm_cases(f)
+        cf.replay_comm_cases(f)
 
 
 # ---- the lookup ----------------------------------------------------------------------------------
