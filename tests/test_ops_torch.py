@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 
 from calibration.models import ops_torch  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
+from simulator.costs import forward_ops  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
 
 TINY_TARGET = ModelShape(name="tiny", hidden_size=64, num_hidden_layers=2, num_attention_heads=8,
@@ -25,9 +26,9 @@ def _all_ops() -> list[sim_ops.Op]:
     out = []
     for tp in (1, 2):
         for m in (TINY_TARGET, TINY_MOE, TINY_MLA):
-            out += sim_ops.target_forward_ops(m, tp, 2, 3, 16)
-        out += sim_ops.draft_forward_ops(TINY_DRAFT, tp, 2, 3, 16, extend=True)
-        out += sim_ops.draft_forward_ops(TINY_DRAFT, tp, 2, 1, 16, extend=False)
+            out += forward_ops.target_forward_ops(m, tp, 2, 3, 16)
+        out += forward_ops.draft_forward_ops(TINY_DRAFT, tp, 2, 3, 16, extend=True)
+        out += forward_ops.draft_forward_ops(TINY_DRAFT, tp, 2, 1, 16, extend=False)
     return out + sim_ops.accept_ops(2, 4)
 
 

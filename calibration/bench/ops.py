@@ -33,7 +33,8 @@ from calibration.shapes import is_draft
 from calibration.timing import (Clock, TimingSettings, capture_graph, elapsed_us, gpu_sleep_cycles, sync,
                                 time_cpu_us, time_gpu_us)
 from simulator.config import ModelShape
-from simulator.costs.ops import Op, accept_ops, draft_forward_ops, target_forward_ops
+from simulator.costs.forward_ops import draft_forward_ops, target_forward_ops
+from simulator.costs.ops import Op, accept_ops
 from simulator.units import BYTES_PER_GB, BYTES_PER_MB, FLOPS_PER_TFLOP, US_PER_S
 
 L2_BYTES = 60 * BYTES_PER_MB  # H200 L2 is 60 MB (NVIDIA H100/H200 architecture whitepaper)

@@ -1,7 +1,7 @@
 """Random-weight models for live speculative runs: a Llama-style target and an EAGLE-3 draft.
 
 Both are built only from the functional ops in `calibration/models/ops_torch.py`, called through
-`self.ops`, in the order `simulator.costs.ops.target_forward_ops` / `draft_forward_ops` list
+`self.ops`, in the order `simulator.costs.forward_ops.target_forward_ops` / `draft_forward_ops` list
 them (tp_size = 1), so the simulator's per-op sum and these forwards describe one program.
 `OpRecorder` wraps the ops module to log every call; tests compare that log with the list.
 
@@ -36,7 +36,7 @@ ROPE_THETA = 500_000.0  # Llama 3 rope_theta (HF config.json of Llama-3.1-8B).
 RMS_EPS = 1e-5  # Llama 3 rms_norm_eps.
 # Weight seeds every calibration and live run uses (weights do not depend on a scenario's seed).
 TARGET_WEIGHT_SEED, DRAFT_WEIGHT_SEED = 0, 1
-GLUE_OPS: tuple[str, ...] = ()  # ops run here that simulator.costs.ops does not list: none
+GLUE_OPS: tuple[str, ...] = ()  # ops run here that simulator.costs.forward_ops does not list: none
 # Ops of simulator.costs.ops that the live loop (calibration/live/loop.py) runs with plain torch between forwards
 # (not through ops_torch, so an OpRecorder does not see them).
 LOOP_IO_OPS = ("cat_ids", "copy_ids", "gather_ids", "gather_hidden")
@@ -298,7 +298,7 @@ class DraftModel(_Base):
 
     Source: Li et al. 2025, arXiv 2503.01840; sglang `models/llama_eagle3.py` (which norms the
     embedding and the hidden apart; here one rmsnorm over the 2 * hidden concat, as
-    simulator.costs.ops lists it).
+    simulator.costs.forward_ops lists it).
 
     Args:
         shape: draft ModelShape (num_fc_input_hidden_states >= 1).

@@ -402,7 +402,7 @@ def make_op_runner(op: Op, device=None, dtype: torch.dtype = torch.bfloat16,
     `note` says when the op was timed in another precision than the key asks (fp8 as bf16, say).
 
     Args:
-        op: an op from `simulator.costs.ops` (target_forward_ops, draft_forward_ops, accept_ops).
+        op: an op from `simulator.costs.ops` (as `simulator.costs.forward_ops` lists them, or accept_ops).
         device: torch device or name; default CUDA when available, else CPU.
         dtype: activation / weight dtype (bf16 on GPU; float32 for CPU tests).
         seed: seed of the torch.Generator drawing the inputs.
