@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from calibration.models import ops_torch
+from calibration.models.op_runners import parse_key
 from simulator.config import ModelShape
 
 ROPE_THETA = 500_000.0  # Llama 3 rope_theta (HF config.json of Llama-3.1-8B).
@@ -95,7 +96,7 @@ def describe_op(op) -> tuple:
     attention / attn_mask: (kind, batch_size, num_tokens per request, context_len);
     elementwise: (name, width, num_tokens).
     """
-    kind, fields = ops_torch.parse_key(op.key)
+    kind, fields = parse_key(op.key)
     if kind == "gemm":
         return ("gemm", int(fields["k"]), int(fields["n"]), op.axes["num_tokens"])
     if kind in ("attention", "attn_mask"):
