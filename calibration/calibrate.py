@@ -79,12 +79,12 @@ def available_memory_bytes(dev: torch.device) -> int | None:
 def check_memory(models: list[ModelShape], dev: torch.device, dtype: torch.dtype, forwards: bool) -> None:
     """Raise ValueError before measuring when a whole-forward model cannot fit in memory.
 
-    Need: the largest target's weight bytes (simulator.costs.ops op list at 1 token) at this
+    Need: the largest target's weight bytes (simulator.costs.forward_ops op list at 1 token) at this
     dtype, times MEMORY_HEADROOM for caches and activations.
     """
     if not forwards:
         return
-    from simulator.costs.ops import target_forward_ops
+    from simulator.costs.forward_ops import target_forward_ops
     elem = torch.tensor([], dtype=dtype).element_size()
     need = {m.name: MEMORY_HEADROOM * sum(op.bytes for op in target_forward_ops(m, 1, 1, 1, 1))
             / m.weight_dtype_bytes * elem for m in models if not is_draft(m)}

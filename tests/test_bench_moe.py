@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from calibration.bench.moe import SHAPES, MoeLayer, bench, expert_bytes
-from simulator.costs.ops import expected_distinct_experts
+from simulator.costs.moe_ops import expected_distinct_experts
 
 
 @pytest.mark.parametrize("num_tokens", [1, 3, 8])

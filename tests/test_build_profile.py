@@ -14,7 +14,7 @@ from calibration.calibrate import run_calibration  # noqa: E402
 from calibration.shapes import eagle3_draft  # noqa: E402
 from calibration.timing import TimingSettings  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
-from simulator.costs.ops import target_forward_ops  # noqa: E402
+from simulator.costs.forward_ops import target_forward_ops  # noqa: E402
 from simulator.profile import CalibrationProfile, load_profile, save_profile  # noqa: E402
 
 TINY = ModelShape(name="tiny", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

@@ -12,7 +12,7 @@ from simulator.costs.forward import CostModel
 from simulator.simulate import simulate
 from tests.conftest import flat_profile, make_scenario
 
-# Kernel counts of the tiny models (simulator/costs/ops.py, tp=1, dense), as calibration/live/loop.py runs them:
+# Kernel counts of the tiny models (simulator/costs/forward_ops.py, tp=1, dense), as calibration/live/loop.py runs them:
 # target forward = (embedding, attn_mask, rope_cos_sin) + 12 per layer + (rmsnorm, lm_head, argmax) -> 30 for
 #   2 layers; decode adds the token copy -> 31; verify adds the input cat, the EAGLE-3 hidden-state concat
 #   and the token copy -> 33

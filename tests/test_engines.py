@@ -6,6 +6,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from simulator.analytic import cycle_time_us
 from simulator.config import Scenario
+from simulator.costs import forward_ops as FO
 from simulator.costs import ops as O
 from simulator.costs.forward import CostModel, chain_span_us
 from simulator.engines import ServingEngine
@@ -52,8 +53,8 @@ def test_batches_above_cuda_graph_max_bs_run_eagerly():
 
 def test_fused_kernels_fold_add_into_rmsnorm_and_rotary_into_kv_write(base):
     sc, _ = base
-    ops = O.target_forward_ops(sc.target, 1, 1, 1, 1024)
-    fused = O.engine_ops(ops)
+    ops = FO.target_forward_ops(sc.target, 1, 1, 1, 1024)
+    fused = FO.engine_ops(ops)
     names = [o.name for o in fused]
     assert "add" not in names and names.count("add_rmsnorm") == 2 * sc.target.num_hidden_layers
     assert names.count("rmsnorm") == 1  # the first layer's input norm has no residual add before it
@@ -98,11 +99,11 @@ def test_ngram_has_no_draft_forwards_and_mtp_runs_eh_proj(base):
     cm = CostModel(_sc(sc, spec=spec, serving_engine={"kind": "vllm"}), profile)
     phases = [f.phase for f in cm.cycle_forwards(2)]
     assert "draft" not in phases and "draft_extend" not in phases and cm.num_draft_forwards == 0
-    mtp = O.draft_forward_ops(sc.draft, 1, 1, 1, 1024, extend=False, method="mtp")
+    mtp = FO.draft_forward_ops(sc.draft, 1, 1, 1, 1024, extend=False, method="mtp")
     fc = [o for o in mtp if o.name == "fc"]
     assert len(fc) == 1 and fc[0].key.startswith(f"gemm:k={2 * sc.draft.hidden_size},n={sc.draft.hidden_size}")
     with pytest.raises(ValueError, match="unknown speculative method"):
-        O.draft_forward_ops(sc.draft, 1, 1, 1, 1024, extend=False, method="medusa")
+        FO.draft_forward_ops(sc.draft, 1, 1, 1, 1024, extend=False, method="medusa")
 
 
 @pytest.mark.parametrize("overlap", [False, True])

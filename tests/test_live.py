@@ -19,6 +19,7 @@ from calibration.models.llama import (GLUE_OPS, LOOP_IO_OPS, DraftModel, OpRecor
 from simulator.cli import app  # noqa: E402
 from simulator.acceptance import build_acceptance  # noqa: E402
 from simulator.config import Scenario  # noqa: E402
+from simulator.costs import forward_ops  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
 from simulator.live_records import LiveRun  # noqa: E402
 
@@ -145,9 +146,9 @@ def test_one_cycle_runs_the_simulators_op_program():
         loop.target.ops = loop.draft.ops = rec
         loop.cycle(np.array([1, 1]))
     t, d = loop.target.shape, loop.draft.shape
-    want = (sim_ops.draft_forward_ops(d, 1, b, 3, c, True)
-            + s * sim_ops.draft_forward_ops(d, 1, b, 1, c, False)
-            + sim_ops.target_forward_ops(t, 1, b, s + 1, c, num_aux_hidden_states=3)
+    want = (forward_ops.draft_forward_ops(d, 1, b, 3, c, True)
+            + s * forward_ops.draft_forward_ops(d, 1, b, 1, c, False)
+            + forward_ops.target_forward_ops(t, 1, b, s + 1, c, num_aux_hidden_states=3)
             + sim_ops.accept_ops(b, s))
     got = [describe_call(x) for x in rec.calls if x.name not in GLUE_OPS]
     assert got == [describe_op(op) for op in want if op.name not in LOOP_IO_OPS]

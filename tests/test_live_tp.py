@@ -27,7 +27,7 @@ from calibration.models.tp_llama import (TPDraftModel, TPOps, TPTargetModel, che
                                          describe_tp_call, describe_tp_op)
 from simulator.cli import app  # noqa: E402
 from simulator.config import ModelShape, Scenario  # noqa: E402
-from simulator.costs import ops as sim_ops  # noqa: E402
+from simulator.costs import forward_ops  # noqa: E402
 from simulator.live_records import LiveRun  # noqa: E402
 from test_live import _fake_capture  # noqa: E402  (CPU stand-in for a CUDA graph)
 
@@ -201,8 +201,8 @@ def test_tp_op_program_and_allreduce_count_match_the_simulator(ranks):
     for res in ranks:
         for prog in res["forwards"]["programs"]:
             b, n, c = prog["point"]
-            want_t = sim_ops.target_forward_ops(TARGET, TP, b, n, c, num_aux_hidden_states=3)
-            want_d = sim_ops.draft_forward_ops(DRAFT, TP, b, n, c, True)
+            want_t = forward_ops.target_forward_ops(TARGET, TP, b, n, c, num_aux_hidden_states=3)
+            want_d = forward_ops.draft_forward_ops(DRAFT, TP, b, n, c, True)
             assert prog["target"] == [list(describe_tp_op(op)) for op in want_t]
             assert prog["draft"] == [list(describe_tp_op(op)) for op in want_d]
             allreduces = [x for x in prog["target"] if x[0] == "allreduce"]

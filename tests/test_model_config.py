@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from simulator.config import WEIGHT_FORMATS, ModelShape
-from simulator.costs import ops as O
+from simulator.costs import forward_ops as FO
 from simulator.scenario import load_scenario
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
@@ -43,13 +43,13 @@ def test_moe_families_map_to_one_shape(tmp_path, config, experts, top_k, expert_
 def test_shared_experts_gpt_oss_windows_and_mtp_heads(tmp_path):
     qwen2 = load_scenario(_scenario(tmp_path, "qwen2_57b_a14b.json")).target
     assert qwen2.shared_expert_intermediate_size == 20480
-    ops = O.decoder_layer_ops(qwen2, 1, 1, 1, 1024, 0)
+    ops = FO.decoder_layer_ops(qwen2, 1, 1, 1, 1024, 0)
     assert any(op.key == "gemm:k=3584,n=40960,w=2" for op in ops)  # gate+up of the 20480-wide shared expert
     oss = load_scenario(_scenario(tmp_path, "gpt_oss_120b.json")).target
     assert oss.sliding_window == 128 and oss.sliding_window_layers == list(range(0, 36, 2))
-    att = [op for op in O.decoder_layer_ops(oss, 1, 1, 1, 4096, 0) if op.name == "attention"][0]
+    att = [op for op in FO.decoder_layer_ops(oss, 1, 1, 1, 4096, 0) if op.name == "attention"][0]
     assert att.axes["context_len"] == 128  # a sliding layer attends the window, not the 4096 cached tokens
-    assert [op for op in O.decoder_layer_ops(oss, 1, 1, 1, 4096, 1) if op.name == "attention"][0].axes[
+    assert [op for op in FO.decoder_layer_ops(oss, 1, 1, 1, 4096, 1) if op.name == "attention"][0].axes[
         "context_len"] == 4096
     v3 = load_scenario(_scenario(tmp_path, "deepseek_v3.json")).target
     assert v3.num_nextn_predict_layers == 1 and v3.is_mla
@@ -69,8 +69,8 @@ def test_component_formats_set_bytes_and_rate_per_component():
                            intermediate_size=4096, vocab_size=1000, n_routed_experts=16, num_experts_per_tok=2,
                            moe_intermediate_size=512, n_shared_experts=1, first_k_dense_replace=1,
                            precision=dict(routed_experts="int4_g32", dense_mlp="fp8_block128"))
-    dense_ops = O.decoder_layer_ops(kimi_like, 1, 1, 1, 128, 0)
-    moe_ops = O.decoder_layer_ops(kimi_like, 1, 1, 1, 128, 1)
+    dense_ops = FO.decoder_layer_ops(kimi_like, 1, 1, 1, 128, 0)
+    moe_ops = FO.decoder_layer_ops(kimi_like, 1, 1, 1, 128, 1)
     experts = [op for op in moe_ops if op.name == "moe_experts"][0]
     assert experts.weight_dtype_bytes == pytest.approx(0.5 + 2 / 32) and experts.compute_dtype == "bf16"
     mlp = [op for op in dense_ops if op.key.startswith("gemm:k=1024,n=8192")][0]
@@ -78,7 +78,7 @@ def test_component_formats_set_bytes_and_rate_per_component():
     attn = [op for op in dense_ops if op.name == "gemm"][0]
     assert attn.weight_dtype_bytes == 2.0 and attn.key == "gemm:k=1024,n=3072,w=2"  # unchanged key: tables still match
     int8 = ModelShape(**{**kimi_like.model_dump(exclude={"precision"}), "precision": dict(attention="int8")})
-    assert [op for op in O.decoder_layer_ops(int8, 1, 1, 1, 128, 0) if op.name == "gemm"][0].key.endswith(",c=int8")
+    assert [op for op in FO.decoder_layer_ops(int8, 1, 1, 1, 128, 0) if op.name == "gemm"][0].key.endswith(",c=int8")
 
 
 def test_a_format_that_does_not_exist_is_refused(tmp_path):

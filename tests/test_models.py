@@ -1,4 +1,4 @@
-"""calibration.models.llama runs exactly the ops simulator.costs.ops lists, in order (CPU, tiny shapes)."""
+"""calibration.models.llama runs exactly the ops simulator.costs.forward_ops lists, in order (CPU, tiny shapes)."""
 
 import pytest
 
@@ -8,7 +8,7 @@ from calibration.models import ops_torch  # noqa: E402
 from calibration.models.llama import (GLUE_OPS, DraftModel, OpRecorder, TargetModel, describe_call,  # noqa: E402
                                      describe_op, eagle3_aux_layer_ids)
 from simulator.config import ModelShape  # noqa: E402
-from simulator.costs import ops as sim_ops  # noqa: E402
+from simulator.costs import forward_ops  # noqa: E402
 
 TARGET = ModelShape(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                     num_key_value_heads=2, intermediate_size=128, vocab_size=256)
@@ -41,7 +41,7 @@ def test_target_forward_runs_the_simulators_op_list(b, n, c):
     aux = torch.empty(b * n, 3 * TARGET.hidden_size)
     rec, tokens = recorded(model, lambda: model.forward(ids, cache, lens, pos, n, c, aux_out=aux))
     got = [describe_call(c_) for c_ in rec.calls if c_.name not in GLUE_OPS]
-    want = [describe_op(op) for op in sim_ops.target_forward_ops(TARGET, 1, b, n, c, num_aux_hidden_states=3)]
+    want = [describe_op(op) for op in forward_ops.target_forward_ops(TARGET, 1, b, n, c, num_aux_hidden_states=3)]
     assert got == want
     assert rec.names.count("rope_cos_sin") == 1 and rec.names.count("concat") == 1
     assert tokens.shape == (b * n,) and torch.isfinite(aux).all()
@@ -58,7 +58,7 @@ def test_draft_forward_runs_the_simulators_op_list(extend, n):
     rec, (top, hidden) = recorded(model, lambda: model.forward(ids, cache=cache, kv_lens=lens, token_pos=pos,
                                                                num_new=n, context_len=c, **kw))
     got = [describe_call(c_) for c_ in rec.calls if c_.name not in GLUE_OPS]
-    want = [describe_op(op) for op in sim_ops.draft_forward_ops(DRAFT, 1, b, n, c, extend)]
+    want = [describe_op(op) for op in forward_ops.draft_forward_ops(DRAFT, 1, b, n, c, extend)]
     assert got == want
     assert rec.names.count("concat") == DRAFT.num_hidden_layers and rec.names.count("rope_cos_sin") == 1
     assert top.shape == (b * n, 1) and int(top.max()) < DRAFT.draft_vocab_size
@@ -72,7 +72,7 @@ def test_op_list_check_catches_a_missing_op():
     ids, lens, pos = inputs(1, 1, [8], TARGET.vocab_size)
     rec, _ = recorded(model, lambda: model.forward(ids, cache, lens, pos, 1, 8))
     got = [describe_call(c_) for c_ in rec.calls if c_.name not in GLUE_OPS + ("attn_mask",)]
-    assert got != [describe_op(op) for op in sim_ops.target_forward_ops(TARGET, 1, 1, 1, 8)]
+    assert got != [describe_op(op) for op in forward_ops.target_forward_ops(TARGET, 1, 1, 1, 8)]
 
 
 def test_kv_write_lands_at_each_requests_position_and_mask_hides_later_slots():

@@ -1,5 +1,6 @@
-"""calibration.build.nccl_tests: the sample logs in tests/data/nccl_tests/ (invented numbers, written in
-nccl-tests' documented output format) are read exactly; bad logs fail naming the line."""
+"""calibration.build.nccl_tests (and nccl_tests_log, which reads the logs): the sample logs in
+tests/data/nccl_tests/ (invented numbers, written in nccl-tests' documented output format) are read
+exactly; bad logs fail naming the line."""
 
 import subprocess
 import sys
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from calibration.build.nccl_tests import (NcclTestsLogError, import_into_profile, parse_nccl_tests_log,
-                                    read_nccl_tests_file, read_nccl_tests_runs)
+from calibration.build.nccl_tests import import_into_profile, parse_nccl_tests_log, read_nccl_tests_file
+from calibration.build.nccl_tests_log import NcclTestsLogError, read_nccl_tests_runs
 from simulator.profile import CollectiveTable, Provenance, load_profile, save_profile
 from tests.conftest import flat_profile
 

@@ -1,4 +1,5 @@
-"""calibration.models.ops_torch: every runnable op name has a runner, and the ops compute the right thing."""
+"""calibration.models.ops_torch and op_runners: every runnable op name has a runner,
+and the ops compute the right thing."""
 
 import dataclasses
 import math
@@ -7,8 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration.models import ops_torch  # noqa: E402
+from calibration.models import op_runners, ops_torch  # noqa: E402
 from simulator.config import ModelShape  # noqa: E402
+from simulator.costs import forward_ops  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
 
 TINY_TARGET = ModelShape(name="tiny", hidden_size=64, num_hidden_layers=2, num_attention_heads=8,
@@ -25,20 +27,20 @@ def _all_ops() -> list[sim_ops.Op]:
     out = []
     for tp in (1, 2):
         for m in (TINY_TARGET, TINY_MOE, TINY_MLA):
-            out += sim_ops.target_forward_ops(m, tp, 2, 3, 16)
-        out += sim_ops.draft_forward_ops(TINY_DRAFT, tp, 2, 3, 16, extend=True)
-        out += sim_ops.draft_forward_ops(TINY_DRAFT, tp, 2, 1, 16, extend=False)
+            out += forward_ops.target_forward_ops(m, tp, 2, 3, 16)
+        out += forward_ops.draft_forward_ops(TINY_DRAFT, tp, 2, 3, 16, extend=True)
+        out += forward_ops.draft_forward_ops(TINY_DRAFT, tp, 2, 1, 16, extend=False)
     return out + sim_ops.accept_ops(2, 4)
 
 
 def test_every_runnable_op_name_has_a_runner_that_runs():
     names_run = set()
     for op in {o.key: o for o in _all_ops()}.values():
-        if not ops_torch.runnable(op):
+        if not op_runners.runnable(op):
             with pytest.raises(ValueError):
-                ops_torch.make_op_runner(op, "cpu", torch.float32)
+                op_runners.make_op_runner(op, "cpu", torch.float32)
             continue
-        out = ops_torch.make_op_runner(op, "cpu", torch.float32)()
+        out = op_runners.make_op_runner(op, "cpu", torch.float32)()
         names_run.add(op.name)
         for t in out if isinstance(out, tuple) else (out,):
             assert t is None or not bool(torch.isnan(t.float()).any()), op.key  # masks hold -inf
@@ -50,23 +52,23 @@ def test_every_runnable_op_name_has_a_runner_that_runs():
 def test_roofline_only_ops_raise_a_clear_error(key):
     op = sim_ops.Op(name="x", key=key, axes={"num_tokens": 1})
     with pytest.raises(ValueError, match="roofline-only"):
-        ops_torch.make_op_runner(op, "cpu", torch.float32)
+        op_runners.make_op_runner(op, "cpu", torch.float32)
 
 
 def test_collective_raises():
     with pytest.raises(ValueError, match="collective"):
-        ops_torch.make_op_runner(sim_ops.collective("allreduce", 1024, 2), "cpu", torch.float32)
+        op_runners.make_op_runner(sim_ops.collective("allreduce", 1024, 2), "cpu", torch.float32)
 
 
 def test_runner_shapes_follow_the_op_axes():
     op = sim_ops.gemm("gemm", 5, 32, 48, 2.0)
-    assert ops_torch.make_op_runner(op, "cpu", torch.float32)().shape == (5, 48)
+    assert op_runners.make_op_runner(op, "cpu", torch.float32)().shape == (5, 48)
     op7 = dataclasses.replace(op, axes={"num_tokens": 7})
-    assert ops_torch.make_op_runner(op7, "cpu", torch.float32)().shape == (7, 48)
+    assert op_runners.make_op_runner(op7, "cpu", torch.float32)().shape == (7, 48)
 
 
 def test_fp8_weights_run_as_the_given_dtype_on_cpu_and_say_so():
-    runner = ops_torch.make_op_runner(sim_ops.gemm("gemm", 4, 32, 48, 1.0), "cpu", torch.float32)
+    runner = op_runners.make_op_runner(sim_ops.gemm("gemm", 4, 32, 48, 1.0), "cpu", torch.float32)
     assert runner().shape == (4, 48) and "fp8" in runner.note
 
 

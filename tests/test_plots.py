@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from simulator.calibration_curves import collective_curve_table, verify_curve_table
 from simulator.files import HTML_GENERATOR
-from simulator.plots import (BREAKDOWN_GROUPS, SECTION_NOTES, best_num_steps_figures, breakdown_figure,
-                             collective_figure, tok_per_s_figures, validation_figure, verify_figure, write_plots)
+from simulator.plots import SECTION_NOTES, write_plots
+from simulator.sweep_plots import (BREAKDOWN_GROUPS, best_num_steps_figures, breakdown_figure, collective_figure,
+                                   tok_per_s_figures, validation_figure, verify_figure)
 from simulator.cli.plot import plot_command
 from simulator.sweep import best_num_steps, run_sweep
 from tests.conftest import flat_profile, make_scenario

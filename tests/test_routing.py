@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from simulator.config import HistogramRouting, UniformRouting, ZipfRouting
-from simulator.costs import ops as O
+from simulator.costs import forward_ops as FO
+from simulator.costs import moe_ops as MO
 from simulator.costs import routing as R
 from simulator.costs.collectives_model import collective_us
 from simulator.costs.forward import CostModel
@@ -24,7 +25,7 @@ def _moe_shape(**over):
 
 @pytest.mark.parametrize("e, k, t", [(384, 8, 1), (384, 8, 9), (16, 4, 3), (256, 8, 64)])
 def test_uniform_routing_equals_the_occupancy_formula(e, k, t):
-    old = O.expected_distinct_experts(e, k, t)
+    old = MO.expected_distinct_experts(e, k, t)
     assert R.expected_distinct_experts_routed(UniformRouting(), e, k, t) == pytest.approx(old, rel=1e-12)
     flat = HistogramRouting(expert_load=[3.0] * e)
     assert R.expected_distinct_experts_routed(flat, e, k, t) == pytest.approx(old, rel=1e-12)
@@ -34,15 +35,15 @@ def test_uniform_routing_equals_the_occupancy_formula(e, k, t):
 def test_uniform_routing_keeps_the_op_key_and_bytes_exactly():
     m = _moe_shape()
     for t in (1, 4, 9):
-        base = O.moe_experts(m, 1, t)
-        same = O.moe_experts(m, 1, t, UniformRouting())
+        base = MO.moe_experts(m, 1, t)
+        same = MO.moe_experts(m, 1, t, UniformRouting())
         assert same.key == base.key == "moe_experts:e=8,k=2,h=64,i=32,w=2"
-        assert same.bytes_fixed == base.bytes_fixed == O.expected_distinct_experts(8, 2, t) * 3 * 64 * 32 * 2
+        assert same.bytes_fixed == base.bytes_fixed == MO.expected_distinct_experts(8, 2, t) * 3 * 64 * 32 * 2
         assert same.flops_per_token == base.flops_per_token
 
 
 def test_zipf_tends_to_uniform_as_s_goes_to_zero():
-    old = O.expected_distinct_experts(384, 8, 9)
+    old = MO.expected_distinct_experts(384, 8, 9)
     assert R.expected_distinct_experts_routed(ZipfRouting(s=1e-9), 384, 8, 9) == pytest.approx(old, rel=1e-6)
     vals = [R.expected_distinct_experts_routed(ZipfRouting(s=s), 384, 8, 9) for s in (0.0, 0.5, 1.0, 2.0, 4.0)]
     assert all(a > b for a, b in zip(vals, vals[1:]))  # steeper skew, fewer distinct experts
@@ -120,9 +121,9 @@ def test_gumbel_top_k_draws_are_successive_weighted_draws(rng):
 
 def test_routing_is_threaded_into_the_op_with_its_own_key():
     m = _moe_shape()
-    skewed = O.moe_experts(m, 1, 6, ZipfRouting(s=2.0))
-    assert skewed.key.endswith(",r=zipf2") and skewed.bytes_fixed < O.moe_experts(m, 1, 6).bytes_fixed
-    hist = O.moe_experts(m, 1, 6, HistogramRouting(expert_load=[5, 1, 1, 1, 1, 1, 1, 1]))
+    skewed = MO.moe_experts(m, 1, 6, ZipfRouting(s=2.0))
+    assert skewed.key.endswith(",r=zipf2") and skewed.bytes_fixed < MO.moe_experts(m, 1, 6).bytes_fixed
+    hist = MO.moe_experts(m, 1, 6, HistogramRouting(expert_load=[5, 1, 1, 1, 1, 1, 1, 1]))
     assert ",r=hist" in hist.key
 
 
@@ -165,8 +166,8 @@ def test_ep_with_allreduce_dispatch_adds_no_collective():
     """Default dispatch: tokens replicated by TP attention, the layer's allreduce combines the experts."""
     sc = make_scenario(target=MOE_TARGET, tp_size=4, expert_parallel_size=2)
     assert sc.expert_dispatch == "allreduce"
-    plain = O.target_forward_ops(sc.target, 4, 2, 3, 64)
-    ep = O.target_forward_ops(sc.target, 4, 2, 3, 64, ep=2)
+    plain = FO.target_forward_ops(sc.target, 4, 2, 3, 64)
+    ep = FO.target_forward_ops(sc.target, 4, 2, 3, 64, ep=2)
     assert [op.collective for op in ep] == [op.collective for op in plain]
     assert [op.key for op in ep if op.name == "moe_experts"][0].endswith(",ep=2")
 
@@ -174,8 +175,8 @@ def test_ep_with_allreduce_dispatch_adds_no_collective():
 def test_ep_adds_two_all_to_all_per_moe_layer_and_no_extra_allreduce():
     sc = make_scenario(target=MOE_TARGET, tp_size=4, expert_parallel_size=2)
     m = sc.target
-    plain = O.target_forward_ops(m, 4, 2, 3, 64)
-    ep = O.target_forward_ops(m, 4, 2, 3, 64, ep=2, dispatch="all_to_all")
+    plain = FO.target_forward_ops(m, 4, 2, 3, 64)
+    ep = FO.target_forward_ops(m, 4, 2, 3, 64, ep=2, dispatch="all_to_all")
     a2a = [op for op in ep if op.collective == "all_to_all"]
     assert len(a2a) == 2 * m.num_moe_layers
     assert all(op.world_size == 2 and op.size_bytes == 6 * 2 * 64 * 2 / 2 for op in a2a)
@@ -190,18 +191,18 @@ def test_ep_adds_two_all_to_all_per_moe_layer_and_no_extra_allreduce():
 
 def test_ep_rank_holds_whole_experts():
     m = _moe_shape()
-    tp_only = O.moe_experts(m, 4, 5)
-    ep = O.moe_experts(m, 4, 5, ep=4)  # 2 whole experts per rank, each of full width 32
+    tp_only = MO.moe_experts(m, 4, 5)
+    ep = MO.moe_experts(m, 4, 5, ep=4)  # 2 whole experts per rank, each of full width 32
     assert ep.key == "moe_experts:e=8,k=2,h=64,i=32,w=2,ep=4"
     per_expert = 3 * 64 * 32 * 2
     assert ep.bytes_fixed == pytest.approx(2 * (1 - (1 - 2 / 8) ** 5) * per_expert)
-    assert tp_only.bytes_fixed == pytest.approx(O.expected_distinct_experts(8, 2, 5) * 3 * 64 * 8 * 2)
+    assert tp_only.bytes_fixed == pytest.approx(MO.expected_distinct_experts(8, 2, 5) * 3 * 64 * 8 * 2)
     assert ep.flops_per_token == pytest.approx(tp_only.flops_per_token)  # k/ep pairs x full width
 
 
 def test_ep_prices_the_busiest_rank_under_skew():
     m = _moe_shape()
-    hot_first = O.moe_experts(m, 2, 4, HistogramRouting(expert_load=[8, 8, 1, 1, 1, 1, 1, 1]), ep=2)
+    hot_first = MO.moe_experts(m, 2, 4, HistogramRouting(expert_load=[8, 8, 1, 1, 1, 1, 1, 1]), ep=2)
     d, pairs = R.busiest_rank(HistogramRouting(expert_load=[8, 8, 1, 1, 1, 1, 1, 1]), 8, 2, 4, 2)
     assert hot_first.bytes_fixed == pytest.approx(d * 3 * 64 * 32 * 2)
     assert pairs > 1.0  # the hot rank gets more than k/ep of each token's picks

@@ -3,7 +3,7 @@
     specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8 --shape qwen3-30b-a3b-tp1 | --shape all]
                              [--dtype bf16|fp8] [--device cuda]
 
-Why: the simulator prices `moe_experts` (simulator/costs/ops.py) by roofline: the weights of
+Why: the simulator prices `moe_experts` (simulator/costs/moe_ops.py) by roofline: the weights of
 the E(1 - (1 - k/E)^T) distinct experts that T tokens touch, read at the profile's bandwidth
 efficiency. At the token counts of decode and verify (1-9 per request) each expert sees about
 one token, and a fused kernel may read its weights far below the bandwidth a large copy
@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from calibration.timing import TimingSettings, time_cpu_us, time_gpu_us
-from simulator.costs.ops import expected_distinct_experts
+from simulator.costs.moe_ops import expected_distinct_experts
 from simulator.units import BYTES_PER_GB, US_PER_S
 
 NUM_TOKENS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 32, 64)

@@ -28,12 +28,13 @@ import torch
 from rich.progress import Progress
 
 from calibration.build.store import PointStore
-from calibration.models import ops_torch
+from calibration.models import op_runners, ops_torch
 from calibration.shapes import is_draft
 from calibration.timing import (Clock, TimingSettings, capture_graph, elapsed_us, gpu_sleep_cycles, sync,
                                 time_cpu_us, time_gpu_us)
 from simulator.config import ModelShape
-from simulator.costs.ops import Op, accept_ops, draft_forward_ops, target_forward_ops
+from simulator.costs.forward_ops import draft_forward_ops, target_forward_ops
+from simulator.costs.ops import Op, accept_ops
 from simulator.units import BYTES_PER_GB, BYTES_PER_MB, FLOPS_PER_TFLOP, US_PER_S
 
 L2_BYTES = 60 * BYTES_PER_MB  # H200 L2 is 60 MB (NVIDIA H100/H200 architecture whitepaper)
@@ -90,7 +91,7 @@ def model_ops(m: ModelShape, tp_size: int) -> list[Op]:
         ops = target_forward_ops(m, tp_size, 1, 1, 512)
         for d in NUM_DRAFT_TOKENS:
             ops += accept_ops(1, d)
-    return list({o.key: o for o in ops if ops_torch.runnable(o)}.values())
+    return list({o.key: o for o in ops if op_runners.runnable(o)}.values())
 
 
 def point_key(op_key: str, axes: dict[str, int]) -> str:
@@ -134,7 +135,7 @@ def num_input_sets(op: Op) -> int:
 def measure_point(op: Op, device: torch.device, dtype: torch.dtype, settings: TimingSettings) -> dict:
     """Time `op` at its own axes; returns the store record (without the command)."""
     sets = num_input_sets(op) if device.type == "cuda" else 1
-    runners = [ops_torch.make_op_runner(op, device, dtype, seed=s) for s in range(sets)]
+    runners = [op_runners.make_op_runner(op, device, dtype, seed=s) for s in range(sets)]
     timed = time_gpu_us(runners, settings) if device.type == "cuda" else time_cpu_us(runners, settings)
     return {"op_key": op.key, "op_name": op.name, "axes": dict(op.axes), **timed,
             "num_input_sets": sets, "dtype": str(dtype).removeprefix("torch."), "note": runners[0].note}
@@ -180,7 +181,7 @@ def bench_host(store: PointStore, models: Iterable[ModelShape], device: torch.de
         key = f"host:launch:{name}"
         if not store.done(key):
             axes = {a: 1 if a != "context_len" else 64 for a in op.axes}
-            fn = ops_torch.make_op_runner(dataclasses.replace(op, axes=axes), device, dtype)
+            fn = op_runners.make_op_runner(dataclasses.replace(op, axes=axes), device, dtype)
             store.add(key, {"op_name": name, "latency_us": _host_issue_us(fn, device, num_calls), "command": command})
     x = torch.ones(1, device=device)
     if not store.done("host:d2h_sync"):

@@ -23,7 +23,7 @@ from scipy.optimize import nnls
 
 from calibration.provenance import collect_hardware_info, command_line as this_command_line, git_commit
 from simulator.config import ModelShape
-from simulator.costs.ops import draft_forward_ops, target_forward_ops
+from simulator.costs.forward_ops import draft_forward_ops, target_forward_ops
 from simulator.profile import (OP_AXES, CalibrationProfile, CollectiveTable, ForwardTable, HardwareInfo,
                                HostOverheads, LoopOverheadCurve, OpTable, Provenance, RooflineParams, save_profile)
 from simulator.units import BYTES_PER_US_PER_GB_PER_S

@@ -1,8 +1,11 @@
 """The calibration's `specdecsim` commands, mounted on the simulator's app by `register`.
 
     specdecsim calibrate [--quick] [--out PATH] [--points PATH] [--tp N ...]     measure this machine
-    specdecsim calibrate import-nccl-tests | merge | collectives | tp-forwards |
-                         loop-overhead | loop-reps | moe | session               (calibration/cli/calibrate.py)
+                                                                      (calibration/cli/calibrate.py)
+    specdecsim calibrate collectives | tp-forwards | forwards-batch | loop-overhead |
+                         loop-reps | moe | session                    (calibration/cli/bench.py)
+    specdecsim calibrate import-nccl-tests | merge | from-runs | from-traces
+                                                                      (calibration/cli/build.py)
     specdecsim live --out DIR [--quick | --noise] [--tp N]                      (calibration/cli/live.py)
     specdecsim diagnose drift | sync | tp-skew | verify                         (calibration/cli/diagnose.py)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 console = Console()
 err_console = Console(stderr=True)  # progress and notes, so stdout keeps the tables
@@ -123,3 +124,9 @@ def check_batches(flag: str, batches: str) -> tuple[int, ...]:
     if not sizes or sizes[0] < 1 or sizes[-1] > 4096:
         fail(f"{flag} must be a comma-separated list of integers in 1..4096, got {batches!r}")
     return sizes
+
+
+def print_profile(profile, out: Path) -> None:
+    """One line saying `out` was written and how many op, forward and collective tables the profile has."""
+    console.print(f"[green]wrote {escape(str(out))}[/]: {len(profile.ops)} op tables, {len(profile.forwards)} "
+                  f"forward tables, {len(profile.collectives)} collective tables")

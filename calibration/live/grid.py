@@ -38,7 +38,7 @@ from calibration.live.run import LiveSession, merge_repeats, run_live
 from calibration.shapes import SIZES
 from simulator.acceptance import build_acceptance
 from simulator.config import IidAcceptance, Scenario, SpecConfig
-from simulator.costs import ops as sim_ops
+from simulator.costs import forward_ops
 from simulator.files import write_json_atomic
 from simulator.live_records import LiveRun
 
@@ -170,7 +170,7 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
     num_cycles, warmup_cycles = p.cycles(num_cycles, warmup_cycles)
     target, draft = SIZES[p.size]
     b, c = p.batch_size, CONTEXT_LEN
-    decode = forward_estimate_s(sim_ops.target_forward_ops(target, 1, b, 1, c), p.graph) + EST_HOST_S
+    decode = forward_estimate_s(forward_ops.target_forward_ops(target, 1, b, 1, c), p.graph) + EST_HOST_S
     if not p.speculative:
         cycle = decode
         setup = 3 * cycle if p.graph else 0.0
@@ -179,9 +179,9 @@ def estimate_s(p: GridPoint, num_cycles: int, warmup_cycles: int) -> float:
         spec = SpecConfig(num_steps=s, topk=1, num_draft_tokens=s + 1)
         acc = build_acceptance(IidAcceptance(acceptance_rate=p.acceptance_rate), spec)
         ext = max(1, round(acc.mean_accept_length()))
-        verify = forward_estimate_s(sim_ops.target_forward_ops(target, 1, b, s + 1, c), p.graph)
-        step = forward_estimate_s(sim_ops.draft_forward_ops(draft, 1, b, 1, c, False), p.graph)
-        extend = forward_estimate_s(sim_ops.draft_forward_ops(draft, 1, b, ext, c, True), p.graph)
+        verify = forward_estimate_s(forward_ops.target_forward_ops(target, 1, b, s + 1, c), p.graph)
+        step = forward_estimate_s(forward_ops.draft_forward_ops(draft, 1, b, 1, c, False), p.graph)
+        extend = forward_estimate_s(forward_ops.draft_forward_ops(draft, 1, b, ext, c, True), p.graph)
         cycle = verify + s * step + extend + 2 * EST_HOST_S
         setup = 3 * (verify + (2 * s + 2) * step) if p.graph else 0.0
     paired = (warmup_cycles + p.repeats * num_cycles) * decode if p.speculative and p.paired_baseline else 0.0

@@ -28,7 +28,7 @@ from calibration.live.tp import TP_PLACEMENTS, TPLiveSession, check_tp_scenario,
 from calibration.shapes import TP_SIZES
 from simulator.acceptance import build_acceptance
 from simulator.config import IidAcceptance, Scenario, SpecConfig
-from simulator.costs import ops as sim_ops
+from simulator.costs import forward_ops
 from simulator.files import write_json_atomic
 
 EST_COLLECTIVE_S = {True: 8e-6, False: 20e-6}  # graph / eager small NVLink collective, rough H200 (estimate only)
@@ -93,19 +93,19 @@ def estimate_s(p: TPGridPoint, num_cycles: int, warmup_cycles: int) -> float:
     target, draft = TP_SIZES[p.size]
     tp, b, c, g = p.tp_size, p.batch_size, CONTEXT_LEN, p.graph
     if not p.speculative:
-        cycle = _forward_tp_s(sim_ops.target_forward_ops(target, tp, b, 1, c), g) + EST_HOST_S
+        cycle = _forward_tp_s(forward_ops.target_forward_ops(target, tp, b, 1, c), g) + EST_HOST_S
         return (3 * cycle if g else 0.0) + (warmup_cycles + p.repeats * num_cycles) * cycle
     s = p.num_steps
     acc = build_acceptance(IidAcceptance(acceptance_rate=p.acceptance_rate),
                            SpecConfig(num_steps=s, topk=1, num_draft_tokens=s + 1))
     ext = max(1, round(acc.mean_accept_length()))
     dtp = tp if p.placement == "shared_tp" else 1
-    verify = _forward_tp_s(sim_ops.target_forward_ops(target, tp, b, s + 1, c), g)
-    step = _forward_tp_s(sim_ops.draft_forward_ops(draft, dtp, b, 1, c, False), g)
-    extend = _forward_tp_s(sim_ops.draft_forward_ops(draft, dtp, b, ext, c, True), g)
+    verify = _forward_tp_s(forward_ops.target_forward_ops(target, tp, b, s + 1, c), g)
+    step = _forward_tp_s(forward_ops.draft_forward_ops(draft, dtp, b, 1, c, False), g)
+    extend = _forward_tp_s(forward_ops.draft_forward_ops(draft, dtp, b, ext, c, True), g)
     cycle = verify + s * step + extend + 2 * EST_HOST_S + (EST_COLLECTIVE_S[g] if dtp < tp else 0.0)
     setup = 3 * (verify + (2 * s + 2) * step) if g else 0.0
-    decode = _forward_tp_s(sim_ops.target_forward_ops(target, tp, b, 1, c), g) + EST_HOST_S
+    decode = _forward_tp_s(forward_ops.target_forward_ops(target, tp, b, 1, c), g) + EST_HOST_S
     paired = (warmup_cycles + p.repeats * num_cycles) * decode if p.paired_baseline else 0.0
     return setup + (warmup_cycles + p.repeats * num_cycles) * cycle + paired
 

@@ -1,7 +1,7 @@
 """Random-weight models for live speculative runs: a Llama-style target and an EAGLE-3 draft.
 
 Both are built only from the functional ops in `calibration/models/ops_torch.py`, called through
-`self.ops`, in the order `simulator.costs.ops.target_forward_ops` / `draft_forward_ops` list
+`self.ops`, in the order `simulator.costs.forward_ops.target_forward_ops` / `draft_forward_ops` list
 them (tp_size = 1), so the simulator's per-op sum and these forwards describe one program.
 `OpRecorder` wraps the ops module to log every call; tests compare that log with the list.
 
@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 import torch
 
 from calibration.models import ops_torch
+from calibration.models.op_runners import parse_key
 from simulator.config import ModelShape
 
 ROPE_THETA = 500_000.0  # Llama 3 rope_theta (HF config.json of Llama-3.1-8B).
 RMS_EPS = 1e-5  # Llama 3 rms_norm_eps.
 # Weight seeds every calibration and live run uses (weights do not depend on a scenario's seed).
 TARGET_WEIGHT_SEED, DRAFT_WEIGHT_SEED = 0, 1
-GLUE_OPS: tuple[str, ...] = ()  # ops run here that simulator.costs.ops does not list: none
+GLUE_OPS: tuple[str, ...] = ()  # ops run here that simulator.costs.forward_ops does not list: none
 # Ops of simulator.costs.ops that the live loop (calibration/live/loop.py) runs with plain torch between forwards
 # (not through ops_torch, so an OpRecorder does not see them).
 LOOP_IO_OPS = ("cat_ids", "copy_ids", "gather_ids", "gather_hidden")
@@ -95,7 +96,7 @@ def describe_op(op) -> tuple:
     attention / attn_mask: (kind, batch_size, num_tokens per request, context_len);
     elementwise: (name, width, num_tokens).
     """
-    kind, fields = ops_torch.parse_key(op.key)
+    kind, fields = parse_key(op.key)
     if kind == "gemm":
         return ("gemm", int(fields["k"]), int(fields["n"]), op.axes["num_tokens"])
     if kind in ("attention", "attn_mask"):
@@ -298,7 +299,7 @@ class DraftModel(_Base):
 
     Source: Li et al. 2025, arXiv 2503.01840; sglang `models/llama_eagle3.py` (which norms the
     embedding and the hidden apart; here one rmsnorm over the 2 * hidden concat, as
-    simulator.costs.ops lists it).
+    simulator.costs.forward_ops lists it).
 
     Args:
         shape: draft ModelShape (num_fc_input_hidden_states >= 1).

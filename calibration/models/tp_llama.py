@@ -9,13 +9,13 @@ run Llama (Shoeybi et al. 2019, arXiv 1909.08053, section 3: column/row parallel
   o_proj    row-parallel (the rank's heads' columns), then one allreduce of (tokens, hidden);
   gate_up   column-parallel (the gate and up halves each split); down row-parallel + allreduce;
   embedding vocab-parallel: a rank looks up the ids in its vocabulary slice, zeroes the others,
-            one allreduce (as `simulator.costs.ops` lists it; not replicated);
+            one allreduce (as `simulator.costs.forward_ops` lists it; not replicated);
   lm_head   vocab-parallel, then an all_gather of the logits so every rank takes the same argmax
             / top-1 over the full vocabulary;
   norms     replicated. The draft's fc over the target hidden states: replicated (every rank
             holds the whole (hidden, 3 * hidden) weight, no collective), as the simulator lists it.
 So a target forward runs 1 + 2 * num_layers allreduces and 1 all_gather; the op program equals
-`simulator.costs.ops.target_forward_ops(shape, tp_size, ...)` / `draft_forward_ops`, collectives
+`simulator.costs.forward_ops.target_forward_ops(shape, tp_size, ...)` / `draft_forward_ops`, collectives
 included (`describe_tp_op` / `describe_tp_call` let a test compare them).
 
 Weights: a TP model first builds the single-device model with the same seed (on its own device)

@@ -344,7 +344,7 @@ def moe_table(sc: Scenario, bytes_scale: float) -> OpTable:
     reading half the bytes at the same bandwidth; 1.0: as measured)."""
     import json
 
-    from simulator.costs.ops import moe_experts
+    from simulator.costs.moe_ops import moe_experts
     rows = json.loads(MOE_MEASUREMENT.read_text())["rows"]
     return OpTable(key=moe_experts(sc.target, sc.tp_size, 1).key, axes=["num_tokens"],
                    grid={"num_tokens": [float(r["num_tokens"]) for r in rows]},
@@ -379,7 +379,7 @@ def moe_sensitivity(sc8: Scenario) -> None:
 
 
 def _moe_ops(sc: Scenario):
-    from simulator.costs.ops import moe_experts
+    from simulator.costs.moe_ops import moe_experts
     return [moe_experts(sc.target, sc.tp_size, sc.spec.num_draft_tokens)] * sc.target.num_moe_layers
 
 

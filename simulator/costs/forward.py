@@ -28,6 +28,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from simulator.config import ModelShape, Scenario
+from simulator.costs import forward_ops as FO
 from simulator.costs import ops as O
 from simulator.costs.lookup import LatencyLookup
 from simulator.profile import CalibrationProfile
@@ -245,7 +246,7 @@ class CostModel:
         table = phase if phase in ("draft", "draft_extend") else "forward"
         prefill = phase == "verify" and self.engine.verify_attention == "prefill"
         if self.engine.kernels == "fused" or prefill:
-            ops = O.engine_ops(ops, prefill_attention=prefill, model=model, tp=tp,
+            ops = FO.engine_ops(ops, prefill_attention=prefill, model=model, tp=tp,
                                fuse=self.engine.kernels == "fused")
             self.lookup.notes.add(f"{self.engine.kind}: {'fused engine kernels (add+RMSNorm, rotary+KV write, paged attention) priced by the roofline; ' if self.engine.kernels == 'fused' else ''}"
                                   f"{'verify attention on the prefill path; ' if prefill else ''}GEMMs, experts and collectives from the profile")
@@ -290,7 +291,7 @@ class CostModel:
         if phase in ("verify", "decode"):
             aux = sc.draft.num_fc_input_hidden_states if phase == "verify" else 0
             ks = self._model_kernels(sc.target, self.tp, n, phase, self.all_gpus,
-                                     O.target_forward_ops(sc.target, self.tp, b, n, c,
+                                     FO.target_forward_ops(sc.target, self.tp, b, n, c,
                                                           routing=sc.workload.expert_routing,
                                                           ep=sc.expert_parallel_size,
                                                           dispatch=sc.expert_dispatch))
@@ -304,7 +305,7 @@ class CostModel:
         elif phase in ("draft", "draft_extend"):
             extend = phase == "draft_extend"
             ks = self._model_kernels(sc.draft, self.draft_tp, n, phase, self.draft_gpus,
-                                     O.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend, sc.spec.method,
+                                     FO.draft_forward_ops(sc.draft, self.draft_tp, b, n, c, extend, sc.spec.method,
                                                          routing=sc.workload.expert_routing))
             if extend and ks:
                 ks += self._kernels(O.extend_io_ops(b, sc.draft.hidden_size), phase, self.draft_gpus)

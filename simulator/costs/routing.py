@@ -20,7 +20,7 @@ with probability (1 - q_e)^T, so
     E[distinct] = sum_e 1 - (1 - q_e)^T,
 exact given the marginals q_e (the joint law of a token's k picks does not enter: linearity of
 expectation). Uniform p gives q_e = k/E and E (1 - (1 - k/E)^T), the occupancy formula of
-`simulator.costs.ops.expected_distinct_experts`.
+`simulator.costs.moe_ops.expected_distinct_experts`.
 
 Expert parallelism. With EP over `ep` ranks, rank r holds experts [r E/ep, (r+1) E/ep) (contiguous
 ids, SGLang's and vLLM's default placement without a load balancer); its weight reads are the

@@ -11,7 +11,7 @@
   had the mean (exact for attention whose cost is linear in the context, which memory-bound
   decode attention is).
 - Prefill chunk of n tokens over c already-cached tokens: the GPU time of one target forward
-  (`simulator.costs.ops.target_forward_ops` with b = 1, the engine's fused kernels and
+  (`simulator.costs.forward_ops.target_forward_ops` with b = 1, the engine's fused kernels and
   prefill attention path where it has them), summed op by op from the profile (attention on the
   roofline: `prefill_attention_us`), times
   `serving.prefill_latency_scale`. Cached per (n, c) on geometric grids (PREFILL_GRID_PER_OCTAVE),
@@ -29,6 +29,7 @@ import math
 
 from simulator.analytic import baseline_step_us, cycle_time_us
 from simulator.config import Scenario, SpecConfig
+from simulator.costs import forward_ops as FO
 from simulator.costs import ops as O
 from simulator.costs.forward import CostModel
 from simulator.costs.lookup import LatencyLookup
@@ -123,10 +124,10 @@ class StepCosts:
         """GPU time of one target forward over n new tokens after c cached ones (b = 1), us."""
         sc = self.sc
         cost = self.cost_model(1, None, max(1, c))
-        ops = O.target_forward_ops(sc.target, sc.tp_size, 1, n, c)
+        ops = FO.target_forward_ops(sc.target, sc.tp_size, 1, n, c)
         eng = sc.serving_engine
         if eng.kernels == "fused" or eng.verify_attention == "prefill":
-            ops = O.engine_ops(ops, prefill_attention=True, model=sc.target, tp=sc.tp_size,
+            ops = FO.engine_ops(ops, prefill_attention=True, model=sc.target, tp=sc.tp_size,
                                fuse=eng.kernels == "fused")
         lk, cs = cost.lookup, sc.costs
         total = 0.0
