@@ -444,3 +444,19 @@ def test_a_kernel_trace_counts_in_the_estimate():
     assert 5e6 < est.num_events < 6e6
     assert traced.memory_bytes == bare.memory_bytes
     assert traced.seconds == bare.seconds + est.seconds > bare.seconds + 2
+
+# ---- found by trying the new features as a new user (break session) -----------------------------------
+@pytest.mark.parametrize("grid, words", [
+    ("workload.batch_size=1..5000", "value 4097 does not fit workload.batch_size (an integer, 1 <= x <= 4,096): "
+                                    "Input should be less than or equal to 4096"),
+    ("acceptance.acceptance_rate=0.5,abc,0.7", "value 'abc' does not fit acceptance.acceptance_rate "
+                                               "(a number, 0 <= x <= 1): Input should be a valid number"),
+    ("spec.num_steps=0..3", "(an integer, 1 <= x <= 64): Input should be greater than or equal to 1")])
+def test_a_bad_grid_value_names_the_allowed_range_once(tmp_path, grid, words):
+    """A grid value out of range names the range; the integer-as-text retry adds no 'or Input
+    should be a valid integer', and the value is quoted once."""
+    write_scenario(tmp_path)
+    code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--grid", grid)
+    assert code == 2 and words in out, out
+    assert "or Input should be" not in out and "\"'" not in out
+    assert not (tmp_path / "sw").exists()
