@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from simulator.engine_fit import predict  # noqa: F401  (re-exported: the closed form of a case's scenario)
-from simulator.inputs import UserInputError, format_validation_error, read_yaml
+from simulator.inputs import UserInputError, format_validation_error, read_yaml, refuse_nulls
 from simulator.schema_base import StrictModel
 
 TOK_S_TOL = 0.10       # issue 14: speculative tok/s within 10%
@@ -153,8 +153,9 @@ def load_case_file(path: Path) -> CaseFile:
         UserInputError: unreadable, bad YAML, or a field out of range (naming the file and field).
     """
     data = read_yaml(path, "case file")
+    refuse_nulls(data, str(path))
     try:
-        return CaseFile.model_validate(data)
+        return CaseFile.model_validate(data, strict=True)  # as a scenario file: no string for a number
     except ValidationError as e:
         raise UserInputError(format_validation_error(str(path), e)) from None
 

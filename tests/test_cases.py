@@ -86,6 +86,26 @@ def test_bad_case_file_is_one_line_naming_the_file_and_field(tmp_path):
     assert r.exit_code == 2 and "Traceback" not in r.output and "bad.yaml" in r.output
 
 
+@pytest.mark.parametrize("value, words", [(0, "greater than or equal to 1 (got 0)"),
+                                          ("10000", "valid integer (got '10000')"),
+                                          (True, "valid integer (got True)"), (2.5, "valid integer"),
+                                          (None, "is null (empty)"), (3_000_000, "less than or equal to 2097152")])
+def test_a_run_context_len_that_is_not_a_context_is_one_line(tmp_path, value, words):
+    """A run's context_len is read as a scenario field is: strictly (no text, no bool for a
+    number), no explicit null, within 1..2,097,152."""
+    data = yaml.safe_load(CASES.read_text())
+    case = next(c for c in data["cases"] if any("context_len" in r for r in c.get("runs", [])))
+    run = next(r for r in case["runs"] if "context_len" in r)
+    run["context_len"] = value
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**data, "cases": [case]}))
+    r = CliRunner().invoke(app, ["cases", str(bad)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "bad.yaml: cases.0.runs." in lines[0] and "context_len" in lines[0], r.output
+    assert words in lines[0], r.output
+
+
 def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path):
     # the default file with its collective cases (the full replay), then a one-case file for the
     # output-file rules (a user's file is replayed alone)
