@@ -112,6 +112,11 @@ def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path):
     out = tmp_path / "cases.json"
     r = CliRunner().invoke(app, ["cases", "--json", str(out)])
     assert r.exit_code == 0, r.output
+    # labels are printed whole: runs that differ only at the end of a long label stay apart
+    labels = [run["label"] for c in yaml.safe_load(CASES.read_text())["cases"] for run in c.get("runs", [])
+              if run.get("label") and run.get("replayable", True)]
+    assert any(len(label) > 27 for label in labels)
+    assert all(label in r.output for label in labels)
     data = json.loads(out.read_text())
     assert data["summary"]["scored_cases"] >= 1 and any(c["id"].startswith("comm-") for c in data["cases"])
     for case in data["cases"]:

@@ -59,8 +59,11 @@ def cases_command(
         for f in r.figures:
             role = {"not_replayable": "n/r", "leave_out": "leave"}.get(f.role, f.role)
             label = f.label.split(" (leave-out")[0]
+            if len(label) > 27:  # whole on its own line (runs differing only at the end, 'ctx 10k' / 'ctx 30k')
+                console.print(f"  {escape(label)}", highlight=False)
+                label = ""
             if f.role == "not_replayable":
-                console.print(f"  {escape(label[:27]):27s} {role:6s} not replayable:", highlight=False)
+                console.print(f"  {escape(label):27s} {role:6s} not replayable:", highlight=False)
                 console.print(escape(textwrap.fill(f.why, width=78, initial_indent="    ", subsequent_indent="    ")),
                               highlight=False)
                 continue
@@ -68,7 +71,7 @@ def cases_command(
             pub = f"{f.published:,.{digits}f} {UNITS.get(f.metric, f.metric)}"
             ok = {True: "[green]yes[/]", False: "[red]no[/]", None: ""}[f.passed]
             sp = "" if f.speedup_error is None else f"{f.speedup_error:+.3f}"
-            console.print(f"  {escape(label[:27]):27s} {role:6s} {pub:>13s} {f.predicted:>9,.{digits}f} "
+            console.print(f"  {escape(label):27s} {role:6s} {pub:>13s} {f.predicted:>9,.{digits}f} "
                           f"{_pct(f.error_frac):>7s} {sp:>7s} {ok}", highlight=False)
         fitted = [f.label for f in r.figures if f.role == "leave_out"]
         if fitted:
