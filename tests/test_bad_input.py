@@ -460,3 +460,25 @@ def test_a_bad_grid_value_names_the_allowed_range_once(tmp_path, grid, words):
     assert code == 2 and words in out, out
     assert "or Input should be" not in out and "\"'" not in out
     assert not (tmp_path / "sw").exists()
+
+
+def test_sweep_html_over_what_the_dashboard_reads_is_refused_before_the_sweep(tmp_path):
+    """--html with a grid of more points than plot reads (sweep.csv up to 32 MiB) is refused before
+    any point runs (it was a finished sweep, then exit 2 at the plot); plot of such a sweep says
+    how many points fit."""
+    from simulator.sweep_files import MAX_PLOT_POINTS
+    write_scenario(tmp_path)
+    code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--html", "--grid", "spec.num_steps=1..8",
+                    "--grid", "acceptance.acceptance_rate=0.01:1.0:0.001")
+    assert code == 2 and "--html: the grid has 7,928 points" in out and f"at most {MAX_PLOT_POINTS:,}" in out, out
+    assert not (tmp_path / "sw").exists()
+    code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--des-sample", "0", "--grid", "spec.num_steps=1..2")
+    assert code == 0, out
+    csv_path = tmp_path / "sw" / "sweep.csv"
+    header, row = csv_path.read_text().splitlines()[:2]
+    with csv_path.open("a") as f:  # a sweep of more rows than 32 MiB holds, as a large sweep writes it
+        f.write((row + "\n") * (33 * 2**20 // len(row)))
+    code, out = run(tmp_path, "plot", "sw", "--out", "fig", "--no-png")
+    assert code == 2 and "sw/sweep.csv:" in out and "plot a sweep of fewer points" in out, out
+    assert "about 10," in out or "about 9," in out or "about 8," in out
+    assert not (tmp_path / "fig").exists()
