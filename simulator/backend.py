@@ -134,12 +134,13 @@ def import_ray() -> Any:
     return ray
 
 
-def parse_address(address: str) -> tuple[str, int] | None:
+def parse_address(address: str, flag: str = "--address") -> tuple[str, int] | None:
     """(host, port) of a Ray address to check for reachability; None for 'auto'.
 
     Args:
         address: 'host:port', 'ray://host:port' (Ray Client) or 'auto' (the cluster `ray start`
             left on this machine).
+        flag: where the address came from, for messages ('--address' or 'RAY_ADDRESS').
 
     Raises:
         UserInputError: any other form.
@@ -152,7 +153,7 @@ def parse_address(address: str) -> tuple[str, int] | None:
     except ValueError:
         host, port = None, None
     if parts.scheme not in ("", "ray") or not host or port is None or parts.path not in ("", "/"):
-        raise UserInputError(f"--address {quote(address)}: expected host:port, ray://host:port or auto")
+        raise UserInputError(f"{flag} {quote(address)}: expected host:port, ray://host:port or auto")
     return host, port
 
 
@@ -160,7 +161,9 @@ class RayBackend:
     """One Ray task per chunk, on the cluster at `address` or on a Ray instance started here.
 
     Args:
-        address: see `parse_address`; None starts a local instance (or follows RAY_ADDRESS).
+        address: see `parse_address`; None follows RAY_ADDRESS when it is set (checked as an
+            address is: Ray itself would wait for an unreachable one without end, deaf to Ctrl-C),
+            else starts a local instance.
         num_cpus: CPUs of a local instance (None: all); not with an address.
 
     Raises:
@@ -173,13 +176,16 @@ class RayBackend:
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None):
         self._ray = import_ray()
+        self._flag = "--address"
+        if address is None and os.environ.get("RAY_ADDRESS", "").strip():
+            address, self._flag = os.environ["RAY_ADDRESS"].strip(), "RAY_ADDRESS"
         if address is not None and num_cpus is not None:
-            raise UserInputError("--jobs: sets the CPUs of a Ray instance started here; with --address the "
+            raise UserInputError(f"--jobs: sets the CPUs of a Ray instance started here; with {self._flag} the "
                                  "cluster's CPUs are used (leave --jobs out)")
         if num_cpus is not None and not 1 <= num_cpus <= MAX_JOBS:
             raise UserInputError(f"--jobs {num_cpus}: expected 1..{MAX_JOBS} (4 per CPU core here)")
         self.address, self.num_cpus = address, num_cpus
-        self._endpoint = parse_address(address) if address is not None else None
+        self._endpoint = parse_address(address, self._flag) if address is not None else None
         self._owned: list[bool] = []  # per open `with`: whether it started the session (and ends it)
 
     @property
@@ -193,7 +199,7 @@ class RayBackend:
             try:
                 socket.create_connection((host, port), timeout=ADDRESS_TIMEOUT_S).close()
             except OSError as e:
-                raise UserInputError(f"--address {quote(self.address)}: cannot reach {host}:{port} "
+                raise UserInputError(f"{self._flag} {quote(self.address)}: cannot reach {host}:{port} "
                                      f"({e.strerror or e or 'timed out'})") from None
         if ray.is_initialized():
             self._owned.append(False)
@@ -202,7 +208,7 @@ class RayBackend:
         try:
             ray.init(address=self.address, log_to_driver=False, logging_level="ERROR", **local)
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
-            where = f"connect to {self.address}" if self.address else "start a local Ray instance"
+            where = f"connect to {self._flag} {self.address}" if self.address else "start a local Ray instance"
             first = (str(e).splitlines() or [type(e).__name__])[0]
             raise UserInputError(f"--backend ray: could not {where}: {first}") from None
         self._owned.append(True)

@@ -178,3 +178,23 @@ def test_jobs_with_a_ray_address_is_an_error():
     pytest.importorskip("ray", reason=NO_RAY)
     with pytest.raises(UserInputError, match="--jobs: sets the CPUs of a Ray instance started here"):
         make_backend("ray", jobs=2, address="127.0.0.1:6379")
+
+
+@pytest.mark.parametrize("env, args, words", [
+    ("127.0.0.1:{port}", [], "RAY_ADDRESS '127.0.0.1:{port}': cannot reach 127.0.0.1:{port} (Connection refused)"),
+    ("garbage", [], "RAY_ADDRESS 'garbage': expected host:port, ray://host:port or auto"),
+    ("127.0.0.1:{port}", ["--jobs", "2"], "with RAY_ADDRESS the cluster's CPUs are used"),
+])
+def test_ray_address_from_the_environment_is_checked_as_address_is(tmp_path, monkeypatch, env, args, words):
+    """RAY_ADDRESS naming no Ray (a stale cluster) is one error line; Ray itself retried such an
+    address without end, deaf to Ctrl-C and SIGTERM. --backend local ignores it."""
+    pytest.importorskip("ray", reason=NO_RAY)
+    port = _free_port()
+    monkeypatch.setenv("RAY_ADDRESS", env.format(port=port))
+    r = CliRunner().invoke(_app(), ["sweep", str(SCENARIO), "--grid", "spec.num_steps=1..2", "--out",
+                                    str(tmp_path / "o"), "--backend", "ray", *args])
+    assert words.format(port=port) in _one_line_error(r)
+    assert not (tmp_path / "o" / "sweep.csv").exists()
+    local = CliRunner().invoke(_app(), ["sweep", str(SCENARIO), "--grid", "spec.num_steps=1..2", "--des-sample", "0",
+                                        "--out", str(tmp_path / "o")])
+    assert local.exit_code == 0, local.output
