@@ -157,6 +157,38 @@ def parse_address(address: str, flag: str = "--address") -> tuple[str, int] | No
     return host, port
 
 
+# The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113 section 3.4): a gRPC
+# server (Ray's GCS, the Ray Client server) answers with a SETTINGS frame (type 4).
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4
+
+
+def answers_http2(host: str, port: int, timeout_s: float = ADDRESS_TIMEOUT_S) -> bool:
+    """Whether `host:port` accepts a TCP connection and answers the HTTP/2 preface with a SETTINGS
+    frame within `timeout_s`, as Ray's gRPC servers do. Ray itself retries a port that accepts
+    connections but is not Ray without end, deaf to Ctrl-C and SIGTERM; this asks first. Under
+    RAY_USE_TLS=1 the servers speak TLS first, so only the TCP connection is checked.
+
+    Raises:
+        OSError: no TCP connection within `timeout_s` (refused, unknown host, timed out).
+    """
+    with socket.create_connection((host, port), timeout=timeout_s) as conn:
+        if os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true"):
+            return True
+        conn.settimeout(timeout_s)
+        try:
+            conn.sendall(HTTP2_PREFACE)
+            head = b""
+            while len(head) < 9:  # the first frame header: 3 bytes length, 1 byte type, ...
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except OSError:  # reset or timed out after the connection was made: not a gRPC server
+            return False
+    return len(head) == 9 and head[3] == HTTP2_SETTINGS
+
+
 class RayBackend:
     """One Ray task per chunk, on the cluster at `address` or on a Ray instance started here.
 
@@ -197,10 +229,14 @@ class RayBackend:
         if self._endpoint is not None:
             host, port = self._endpoint
             try:
-                socket.create_connection((host, port), timeout=ADDRESS_TIMEOUT_S).close()
+                grpc = answers_http2(host, port)
             except OSError as e:
                 raise UserInputError(f"{self._flag} {quote(self.address)}: cannot reach {host}:{port} "
                                      f"({e.strerror or e or 'timed out'})") from None
+            if not grpc:
+                raise UserInputError(f"{self._flag} {quote(self.address)}: {host}:{port} answers, but not as Ray "
+                                     f"does (no gRPC reply within {ADDRESS_TIMEOUT_S:g} s); give the head's GCS port "
+                                     "(ray start --port, 6379) or its client port (ray://, 10001)")
         if ray.is_initialized():
             self._owned.append(False)
             return self
