@@ -482,3 +482,23 @@ def test_sweep_html_over_what_the_dashboard_reads_is_refused_before_the_sweep(tm
     assert code == 2 and "sw/sweep.csv:" in out and "plot a sweep of fewer points" in out, out
     assert "about 10," in out or "about 9," in out or "about 8," in out
     assert not (tmp_path / "fig").exists()
+
+
+@pytest.mark.parametrize("argv", [["sweep", "s.yaml", "--grid", "spec.num_steps=1..2", "--out", "ro/sw"],
+                                  ["sweep", "s.yaml", "--grid", "spec.num_steps=1..2", "--out", "ro"],
+                                  ["simulate", "s.yaml", "--trace", "ro/t.json"],
+                                  ["simulate", "s.yaml", "--json", "ro/new/r.json"],
+                                  ["search", "s.yaml", "--out", "ro/se"]])
+def test_an_unwritable_output_folder_is_refused_before_the_work(tmp_path, monkeypatch, argv):
+    """A folder the user may not write in is one line naming the option, before the run (it was
+    found when the outputs were written, after the whole sweep, as '<path>: Permission denied').
+    os.access is faked: the tests may run as root, whom permission bits do not stop."""
+    write_scenario(tmp_path)
+    (tmp_path / "ro").mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (not (mode & os.W_OK and Path(p).name == "ro")
+                                                            and real_access(p, mode, **kw)))
+    code, out = run(tmp_path, *argv)
+    flag = argv[argv.index("s.yaml") + 1] if argv[0] != "sweep" else "--out"
+    assert code == 2 and f"{flag} " in out and "cannot write in" in out and "ro (permission denied)" in out, out
+    assert list((tmp_path / "ro").iterdir()) == []
