@@ -352,6 +352,19 @@ def leave_out(cf: CaseFile, case: PublishedCase, base_dir: Path) -> list[FigureR
     return out
 
 
+def is_comm_case_file(path: Path) -> bool:
+    """Whether `path` is a communication case file (data/cases/comm_public.yaml: every case has
+    `points`, none has `runs` or `scenario`), to be replayed by `comm_results`.
+
+    Raises:
+        UserInputError: unreadable or not YAML.
+    """
+    data = read_yaml(path, "case file")
+    cases = data.get("cases") if isinstance(data, dict) else None
+    return (isinstance(cases, list) and bool(cases) and set(data) == {"cases"}
+            and all(isinstance(c, dict) and "points" in c and not {"runs", "scenario"} & set(c) for c in cases))
+
+
 def comm_results(path: Path) -> list[CaseResult]:
     """The communication cases of `path` (simulator.costs.collectives_model.replay_comm_cases)."""
     from simulator.costs.collectives_model import replay_comm_cases

@@ -133,3 +133,19 @@ def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path):
     other.write_text('{"mine": 1}')
     refused = CliRunner().invoke(app, ["cases", str(one), "--json", str(other)])
     assert refused.exit_code == 2 and json.loads(other.read_text()) == {"mine": 1}
+
+
+def test_the_comm_case_file_given_as_file_is_replayed_as_comm_cases(tmp_path):
+    """`specdecsim cases data/cases/comm_public.yaml` replays the collective curves (it was five
+    lines of 'Extra inputs are not permitted'); a typo in a copy is one line naming the field."""
+    comm = ROOT / "data" / "cases" / "comm_public.yaml"
+    r = CliRunner().invoke(app, ["cases", str(comm)])
+    assert r.exit_code == 0, r.output
+    ids = [c["id"] for c in yaml.safe_load(comm.read_text())["cases"]]
+    assert all(i in r.output for i in ids)
+    bad = tmp_path / "comm.yaml"
+    bad.write_text(comm.read_text().replace("launch: eager_stream", "launch: eager_strem", 1))
+    r = CliRunner().invoke(app, ["cases", str(bad)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "comm.yaml: cases." in lines[0] and ".launch: Input should be 'graph'" in lines[0]

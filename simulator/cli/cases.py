@@ -28,7 +28,8 @@ def cases_command(
     """Replay each published case (engine, hardware, models, steps, accept length as the source
     states them) and print predicted vs published; a case passes when its speculative tok/s is
     within 10% and its speedup within 0.10, a baseline within 10%, a communication case within 15%."""
-    from simulator.cases import DEFAULT_CASES, DEFAULT_COMM_CASES, replay_cases, summary
+    from simulator.cases import (DEFAULT_CASES, DEFAULT_COMM_CASES, comm_results, is_comm_case_file, replay_cases,
+                                 summary)
     from simulator.inputs import UserInputError
     from simulator.profile import data_dir
     path = file or data_dir() / DEFAULT_CASES
@@ -39,7 +40,10 @@ def cases_command(
     comm = data_dir() / DEFAULT_COMM_CASES if file is None else None  # a user's file is replayed alone
     try:
         check_output_file(json_out, "--json", CASES_OUTPUT, force)
-        results = replay_cases(path, comm_path=comm if comm is not None and comm.is_file() else None)
+        if file is not None and is_comm_case_file(path):  # data/cases/comm_public.yaml, or a copy of it
+            results = comm_results(path)
+        else:
+            results = replay_cases(path, comm_path=comm if comm is not None and comm.is_file() else None)
     except UserInputError as e:
         fail(str(e))
     s = summary(results)
