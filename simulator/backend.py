@@ -134,12 +134,13 @@ def import_ray() -> Any:
     return ray
 
 
-def parse_address(address: str) -> tuple[str, int] | None:
+def parse_address(address: str, flag: str = "--address") -> tuple[str, int] | None:
     """(host, port) of a Ray address to check for reachability; None for 'auto'.
 
     Args:
         address: 'host:port', 'ray://host:port' (Ray Client) or 'auto' (the cluster `ray start`
             left on this machine).
+        flag: where the address came from, for messages ('--address' or 'RAY_ADDRESS').
 
     Raises:
         UserInputError: any other form.
@@ -152,15 +153,49 @@ def parse_address(address: str) -> tuple[str, int] | None:
     except ValueError:
         host, port = None, None
     if parts.scheme not in ("", "ray") or not host or port is None or parts.path not in ("", "/"):
-        raise UserInputError(f"--address {quote(address)}: expected host:port, ray://host:port or auto")
+        raise UserInputError(f"{flag} {quote(address)}: expected host:port, ray://host:port or auto")
     return host, port
+
+
+# The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113 section 3.4): a gRPC
+# server (Ray's GCS, the Ray Client server) answers with a SETTINGS frame (type 4).
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4
+
+
+def answers_http2(host: str, port: int, timeout_s: float = ADDRESS_TIMEOUT_S) -> bool:
+    """Whether `host:port` accepts a TCP connection and answers the HTTP/2 preface with a SETTINGS
+    frame within `timeout_s`, as Ray's gRPC servers do. Ray itself retries a port that accepts
+    connections but is not Ray without end, deaf to Ctrl-C and SIGTERM; this asks first. Under
+    RAY_USE_TLS=1 the servers speak TLS first, so only the TCP connection is checked.
+
+    Raises:
+        OSError: no TCP connection within `timeout_s` (refused, unknown host, timed out).
+    """
+    with socket.create_connection((host, port), timeout=timeout_s) as conn:
+        if os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true"):
+            return True
+        conn.settimeout(timeout_s)
+        try:
+            conn.sendall(HTTP2_PREFACE)
+            head = b""
+            while len(head) < 9:  # the first frame header: 3 bytes length, 1 byte type, ...
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except OSError:  # reset or timed out after the connection was made: not a gRPC server
+            return False
+    return len(head) == 9 and head[3] == HTTP2_SETTINGS
 
 
 class RayBackend:
     """One Ray task per chunk, on the cluster at `address` or on a Ray instance started here.
 
     Args:
-        address: see `parse_address`; None starts a local instance (or follows RAY_ADDRESS).
+        address: see `parse_address`; None follows RAY_ADDRESS when it is set (checked as an
+            address is: Ray itself would wait for an unreachable one without end, deaf to Ctrl-C),
+            else starts a local instance.
         num_cpus: CPUs of a local instance (None: all); not with an address.
 
     Raises:
@@ -173,13 +208,16 @@ class RayBackend:
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None):
         self._ray = import_ray()
+        self._flag = "--address"
+        if address is None and os.environ.get("RAY_ADDRESS", "").strip():
+            address, self._flag = os.environ["RAY_ADDRESS"].strip(), "RAY_ADDRESS"
         if address is not None and num_cpus is not None:
-            raise UserInputError("--jobs: sets the CPUs of a Ray instance started here; with --address the "
+            raise UserInputError(f"--jobs: sets the CPUs of a Ray instance started here; with {self._flag} the "
                                  "cluster's CPUs are used (leave --jobs out)")
         if num_cpus is not None and not 1 <= num_cpus <= MAX_JOBS:
             raise UserInputError(f"--jobs {num_cpus}: expected 1..{MAX_JOBS} (4 per CPU core here)")
         self.address, self.num_cpus = address, num_cpus
-        self._endpoint = parse_address(address) if address is not None else None
+        self._endpoint = parse_address(address, self._flag) if address is not None else None
         self._owned: list[bool] = []  # per open `with`: whether it started the session (and ends it)
 
     @property
@@ -191,10 +229,14 @@ class RayBackend:
         if self._endpoint is not None:
             host, port = self._endpoint
             try:
-                socket.create_connection((host, port), timeout=ADDRESS_TIMEOUT_S).close()
+                grpc = answers_http2(host, port)
             except OSError as e:
-                raise UserInputError(f"--address {quote(self.address)}: cannot reach {host}:{port} "
+                raise UserInputError(f"{self._flag} {quote(self.address)}: cannot reach {host}:{port} "
                                      f"({e.strerror or e or 'timed out'})") from None
+            if not grpc:
+                raise UserInputError(f"{self._flag} {quote(self.address)}: {host}:{port} answers, but not as Ray "
+                                     f"does (no gRPC reply within {ADDRESS_TIMEOUT_S:g} s); give the head's GCS port "
+                                     "(ray start --port, 6379) or its client port (ray://, 10001)")
         if ray.is_initialized():
             self._owned.append(False)
             return self
@@ -202,7 +244,7 @@ class RayBackend:
         try:
             ray.init(address=self.address, log_to_driver=False, logging_level="ERROR", **local)
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
-            where = f"connect to {self.address}" if self.address else "start a local Ray instance"
+            where = f"connect to {self._flag} {self.address}" if self.address else "start a local Ray instance"
             first = (str(e).splitlines() or [type(e).__name__])[0]
             raise UserInputError(f"--backend ray: could not {where}: {first}") from None
         self._owned.append(True)

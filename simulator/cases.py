@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from simulator.engine_fit import predict  # noqa: F401  (re-exported: the closed form of a case's scenario)
-from simulator.inputs import UserInputError, format_validation_error, read_yaml
+from simulator.inputs import UserInputError, format_validation_error, read_yaml, refuse_nulls
 from simulator.schema_base import StrictModel
 
 TOK_S_TOL = 0.10       # issue 14: speculative tok/s within 10%
@@ -153,8 +153,9 @@ def load_case_file(path: Path) -> CaseFile:
         UserInputError: unreadable, bad YAML, or a field out of range (naming the file and field).
     """
     data = read_yaml(path, "case file")
+    refuse_nulls(data, str(path))
     try:
-        return CaseFile.model_validate(data)
+        return CaseFile.model_validate(data, strict=True)  # as a scenario file: no string for a number
     except ValidationError as e:
         raise UserInputError(format_validation_error(str(path), e)) from None
 
@@ -349,6 +350,19 @@ def leave_out(cf: CaseFile, case: PublishedCase, base_dir: Path) -> list[FigureR
                                 "speculative", metric, pub, pred, err, "leave_out", abs(err) <= TOK_S_TOL,
                                 accept_length=run.accept_length, num_steps=run.num_steps))
     return out
+
+
+def is_comm_case_file(path: Path) -> bool:
+    """Whether `path` is a communication case file (data/cases/comm_public.yaml: every case has
+    `points`, none has `runs` or `scenario`), to be replayed by `comm_results`.
+
+    Raises:
+        UserInputError: unreadable or not YAML.
+    """
+    data = read_yaml(path, "case file")
+    cases = data.get("cases") if isinstance(data, dict) else None
+    return (isinstance(cases, list) and bool(cases) and set(data) == {"cases"}
+            and all(isinstance(c, dict) and "points" in c and not {"runs", "scenario"} & set(c) for c in cases))
 
 
 def comm_results(path: Path) -> list[CaseResult]:

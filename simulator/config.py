@@ -348,7 +348,8 @@ class Scenario(StrictModel):
         "allreduce", description="How expert parallelism reaches the experts: allreduce (tokens replicated by the TP "
                                  "attention, each rank runs its experts, the layer's allreduce combines: SGLang "
                                  "--ep-size without an a2a backend, TensorRT-LLM mixed ETP) or all_to_all (a dispatch "
-                                 "and a combine around the experts: DeepEP, SGLang --moe-a2a-backend deepep).")
+                                 "and a combine around the experts: DeepEP, SGLang --moe-a2a-backend deepep; needs "
+                                 "expert_parallel_size > 1).")
     placement: Placement = Field("shared_tp", validate_default=True, description="shared_tp | tp1_colocated | tp1_dedicated | tp<k>.")
     spec: SpecConfig = SpecConfig()
     acceptance: AcceptanceConfig
@@ -417,6 +418,10 @@ class Scenario(StrictModel):
     def _check_moe_parallel(self) -> None:
         """expert_parallel_size against tp_size and the target's experts; a histogram's length."""
         ep, t = self.expert_parallel_size, self.target
+        if self.expert_dispatch == "all_to_all" and ep == 1:
+            raise ValueError("expert_dispatch=all_to_all needs expert_parallel_size 2..64 (got 1: no expert "
+                             "parallelism, nothing is dispatched); set expert_parallel_size, or leave "
+                             "expert_dispatch out (allreduce)")
         if ep > 1:
             if not t.is_moe:
                 raise ValueError(f"expert_parallel_size={ep} needs an MoE target (n_routed_experts)")

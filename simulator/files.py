@@ -54,7 +54,8 @@ class OutputPathError(UserInputError):
 
 # ---- where outputs may go ---------------------------------------------------------------------------
 def _check_parents(path: Path, flag: str) -> None:
-    """Refuse a path whose nearest existing parent is not a folder (a regular file, say)."""
+    """Refuse a path whose nearest existing parent is not a folder (a regular file, say), or a
+    folder this process may not write in (checked before the work, not found after it)."""
     parent = path.parent
     while True:
         try:
@@ -71,7 +72,14 @@ def _check_parents(path: Path, flag: str) -> None:
             raise OutputPathError(f"{flag} {path}: cannot use {parent}: {getattr(e, 'strerror', None) or e}") from None
         if not stat.S_ISDIR(st.st_mode):
             raise OutputPathError(f"{flag} {path}: {parent} is a file, not a folder")
+        _check_writable(parent, path, flag)
         return
+
+
+def _check_writable(folder: Path, path: Path, flag: str) -> None:
+    """Refuse a folder this process may not create files in (os.access: write and search)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{flag} {path}: cannot write in {folder} (permission denied)")
 
 
 def _lstat(path: Path, flag: str) -> os.stat_result | None:
@@ -187,6 +195,7 @@ def check_output_folder(path: Path, flag: str, marker: str, is_ours, force: bool
         st = path.stat()  # a link to a folder: the files go inside it, the link stays
     if not stat.S_ISDIR(st.st_mode):
         raise OutputPathError(f"{flag} {path}: is a file, expected a folder")
+    _check_writable(path, path, flag)
     try:
         empty = next(os.scandir(path), None) is None
     except OSError as e:

@@ -199,10 +199,26 @@ def _check_value(value: Any, adapters: list[TypeAdapter], spec: str, name: str) 
                 return
             except ValidationError as e:
                 msg = e.errors()[0]["msg"]
-                if msg not in errors:
+                if v is value and msg not in errors:  # the text retry's own error says nothing of the value
                     errors.append(msg)
-    raise UserInputError(f"--grid {quote(spec)}: value {quote(repr(value))} does not fit {name}: "
-                         f"{' or '.join(errors[:4])}")
+    allowed = sorted({r for r in map(_allowed_range, adapters) if r})
+    raise UserInputError(f"--grid {quote(spec)}: value {quote(value)} does not fit {name}"
+                         + (f" ({' or '.join(allowed)})" if allowed else "") + f": {' or '.join(errors[:4])}")
+
+
+def _allowed_range(adapter: TypeAdapter) -> str:
+    """'an integer, 1 <= x <= 4096' for a bounded number field (its core schema's ge/gt/le/lt), else ''."""
+    schema = adapter.core_schema
+    while schema.get("type") in ("default", "nullable") and "schema" in schema:
+        schema = schema["schema"]
+    kind = {"int": "an integer", "float": "a number"}.get(schema.get("type"))
+    if kind is None:
+        return ""
+    def num(key: str) -> str:
+        return f"{schema[key]:,}" if isinstance(schema[key], int) else f"{schema[key]:g}"
+    low = (f"{num('ge')} <= " if "ge" in schema else f"{num('gt')} < " if "gt" in schema else "")
+    high = (f" <= {num('le')}" if "le" in schema else f" < {num('lt')}" if "lt" in schema else "")
+    return f"{kind}, {low}x{high}" if low or high else kind
 
 
 def parse_grids(specs: list[str], max_points: int = MAX_GRID_POINTS) -> list[GridAxis]:

@@ -38,7 +38,7 @@ import numpy as np
 from simulator import __version__
 from simulator.backend import Backend, LocalBackend
 from simulator.config import Scenario
-from simulator.files import write_csv_atomic, write_json_atomic
+from simulator.files import SWEEP_OUTPUT, is_own_output, write_csv_atomic, write_json_atomic
 from simulator.grid import (MAX_GRID_POINTS, NUM_STEPS_FIELD, GridAxis, check_grid_points, expand, group_grid,
                             parse_grid, parse_grids)
 from simulator.inputs import quote
@@ -512,6 +512,8 @@ def _write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes
                    overrides: list[str] | None, profile_paths: dict[str, str], seed: int, des_sample: int,
                    progress: bool = False) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
+    stale_best = out_dir / "best_num_steps.csv"  # an earlier sweep's, when this one has no best table
+    replacing_ours = is_own_output(out_dir / "sweep.json", SWEEP_OUTPUT)
     result.csv_path = out_dir / "sweep.csv"
     if isinstance(result.rows, GroupedRows):
         result.rows.write_csv(result.csv_path, progress)
@@ -531,3 +533,5 @@ def _write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes
         best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check,
         serving_crossover=result.crossover_rows or None)
     write_json_atomic(result.json_path, meta.model_dump(mode="json"), allow_nan=False)
+    if result.best_path is None and replacing_ours and stale_best.is_file() and not stale_best.is_symlink():
+        stale_best.unlink()  # it answered the earlier sweep's grid, not this one's

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from simulator.config import Scenario
 from simulator.files import SWEEP_OUTPUT
-from simulator.inputs import UserInputError, format_validation_error, load_json, quote, read_json, read_text
+from simulator.inputs import (MAX_INPUT_BYTES, UserInputError, format_validation_error, load_json, quote,
+                             read_json, read_text)
 
 
 class SweepGridMeta(BaseModel):
@@ -127,6 +128,7 @@ def read_sweep_table(path: Path) -> list[dict]:
         UserInputError: unreadable file, not a CSV, or a row that is not a sweep row, naming the
             file, the line and the column.
     """
+    _check_plottable(Path(path))
     text = read_text(path, "sweep CSV")
     rows = []
     try:
@@ -160,6 +162,31 @@ def read_sweep_table(path: Path) -> list[dict]:
     if not rows:
         raise UserInputError(f"{path}: a header and no rows; a sweep CSV has a row per point")
     return rows
+
+
+# The most points `sweep --html` takes: sweep.csv rows are 3.3-4.3 kB (each carries its resolved
+# scenario), so about this many fit the MAX_INPUT_BYTES a sweep CSV is read up to.
+MAX_PLOT_POINTS = 7_500
+
+
+def _check_plottable(path: Path) -> None:
+    """Refuse a sweep CSV over MAX_INPUT_BYTES with the number of its points that would fit.
+
+    Raises:
+        UserInputError: naming the file, its size, the limit and about how many of its rows fit.
+    """
+    try:
+        size = path.stat().st_size
+        if size <= MAX_INPUT_BYTES or not path.is_file():
+            return  # read_text says what else is wrong with it
+        with path.open("rb") as f:
+            f.readline()
+            row_bytes = max(len(f.readline(2**20)), 1)
+    except OSError:
+        return
+    raise UserInputError(f"{path}: {size:,} bytes, about {size // row_bytes:,} points; a sweep CSV is read up to "
+                         f"{MAX_INPUT_BYTES:,} bytes (about {MAX_INPUT_BYTES // row_bytes:,} of its {row_bytes:,}-byte "
+                         "rows): plot a sweep of fewer points (a coarser --grid)")
 
 
 def read_sweep_meta(path: Path) -> SweepMeta:

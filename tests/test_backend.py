@@ -178,3 +178,51 @@ def test_jobs_with_a_ray_address_is_an_error():
     pytest.importorskip("ray", reason=NO_RAY)
     with pytest.raises(UserInputError, match="--jobs: sets the CPUs of a Ray instance started here"):
         make_backend("ray", jobs=2, address="127.0.0.1:6379")
+
+
+@pytest.mark.parametrize("env, args, words", [
+    ("127.0.0.1:{port}", [], "RAY_ADDRESS '127.0.0.1:{port}': cannot reach 127.0.0.1:{port} (Connection refused)"),
+    ("garbage", [], "RAY_ADDRESS 'garbage': expected host:port, ray://host:port or auto"),
+    ("127.0.0.1:{port}", ["--jobs", "2"], "with RAY_ADDRESS the cluster's CPUs are used"),
+])
+def test_ray_address_from_the_environment_is_checked_as_address_is(tmp_path, monkeypatch, env, args, words):
+    """RAY_ADDRESS naming no Ray (a stale cluster) is one error line; Ray itself retried such an
+    address without end, deaf to Ctrl-C and SIGTERM. --backend local ignores it."""
+    pytest.importorskip("ray", reason=NO_RAY)
+    port = _free_port()
+    monkeypatch.setenv("RAY_ADDRESS", env.format(port=port))
+    r = CliRunner().invoke(_app(), ["sweep", str(SCENARIO), "--grid", "spec.num_steps=1..2", "--out",
+                                    str(tmp_path / "o"), "--backend", "ray", *args])
+    assert words.format(port=port) in _one_line_error(r)
+    assert not (tmp_path / "o" / "sweep.csv").exists()
+    local = CliRunner().invoke(_app(), ["sweep", str(SCENARIO), "--grid", "spec.num_steps=1..2", "--des-sample", "0",
+                                        "--out", str(tmp_path / "o")])
+    assert local.exit_code == 0, local.output
+
+
+@pytest.mark.parametrize("reply", [b"HTTP/1.0 400 Bad Request\r\n\r\n", b""])
+def test_an_address_that_answers_but_not_as_ray_is_a_one_line_error(tmp_path, reply):
+    """A port that accepts connections but is not Ray's (a web server; one that says nothing): Ray
+    retried it without end, deaf to Ctrl-C and SIGTERM; now the HTTP/2 preface gets no SETTINGS
+    frame back and the command stops with one line."""
+    pytest.importorskip("ray", reason=NO_RAY)
+    import threading
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(64)
+            if reply:
+                conn.sendall(reply)
+            else:
+                threading.Event().wait(0.5)  # silent, then closes
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        r = CliRunner().invoke(_app(), ["sweep", str(SCENARIO), "--grid", "spec.num_steps=1..2", "--out",
+                                        str(tmp_path / "o"), "--backend", "ray", "--address", f"127.0.0.1:{port}"])
+    finally:
+        server.close()
+    assert f"127.0.0.1:{port} answers, but not as Ray does" in _one_line_error(r)
+    assert not (tmp_path / "o").exists()

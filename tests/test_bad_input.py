@@ -459,3 +459,61 @@ def test_a_kernel_trace_counts_in_the_estimate():
     assert 5e6 < est.num_events < 6e6
     assert traced.memory_bytes == bare.memory_bytes
     assert traced.seconds == bare.seconds + est.seconds > bare.seconds + 2
+
+# ---- found by trying the new features as a new user (break session) -----------------------------------
+@pytest.mark.parametrize("grid, words", [
+    ("workload.batch_size=1..5000", "value 4097 does not fit workload.batch_size (an integer, 1 <= x <= 4,096): "
+                                    "Input should be less than or equal to 4096"),
+    ("acceptance.acceptance_rate=0.5,abc,0.7", "value 'abc' does not fit acceptance.acceptance_rate "
+                                               "(a number, 0 <= x <= 1): Input should be a valid number"),
+    ("spec.num_steps=0..3", "(an integer, 1 <= x <= 64): Input should be greater than or equal to 1")])
+def test_a_bad_grid_value_names_the_allowed_range_once(tmp_path, grid, words):
+    """A grid value out of range names the range; the integer-as-text retry adds no 'or Input
+    should be a valid integer', and the value is quoted once."""
+    write_scenario(tmp_path)
+    code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--grid", grid)
+    assert code == 2 and words in out, out
+    assert "or Input should be" not in out and "\"'" not in out
+    assert not (tmp_path / "sw").exists()
+
+
+def test_sweep_html_over_what_the_dashboard_reads_is_refused_before_the_sweep(tmp_path):
+    """--html with a grid of more points than plot reads (sweep.csv up to 32 MiB) is refused before
+    any point runs (it was a finished sweep, then exit 2 at the plot); plot of such a sweep says
+    how many points fit."""
+    from simulator.sweep_files import MAX_PLOT_POINTS
+    write_scenario(tmp_path)
+    code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--html", "--grid", "spec.num_steps=1..8",
+                    "--grid", "acceptance.acceptance_rate=0.01:1.0:0.001")
+    assert code == 2 and "--html: the grid has 7,928 points" in out and f"at most {MAX_PLOT_POINTS:,}" in out, out
+    assert not (tmp_path / "sw").exists()
+    code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--des-sample", "0", "--grid", "spec.num_steps=1..2")
+    assert code == 0, out
+    csv_path = tmp_path / "sw" / "sweep.csv"
+    header, row = csv_path.read_text().splitlines()[:2]
+    with csv_path.open("a") as f:  # a sweep of more rows than 32 MiB holds, as a large sweep writes it
+        f.write((row + "\n") * (33 * 2**20 // len(row)))
+    code, out = run(tmp_path, "plot", "sw", "--out", "fig", "--no-png")
+    assert code == 2 and "sw/sweep.csv:" in out and "plot a sweep of fewer points" in out, out
+    assert "about 10," in out or "about 9," in out or "about 8," in out
+    assert not (tmp_path / "fig").exists()
+
+
+@pytest.mark.parametrize("argv", [["sweep", "s.yaml", "--grid", "spec.num_steps=1..2", "--out", "ro/sw"],
+                                  ["sweep", "s.yaml", "--grid", "spec.num_steps=1..2", "--out", "ro"],
+                                  ["simulate", "s.yaml", "--trace", "ro/t.json"],
+                                  ["simulate", "s.yaml", "--json", "ro/new/r.json"],
+                                  ["search", "s.yaml", "--out", "ro/se"]])
+def test_an_unwritable_output_folder_is_refused_before_the_work(tmp_path, monkeypatch, argv):
+    """A folder the user may not write in is one line naming the option, before the run (it was
+    found when the outputs were written, after the whole sweep, as '<path>: Permission denied').
+    os.access is faked: the tests may run as root, whom permission bits do not stop."""
+    write_scenario(tmp_path)
+    (tmp_path / "ro").mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (not (mode & os.W_OK and Path(p).name == "ro")
+                                                            and real_access(p, mode, **kw)))
+    code, out = run(tmp_path, *argv)
+    flag = argv[argv.index("s.yaml") + 1] if argv[0] != "sweep" else "--out"
+    assert code == 2 and f"{flag} " in out and "cannot write in" in out and "ro (permission denied)" in out, out
+    assert list((tmp_path / "ro").iterdir()) == []

@@ -163,6 +163,16 @@ def test_calibration_has_no_script_entry_points():
 @pytest.mark.parametrize("argv, says", [
     (["calibrate", "collectives", "--points", "p.jsonl", "--world-size", "1", "--device", "cpu"], "--world-size"),
     (["calibrate", "collectives", "--points", "p.jsonl", "--device", "tpu"], "--device must be one of cuda, cpu"),
+    # eager_stream on cpu: a size gloo cannot hold, or one that
+    # is not whole float32 elements, was an exit-1 'sizes must be ...' (or an allocation of 100 TB)
+    (["calibrate", "collectives", "--points", "p.jsonl", "--device", "cpu", "--mode", "eager_stream", "--op",
+      "allreduce", "--size-bytes", "3", "--world-size", "2"], "--size-bytes 3: expected a multiple of 4 bytes"),
+    (["calibrate", "collectives", "--points", "p.jsonl", "--device", "cpu", "--mode", "eager_stream",
+      "--size-bytes", "99999999999996"], "--size-bytes 99999999999996: expected a multiple of 4 bytes (float32 "
+                                         "elements on --device cpu) in 4..268,435,456"),
+    (["calibrate", "collectives", "--points", "p.jsonl", "--device", "cpu", "--size-bytes", "0"], "in 4.."),
+    (["calibrate", "collectives", "--points", "p.jsonl", "--device", "cpu", "--world-size", "100000"],
+     "--world-size 100000: expected 2.."),
     (["calibrate", "loop-overhead", "--points", "p.jsonl", "--passes", "0"], "--passes must be >= 1, got 0"),
     (["calibrate", "loop-overhead", "--points", "p.jsonl", "--device", "nosuch"], "--device 'nosuch'"),
     (["calibrate", "merge", "--points", "p.jsonl", "--out", "o.json", "--gpu-count", "0"], "--gpu-count must be >= 1"),

@@ -89,6 +89,26 @@ def test_bad_case_file_is_one_line_naming_the_file_and_field(tmp_path):
     assert r.exit_code == 2 and "Traceback" not in r.output and "bad.yaml" in r.output
 
 
+@pytest.mark.parametrize("value, words", [(0, "greater than or equal to 1 (got 0)"),
+                                          ("10000", "valid integer (got '10000')"),
+                                          (True, "valid integer (got True)"), (2.5, "valid integer"),
+                                          (None, "is null (empty)"), (3_000_000, "less than or equal to 2097152")])
+def test_a_run_context_len_that_is_not_a_context_is_one_line(tmp_path, value, words):
+    """A run's context_len is read as a scenario field is: strictly (no text, no bool for a
+    number), no explicit null, within 1..2,097,152."""
+    data = yaml.safe_load(CASES.read_text())
+    case = next(c for c in data["cases"] if any("context_len" in r for r in c.get("runs", [])))
+    run = next(r for r in case["runs"] if "context_len" in r)
+    run["context_len"] = value
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**data, "cases": [case]}))
+    r = CliRunner().invoke(app, ["cases", str(bad)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "bad.yaml: cases.0.runs." in lines[0] and "context_len" in lines[0], r.output
+    assert words in lines[0], r.output
+
+
 def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path, memo_shipped_cases):
     # the default file with its collective cases (the full replay, the session's one:
     # conftest.replay_shipped_cases), then a one-case file for the output-file rules (a user's
@@ -96,6 +116,11 @@ def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path, memo_shipped_
     out = tmp_path / "cases.json"
     r = CliRunner().invoke(app, ["cases", "--json", str(out)])
     assert r.exit_code == 0, r.output
+    # labels are printed whole: runs that differ only at the end of a long label stay apart
+    labels = [run["label"] for c in yaml.safe_load(CASES.read_text())["cases"] for run in c.get("runs", [])
+              if run.get("label") and run.get("replayable", True)]
+    assert any(len(label) > 27 for label in labels)
+    assert all(label in r.output for label in labels)
     data = json.loads(out.read_text())
     assert data["summary"]["scored_cases"] >= 1 and any(c["id"].startswith("comm-") for c in data["cases"])
     for case in data["cases"]:
@@ -112,3 +137,19 @@ def test_cli_writes_json_with_the_fields_each_case_needs(tmp_path, memo_shipped_
     other.write_text('{"mine": 1}')
     refused = CliRunner().invoke(app, ["cases", str(one), "--json", str(other)])
     assert refused.exit_code == 2 and json.loads(other.read_text()) == {"mine": 1}
+
+
+def test_the_comm_case_file_given_as_file_is_replayed_as_comm_cases(tmp_path):
+    """`specdecsim cases data/cases/comm_public.yaml` replays the collective curves (it was five
+    lines of 'Extra inputs are not permitted'); a typo in a copy is one line naming the field."""
+    comm = ROOT / "data" / "cases" / "comm_public.yaml"
+    r = CliRunner().invoke(app, ["cases", str(comm)])
+    assert r.exit_code == 0, r.output
+    ids = [c["id"] for c in yaml.safe_load(comm.read_text())["cases"]]
+    assert all(i in r.output for i in ids)
+    bad = tmp_path / "comm.yaml"
+    bad.write_text(comm.read_text().replace("launch: eager_stream", "launch: eager_strem", 1))
+    r = CliRunner().invoke(app, ["cases", str(bad)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "comm.yaml: cases." in lines[0] and ".launch: Input should be 'graph'" in lines[0]

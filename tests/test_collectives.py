@@ -74,6 +74,8 @@ def test_graph_mode_and_odd_sizes_are_refused_on_gloo(tmp_path):
         measure_collectives(store, backend="gloo", world_sizes=[2], modes=("graph",), sizes_bytes=SIZES)
     with pytest.raises(ValueError, match="multiples of 4"):
         measure_collectives(store, backend="gloo", world_sizes=[2], sizes_bytes=(1022,))
+    with pytest.raises(ValueError, match="in 4..268,435,456"):
+        measure_collectives(store, backend="gloo", world_sizes=[2], sizes_bytes=(2**30,))
 
 
 def test_eager_stream_points_are_stored_but_not_built_into_profile_tables(tmp_path):

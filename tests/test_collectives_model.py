@@ -198,8 +198,38 @@ def test_bad_cases_file_raises(tmp_path: Path):
     f = tmp_path / "c.yaml"
     f.write_text("cases:\n  - {id: x, box: pcie-rtx-pro-6000-4gpu, world_size: 4, points: [{size_bytes: 1, "
                  "algorithm: gloo, published_us: 1}]}\n")
-    with pytest.raises(ValueError, match="algorithm \\(nccl/custom\\)"):
+    with pytest.raises(ValueError, match="c.yaml: cases.0.points.0.algorithm: Input should be 'nccl' or 'custom'"):
         cf.replay_comm_cases(f)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("launch: eager_strem", "cases.0.launch: Input should be 'graph', 'eager' or 'eager_stream'"),
+    ("op: alltoall", "cases.0.op: Input should be"),
+    ("world_size: 0", "cases.0.world_size: Input should be greater than or equal to 2"),
+    ("world_size: '4'", "cases.0.world_size: Input should be a valid integer"),
+    ("world_size: 8", "case x: world_size 8 is larger than box pcie-rtx-pro-6000-4gpu"),
+    ("box: no-such-box", "case x: unknown box 'no-such-box'"),
+    ("custom_variant: three-shot", "cases.0.custom_variant: Input should be 'one-shot' or 'two-shot'"),
+    ("points: [{size_bytes: 1024, algorithm: nccl, published_us: 0}]", "points.0.published_us: Input should be "
+                                                                       "greater than 0"),
+    ("points: [{size_bytes: -4, algorithm: nccl, published_us: 5}]", "points.0.size_bytes"),
+    ("points: [{size_bytes: 1024, algorithm: nccl, published_us: ~}]", "points.0.published_us: is null"),
+    ("points: []", "cases.0.points: List should have at least 1 item"),
+])
+def test_a_bad_comm_case_is_a_user_error_naming_the_file_and_field(tmp_path: Path, case, words):
+    """The comm cases file is read by a schema (CommCase): a typo, a string, zero or a box that
+    cannot hold the world size is a UserInputError naming the file and field, never a traceback
+    (a published_us of 0 was a ZeroDivisionError, an unknown launch a ValueError deep in the replay)."""
+    from simulator.inputs import UserInputError
+    fields = {"box": "pcie-rtx-pro-6000-4gpu", "world_size": "4", "launch": "eager_stream",
+              "points": "[{size_bytes: 1024, algorithm: nccl, published_us: 20.0}]"}
+    key, value = case.split(": ", 1)
+    fields[key] = value
+    f = tmp_path / "c.yaml"
+    f.write_text("cases:\n  - {id: x, " + ", ".join(f"{k}: {v}" for k, v in fields.items()) + "}\n")
+    with pytest.raises(UserInputError) as e:
+        cf.replay_comm_cases(f)
+    assert str(f) in str(e.value) and words in str(e.value), str(e.value)
 
 
 # ---- the lookup ----------------------------------------------------------------------------------

@@ -155,6 +155,8 @@ def test_histogram_needs_k_loaded_experts_and_a_positive_sum():
     (dict(tp_size=2, expert_parallel_size=2, target=TINY_TARGET), "needs an MoE target"),
     (dict(tp_size=8, expert_parallel_size=8, target={**MOE_TARGET, "n_routed_experts": 12}),
      "must divide target.n_routed_experts=12"),
+    (dict(tp_size=4, expert_dispatch="all_to_all"), "expert_dispatch=all_to_all needs expert_parallel_size 2..64"),
+    (dict(tp_size=4, expert_dispatch="all_to_all", target=TINY_TARGET), "needs expert_parallel_size 2..64"),
 ])
 def test_expert_parallel_size_is_checked(over, fragment):
     with pytest.raises(ValidationError, match=fragment):

@@ -212,6 +212,27 @@ def test_sweep_command_writes_outputs(tmp_path):
     assert len(read_sweep_table(tmp_path / "sweep.csv")) == 6
 
 
+def test_a_sweep_without_a_best_table_removes_the_earlier_sweeps_best_table(tmp_path):
+    """Sweeping num_steps, then only acceptance into the same folder: the first sweep's
+    best_num_steps.csv answered its grid, not the second's, so it goes (sweep.json names none);
+    the same file in a folder no sweep wrote (--force) is left alone."""
+    out = tmp_path / "sw"
+    first = CliRunner().invoke(_app(), ["sweep", str(SCENARIO), "--grid", "spec.num_steps=1..3", "--des-sample", "0",
+                                        "--out", str(out)])
+    assert first.exit_code == 0 and (out / "best_num_steps.csv").exists(), first.output
+    second = CliRunner().invoke(_app(), ["sweep", str(SCENARIO), "--grid", "acceptance.acceptance_rate=0.6,0.8",
+                                         "--des-sample", "0", "--out", str(out)])
+    assert second.exit_code == 0, second.output
+    assert json.loads((out / "sweep.json").read_text())["best_num_steps_csv"] is None
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.csv", "sweep.json"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "best_num_steps.csv").write_text("my notes\n")
+    forced = CliRunner().invoke(_app(), ["sweep", str(SCENARIO), "--grid", "acceptance.acceptance_rate=0.6,0.8",
+                                         "--des-sample", "0", "--out", str(mine), "--force"])
+    assert forced.exit_code == 0 and (mine / "best_num_steps.csv").read_text() == "my notes\n"
+
+
 @pytest.mark.parametrize("args, words", [
     (["--grid", "spec.num_step=1..3"], "unknown field"),
     (["--grid", "spec.num_steps=3..1"], "empty range"),

@@ -103,6 +103,17 @@ def test_bad_window_is_one_clear_error_exit_2(tmp_path, window, words):
     assert not out.exists()
 
 
+def test_bad_window_at_forward_granularity_is_the_only_line(tmp_path):
+    """The forward-granularity note comes after the window is checked, so a bad window prints
+    one line, not the note and then the error."""
+    out = tmp_path / "t.json"
+    r = _cli("--set", "fidelity.granularity=forward", "--set", "fidelity.num_cycles=30", "--trace", str(out),
+             "--trace-cycles", "5:3")
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines() == [ln for ln in r.output.strip().splitlines() if ln.startswith("error:")]
+    assert "forward granularity" not in r.output and not out.exists()
+
+
 def test_trace_cycles_without_trace_is_an_error():
     r = _cli(*KERNEL, "--trace-cycles", "0:5")
     assert r.exit_code == 2 and "--trace-cycles needs --trace" in r.output

@@ -57,6 +57,10 @@ FORWARD_HIDDEN_SIZES = (2048, 4096, 7168, 8192)
 FORWARD_NUM_TOKENS = tuple(range(1, 65))
 QUICK_FORWARD_NUM_TOKENS = (1, 2, 4, 8, 16, 32, 64)
 ACTIVATION_BYTES = 2  # bf16 hidden states, as a TP forward allreduces them
+ELEMENT_BYTES = {"nccl": 2, "gloo": 4}  # bf16 with NCCL, float32 with gloo (calibration.group.join_group)
+# Per-rank message size limits: nccl-tests' usual largest (-e 8G) on GPUs; gloo ranks are CPU processes
+# sharing the host's memory (an all_gather holds world_size x the message per rank), so 256 MiB there.
+MAX_SIZE_BYTES = {"nccl": 2**33, "gloo": 2**28}
 console = Console(stderr=True)
 
 
@@ -216,9 +220,9 @@ def measure_collectives(store: PointStore, quick: bool = False, world_sizes: Seq
     if "graph" in modes and backend != "nccl":
         raise ValueError("graph mode needs CUDA (backend 'nccl')")
     sizes = tuple(sorted(set(sizes_bytes or default_sizes_bytes(quick))))
-    itemsize = 2 if backend == "nccl" else 4
-    if any(s <= 0 or s % itemsize for s in sizes):
-        raise ValueError(f"sizes must be positive multiples of {itemsize} bytes, got {sizes}")
+    itemsize, largest = ELEMENT_BYTES[backend], MAX_SIZE_BYTES[backend]
+    if any(not 0 < s <= largest or s % itemsize for s in sizes):
+        raise ValueError(f"sizes must be multiples of {itemsize} bytes in {itemsize}..{largest:,}, got {sizes}")
     timing = timing or CollectiveTiming(num_warmup=5 if quick else 10, num_repeats=50 if quick else 100)
     command = command or command_line()
     total, failures = 0, []

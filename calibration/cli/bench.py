@@ -18,6 +18,7 @@ writes; no modelled numbers here.
 from __future__ import annotations
 
 import datetime
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -54,24 +55,30 @@ def collectives(
                                                                  "(default the standard grid).")] = None,
 ) -> None:
     """Allreduce / broadcast / all_gather latency tables over spawned ranks, into a points file."""
-    from calibration.bench.collectives import MEASURED_OPS, MODES
+    from calibration.bench.collectives import ELEMENT_BYTES, MAX_SIZE_BYTES, MEASURED_OPS, MODES
     check_choice("--device", device, TP_DEVICES)
     for m in mode or []:
         check_choice("--mode", m, MODES)
     for o in op or []:
         check_choice("--op", o, MEASURED_OPS)
-    if any(s <= 0 for s in size_bytes or []):
-        fail(f"--size-bytes must be > 0, got {size_bytes}")
+    backend = "nccl" if device == "cuda" else "gloo"
+    itemsize, largest = ELEMENT_BYTES[backend], MAX_SIZE_BYTES[backend]
+    for s in size_bytes or []:
+        if not 0 < s <= largest or s % itemsize:
+            fail(f"--size-bytes {s}: expected a multiple of {itemsize} bytes ({'bf16' if itemsize == 2 else 'float32'}"
+                 f" elements on --device {device}) in {itemsize}..{largest:,}")
     sizes = list(world_size or [])
     if any(w < 2 for w in sizes):
         fail(f"--world-size must be >= 2, got {sizes}")
+    if device == "cpu" and sizes and max(sizes) > max(os.cpu_count() or 2, 2):
+        fail(f"--world-size {max(sizes)}: expected 2..{max(os.cpu_count() or 2, 2)} on --device cpu "
+             "(one gloo process per CPU core here)")
     if device == "cuda":
         check_gpus("--device cuda", max(sizes or [2]))
     store = points_store(points)
     from calibration.bench.collectives import measure_collectives
     try:
-        n = measure_collectives(store, quick=quick, world_sizes=sizes or None,
-                                backend="nccl" if device == "cuda" else "gloo", modes=mode or None,
+        n = measure_collectives(store, quick=quick, world_sizes=sizes or None, backend=backend, modes=mode or None,
                                 ops=tuple(op or MEASURED_OPS), sizes_bytes=size_bytes or None)
     except (ValueError, RuntimeError) as e:
         fail(str(e), code=1)

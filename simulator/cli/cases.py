@@ -28,7 +28,8 @@ def cases_command(
     """Replay each published case (engine, hardware, models, steps, accept length as the source
     states them) and print predicted vs published; a case passes when its speculative tok/s is
     within 10% and its speedup within 0.10, a baseline within 10%, a communication case within 15%."""
-    from simulator.cases import DEFAULT_CASES, DEFAULT_COMM_CASES, replay_cases, summary
+    from simulator.cases import (DEFAULT_CASES, DEFAULT_COMM_CASES, comm_results, is_comm_case_file, replay_cases,
+                                 summary)
     from simulator.inputs import UserInputError
     from simulator.profile import data_dir
     path = file or data_dir() / DEFAULT_CASES
@@ -39,7 +40,10 @@ def cases_command(
     comm = data_dir() / DEFAULT_COMM_CASES if file is None else None  # a user's file is replayed alone
     try:
         check_output_file(json_out, "--json", CASES_OUTPUT, force)
-        results = replay_cases(path, comm_path=comm if comm is not None and comm.is_file() else None)
+        if file is not None and is_comm_case_file(path):  # data/cases/comm_public.yaml, or a copy of it
+            results = comm_results(path)
+        else:
+            results = replay_cases(path, comm_path=comm if comm is not None and comm.is_file() else None)
     except UserInputError as e:
         fail(str(e))
     s = summary(results)
@@ -59,8 +63,11 @@ def cases_command(
         for f in r.figures:
             role = {"not_replayable": "n/r", "leave_out": "leave"}.get(f.role, f.role)
             label = f.label.split(" (leave-out")[0]
+            if len(label) > 27:  # whole on its own line (runs differing only at the end, 'ctx 10k' / 'ctx 30k')
+                console.print(f"  {escape(label)}", highlight=False)
+                label = ""
             if f.role == "not_replayable":
-                console.print(f"  {escape(label[:27]):27s} {role:6s} not replayable:", highlight=False)
+                console.print(f"  {escape(label):27s} {role:6s} not replayable:", highlight=False)
                 console.print(escape(textwrap.fill(f.why, width=78, initial_indent="    ", subsequent_indent="    ")),
                               highlight=False)
                 continue
@@ -68,7 +75,7 @@ def cases_command(
             pub = f"{f.published:,.{digits}f} {UNITS.get(f.metric, f.metric)}"
             ok = {True: "[green]yes[/]", False: "[red]no[/]", None: ""}[f.passed]
             sp = "" if f.speedup_error is None else f"{f.speedup_error:+.3f}"
-            console.print(f"  {escape(label[:27]):27s} {role:6s} {pub:>13s} {f.predicted:>9,.{digits}f} "
+            console.print(f"  {escape(label):27s} {role:6s} {pub:>13s} {f.predicted:>9,.{digits}f} "
                           f"{_pct(f.error_frac):>7s} {sp:>7s} {ok}", highlight=False)
         fitted = [f.label for f in r.figures if f.role == "leave_out"]
         if fitted:

@@ -52,11 +52,8 @@ def simulate(
                                            source=str(scenario))
     except UserInputError as e:
         fail(str(e))
-    if trace is not None and sc.fidelity.granularity != "kernel":
-        if sc.fidelity.granularity == "cycle":
-            fail(f"{scenario}: --trace needs fidelity.granularity forward or kernel (cycle granularity keeps no spans)")
-        console.print("[dim]trace: forward granularity gives one span per forward; "
-                      "--set fidelity.granularity=kernel for per-kernel spans[/]")
+    if trace is not None and sc.fidelity.granularity == "cycle":
+        fail(f"{scenario}: --trace needs fidelity.granularity forward or kernel (cycle granularity keeps no spans)")
     cost = CostModel(sc, prof)
     window = None
     if trace is not None:
@@ -64,6 +61,9 @@ def simulate(
             window = trace_window(sc, cost, trace_cycles, force)
         except UserInputError as e:
             fail(str(e))
+        if sc.fidelity.granularity == "forward":  # after the window is checked: a bad one is the only line
+            console.print("[dim]trace: forward granularity gives one span per forward; "
+                          "--set fidelity.granularity=kernel for per-kernel spans[/]")
     est = estimate_run(sc, cost, trace_cycles=window.num_cycles if window is not None else 0)
     show = check_work(f"{sc.name}: {est.num_cycles:,} cycles at {sc.fidelity.granularity} granularity",
                       est.seconds, est.memory_bytes, force,
@@ -93,7 +93,7 @@ def simulate(
         written.append(f"wrote {escape(str(json_out))}")
     if trace is not None:
         written.append(f"wrote {escape(str(trace))}: cycles {window}, {writer.num_events:,} events, "
-                       f"{trace.stat().st_size / 2**20:.1f} MiB (open in https://ui.perfetto.dev)")
+                       f"{trace.stat().st_size / 2**20:,.1f} MiB (open in https://ui.perfetto.dev)")
     print_result(result)
     for line in written:
         console.print(line, highlight=False)

@@ -46,6 +46,7 @@ def sweep_command(
         check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)
         if html:
             check_output_folder(out / "plots", "--out", "index.html", is_own_html, force)
+            check_html_points(grid)
         res = run_sweep(scenario, grid, solver, out_dir=out, des_sample=des_sample, overrides=set_, profile=profile,
                         seed=seed, confirm=confirm, backend=make_backend(backend, jobs, address))
     except UserInputError as e:
@@ -69,6 +70,23 @@ def sweep_command(
         except UserInputError as e:
             fail(str(e))
         console.print(f"wrote {escape(str(index))}", highlight=False)
+
+
+def check_html_points(grid: list[str]) -> None:
+    """Refuse `--html` before the sweep runs when the grid has more points than the dashboard reads.
+
+    Raises:
+        UserInputError: more than MAX_PLOT_POINTS points (a bad grid: as `run_sweep` says it).
+    """
+    import math
+
+    from simulator.grid import parse_grids
+    from simulator.sweep_files import MAX_PLOT_POINTS
+    from simulator.sweep_grouped import MAX_GROUPED_GRID_POINTS
+    num_points = math.prod(len(a.values) for a in parse_grids(list(grid), MAX_GROUPED_GRID_POINTS))
+    if num_points > MAX_PLOT_POINTS:
+        raise UserInputError(f"--html: the grid has {num_points:,} points; the dashboard reads a sweep of at most "
+                             f"{MAX_PLOT_POINTS:,} (its sweep.csv up to 32 MiB): sweep without --html, or fewer points")
 
 
 def print_best_table(best_rows: list[dict], max_rows: int = 40) -> None:

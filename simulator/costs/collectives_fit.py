@@ -15,12 +15,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import Field
 
-from simulator.costs.collectives_model import (BANDWIDTH_FIT_MIN_BYTES, LINK_CLASSES, PASS_FRAC, CommConstants,
+from simulator.costs.collectives_model import (BANDWIDTH_FIT_MIN_BYTES, COLLECTIVES, LAUNCHES, LINK_CLASSES, PASS_FRAC,
+                                               CommConstants,
                                                collective_us, custom_allreduce_us, link_class,
                                                nominal_bus_bandwidth_gb_per_s, nccl_us)
+from simulator.schema_base import StrictModel
 
 
 # ---- fitting -------------------------------------------------------------------------------------------
@@ -186,28 +190,55 @@ def fitted_constants(profile_path: Path | None = None, cases_path: Path | None =
 
 
 # ---- public curves -------------------------------------------------------------------------------------
+class CommPoint(StrictModel):
+    """One published latency of a comm case."""
+
+    size_bytes: int = Field(ge=1, le=2**40, description="Per-rank message bytes, 1..2**40.")
+    algorithm: Literal["nccl", "custom"] = Field(description="What the source ran: nccl or custom (a peer-to-peer "
+                                                             "allreduce kernel).")
+    published_us: float = Field(gt=0, le=1e7, description="The source's latency, us, > 0 and <= 1e7.")
+
+
+class CommCase(StrictModel):
+    """One published collective curve (data/cases/comm_public.yaml)."""
+
+    id: str = Field(min_length=1, max_length=200)
+    source: str = Field("", max_length=1000)
+    hardware: str = Field("", max_length=1000, description="The source's own words for the machine.")
+    box: str = Field(min_length=1, max_length=200, description="A box of the hardware catalog.")
+    world_size: int = Field(ge=2, le=64, description="Ranks, 2..64 (at most the box's GPUs).")
+    op: Literal[COLLECTIVES] = "allreduce"
+    launch: Literal[LAUNCHES] = Field("graph", description="graph, eager or eager_stream (`collective_us`).")
+    custom_variant: Literal["one-shot", "two-shot"] | None = None
+    fit: bool = Field(False, description="The curve the PCIe constants are fitted on: replayed, not scored.")
+    quoted: str = Field("", max_length=10_000)
+    notes: list[Annotated[str, Field(max_length=10_000)]] = Field(default_factory=list, max_length=100)
+    points: list[CommPoint] = Field(min_length=1, max_length=10_000)
+
+
+class CommCaseFile(StrictModel):
+    """A comm cases file: its `cases`."""
+
+    cases: list[CommCase] = Field(min_length=1, max_length=10_000)
+
+
 def load_comm_cases(path: Path) -> list[dict]:
-    """The `cases` list of a comm cases file (data/cases/comm_public.yaml).
+    """The `cases` of a comm cases file (data/cases/comm_public.yaml), each as a dict of every
+    `CommCase` field (defaults filled in), validated strictly as a scenario file is.
 
     Raises:
-        UserInputError: not YAML or no `cases` list (simulator.inputs).
-        ValueError: a case without id, box, world_size, points; a point without size_bytes,
-            algorithm (nccl/custom) or published_us.
+        UserInputError: unreadable, not YAML, an explicit null, or a field out of range, naming the
+            file and field (a ValueError).
     """
-    from simulator.inputs import read_yaml
+    from pydantic import ValidationError
+
+    from simulator.inputs import UserInputError, format_validation_error, read_yaml, refuse_nulls
     data = read_yaml(path, "comm cases file")
-    cases = data.get("cases") if isinstance(data, dict) else None
-    if not isinstance(cases, list):
-        raise ValueError(f"{path}: top level needs a `cases` list")
-    for c in cases:
-        for key in ("id", "box", "world_size", "points"):
-            if key not in c:
-                raise ValueError(f"{path}: case {c.get('id', '?')} lacks {key}")
-        for p in c["points"]:
-            if p.get("algorithm") not in ("nccl", "custom") or "size_bytes" not in p or "published_us" not in p:
-                raise ValueError(f"{path}: case {c['id']}: a point needs size_bytes, algorithm (nccl/custom), "
-                                 f"published_us; got {p}")
-    return cases
+    refuse_nulls(data, str(path))
+    try:
+        return [c.model_dump() for c in CommCaseFile.model_validate(data, strict=True).cases]
+    except ValidationError as e:
+        raise UserInputError(format_validation_error(str(path), e)) from None
 
 
 def replay_comm_cases(path: Path | str | None = None, consts: CommConstants | None = None) -> list[dict]:
@@ -221,20 +252,27 @@ def replay_comm_cases(path: Path | str | None = None, consts: CommConstants | No
         published_us, error_frac ((predicted - published) / published), picked (what the model
         ran), and the case's `passed` (every point within PASS_FRAC) and `scored` (False for the
         case the constants were fitted on).
+
+    Raises:
+        UserInputError: a bad file (`load_comm_cases`), an unknown box or a world size it cannot
+            hold, naming the file and case.
     """
     from simulator.hardware import box_links, default_catalog
+    from simulator.inputs import UserInputError
     path = Path(path) if path is not None else default_cases_path()
     consts = consts or fitted_constants()
     catalog = default_catalog()
     rows = []
     for case in load_comm_cases(path):
-        box = box_links(catalog.box(case["box"]), catalog.box_gpu(case["box"]))
-        launch = case.get("launch", "graph")
         case_rows = []
-        for p in case["points"]:
-            price = collective_us(case.get("op", "allreduce"), p["size_bytes"], case["world_size"], box,
-                                  algorithm=p["algorithm"], launch=launch, consts=consts,
-                                  custom_variant=case.get("custom_variant"))
+        try:
+            box = box_links(catalog.box(case["box"]), catalog.box_gpu(case["box"]))
+            prices = [collective_us(case["op"], p["size_bytes"], case["world_size"], box, algorithm=p["algorithm"],
+                                    launch=case["launch"], consts=consts, custom_variant=case["custom_variant"])
+                      for p in case["points"]]
+        except ValueError as e:  # an unknown box, a world size the box cannot hold (UserInputError is one too)
+            raise UserInputError(f"{path}: case {case['id']}: {e}") from None
+        for p, price in zip(case["points"], prices):
             err = (price.latency_us - p["published_us"]) / p["published_us"]
             case_rows.append({"case_id": case["id"], "size_bytes": p["size_bytes"], "algorithm": p["algorithm"],
                               "predicted_us": price.latency_us, "published_us": p["published_us"],
