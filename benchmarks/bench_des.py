@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-import simpy
+from bench_simulate import CountingEnvironment  # a sibling script: benchmarks/ is sys.path[0] when run
 from rich.console import Console
 from rich.table import Table
 
@@ -36,16 +36,6 @@ SCENARIO = ROOT / "scenarios" / "tp8_jitter.yaml"
 GOAL_CPU_S = 60.0
 
 
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts processed events."""
-
-    def __init__(self):
-        super().__init__()
-        self.num_events = 0
-
-    def step(self):
-        self.num_events += 1
-        return super().step()
 
 
 def cli_cpu_s() -> float:

@@ -3,13 +3,8 @@
     specdecsim calibrate [--quick] [--resume/--no-resume] [--out PATH] [--points PATH] [--tp N ...]
     specdecsim calibrate import-nccl-tests LOG... --profile P --out OUT [--in-place]
     specdecsim calibrate merge --points P... --out OUT [--gpu-count N --interconnect T --topology T]
-    specdecsim calibrate collectives --points P [--world-size N ...] [--quick] [--device cuda|cpu]
-    specdecsim calibrate tp-forwards --points P [--tp N ...] [--sizes 8b,1b] [--quick] [--device cuda|cpu]
-    specdecsim calibrate forwards-batch --points P [--sizes 8b,1b] [--batches 1,2,4,8,16,32,64] [--quick]
-    specdecsim calibrate loop-overhead --points P [--passes 3]    (the probe target, real models)
-    specdecsim calibrate loop-reps --points P                     (tiny-model loop overheads and curve)
-    specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8 ... | --shape all] [--dtype bf16|fp8]
-    specdecsim calibrate session --points P --out LIVE_DIR        (forwards re-timed, then the noise grid)
+    specdecsim calibrate collectives | tp-forwards | forwards-batch | loop-overhead | loop-reps | moe | session ...
+                                                                  (measuring commands: calibration/cli/bench.py)
     specdecsim calibrate from-runs SCENARIO RUN... --out FITTED.yaml [--fit P,P]   (an engine's own logs)
     specdecsim calibrate from-traces DIR --out PROFILE.json [--roofline-from h200_datasheet] [--name N]
 
