@@ -197,7 +197,11 @@ def test_ep_rank_holds_whole_experts():
     ep = MO.moe_experts(m, 4, 5, ep=4)  # 2 whole experts per rank, each of full width 32
     assert ep.key == "moe_experts:e=8,k=2,h=64,i=32,w=2,ep=4"
     per_expert = 3 * 64 * 32 * 2
-    assert ep.bytes_fixed == pytest.approx(2 * (1 - (1 - 2 / 8) ** 5) * per_expert)
+    pi = 1 - (1 - 2 / 8) ** 5  # each expert touched by 5 tokens with probability pi
+    # the busiest of 4 ranks of 2 experts: P(max <= m) = P(Binomial(2, pi) <= m)^4
+    cdf = np.cumsum([(1 - pi) ** 2, 2 * pi * (1 - pi), pi ** 2]) ** 4
+    assert ep.bytes_fixed == pytest.approx(float(np.sum(1 - cdf[:-1])) * per_expert)
+    assert ep.bytes_fixed > 2 * pi * per_expert  # above the mean rank's
     assert tp_only.bytes_fixed == pytest.approx(MO.expected_distinct_experts(8, 2, 5) * 3 * 64 * 8 * 2)
     assert ep.flops_per_token == pytest.approx(tp_only.flops_per_token)  # k/ep pairs x full width
 
@@ -234,3 +238,47 @@ def test_an_ep_scenario_simulates():
     assert "all_to_all" not in [k.name for k in plain.verify_forward().kernels]
     result, _ = simulate(sc, flat_profile())
     assert result.tok_per_s > 0
+
+
+def _exact_topk_busiest(e: int, k: int, t: int, ep: int, reps: int, seed: int) -> np.ndarray:
+    """Monte Carlo of exact top-k routing: each token touches k distinct experts, uniformly; per
+    repetition, the most distinct experts any EP rank (contiguous ids) gets."""
+    rng = np.random.default_rng(seed)
+    picks = np.argpartition(rng.random((reps, t, e)), k, axis=2)[:, :, :k].reshape(reps, -1)
+    hit = np.zeros((reps, e), dtype=bool)
+    hit[np.arange(reps)[:, None], picks] = True
+    return hit.reshape(reps, ep, e // ep).sum(axis=2).max(axis=1)
+
+
+@pytest.mark.parametrize("e,k,ep", [(256, 8, 4), (384, 8, 8), (64, 8, 4)])
+@pytest.mark.parametrize("t", [1, 4, 16])
+def test_busiest_rank_matches_a_monte_carlo_of_exact_topk_routing(e, k, ep, t):
+    """The Poisson-binomial expected maximum (routing module docstring) against exact top-k routing:
+    within 2% (its approximation) plus three standard errors of the simulation."""
+    counts = _exact_topk_busiest(e, k, t, ep, reps=3000, seed=e + t + ep)
+    d, pairs = R.busiest_rank(UniformRouting(), e, k, t, ep)
+    se = counts.std(ddof=1) / np.sqrt(len(counts))
+    assert abs(d - counts.mean()) <= 0.02 * counts.mean() + 3 * se
+    assert pairs == pytest.approx(k / ep)
+    assert d > MO.expected_distinct_experts(e, k, t) / ep  # the spread: above the mean rank
+
+
+def test_busiest_rank_is_exact_under_independent_inclusion():
+    """With every expert included independently (Poisson sampling, probability q_e per token) the
+    touch indicators are independent, so the Poisson-binomial maximum is exact: the simulated mean
+    must fall inside its 99.7% interval, skewed loads included."""
+    load = [8, 8, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+    q = R.inclusion_probabilities(R.load_shares(HistogramRouting(expert_load=load), 16), 3)
+    rng = np.random.default_rng(7)
+    t, ep, reps = 3, 4, 20000
+    touched = (rng.random((reps, t, 16)) < q).any(axis=1)
+    counts = touched.reshape(reps, ep, -1).sum(axis=2).max(axis=1)
+    d = R.expected_busiest_distinct(q.reshape(ep, -1), t)
+    assert abs(d - counts.mean()) < 3 * counts.std(ddof=1) / np.sqrt(reps)
+
+
+def test_poisson_binomial_pmf_is_the_binomial_for_equal_probabilities():
+    from scipy.stats import binom
+    pmf = R.poisson_binomial_pmf(np.full(12, 0.3))
+    assert pmf == pytest.approx(binom.pmf(np.arange(13), 12, 0.3), abs=1e-12)
+    assert R.expected_busiest_distinct(np.full((1, 12), 0.3), 2) == pytest.approx(12 * (1 - 0.7 ** 2))

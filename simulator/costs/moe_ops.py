@@ -37,8 +37,8 @@ def moe_experts(m: ModelShape, tp: int, num_tokens: int, routing: ExpertRouting 
 
     Without expert parallelism (ep = 1) every rank holds all E experts, each sharded over tp in
     width. With ep > 1 (SGLang's --ep-size; moe_tp = tp / ep) a rank holds E / ep whole experts
-    (contiguous ids), each sharded over moe_tp, and is priced at the busiest rank
-    (`simulator.costs.routing.busiest_rank`). Distinct experts follow `routing`
+    (contiguous ids), each sharded over moe_tp, and is priced at the expected busiest rank, the
+    expected maximum over ranks of the distinct experts each gets (`simulator.costs.routing.busiest_rank`). Distinct experts follow `routing`
     (simulator.costs.routing; uniform: E (1 - (1 - k/E)^T)). Uniform routing at ep 1 keeps the
     key of measured tables; skewed routing appends ',r=...' and ep > 1 ',ep=<ep>' (both then
     roofline-priced unless a table has that key).
