@@ -16,7 +16,11 @@ below, so every kind answers the same questions):
   which for MLA is the non-absorbed form whose cost grows with the context);
 - host time per cycle, per draft step and per baseline decode step, the device-to-host syncs per
   cycle and whether the scheduler overlaps host work with the GPU;
-- the engine's kernel efficiency relative to the profile (GPU compute time / efficiency).
+- the engine's kernel efficiency relative to the profile (GPU compute time / efficiency);
+- optionally, the engine's own fused-MoE time per layer by token count (`moe_layer_latency_us`),
+  a floor under the roofline price of the target's routed experts. Public engine MoE benchmarks
+  put it at 25-55 us per layer at one token on H100/H200/B200, 5-10x the time to read the
+  touched experts' weights (docs/engines.md, "MoE kernel time at decode token counts").
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ class LiveLoopEngine(_GraphTables, StrictModel):
     host_decode_step_us: ClassVar[None] = None
     d2h_syncs_per_cycle: ClassVar[int] = 1
     kernel_efficiency: ClassVar[float] = 1.0
+    moe_layer_latency_us: ClassVar[None] = None
 
     def graph_mode(self, phase: str, batch_size: int) -> str:
         """'full' for every phase with cuda_graph, else 'none'."""
@@ -126,6 +131,15 @@ class EngineModel(_GraphTables, StrictModel):
     kernel_efficiency: float = Field(1.0, ge=0.05, le=20.0, description="The engine's GPU compute speed "
                                                                          "relative to the profile's (time / "
                                                                          "efficiency), 0.05..20.")
+    moe_layer_latency_us: dict[Annotated[int, Field(ge=1, le=1_000_000)],
+                               Annotated[float, Field(gt=0.0, le=1e6)]] | None = Field(
+        None, min_length=1, max_length=256,
+        description="The engine's fused-MoE time per MoE layer and rank, us, by tokens in the forward "
+                    "(keys 1..1e6, values in (0, 1e6] us): 'Kernel time' of SGLang's "
+                    "tuning_fused_moe_triton.py or vLLM's benchmark_moe.py run at the scenario's target, TP "
+                    "and dtype (`specdecsim calibrate moe-kernel-times` reads that output). The target's "
+                    "MoE experts cost at least this (interpolated in log tokens, held flat beyond the "
+                    "table's ends); left out: the roofline alone.")
 
     @model_validator(mode="before")
     @classmethod
@@ -189,8 +203,9 @@ class SglangEngine(EngineModel):
     - MLA verify: the absorbed path (models/deepseek_common/attention_backend_handler.py picks MHA
       only for extend without speculation): verify_attention 'decode'.
     - cuda_graph_max_bs: 256 for 80-160 GB GPUs at TP < 4 (server_args._handle_gpu_memory_settings).
-    Host times (host_*_us) and kernel_efficiency are fitted (simulator.engine_fit) and kept in
-    data/engines/sglang.yaml with the runs they were fitted on.
+    Host times (host_*_us): ENGINE_HOST_DEFAULTS, fitted (simulator.engine_fit, printed by
+    `python -m simulator.engine_defaults`) on the runs marked `role: fit` in data/cases/public.yaml;
+    kernel_efficiency 1 (the profile's kernels) unless a user fits it (`calibrate from-runs`).
     """
 
     kind: Literal["sglang"] = "sglang"
@@ -224,7 +239,8 @@ class VllmEngine(EngineModel):
     - device-to-host syncs per cycle: 2 (the sampled/accepted token ids to the host in the
       rejection sampler's parse_output; seq_lens_cpu -= num_rejected_tokens_gpu.to("cpu") in the
       drafter).
-    Host times and kernel_efficiency: fitted, data/engines/vllm.yaml.
+    Host times: ENGINE_HOST_DEFAULTS (fitted on the `role: fit` runs of data/cases/public.yaml, as
+    for SGLang); kernel_efficiency 1 unless fitted by the user.
     """
 
     kind: Literal["vllm"] = "vllm"
@@ -251,7 +267,8 @@ class TrtllmEngine(EngineModel):
     - MLA verify: the generation (absorbed) kernel with k + 1 query tokens: verify_attention 'decode'.
     - decode CUDA graphs up to batch 128 (DecodeCudaGraphConfig max_batch_size).
     - one device-to-host sync per cycle (the new tokens, read by the overlapped scheduler a step later).
-    Host times and kernel_efficiency: fitted, data/engines/trtllm.yaml.
+    Host times: the profile's (no fitted defaults: simulator.engine_fit, FIT_PARAMS); kernel_efficiency 1
+    unless fitted by the user.
     """
 
     kind: Literal["trtllm"] = "trtllm"

@@ -47,6 +47,7 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/cases/make_kimi_k2_case.py", "docs/cases/kimi-k2-pcie.md"),
     ("docs/make_comm_table.py", "docs/hardware.md"),
     ("docs/make_moe_table.py", "docs/hardware.md"),
+    ("docs/make_moe_engine_table.py", "docs/engines.md"),
     pytest.param(SEED_SCRIPT, SEED_DOC, marks=pytest.mark.slow),  # small form: test_seed_hypothesis_a1_rows_...
     ("docs/make_cases_table.py", "docs/engines.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):

@@ -1,14 +1,16 @@
 """`specdecsim calibrate` commands that build from files already there, without torch: a profile
 from nccl-tests logs (import-nccl-tests), from points files (merge) or from torch.profiler traces
-(from-traces), and a scenario with an engine's host times fitted to its own runs (from-runs).
+(from-traces), a scenario with an engine's host times fitted to its own runs (from-runs), and a
+scenario with an engine's fused-MoE time per layer from its MoE benchmark (moe-kernel-times).
 
     specdecsim calibrate import-nccl-tests LOG... --profile P --out OUT [--in-place]
     specdecsim calibrate merge --points P... --out OUT [--gpu-count N --interconnect T --topology T]
     specdecsim calibrate from-runs SCENARIO RUN... --out FITTED.yaml [--fit P,P]   (an engine's own logs)
     specdecsim calibrate from-traces DIR --out PROFILE.json [--roofline-from h200_datasheet] [--name N]
+    specdecsim calibrate moe-kernel-times SCENARIO LOG --out OUT.yaml
 
 The work is `calibration.build` (nccl_tests, merge), `simulator.engine_fit` with
-`simulator.engine_runs`, and `simulator.trace_profile`; `calibration.cli.calibrate` mounts these
+`simulator.engine_runs` (moe_bench for the MoE benchmark), and `simulator.trace_profile`; `calibration.cli.calibrate` mounts these
 commands. Parses, checks, runs and writes; no modelled numbers here.
 """
 
@@ -154,13 +156,10 @@ def from_runs(
     each run's throughput, batch and acceptance are read from its log; the scenario gives the rest.
     Prints the fitted values with standard errors and each run's error, and writes SCENARIO with
     them as --out (a baseline and one speculative run are enough for the two default fields)."""
-    import yaml
-
     from simulator.engine_fit import FIT_PARAMS, fit_engine, run_observations
     from simulator.engine_runs import FORMATS, load_runs
-    from simulator.files import write_text_atomic
     from simulator.inputs import UserInputError
-    from simulator.scenario import load_scenario, read_scenario_dict
+    from simulator.scenario import load_scenario
 
     if run_format != "auto":
         check_choice("--format", run_format, FORMATS)
@@ -198,20 +197,85 @@ def from_runs(
     except UserInputError as e:
         fail(str(e))
     console.print(escape(result.table()), highlight=False)
+    _write_engine_scenario(scenario, out, {k: round(v, 3) for k, v in result.params.items()}, FROM_RUNS_MARK,
+                           [f"from {scenario} and {len(runs)} run file(s):"] + [f"  {p}" for p in runs]
+                           + result.table().splitlines())
+
+
+def _write_engine_scenario(scenario: Path, out: Path, engine_fields: dict, mark: str, header: list[str]) -> None:
+    """Write SCENARIO to `out` (atomically) with `engine_fields` set in its serving_engine section,
+    a header of `mark` and commented `header` lines; config.json paths stay valid from out's folder."""
+    import yaml
+
+    from simulator.files import write_text_atomic
+    from simulator.scenario import read_scenario_dict
+
     data = read_scenario_dict(scenario)
-    for role in ("target", "draft"):  # config.json paths stay valid from --out's folder
+    for role in ("target", "draft"):
         model = data.get(role)
         if isinstance(model, dict) and isinstance(model.get("config_path"), str) and not Path(model["config_path"]).is_absolute():
             model["config_path"] = os.path.relpath((scenario.parent / model["config_path"]).resolve(),
                                                    out.parent.resolve())
     engine = dict(data.get("serving_engine") or {})
-    engine.update({k: round(v, 3) for k, v in result.params.items()})
+    engine.update(engine_fields)
     data["serving_engine"] = engine
-    header = FROM_RUNS_MARK + "".join(f"# {line}\n" for line in
-                     [f"from {scenario} and {len(runs)} run file(s):"]
-                     + [f"  {p}" for p in runs] + result.table().splitlines())
-    write_text_atomic(out, header + yaml.safe_dump(data, sort_keys=False))
+    write_text_atomic(out, mark + "".join(f"# {line}\n" for line in header) + yaml.safe_dump(data, sort_keys=False))
     console.print(f"[green]wrote {escape(str(out))}[/]")
+
+
+MOE_TIMES_MARK = "# written by specdecsim calibrate moe-kernel-times\n"
+
+
+def moe_kernel_times(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML of the benchmark's set-up (serving_engine kind "
+                                                  "sglang, vllm or trtllm; the target, TP and dtype it ran).")],
+    log: Annotated[Path, typer.Argument(help="Output of SGLang's tuning_fused_moe_triton.py or vLLM's "
+                                             "benchmarks/kernels/benchmark_moe.py ('Batch size: N, config: ...' / "
+                                             "'Kernel time: X us').")],
+    out: Annotated[Path, typer.Option(help="Scenario YAML to write: SCENARIO with serving_engine."
+                                           "moe_layer_latency_us from LOG.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
+) -> None:
+    """Set an engine's fused-MoE time per layer from its own MoE benchmark: the target's routed
+    experts then cost at least that at each token count (docs/engines.md). Prints the table and
+    what the scenario prices the same layer at without it (CostModel.moe_layer_us)."""
+    from simulator.costs.forward import CostModel
+    from simulator.engine_runs.moe_bench import load_moe_kernel_times
+    from simulator.inputs import UserInputError
+    from simulator.scenario import load_profile_for, load_scenario
+
+    for p in (scenario, log):
+        if p.is_dir():
+            fail(f"{p}: is a folder, expected a file")
+        if not p.is_file():
+            fail(f"{p}: not found")
+    if out.is_dir():
+        fail(f"--out {out}: is a folder; give the scenario YAML file to write")
+    if out.exists() and not out.is_file():
+        fail(f"--out {out}: not a regular file")
+    if any(out.resolve() == p.resolve() for p in (scenario, log)):
+        fail(f"--out {out}: is one of the inputs; write the scenario elsewhere")
+    if out.exists() and not force and not out.read_text(errors="replace").startswith(MOE_TIMES_MARK):
+        fail(f"--out {out}: exists and is not an earlier moe-kernel-times output; --force replaces it")
+    try:
+        sc = load_scenario(scenario)
+        if sc.serving_engine.kind == "live_loop":
+            fail(f"{scenario}: serving_engine.kind live_loop runs the profile's own kernels; moe_layer_latency_us "
+                 "is a field of the engine kinds (sglang, vllm, trtllm)")
+        if not sc.target.is_moe:
+            fail(f"{scenario}: the target {sc.target.name} has no MoE layers")
+        times = load_moe_kernel_times(log)
+        profile, _ = load_profile_for(sc)
+        cost = CostModel(sc, profile)
+    except UserInputError as e:
+        fail(str(e))
+    lines = [f"from {log} ({len(times)} token counts), for {sc.target.name} tp{sc.tp_size} ep{sc.expert_parallel_size}:",
+             f"{'tokens':>8} {'measured us':>12} {'modelled us':>12}"]
+    for t, us in times.items():
+        lines.append(f"{t:>8} {us:>12.2f} {cost.moe_layer_us(t, engine_floor=False):>12.2f}")
+    console.print(escape("\n".join(lines)), highlight=False)
+    _write_engine_scenario(scenario, out, {"moe_layer_latency_us": {int(k): float(v) for k, v in times.items()}},
+                           MOE_TIMES_MARK, lines)
 
 
 def from_traces(

@@ -7,6 +7,7 @@
                                                                   (measuring commands: calibration/cli/bench.py)
     specdecsim calibrate from-runs SCENARIO RUN... --out FITTED.yaml [--fit P,P]   (an engine's own logs)
     specdecsim calibrate from-traces DIR --out PROFILE.json [--roofline-from h200_datasheet] [--name N]
+    specdecsim calibrate moe-kernel-times SCENARIO LOG --out OUT.yaml   (an engine's MoE benchmark output)
 
 Parses, checks, runs and writes; no modelled numbers here. torch is imported only inside the
 measuring commands, so importing this module (and `import-nccl-tests`, `merge`) works without it.
@@ -86,5 +87,6 @@ for _name, _command in (("import-nccl-tests", build.import_nccl_tests), ("merge"
                         ("collectives", bench.collectives), ("tp-forwards", bench.tp_forwards),
                         ("forwards-batch", bench.forwards_batch), ("loop-overhead", bench.loop_overhead),
                         ("loop-reps", bench.loop_reps), ("moe", bench.moe), ("session", bench.session),
-                        ("from-runs", build.from_runs), ("from-traces", build.from_traces)):
+                        ("from-runs", build.from_runs), ("from-traces", build.from_traces),
+                        ("moe-kernel-times", build.moe_kernel_times)):
     calibrate_app.command(_name)(_command)

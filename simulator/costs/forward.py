@@ -36,6 +36,21 @@ from simulator.profile import CalibrationProfile
 PHASES = ("draft", "draft_extend", "verify", "accept", "decode")
 
 
+def moe_layer_floor_us(table: dict[int, float], num_tokens: float) -> float:
+    """An engine's measured fused-MoE time per layer at `num_tokens` tokens, us.
+
+    Linear in log2(tokens) between the table's token counts and held at the end values outside
+    them (numpy.interp): MoE kernel time at decode sizes grows roughly with the log of the tokens
+    while the distinct experts multiply (SGLang's and vLLM's MoE tuning outputs, docs/engines.md).
+
+    Args:
+        table: {tokens: us}, at least one entry (simulator.engines EngineModel.moe_layer_latency_us).
+        num_tokens: tokens in the forward (batch x tokens per request), >= 1.
+    """
+    xs = sorted(table)
+    return float(np.interp(np.log2(max(num_tokens, 1.0)), np.log2(xs), [table[x] for x in xs]))
+
+
 def draft_forwards_per_cycle(num_steps: int, first_draft_from_extend: bool = False) -> int:
     """Draft decode forwards per cycle (the draft extend is counted apart).
 
@@ -204,10 +219,14 @@ class CostModel:
         return 1 if step_idx == 0 else self.sc.spec.topk
 
     # ---- kernel lists ------------------------------------------------------------------------
-    def _kernels(self, ops: list[O.Op], phase: str, gpus: tuple[int, ...]) -> list[Kernel]:
+    def _kernels(self, ops: list[O.Op], phase: str, gpus: tuple[int, ...],
+                 moe_floor: dict[int, float] | None = None) -> list[Kernel]:
         """Kernels of `ops` in `phase`'s graph mode (engine.graph_mode): host issue cost per op
         (eager: its launch; piecewise: attention's launch plus the next piece's replay; full: 0)
-        and GPU time (compute divided by the engine's kernel efficiency)."""
+        and GPU time (compute divided by the engine's kernel efficiency). `moe_floor` (the
+        engine's `moe_layer_latency_us`, given for the target's forwards): each `moe_experts`
+        op costs at least `moe_layer_floor_us(moe_floor, tokens)` (times compute_latency_scale;
+        a measured engine time, so not divided by the kernel efficiency)."""
         cs = self.sc.costs
         mode = self.engine.graph_mode(phase, self.b)
         eff = self.engine.kernel_efficiency
@@ -221,6 +240,8 @@ class CostModel:
                 gpu = self.lookup.op_us(op) * cs.compute_latency_scale / eff
                 if fused:  # an engine kernel is at least one small kernel (LatencyLookup.small_kernel_us)
                     gpu = max(gpu, self.lookup.small_kernel_us)
+                if moe_floor and op.name == "moe_experts":
+                    gpu = max(gpu, moe_layer_floor_us(moe_floor, op.axes["num_tokens"]) * cs.compute_latency_scale)
                 cat = "compute"
             launch = self.host.op_launch_us.get(op.name, self.host.default_launch_us)
             if mode == "none":
@@ -277,7 +298,30 @@ class CostModel:
             else:
                 self.lookup.notes.add(f"no whole-forward {table} table for {model.name} tp{tp} {self.mode}: "
                                       "per-op sum")
-        return self._kernels(ops, phase, gpus)
+        floor = self.engine.moe_layer_latency_us if model is self.sc.target else None
+        if floor and any(op.name == "moe_experts" for op in ops):
+            self.lookup.notes.add(f"{model.name}: routed experts at least the engine's moe_layer_latency_us "
+                                  f"({len(floor)} token counts, {min(floor)}..{max(floor)})")
+        return self._kernels(ops, phase, gpus, moe_floor=floor)
+
+    def moe_layer_us(self, num_tokens: int, engine_floor: bool = True) -> float:
+        """GPU time of one MoE layer's routed experts on the busiest rank at `num_tokens` tokens, us,
+        priced as the target's forwards price it (the op's table or roofline, the kernel efficiency,
+        an engine kernel's small-kernel floor, and with `engine_floor` the engine's
+        moe_layer_latency_us).
+
+        Raises:
+            ValueError: the target has no MoE layers, or num_tokens < 1.
+        """
+        from simulator.costs import moe_ops as MO
+        if not self.sc.target.is_moe:
+            raise ValueError(f"{self.sc.target.name} has no MoE layers")
+        if num_tokens < 1:
+            raise ValueError(f"num_tokens must be >= 1, got {num_tokens}")
+        op = MO.moe_experts(self.sc.target, self.tp, num_tokens, self.sc.workload.expert_routing,
+                            self.sc.expert_parallel_size)
+        floor = self.engine.moe_layer_latency_us if engine_floor else None
+        return self._kernels([op], "decode", self.all_gpus, moe_floor=floor)[0].gpu_us
 
     def _moe_changed(self, model: ModelShape) -> bool:
         """Whether this scenario routes `model`'s experts otherwise than whole-forward tables were

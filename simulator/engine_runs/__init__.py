@@ -28,6 +28,10 @@ Formats (`ObservedRun.source_format`) and the file of each engine that prints th
 - trtllm_bench: tensorrt_llm/bench/dataclasses/reporting.py
 - torch_profiler_trace: torch.profiler export_chrome_trace (Kineto JSON), see traces.py
 
+Apart from runs: `simulator.engine_runs.moe_bench.load_moe_kernel_times(path) -> {tokens: us}` reads
+an engine's fused-MoE benchmark output (SGLang tuning_fused_moe_triton.py, vLLM benchmark_moe.py)
+for `serving_engine.moe_layer_latency_us`.
+
 Pure Python (json, re, prometheus_client's text parser, scipy for the iid solve); no torch.
 """
 

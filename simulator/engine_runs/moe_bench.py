@@ -1,0 +1,89 @@
+"""Read an engine's fused-MoE benchmark output: the kernel time per MoE layer by token count.
+
+Both engines print the same two lines per batch size (tokens in the MoE call):
+
+    Batch size: 1, config: {'BLOCK_SIZE_M': 16, 'BLOCK_SIZE_N': 64, ...}
+    Kernel time: 52.65 us
+
+- SGLang: benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py (without --tune it
+  times the shipped configs; "adapted from vllm's benchmark_moe.py", that folder's README);
+- vLLM: benchmarks/kernels/benchmark_moe.py.
+Each times the whole fused MoE of one layer on one rank (token alignment, both grouped GEMMs,
+the activation, the top-k reduce) replayed in a CUDA graph, at the model, TP/EP and dtype it
+was run with. The result feeds `serving_engine.moe_layer_latency_us` (simulator.engines).
+
+Pure Python (re).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from simulator.inputs import UserInputError
+
+_BATCH = re.compile(r"^\s*Batch size:\s*(\S+?),\s*config:")
+_TIME = re.compile(r"^\s*Kernel time:\s*(\S+)\s*us\s*$")
+EXPECTED = ("'Batch size: N, config: {...}' then 'Kernel time: X us' (SGLang tuning_fused_moe_triton.py or "
+            "vLLM benchmarks/kernels/benchmark_moe.py output)")
+
+
+def _number(text: str, kind, where: str, what: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise UserInputError(f"{where}: {what} {text!r} is not a number; expected {EXPECTED}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise UserInputError(f"{where}: {what} {text} is not a positive finite number")
+    return value
+
+
+def load_moe_kernel_times(path: Path) -> dict[int, float]:
+    """{tokens: kernel time in us} from one benchmark output file.
+
+    Lines other than the two above are skipped (progress bars, warnings, the tuner's log).
+
+    Raises:
+        UserInputError: the file cannot be read, has no such pair, a 'Batch size' line with no
+            'Kernel time' before the next one, a value that is not a positive number, a batch
+            size above 1,000,000 or a time above 1e6 us, or a batch size twice (two runs in one
+            file: give one run's output). Each message is one line naming the file and line.
+    """
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError as e:
+        raise UserInputError(f"{path}: cannot be read ({e.strerror or e})") from None
+    times: dict[int, float] = {}
+    first_line: dict[int, int] = {}
+    pending: tuple[int, int] | None = None  # (batch size, line number)
+    for i, line in enumerate(lines, 1):
+        where = f"{path}:{i}"
+        m = _BATCH.match(line)
+        if m:
+            if pending is not None:
+                raise UserInputError(f"{path}:{pending[1]}: 'Batch size: {pending[0]}' has no 'Kernel time' line "
+                                     f"before line {i}; expected {EXPECTED}")
+            b = _number(m.group(1), int, where, "batch size")
+            if b > 1_000_000:
+                raise UserInputError(f"{where}: batch size {b} is above 1,000,000 tokens")
+            if b in times:
+                raise UserInputError(f"{where}: batch size {b} again (first at line {first_line[b]}); the file "
+                                     "holds more than one run: give one run's output")
+            pending = (b, i)
+            continue
+        m = _TIME.match(line)
+        if m:
+            if pending is None:
+                raise UserInputError(f"{where}: 'Kernel time' with no 'Batch size' line before it; expected {EXPECTED}")
+            t = _number(m.group(1), float, where, "kernel time")
+            if t > 1e6:
+                raise UserInputError(f"{where}: kernel time {t} us is above 1e6 us (one second per MoE layer)")
+            times[pending[0]] = t
+            first_line[pending[0]] = pending[1]
+            pending = None
+    if pending is not None:
+        raise UserInputError(f"{path}:{pending[1]}: 'Batch size: {pending[0]}' has no 'Kernel time' line; "
+                             f"expected {EXPECTED}")
+    if not times:
+        raise UserInputError(f"{path}: no MoE kernel times found; expected {EXPECTED}")
+    return dict(sorted(times.items()))

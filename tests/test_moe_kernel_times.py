@@ -1,0 +1,142 @@
+"""An engine's own fused-MoE time per layer (`serving_engine.moe_layer_latency_us`): the reader of
+SGLang's / vLLM's MoE benchmark output, the floor it puts under the target's routed experts, and
+`specdecsim calibrate moe-kernel-times`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from simulator.analytic import cycle_time_us
+from simulator.costs.forward import CostModel, moe_layer_floor_us
+from simulator.engine_runs.moe_bench import load_moe_kernel_times
+from simulator.inputs import UserInputError
+from tests.conftest import TINY_TARGET, flat_profile, make_scenario
+
+DATA = Path(__file__).parent / "data" / "engine_runs"
+MOE_TARGET = {**TINY_TARGET, "name": "tiny-moe", "n_routed_experts": 8, "num_experts_per_tok": 2,
+              "moe_intermediate_size": 32, "first_k_dense_replace": 1, "num_hidden_layers": 3}
+
+
+def test_both_engines_outputs_read_as_tokens_to_us():
+    assert load_moe_kernel_times(DATA / "moe_bench_sglang.txt") == {1: 40.0, 2: 48.0, 4: 64.0, 8: 80.0}
+    assert load_moe_kernel_times(DATA / "moe_bench_vllm.txt") == {1: 25.5, 16: 70.25}
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("nothing here\n", ":", "no MoE kernel times found"),
+    ("Batch size: 1, config: {}\nBatch size: 2, config: {}\nKernel time: 3 us\n", ":1:", "no 'Kernel time' line"),
+    ("Kernel time: 3 us\n", ":1:", "no 'Batch size' line before it"),
+    ("Batch size: x, config: {}\nKernel time: 3 us\n", ":1:", "batch size 'x' is not a number"),
+    ("Batch size: 1, config: {}\nKernel time: nan us\n", ":2:", "not a positive finite number"),
+    ("Batch size: 1, config: {}\nKernel time: -4 us\n", ":2:", "not a positive finite number"),
+    ("Batch size: 1, config: {}\nKernel time: 3 us\nBatch size: 1, config: {}\nKernel time: 4 us\n", ":3:",
+     "more than one run"),
+    ("Batch size: 1, config: {}\n", ":1:", "no 'Kernel time' line"),
+])
+def test_a_malformed_output_is_one_line_naming_file_and_line(tmp_path, text, where, what):
+    f = tmp_path / "moe.txt"
+    f.write_text(text)
+    with pytest.raises(UserInputError) as e:
+        load_moe_kernel_times(f)
+    msg = str(e.value)
+    assert "\n" not in msg and f"{f}{where}" in msg and what in msg
+
+
+def test_the_floor_is_linear_in_log_tokens_and_flat_beyond_the_ends():
+    table = {1: 40.0, 4: 64.0, 16: 70.0}
+    assert moe_layer_floor_us(table, 1) == 40.0
+    assert moe_layer_floor_us(table, 2) == pytest.approx(52.0)  # halfway in log2 between 1 and 4
+    assert moe_layer_floor_us(table, 8) == pytest.approx(67.0)
+    assert moe_layer_floor_us(table, 64) == 70.0
+
+
+def _engine_sc(floor=None, **engine):
+    eng = {"kind": "sglang", "host_cycle_us": 100.0, "host_decode_step_us": 50.0, **engine}
+    if floor is not None:
+        eng["moe_layer_latency_us"] = floor
+    return make_scenario(target=MOE_TARGET, serving_engine=eng)
+
+
+def test_the_floor_adds_exactly_its_excess_per_moe_layer_to_decode_and_verify():
+    """Flat profile: every compute op costs 10 us, so each of the 2 MoE layers' expert op goes from
+    10 us to the table's value: the decode step grows by 2 x (40 - 10) us, the verify (4 tokens)
+    by 2 x (64 - 10), and the cycle's closed form by their sum plus the draft's (no MoE draft)."""
+    plain, floored = CostModel(_engine_sc(), flat_profile()), CostModel(_engine_sc({1: 40.0, 4: 64.0}), flat_profile())
+    moe_layers = sum(MOE_TARGET["first_k_dense_replace"] <= i for i in range(MOE_TARGET["num_hidden_layers"]))
+    gpu = lambda f: sum(k.gpu_us for k in f.kernels)  # noqa: E731
+    assert gpu(floored.decode_forward()) - gpu(plain.decode_forward()) == pytest.approx(moe_layers * 30.0)
+    assert gpu(floored.verify_forward()) - gpu(plain.verify_forward()) == pytest.approx(moe_layers * 54.0)
+    assert gpu(floored.draft_step_forward(0)) == pytest.approx(gpu(plain.draft_step_forward(0)))
+    assert cycle_time_us(floored, 1) - cycle_time_us(plain, 1) == pytest.approx(moe_layers * 54.0)
+
+
+def test_a_floor_below_the_roofline_changes_nothing_and_the_live_loop_has_none():
+    low = CostModel(_engine_sc({1: 1.0, 64: 1.0}), flat_profile())
+    plain = CostModel(_engine_sc(), flat_profile())
+    assert [k.gpu_us for k in low.verify_forward().kernels] == [k.gpu_us for k in plain.verify_forward().kernels]
+    with pytest.raises(Exception, match="moe_layer_latency_us"):
+        make_scenario(target=MOE_TARGET, serving_engine={"kind": "live_loop", "moe_layer_latency_us": {1: 5.0}})
+
+
+@pytest.mark.parametrize("table", [{0: 5.0}, {1: 0.0}, {1: -3.0}, {1: float("nan")}, {}, {1: 2e6}])
+def test_an_absurd_table_is_refused_by_field(table):
+    with pytest.raises(Exception, match="moe_layer_latency_us"):
+        _engine_sc(table)
+
+
+def _scenario_file(tmp_path, engine):
+    data = dict(name="moe", profile="h200", target={**MOE_TARGET}, draft={**make_scenario().draft.model_dump(
+        include={"name", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                 "intermediate_size", "vocab_size", "draft_vocab_size", "num_fc_input_hidden_states"})},
+        tp_size=1, spec=dict(num_steps=3, topk=1, num_draft_tokens=4),
+        acceptance=dict(kind="iid", acceptance_rate=0.6), serving_engine=engine)
+    f = tmp_path / "sc.yaml"
+    f.write_text(yaml.safe_dump(data))
+    return f
+
+
+def test_calibrate_moe_kernel_times_writes_the_table_and_guards_its_output(tmp_path):
+    from simulator.cli import app
+    from simulator.scenario import load_scenario
+    sc = _scenario_file(tmp_path, {"kind": "vllm"})
+    out = tmp_path / "out.yaml"
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(DATA / "moe_bench_sglang.txt"),
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "measured us" in r.output and "modelled us" in r.output
+    assert load_scenario(out).serving_engine.moe_layer_latency_us == {1: 40.0, 2: 48.0, 4: 64.0, 8: 80.0}
+    # an earlier output of this command is replaced; any other file needs --force
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(DATA / "moe_bench_vllm.txt"),
+                                 "--out", str(out)])
+    assert r.exit_code == 0 and load_scenario(out).serving_engine.moe_layer_latency_us == {1: 25.5, 16: 70.25}
+    other = tmp_path / "mine.yaml"
+    other.write_text("keep me\n")
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(DATA / "moe_bench_vllm.txt"),
+                                 "--out", str(other)])
+    assert r.exit_code != 0 and "--force" in r.output and other.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("engine, log, what", [
+    ({"kind": "live_loop"}, "moe_bench_vllm.txt", "live_loop"),
+    ({"kind": "sglang"}, "vllm_server.log", "no MoE kernel times found"),
+])
+def test_calibrate_moe_kernel_times_refuses_with_one_line(tmp_path, engine, log, what):
+    from simulator.cli import app
+    sc = _scenario_file(tmp_path, engine)
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(DATA / log), "--out",
+                                 str(tmp_path / "o.yaml")])
+    assert r.exit_code != 0 and what in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_the_reader_and_floor_agree_on_a_published_shape_of_curve():
+    """Sanity of the interpolation on SGLang's published B200 DeepSeek-R1 TP8 fp8 kernel times
+    (sglang PR #11816): between measured token counts the floor stays between its neighbours."""
+    table = {1: 52.65, 2: 60.35, 4: 79.09, 8: 95.47, 16: 138.68, 24: 175.80}
+    vals = [moe_layer_floor_us(table, t) for t in np.arange(1, 25)]
+    assert all(a <= b for a, b in zip(vals, vals[1:]))
