@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|traces|traces-session|comm-stream|calibrate|live|noise|batch|serving|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
+#   bash calibration/h200_run.sh quick|traces|traces-session|comm-stream|engine-moe|calibrate|live|noise|batch|serving|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy, prometheus_client)
 # for the machine's python3, which has torch (and typer, rich, numpy, scipy, pyyaml) but not those.
 # Multicast stays off. Every case is a `specdecsim` subcommand, run as `python3 -m simulator.cli`
@@ -125,6 +125,10 @@ case $what in
     nvidia-smi topo -m
     timeout 540 "${specdecsim[@]}" live --tp "$n" ${QUICK:+--quick} --out "data/live/h200_tp$n" 2>&1 | quiet | tail -40
     tar czf "$out/live_h200_tp$n.tgz" "data/live/h200_tp$n" ;;
+  engine-moe)  # one GPU: SGLang's own Triton fused-MoE kernels (carry .engine_src: the sglang package's two MoE
+               # files and its configs, not part of this project; calibration/bench/engine_moe.py)
+    timeout 540 "${specdecsim[@]}" calibrate engine-moe --engine-src .engine_src --out "$out/h200_engine_moe.jsonl" 2>&1 \
+      | grep -v "Performance might be sub-optimal" | tail -60 ;;
   moe-all)  # one GPU: the routed-expert layer of every model shape, bf16 grouped GEMM and fp8 (scaled grouped
             # GEMM, or the per-expert scaled GEMM loop where that is all torch has), one JSON per shape and dtype
     timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_bench_moe.py 2>&1 | tail -2

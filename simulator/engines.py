@@ -18,9 +18,9 @@ below, so every kind answers the same questions):
   cycle and whether the scheduler overlaps host work with the GPU;
 - the engine's kernel efficiency relative to the profile (GPU compute time / efficiency);
 - optionally, the engine's own fused-MoE time per layer by token count (`moe_layer_latency_us`),
-  a floor under the roofline price of the target's routed experts. Public engine MoE benchmarks
-  put it at 25-55 us per layer at one token on H100/H200/B200, 5-10x the time to read the
-  touched experts' weights (docs/engines.md, "MoE kernel time at decode token counts").
+  which prices the target's routed experts in its token range. Engine MoE benchmarks put it at
+  25-70 us per layer at one token on H200/B200, several times the time to read the touched
+  experts' weights (docs/engines.md, "MoE kernel time at decode token counts").
 """
 
 from __future__ import annotations
@@ -137,9 +137,10 @@ class EngineModel(_GraphTables, StrictModel):
         description="The engine's fused-MoE time per MoE layer and rank, us, by tokens in the forward "
                     "(keys 1..1e6, values in (0, 1e6] us): 'Kernel time' of SGLang's "
                     "tuning_fused_moe_triton.py or vLLM's benchmark_moe.py run at the scenario's target, TP "
-                    "and dtype (`specdecsim calibrate moe-kernel-times` reads that output). The target's "
-                    "MoE experts cost at least this (interpolated in log tokens, held flat beyond the "
-                    "table's ends); left out: the roofline alone.")
+                    "and dtype, or `calibrate engine-moe`'s records (`specdecsim calibrate moe-kernel-times` "
+                    "reads either). The target's routed experts cost this inside the table's token range "
+                    "(interpolated in log tokens) and at least its end values outside it; left out: the "
+                    "profile's table or the roofline.")
 
     @model_validator(mode="before")
     @classmethod

@@ -1,10 +1,12 @@
 """An engine's own fused-MoE time per layer (`serving_engine.moe_layer_latency_us`): the reader of
-SGLang's / vLLM's MoE benchmark output, the floor it puts under the target's routed experts, and
-`specdecsim calibrate moe-kernel-times`."""
+SGLang's / vLLM's MoE benchmark output and of `calibrate engine-moe`'s records, how it prices the
+target's routed experts, and `specdecsim calibrate moe-kernel-times`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import re
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from simulator.analytic import cycle_time_us
-from simulator.costs.forward import CostModel, moe_layer_floor_us
+from simulator.costs.forward import CostModel, engine_moe_layer_us
 from simulator.engine_runs.moe_bench import load_moe_kernel_times
 from simulator.inputs import UserInputError
 from tests.conftest import TINY_TARGET, flat_profile, make_scenario
@@ -47,12 +49,14 @@ def test_a_malformed_output_is_one_line_naming_file_and_line(tmp_path, text, whe
     assert "\n" not in msg and f"{f}{where}" in msg and what in msg
 
 
-def test_the_floor_is_linear_in_log_tokens_and_flat_beyond_the_ends():
-    table = {1: 40.0, 4: 64.0, 16: 70.0}
-    assert moe_layer_floor_us(table, 1) == 40.0
-    assert moe_layer_floor_us(table, 2) == pytest.approx(52.0)  # halfway in log2 between 1 and 4
-    assert moe_layer_floor_us(table, 8) == pytest.approx(67.0)
-    assert moe_layer_floor_us(table, 64) == 70.0
+def test_the_table_is_linear_in_log_tokens_inside_and_a_lower_bound_outside():
+    table = {2: 40.0, 8: 64.0, 32: 70.0}
+    assert engine_moe_layer_us(table, 4, model_us=500.0) == pytest.approx(52.0)  # inside: the engine's, even below
+    assert engine_moe_layer_us(table, 16, model_us=1.0) == pytest.approx(67.0)
+    assert engine_moe_layer_us(table, 1, model_us=10.0) == 40.0       # below the range: at least the first value
+    assert engine_moe_layer_us(table, 1, model_us=55.0) == 55.0
+    assert engine_moe_layer_us(table, 4096, model_us=900.0) == 900.0  # above: at least the last value
+    assert engine_moe_layer_us(table, 4096, model_us=10.0) == 70.0
 
 
 def _engine_sc(floor=None, **engine):
@@ -62,7 +66,7 @@ def _engine_sc(floor=None, **engine):
     return make_scenario(target=MOE_TARGET, serving_engine=eng)
 
 
-def test_the_floor_adds_exactly_its_excess_per_moe_layer_to_decode_and_verify():
+def test_the_table_adds_exactly_its_excess_per_moe_layer_to_decode_and_verify():
     """Flat profile: every compute op costs 10 us, so each of the 2 MoE layers' expert op goes from
     10 us to the table's value: the decode step grows by 2 x (40 - 10) us, the verify (4 tokens)
     by 2 x (64 - 10), and the cycle's closed form by their sum plus the draft's (no MoE draft)."""
@@ -75,12 +79,44 @@ def test_the_floor_adds_exactly_its_excess_per_moe_layer_to_decode_and_verify():
     assert cycle_time_us(floored, 1) - cycle_time_us(plain, 1) == pytest.approx(moe_layers * 54.0)
 
 
-def test_a_floor_below_the_roofline_changes_nothing_and_the_live_loop_has_none():
-    low = CostModel(_engine_sc({1: 1.0, 64: 1.0}), flat_profile())
+def test_a_table_below_the_model_replaces_it_in_range_and_the_live_loop_has_none():
+    """Flat profile, expert op 10 us: a table of 1 us over 1..64 tokens prices the 2 MoE layers'
+    experts at 1 us (the verify drops 2 x 9 us); a table starting at 8 tokens leaves the decode
+    (1 token, below its range, 5 < 10) as it was."""
     plain = CostModel(_engine_sc(), flat_profile())
-    assert [k.gpu_us for k in low.verify_forward().kernels] == [k.gpu_us for k in plain.verify_forward().kernels]
+    low = CostModel(_engine_sc({1: 1.0, 64: 1.0}), flat_profile())
+    gpu = lambda f: sum(k.gpu_us for k in f.kernels)  # noqa: E731
+    assert gpu(plain.verify_forward()) - gpu(low.verify_forward()) == pytest.approx(2 * 9.0)
+    above = CostModel(_engine_sc({8: 5.0, 64: 5.0}), flat_profile())
+    assert gpu(above.decode_forward()) == pytest.approx(gpu(plain.decode_forward()))
     with pytest.raises(Exception, match="moe_layer_latency_us"):
         make_scenario(target=MOE_TARGET, serving_engine={"kind": "live_loop", "moe_layer_latency_us": {1: 5.0}})
+
+
+def test_engine_moe_records_read_by_shape_and_routing(tmp_path):
+    rec = lambda shape, t, routing, us: ('{"shape": "%s", "tokens": %d, "routing": "%s", "kernels_us": %s}'  # noqa: E731
+                                         % (shape, t, routing, us))
+    f = tmp_path / "moe.jsonl"
+    f.write_text("\n".join([rec("a", 1, "rotating", 60), rec("a", 1, "same", 55), rec("a", 4, "rotating", 90),
+                            rec("b", 1, "rotating", 70)]) + "\n")
+    assert load_moe_kernel_times(f, "a") == {1: 60.0, 4: 90.0}
+    assert load_moe_kernel_times(f, "a", "same") == {1: 55.0}
+    for shape, routing, what in [(None, "rotating", "pick one with --shape (a, b)"), ("c", "rotating", "no shape 'c'"),
+                                 ("b", "same", "no 'same' records of b"), ("a", "both", "one of rotating, same")]:
+        with pytest.raises(UserInputError, match=re.escape(what)):
+            load_moe_kernel_times(f, shape, routing)
+    f.write_text(rec("a", 1, "rotating", 60) + "\n{broken\n")
+    with pytest.raises(UserInputError, match=r"moe\.jsonl:2: not valid JSON"):
+        load_moe_kernel_times(f, "a")
+    with pytest.raises(UserInputError, match="text output, which holds one shape"):
+        load_moe_kernel_times(DATA / "moe_bench_vllm.txt", "a")
+
+
+def test_the_shipped_h200_measurement_reads_for_each_shape():
+    f = Path(__file__).parents[1] / "data" / "measurements" / "h200_sglang_triton_moe.jsonl"
+    for shape in ("deepseek-v3-tp8", "kimi-k2-tp8", "qwen3-235b-tp8", "qwen3-235b-tp8-default-config"):
+        t = load_moe_kernel_times(f, shape)
+        assert list(t) == [1, 2, 4, 8, 16, 24, 32, 64] and all(v > 0 for v in t.values())
 
 
 @pytest.mark.parametrize("table", [{0: 5.0}, {1: 0.0}, {1: -3.0}, {1: float("nan")}, {}, {1: 2e6}])
@@ -136,7 +172,7 @@ def test_calibrate_moe_kernel_times_refuses_with_one_line(tmp_path, engine, log,
 
 def test_the_reader_and_floor_agree_on_a_published_shape_of_curve():
     """Sanity of the interpolation on SGLang's published B200 DeepSeek-R1 TP8 fp8 kernel times
-    (sglang PR #11816): between measured token counts the floor stays between its neighbours."""
+    (sglang PR #11816): between measured token counts the price stays between its neighbours."""
     table = {1: 52.65, 2: 60.35, 4: 79.09, 8: 95.47, 16: 138.68, 24: 175.80}
-    vals = [moe_layer_floor_us(table, t) for t in np.arange(1, 25)]
+    vals = [engine_moe_layer_us(table, t, model_us=0.0) for t in np.arange(1, 25)]
     assert all(a <= b for a, b in zip(vals, vals[1:]))

@@ -8,9 +8,11 @@ loop-reps, moe (a diagnostic JSON of its own) and session (forwards re-timed, th
     specdecsim calibrate loop-overhead --points P [--passes 3]    (the probe target, real models)
     specdecsim calibrate loop-reps --points P                     (tiny-model loop overheads and curve)
     specdecsim calibrate moe --out moe.json [--shape kimi-k2-tp8 ... | --shape all] [--dtype bf16|fp8]
+    specdecsim calibrate engine-moe --engine-src DIR --out OUT.jsonl [--shape S ...] [--tokens 1,2,4]
+                                                                  (SGLang's own Triton MoE kernels)
     specdecsim calibrate session --points P --out LIVE_DIR        (forwards re-timed, then the noise grid)
 
-The benchmarks are `calibration.bench` (collectives, tp_forwards, forwards, loop_overhead, moe) and
+The benchmarks are `calibration.bench` (collectives, tp_forwards, forwards, loop_overhead, moe, engine_moe) and
 `calibration.live.grid`; `calibration.cli.calibrate` mounts these commands. Parses, checks, runs and
 writes; no modelled numbers here.
 """
@@ -193,6 +195,46 @@ def loop_reps(
     waits = sorted(k for k in store.records() if k.startswith(("host:loop_overhead:", "host:loop_wait:")))
     console.print(f"stored {len(store) - before} points in {escape(str(points))}; "
                   f"{len(waits)} loop-overhead points there in all")
+
+
+def engine_moe(
+    engine_src: Annotated[Path, typer.Option(help="An unpacked sglang package: the folder holding sglang/ "
+                                                  "(its kernels/ops/moe and layers/moe/moe_runner/triton_utils).")],
+    out: Annotated[Path, typer.Option(help="JSON lines to append to (an interrupted run keeps its records; "
+                                           "a re-run skips them).")],
+    shape: Annotated[Optional[list[str]], typer.Option(help="NAME:E:K:N:TOPK:QUANT[:default], repeatable (N: "
+                                                            "intermediate size per rank; QUANT fp8_block128 or "
+                                                            "fp8_tensor); default Qwen3-235B, DeepSeek-V3 and "
+                                                            "Kimi-K2 at TP8.")] = None,
+    tokens: Annotated[str, typer.Option(help="Token counts, comma-separated, 1..65536.")] = "1,2,4,8,16,24,32,64",
+    routings: Annotated[int, typer.Option(help="Routings cycled through (experts differ from call to call), "
+                                               "1..64.")] = 8,
+) -> None:
+    """Time SGLang's own Triton fused-MoE kernels on this GPU (calibration/bench/engine_moe.py): the
+    records feed `specdecsim calibrate moe-kernel-times` and serving_engine.moe_layer_latency_us."""
+    from calibration.bench.engine_moe import DEFAULT_SHAPES, check_engine_src, check_shape, run
+    try:
+        check_engine_src(engine_src)
+        shapes = list(shape or DEFAULT_SHAPES)
+        for spec in shapes:
+            check_shape(spec)
+        counts = [int(t) for t in tokens.split(",") if t.strip()]
+    except ValueError as e:
+        fail(str(e) if str(e).startswith("--") else f"--tokens {tokens!r}: comma-separated integers")
+    if not counts or not all(1 <= t <= 65536 for t in counts):
+        fail(f"--tokens {tokens!r}: token counts in 1..65536")
+    check_at_least("--routings", routings, 1)
+    if routings > 64:
+        fail(f"--routings {routings}: at most 64")
+    if out.exists() and not out.is_file():
+        fail(f"--out {out}: not a regular file")
+    need_torch()
+    try:
+        failed = run(engine_src, out, shapes, counts, routings)
+    except ValueError as e:
+        fail(str(e))
+    if failed:
+        fail(f"{failed} shape(s) failed (tracebacks above); the others' records are in {out}")
 
 
 def moe(

@@ -231,9 +231,13 @@ def moe_kernel_times(
                                                   "sglang, vllm or trtllm; the target, TP and dtype it ran).")],
     log: Annotated[Path, typer.Argument(help="Output of SGLang's tuning_fused_moe_triton.py or vLLM's "
                                              "benchmarks/kernels/benchmark_moe.py ('Batch size: N, config: ...' / "
-                                             "'Kernel time: X us').")],
+                                             "'Kernel time: X us'), or `calibrate engine-moe`'s JSON lines.")],
     out: Annotated[Path, typer.Option(help="Scenario YAML to write: SCENARIO with serving_engine."
                                            "moe_layer_latency_us from LOG.")],
+    shape: Annotated[Optional[str], typer.Option(help="For `calibrate engine-moe`'s JSON lines: the shape to "
+                                                      "take (e.g. kimi-k2-tp8).")] = None,
+    routing: Annotated[str, typer.Option(help="For `calibrate engine-moe`'s JSON lines: rotating (experts "
+                                              "differ from call to call, as from layer to layer) or same.")] = "rotating",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
 ) -> None:
     """Set an engine's fused-MoE time per layer from its own MoE benchmark: the target's routed
@@ -264,7 +268,8 @@ def moe_kernel_times(
                  "is a field of the engine kinds (sglang, vllm, trtllm)")
         if not sc.target.is_moe:
             fail(f"{scenario}: the target {sc.target.name} has no MoE layers")
-        times = load_moe_kernel_times(log)
+        check_choice("--routing", routing, ("rotating", "same"))
+        times = load_moe_kernel_times(log, shape, routing)
         profile, _ = load_profile_for(sc)
         cost = CostModel(sc, profile)
     except UserInputError as e:

@@ -86,7 +86,7 @@ def calibrate(
 for _name, _command in (("import-nccl-tests", build.import_nccl_tests), ("merge", build.merge),
                         ("collectives", bench.collectives), ("tp-forwards", bench.tp_forwards),
                         ("forwards-batch", bench.forwards_batch), ("loop-overhead", bench.loop_overhead),
-                        ("loop-reps", bench.loop_reps), ("moe", bench.moe), ("session", bench.session),
+                        ("loop-reps", bench.loop_reps), ("moe", bench.moe), ("engine-moe", bench.engine_moe), ("session", bench.session),
                         ("from-runs", build.from_runs), ("from-traces", build.from_traces),
                         ("moe-kernel-times", build.moe_kernel_times)):
     calibrate_app.command(_name)(_command)

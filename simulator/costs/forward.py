@@ -36,19 +36,25 @@ from simulator.profile import CalibrationProfile
 PHASES = ("draft", "draft_extend", "verify", "accept", "decode")
 
 
-def moe_layer_floor_us(table: dict[int, float], num_tokens: float) -> float:
-    """An engine's measured fused-MoE time per layer at `num_tokens` tokens, us.
+def engine_moe_layer_us(table: dict[int, float], num_tokens: float, model_us: float) -> float:
+    """One MoE layer's routed experts at `num_tokens` tokens, us, given an engine's own kernel times.
 
-    Linear in log2(tokens) between the table's token counts and held at the end values outside
-    them (numpy.interp): MoE kernel time at decode sizes grows roughly with the log of the tokens
-    while the distinct experts multiply (SGLang's and vLLM's MoE tuning outputs, docs/engines.md).
+    Inside the table's token range the engine's time is the price (linear in log2(tokens) between
+    its token counts, numpy.interp): it is what the engine's kernels take, whether the model's
+    price (`model_us`: the profile's table or the roofline) is below it (the usual case at decode
+    sizes: docs/engines.md) or above it. Outside the range the larger of `model_us` and the nearest
+    end value: a table measured up to 64 tokens says nothing of a 4,096-token prefill but bounds it
+    from below.
 
     Args:
         table: {tokens: us}, at least one entry (simulator.engines EngineModel.moe_layer_latency_us).
         num_tokens: tokens in the forward (batch x tokens per request), >= 1.
+        model_us: the model's own price of the layer, us.
     """
     xs = sorted(table)
-    return float(np.interp(np.log2(max(num_tokens, 1.0)), np.log2(xs), [table[x] for x in xs]))
+    t = max(float(num_tokens), 1.0)
+    us = float(np.interp(np.log2(t), np.log2(xs), [table[x] for x in xs]))
+    return us if xs[0] <= t <= xs[-1] else max(model_us, us)
 
 
 def draft_forwards_per_cycle(num_steps: int, first_draft_from_extend: bool = False) -> int:
@@ -220,13 +226,13 @@ class CostModel:
 
     # ---- kernel lists ------------------------------------------------------------------------
     def _kernels(self, ops: list[O.Op], phase: str, gpus: tuple[int, ...],
-                 moe_floor: dict[int, float] | None = None) -> list[Kernel]:
+                 moe_table: dict[int, float] | None = None) -> list[Kernel]:
         """Kernels of `ops` in `phase`'s graph mode (engine.graph_mode): host issue cost per op
         (eager: its launch; piecewise: attention's launch plus the next piece's replay; full: 0)
-        and GPU time (compute divided by the engine's kernel efficiency). `moe_floor` (the
+        and GPU time (compute divided by the engine's kernel efficiency). `moe_table` (the
         engine's `moe_layer_latency_us`, given for the target's forwards): each `moe_experts`
-        op costs at least `moe_layer_floor_us(moe_floor, tokens)` (times compute_latency_scale;
-        a measured engine time, so not divided by the kernel efficiency)."""
+        op costs `engine_moe_layer_us(moe_table, tokens, model price)` (times
+        compute_latency_scale; a measured engine time, so not divided by the kernel efficiency)."""
         cs = self.sc.costs
         mode = self.engine.graph_mode(phase, self.b)
         eff = self.engine.kernel_efficiency
@@ -240,8 +246,9 @@ class CostModel:
                 gpu = self.lookup.op_us(op) * cs.compute_latency_scale / eff
                 if fused:  # an engine kernel is at least one small kernel (LatencyLookup.small_kernel_us)
                     gpu = max(gpu, self.lookup.small_kernel_us)
-                if moe_floor and op.name == "moe_experts":
-                    gpu = max(gpu, moe_layer_floor_us(moe_floor, op.axes["num_tokens"]) * cs.compute_latency_scale)
+                if moe_table and op.name == "moe_experts":
+                    scale = cs.compute_latency_scale
+                    gpu = engine_moe_layer_us(moe_table, op.axes["num_tokens"], gpu / scale) * scale
                 cat = "compute"
             launch = self.host.op_launch_us.get(op.name, self.host.default_launch_us)
             if mode == "none":
@@ -298,17 +305,17 @@ class CostModel:
             else:
                 self.lookup.notes.add(f"no whole-forward {table} table for {model.name} tp{tp} {self.mode}: "
                                       "per-op sum")
-        floor = self.engine.moe_layer_latency_us if model is self.sc.target else None
-        if floor and any(op.name == "moe_experts" for op in ops):
-            self.lookup.notes.add(f"{model.name}: routed experts at least the engine's moe_layer_latency_us "
-                                  f"({len(floor)} token counts, {min(floor)}..{max(floor)})")
-        return self._kernels(ops, phase, gpus, moe_floor=floor)
+        table = self.engine.moe_layer_latency_us if model is self.sc.target else None
+        if table and any(op.name == "moe_experts" for op in ops):
+            self.lookup.notes.add(f"{model.name}: routed experts priced by the engine's moe_layer_latency_us "
+                                  f"from {min(table)} to {max(table)} tokens (outside: at least its end values)")
+        return self._kernels(ops, phase, gpus, moe_table=table)
 
     def moe_layer_us(self, num_tokens: int, engine_floor: bool = True) -> float:
         """GPU time of one MoE layer's routed experts on the busiest rank at `num_tokens` tokens, us,
         priced as the target's forwards price it (the op's table or roofline, the kernel efficiency,
         an engine kernel's small-kernel floor, and with `engine_floor` the engine's
-        moe_layer_latency_us).
+        moe_layer_latency_us, engine_moe_layer_us).
 
         Raises:
             ValueError: the target has no MoE layers, or num_tokens < 1.
@@ -320,8 +327,8 @@ class CostModel:
             raise ValueError(f"num_tokens must be >= 1, got {num_tokens}")
         op = MO.moe_experts(self.sc.target, self.tp, num_tokens, self.sc.workload.expert_routing,
                             self.sc.expert_parallel_size)
-        floor = self.engine.moe_layer_latency_us if engine_floor else None
-        return self._kernels([op], "decode", self.all_gpus, moe_floor=floor)[0].gpu_us
+        table = self.engine.moe_layer_latency_us if engine_floor else None
+        return self._kernels([op], "decode", self.all_gpus, moe_table=table)[0].gpu_us
 
     def _moe_changed(self, model: ModelShape) -> bool:
         """Whether this scenario routes `model`'s experts otherwise than whole-forward tables were

@@ -12,11 +12,17 @@ Each times the whole fused MoE of one layer on one rank (token alignment, both g
 the activation, the top-k reduce) replayed in a CUDA graph, at the model, TP/EP and dtype it
 was run with. The result feeds `serving_engine.moe_layer_latency_us` (simulator.engines).
 
-Pure Python (re).
+Also read: the JSON lines `specdecsim calibrate engine-moe` writes (SGLang's Triton MoE kernels
+timed on this project's GPU; data/measurements/h200_sglang_triton_moe.jsonl), one record per
+shape, token count and routing, `kernels_us` taken (the two grouped GEMMs, the activation and the
+top-k sum; the engine's alignment and activation-quantisation kernels are not in it).
+
+Pure Python (json, re).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -38,8 +44,10 @@ def _number(text: str, kind, where: str, what: str):
     return value
 
 
-def load_moe_kernel_times(path: Path) -> dict[int, float]:
-    """{tokens: kernel time in us} from one benchmark output file.
+def load_moe_kernel_times(path: Path, shape: str | None = None, routing: str = "rotating") -> dict[int, float]:
+    """{tokens: kernel time in us} from one benchmark output file (the engines' text output, or the
+    JSON lines of `specdecsim calibrate engine-moe`, where `shape` picks the shape when the file holds several
+    and `routing` 'rotating' or 'same' picks the records).
 
     Lines other than the two above are skipped (progress bars, warnings, the tuner's log).
 
@@ -53,6 +61,12 @@ def load_moe_kernel_times(path: Path) -> dict[int, float]:
         lines = Path(path).read_text(errors="replace").splitlines()
     except OSError as e:
         raise UserInputError(f"{path}: cannot be read ({e.strerror or e})") from None
+    first = next((line for line in lines if line.strip()), "")
+    if first.lstrip().startswith("{"):
+        return _engine_moe_records(path, lines, shape, routing)
+    if shape is not None:
+        raise UserInputError(f"{path}: --shape picks a shape of `calibrate engine-moe`'s JSON lines; this file is "
+                             "an engine benchmark's text output, which holds one shape")
     times: dict[int, float] = {}
     first_line: dict[int, int] = {}
     pending: tuple[int, int] | None = None  # (batch size, line number)
@@ -86,4 +100,41 @@ def load_moe_kernel_times(path: Path) -> dict[int, float]:
                              f"expected {EXPECTED}")
     if not times:
         raise UserInputError(f"{path}: no MoE kernel times found; expected {EXPECTED}")
+    return dict(sorted(times.items()))
+
+
+def _engine_moe_records(path: Path, lines: list[str], shape: str | None, routing: str) -> dict[int, float]:
+    """{tokens: kernels_us} of one shape and routing from `calibrate engine-moe`'s JSON lines."""
+    if routing not in ("rotating", "same"):
+        raise UserInputError(f"routing {routing!r}: one of rotating, same")
+    records = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserInputError(f"{path}:{i}: not valid JSON ({e.msg}); expected `calibrate engine-moe` records") from None
+        if not isinstance(rec, dict) or not {"shape", "tokens", "routing", "kernels_us"} <= rec.keys():
+            raise UserInputError(f"{path}:{i}: a record without shape, tokens, routing and kernels_us; expected "
+                                 "`calibrate engine-moe` records")
+        records.append((i, rec))
+    shapes = sorted({rec["shape"] for _, rec in records})
+    if shape is None and len(shapes) > 1:
+        raise UserInputError(f"{path}: holds {len(shapes)} shapes; pick one with --shape ({', '.join(shapes)})")
+    want = shape if shape is not None else shapes[0]
+    if want not in shapes:
+        raise UserInputError(f"{path}: no shape {want!r}; it holds {', '.join(shapes)}")
+    times: dict[int, float] = {}
+    for i, rec in records:
+        if rec["shape"] != want or rec["routing"] != routing:
+            continue
+        where = f"{path}:{i}"
+        t = _number(str(rec["tokens"]), int, where, "tokens")
+        us = _number(str(rec["kernels_us"]), float, where, "kernels_us")
+        if t in times:
+            raise UserInputError(f"{where}: {want} at {t} tokens ({routing}) again; give one run's records")
+        times[t] = us
+    if not times:
+        raise UserInputError(f"{path}: no {routing!r} records of {want}")
     return dict(sorted(times.items()))
