@@ -140,3 +140,45 @@ def test_the_reader_and_floor_agree_on_a_published_shape_of_curve():
     table = {1: 52.65, 2: 60.35, 4: 79.09, 8: 95.47, 16: 138.68, 24: 175.80}
     vals = [moe_layer_floor_us(table, t) for t in np.arange(1, 25)]
     assert all(a <= b for a, b in zip(vals, vals[1:]))
+
+
+# ---- bad input found by trying the feature as a user would ------------------------------------------
+def test_token_counts_written_as_text_are_the_integers_they_spell():
+    """JSON object keys are text: a sweep's scenario_json, `calibrate from-runs`' copies of the
+    scenario and JSON-style YAML ('8': 90) were refused as 'Input should be a valid integer'."""
+    sc = _engine_sc({"1": 40.0, "4": 64.0})
+    assert sc.serving_engine.moe_layer_latency_us == {1: 40.0, 4: 64.0}
+    from simulator.config import Scenario
+    again = Scenario.model_validate(sc.model_dump(mode="json"), strict=True)
+    assert again.serving_engine.moe_layer_latency_us == {1: 40.0, 4: 64.0}
+    with pytest.raises(Exception, match="token count 1 is written twice"):
+        _engine_sc({1: 40.0, "1": 50.0})
+    for key in ("1.5", 1.0, True):
+        with pytest.raises(Exception, match=r"is not a token count: keys are integers 1\.\.1,000,000"):
+            _engine_sc({key: 40.0})
+
+
+def test_set_on_a_table_entry_replaces_or_adds_it(tmp_path):
+    from simulator.scenario import load_scenario
+    sc = _scenario_file(tmp_path, {"kind": "sglang", "moe_layer_latency_us": {1: 40.0, 4: 64.0}})
+    loaded = load_scenario(sc, ["serving_engine.moe_layer_latency_us.1=70", "serving_engine.moe_layer_latency_us.16=90"])
+    assert loaded.serving_engine.moe_layer_latency_us == {1: 70.0, 4: 64.0, 16: 90.0}
+
+
+def test_a_sweep_with_the_table_draws_its_dashboard(tmp_path):
+    """sweep --html (and plot) read the sweep's scenario_json back: its JSON keys are text."""
+    from simulator.cli import app
+    sc = _scenario_file(tmp_path, {"kind": "sglang", "moe_layer_latency_us": {1: 40.0, 4: 64.0}})
+    r = CliRunner().invoke(app, ["sweep", str(sc), "--grid", "spec.num_steps=1..2", "--out", str(tmp_path / "sw"),
+                                 "--html", "--des-sample", "0"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "sw" / "plots" / "index.html").is_file()
+    r = CliRunner().invoke(app, ["sweep", str(sc), "--grid", "serving_engine.moe_layer_latency_us={1: 50},{1: 80}",
+                                 "--out", str(tmp_path / "sw2"), "--des-sample", "0"])
+    assert r.exit_code == 0, r.output
+
+
+def test_the_live_loop_names_the_engine_kinds():
+    """It said 'serving_engine.moe_layer_latency_us: Extra inputs are not permitted'."""
+    with pytest.raises(Exception, match="moe_layer_latency_us is a field of the engine kinds"):
+        make_scenario(target=MOE_TARGET, serving_engine={"kind": "live_loop", "moe_layer_latency_us": {1: 5.0}})
