@@ -182,3 +182,26 @@ def test_the_live_loop_names_the_engine_kinds():
     """It said 'serving_engine.moe_layer_latency_us: Extra inputs are not permitted'."""
     with pytest.raises(Exception, match="moe_layer_latency_us is a field of the engine kinds"):
         make_scenario(target=MOE_TARGET, serving_engine={"kind": "live_loop", "moe_layer_latency_us": {1: 5.0}})
+
+
+def test_a_dense_target_gets_a_note_not_a_silent_no_op():
+    dense = CostModel(make_scenario(serving_engine={"kind": "sglang", "moe_layer_latency_us": {1: 40.0}}),
+                      flat_profile())
+    dense.verify_forward()
+    assert any("no MoE layers; the engine's moe_layer_latency_us has no effect" in n for n in dense.notes)
+
+
+def test_a_whole_forward_table_of_the_moe_target_says_the_table_is_not_applied():
+    """engine kernels live_loop with costs.source whole_forward: a measured forward table of the MoE
+    target prices it whole, so the engine's MoE time cannot enter; a note says so."""
+    from simulator.profile import ForwardTable
+    from tests.conftest import ASSUMED
+    table = ForwardTable(model="tiny-moe", tp_size=1, mode="graph", num_tokens=[1, 8], context_len=[256, 1024],
+                         latency_us=[[100.0, 200.0], [400.0, 800.0]], provenance=ASSUMED)
+    sc = make_scenario(target=MOE_TARGET, costs=dict(source="whole_forward"),
+                       serving_engine={"kind": "sglang", "kernels": "live_loop", "host_cycle_us": 100.0,
+                                       "moe_layer_latency_us": {1: 4000.0}})
+    cost = CostModel(sc, flat_profile(forwards=[table]))
+    assert [k.name for k in cost.verify_forward().kernels].count("forward") == 1
+    assert cost.verify_forward().kernels[1].gpu_us < 800.0
+    assert any("moe_layer_latency_us not applied" in n for n in cost.notes)
