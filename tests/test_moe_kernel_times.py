@@ -31,7 +31,7 @@ def test_both_engines_outputs_read_as_tokens_to_us():
     ("nothing here\n", ":", "no MoE kernel times found"),
     ("Batch size: 1, config: {}\nBatch size: 2, config: {}\nKernel time: 3 us\n", ":1:", "no 'Kernel time' line"),
     ("Kernel time: 3 us\n", ":1:", "no 'Batch size' line before it"),
-    ("Batch size: x, config: {}\nKernel time: 3 us\n", ":1:", "batch size 'x' is not a number"),
+    ("Batch size: x, config: {}\nKernel time: 3 us\n", ":1:", "batch size 'x' is not an integer"),
     ("Batch size: 1, config: {}\nKernel time: nan us\n", ":2:", "not a positive finite number"),
     ("Batch size: 1, config: {}\nKernel time: -4 us\n", ":2:", "not a positive finite number"),
     ("Batch size: 1, config: {}\nKernel time: 3 us\nBatch size: 1, config: {}\nKernel time: 4 us\n", ":3:",
@@ -143,6 +143,32 @@ def test_the_reader_and_floor_agree_on_a_published_shape_of_curve():
 
 
 # ---- bad input found by trying the feature as a user would ------------------------------------------
+@pytest.mark.parametrize("text, what", [
+    ("Start tuning over 1920 configurations...\nTue Dec  1 00:00:00 2026] Completed tuning for batch_size=1, "
+     "best_time=52.65 us\nTuning took 80.00 seconds\n", "the output of a --tune run"),
+    ("Batch size: 1.0, config: {}\nKernel time: 3 us\n", "batch size '1.0' is not an integer"),
+    ("".join(f"Batch size: {b}, config: {{}}\nKernel time: {b + 10} us\n" for b in range(1, 258)),
+     "257 batch sizes; serving_engine.moe_layer_latency_us takes at most 256"),
+])
+def test_a_tune_run_a_float_batch_and_too_many_sizes_are_one_line(tmp_path, text, what):
+    f = tmp_path / "moe.txt"
+    f.write_text(text)
+    with pytest.raises(UserInputError) as e:
+        load_moe_kernel_times(f)
+    assert "\n" not in str(e.value) and str(f) in str(e.value) and what in str(e.value)
+
+
+def test_a_binary_or_utf16_log_is_refused_as_not_utf8_and_windows_line_ends_read(tmp_path):
+    """The log is read as every user file is (simulator.inputs.read_text), not with bad bytes
+    replaced: a binary file or a PowerShell UTF-16 redirect says so instead of 'no times found'."""
+    f = tmp_path / "moe.txt"
+    f.write_bytes(b"\xff\xfeB\x00a\x00t\x00")
+    with pytest.raises(UserInputError, match="moe.txt: not UTF-8"):
+        load_moe_kernel_times(f)
+    f.write_bytes((DATA / "moe_bench_vllm.txt").read_bytes().replace(b"\n", b"\r\n"))
+    assert load_moe_kernel_times(f) == {1: 25.5, 16: 70.25}
+
+
 def test_token_counts_written_as_text_are_the_integers_they_spell():
     """JSON object keys are text: a sweep's scenario_json, `calibrate from-runs`' copies of the
     scenario and JSON-style YAML ('8': 90) were refused as 'Input should be a valid integer'."""
