@@ -204,6 +204,90 @@ def test_a_sweep_with_the_table_draws_its_dashboard(tmp_path):
     assert r.exit_code == 0, r.output
 
 
+def test_from_runs_fits_a_scenario_holding_the_table_with_its_profile_beside_it(tmp_path):
+    """`calibrate from-runs` copies the scenario through JSON (text keys) and loads the profile:
+    a scenario written by moe-kernel-times, whose profile is a JSON beside it, was refused."""
+    import shutil
+
+    from simulator.cli import app
+    from simulator.engine_fit import predict
+    from simulator.profile import shipped_profiles_dir
+    from simulator.scenario import load_scenario
+    (tmp_path / "sc").mkdir()
+    shutil.copy(shipped_profiles_dir() / "h200.json", tmp_path / "sc" / "mine.json")
+    sc = _scenario_file(tmp_path / "sc", {"kind": "sglang", "moe_layer_latency_us": {1: 40.0, 4: 64.0}})
+    data = yaml.safe_load(sc.read_text())
+    sc.write_text(yaml.safe_dump({**data, "profile": "mine.json"}))
+    truth = load_scenario(sc)
+    spec, base = predict(truth.model_copy(update={"profile": str(tmp_path / "sc" / "mine.json")}))
+    al = 1 + 0.6 + 0.6 ** 2 + 0.6 ** 3
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2026-01-01 00:00:00 TP0] Decode batch. #running-req: 1, #token: 300, token usage: 0.00, "
+        f"cuda graph: True, gen throughput (token/s): {base:.4f}, #queue-req: 0,\n"
+        "[2026-01-01 00:01:00 TP0] Decode batch. #running-req: 1, #token: 600, token usage: 0.00, "
+        f"accept len: {al:.6f}, cuda graph: True, gen throughput (token/s): {spec * 1.1:.4f}, #queue-req: 0,\n")
+    out = tmp_path / "other" / "fitted.yaml"
+    r = CliRunner().invoke(app, ["calibrate", "from-runs", str(sc), str(log), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    fitted = load_scenario(out)  # the profile path now relative to out's folder
+    assert fitted.serving_engine.moe_layer_latency_us == {1: 40.0, 4: 64.0}
+    assert yaml.safe_load(out.read_text())["profile"] == "../sc/mine.json"
+
+
+def test_moe_kernel_times_finds_a_profile_beside_the_scenario_and_rebases_it(tmp_path):
+    import shutil
+
+    from simulator.cli import app
+    from simulator.profile import shipped_profiles_dir
+    from simulator.scenario import load_profile_for, load_scenario
+    (tmp_path / "sc").mkdir()
+    shutil.copy(shipped_profiles_dir() / "h200.json", tmp_path / "sc" / "mine.json")
+    sc = _scenario_file(tmp_path / "sc", {"kind": "vllm"})
+    sc.write_text(yaml.safe_dump({**yaml.safe_load(sc.read_text()), "profile": "mine.json"}))
+    out = tmp_path / "new" / "out.yaml"
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(DATA / "moe_bench_vllm.txt"),
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    written = load_scenario(out)
+    assert load_profile_for(written, base_dir=out.parent)[1] == tmp_path / "new" / ".." / "sc" / "mine.json"
+
+
+@pytest.mark.parametrize("command", ["moe-kernel-times", "from-runs"])
+def test_an_unwritable_or_file_parent_out_is_refused_before_the_work(tmp_path, monkeypatch, command):
+    """--out in a folder this process may not write in, or under a file, is one line naming --out
+    before anything is read (it printed the table, then 'output ...: Permission denied').
+    os.access is faked: the tests may run as root."""
+    import os
+
+    from simulator.cli import app
+    sc = _scenario_file(tmp_path, {"kind": "sglang"})
+    log = DATA / ("moe_bench_sglang.txt" if command == "moe-kernel-times" else "sglang_server.log")
+    (tmp_path / "ro").mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (not (mode & os.W_OK and Path(p).name == "ro")
+                                                            and real_access(p, mode, **kw)))
+    for out, what in ((tmp_path / "ro" / "o.yaml", "ro (permission denied)"),
+                      (tmp_path / "sc.yaml" / "o.yaml", "sc.yaml is a file, not a folder")):
+        r = CliRunner().invoke(app, ["calibrate", command, str(sc), str(log), "--out", str(out)])
+        assert r.exit_code == 2 and f"--out {out}" in r.output and what in r.output, r.output
+        assert "measured us" not in r.output
+    assert list((tmp_path / "ro").iterdir()) == []
+
+
+def test_a_fifo_input_is_not_a_regular_file_not_missing(tmp_path):
+    import os
+
+    from simulator.cli import app
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    sc = _scenario_file(tmp_path, {"kind": "sglang"})
+    os.mkfifo(tmp_path / "log")
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(tmp_path / "log"), "--out",
+                                 str(tmp_path / "o.yaml")])
+    assert r.exit_code == 2 and "log: not a regular file" in r.output
+
+
 def test_the_live_loop_names_the_engine_kinds():
     """It said 'serving_engine.moe_layer_latency_us: Extra inputs are not permitted'."""
     with pytest.raises(Exception, match="moe_layer_latency_us is a field of the engine kinds"):
@@ -231,3 +315,18 @@ def test_a_whole_forward_table_of_the_moe_target_says_the_table_is_not_applied()
     assert [k.name for k in cost.verify_forward().kernels].count("forward") == 1
     assert cost.verify_forward().kernels[1].gpu_us < 800.0
     assert any("moe_layer_latency_us not applied" in n for n in cost.notes)
+
+
+def test_a_scenario_that_would_not_load_is_not_written(tmp_path, monkeypatch):
+    """The written scenario is validated before the write: with the reader's bound lifted, 300
+    batch sizes (the field takes 256) are refused naming --out, and nothing is written."""
+    import simulator.engine_runs.moe_bench as moe_bench
+    from simulator.cli import app
+    monkeypatch.setattr(moe_bench, "MOE_TABLE_MAX_ENTRIES", 1000)
+    log = tmp_path / "moe.txt"
+    log.write_text("".join(f"Batch size: {b}, config: {{}}\nKernel time: {b + 10} us\n" for b in range(1, 301)))
+    sc = _scenario_file(tmp_path, {"kind": "sglang"})
+    out = tmp_path / "o.yaml"
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(log), "--out", str(out)])
+    assert r.exit_code == 2 and f"--out {out}: serving_engine.moe_layer_latency_us" in " ".join(r.output.split())
+    assert not out.exists()
