@@ -25,9 +25,10 @@ below, so every kind answers the same questions):
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from simulator.schema_base import StrictModel
 
@@ -45,6 +46,7 @@ ENGINE_HOST_DEFAULTS = {
 }
 ENGINE_PHASES = ("decode", "verify", "draft", "draft_extend", "accept")
 # live_loop keys an engine kind does not take, and what it takes instead
+MOE_TABLE_MAX_ENTRIES = 256  # token counts in serving_engine.moe_layer_latency_us (the tuners time 18-30)
 LIVE_LOOP_ONLY = {"cuda_graph": "graph_decode / graph_verify / graph_draft / graph_draft_extend",
                   "host_overhead_overlapped": "overlap_scheduler"}
 
@@ -82,6 +84,21 @@ class LiveLoopEngine(_GraphTables, StrictModel):
     d2h_syncs_per_cycle: ClassVar[int] = 1
     kernel_efficiency: ClassVar[float] = 1.0
     moe_layer_latency_us: ClassVar[None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_engine_fields(cls, data):
+        """An engine kind's field (say moe_layer_latency_us) in a live_loop section is one line
+        saying whose field it is, not pydantic's 'Extra inputs are not permitted'."""
+        if not isinstance(data, dict):
+            return data
+        for key in data:
+            if key not in cls.model_fields and key in EngineModel.model_fields:
+                raise ValueError(f"{key} is a field of the engine kinds ({', '.join(ENGINE_KINDS[1:])}); the "
+                                 "live_loop kind prices the profile's own kernels and host times (to switch kind "
+                                 f"from the command line, replace the section: --set 'serving_engine={{kind: "
+                                 f"sglang, {key}: ...}}')")
+        return data
 
     def graph_mode(self, phase: str, batch_size: int) -> str:
         """'full' for every phase with cuda_graph, else 'none'."""
@@ -133,7 +150,7 @@ class EngineModel(_GraphTables, StrictModel):
                                                                          "efficiency), 0.05..20.")
     moe_layer_latency_us: dict[Annotated[int, Field(ge=1, le=1_000_000)],
                                Annotated[float, Field(gt=0.0, le=1e6)]] | None = Field(
-        None, min_length=1, max_length=256,
+        None, min_length=1, max_length=MOE_TABLE_MAX_ENTRIES,
         description="The engine's fused-MoE time per MoE layer and rank, us, by tokens in the forward "
                     "(keys 1..1e6, values in (0, 1e6] us): 'Kernel time' of SGLang's "
                     "tuning_fused_moe_triton.py or vLLM's benchmark_moe.py run at the scenario's target, TP "
@@ -141,6 +158,27 @@ class EngineModel(_GraphTables, StrictModel):
                     "reads either). The target's routed experts cost this inside the table's token range "
                     "(interpolated in log tokens) and at least its end values outside it; left out: the "
                     "profile's table or the roofline.")
+
+    @field_validator("moe_layer_latency_us", mode="before")
+    @classmethod
+    def _token_count_keys(cls, table):
+        """Token counts written as text ('8': 90; a JSON object's keys, a `--set ...moe_layer_latency_us.8=`
+        path, a sweep's scenario_json) are read as the integers they spell; a key that is not an
+        integer (1.5, true, '1.0') is refused naming the range, as is the same count written both
+        as text and as a number."""
+        if not isinstance(table, dict):
+            return table
+        out: dict = {}
+        for key, value in table.items():
+            if isinstance(key, str) and re.fullmatch(r"[0-9]{1,7}", key):
+                if int(key) in table or int(key) in out:
+                    raise ValueError(f"token count {int(key)} is written twice (as {key!r} and as {int(key)})")
+                key = int(key)
+            elif isinstance(key, bool) or not isinstance(key, int):
+                raise ValueError(f"key {key!r} is not a token count: keys are integers 1..1,000,000 (tokens in "
+                                 "the forward), values the kernel time in us")
+            out[key] = value
+        return out
 
     @model_validator(mode="before")
     @classmethod

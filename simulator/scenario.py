@@ -37,12 +37,20 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
         value = load_yaml_scalar(raw, f"--set {quote(item)}")
         node = data
         for p in parts[:-1]:
-            nxt = node.setdefault(p, {})
+            nxt = node.setdefault(_existing_key(node, p), {})
             if not isinstance(nxt, dict):
                 raise UserInputError(f"--set {quote(item)}: {quote(p)} in {source} is not a mapping")
             node = nxt
-        node[parts[-1]] = value
+        node[_existing_key(node, parts[-1])] = value
     return data
+
+
+def _existing_key(node: dict, part: str) -> str | int:
+    """The key of `node` a `--set` path part names: the integer key YAML read from `8:` for the
+    part '8' (serving_engine.moe_layer_latency_us.8=90 replaces that entry), else the part."""
+    if part not in node and part.isascii() and part.isdigit() and int(part) in node:
+        return int(part)
+    return part
 
 
 def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> dict:

@@ -33,7 +33,7 @@ def test_both_engines_outputs_read_as_tokens_to_us():
     ("nothing here\n", ":", "no MoE kernel times found"),
     ("Batch size: 1, config: {}\nBatch size: 2, config: {}\nKernel time: 3 us\n", ":1:", "no 'Kernel time' line"),
     ("Kernel time: 3 us\n", ":1:", "no 'Batch size' line before it"),
-    ("Batch size: x, config: {}\nKernel time: 3 us\n", ":1:", "batch size 'x' is not a number"),
+    ("Batch size: x, config: {}\nKernel time: 3 us\n", ":1:", "batch size 'x' is not an integer"),
     ("Batch size: 1, config: {}\nKernel time: nan us\n", ":2:", "not a positive finite number"),
     ("Batch size: 1, config: {}\nKernel time: -4 us\n", ":2:", "not a positive finite number"),
     ("Batch size: 1, config: {}\nKernel time: 3 us\nBatch size: 1, config: {}\nKernel time: 4 us\n", ":3:",
@@ -176,3 +176,193 @@ def test_the_reader_and_floor_agree_on_a_published_shape_of_curve():
     table = {1: 52.65, 2: 60.35, 4: 79.09, 8: 95.47, 16: 138.68, 24: 175.80}
     vals = [engine_moe_layer_us(table, t, model_us=0.0) for t in np.arange(1, 25)]
     assert all(a <= b for a, b in zip(vals, vals[1:]))
+
+
+# ---- bad input found by trying the feature as a user would ------------------------------------------
+@pytest.mark.parametrize("text, what", [
+    ("Start tuning over 1920 configurations...\nTue Dec  1 00:00:00 2026] Completed tuning for batch_size=1, "
+     "best_time=52.65 us\nTuning took 80.00 seconds\n", "the output of a --tune run"),
+    ("Batch size: 1.0, config: {}\nKernel time: 3 us\n", "batch size '1.0' is not an integer"),
+    ("".join(f"Batch size: {b}, config: {{}}\nKernel time: {b + 10} us\n" for b in range(1, 258)),
+     "257 batch sizes; serving_engine.moe_layer_latency_us takes at most 256"),
+])
+def test_a_tune_run_a_float_batch_and_too_many_sizes_are_one_line(tmp_path, text, what):
+    f = tmp_path / "moe.txt"
+    f.write_text(text)
+    with pytest.raises(UserInputError) as e:
+        load_moe_kernel_times(f)
+    assert "\n" not in str(e.value) and str(f) in str(e.value) and what in str(e.value)
+
+
+def test_a_binary_or_utf16_log_is_refused_as_not_utf8_and_windows_line_ends_read(tmp_path):
+    """The log is read as every user file is (simulator.inputs.read_text), not with bad bytes
+    replaced: a binary file or a PowerShell UTF-16 redirect says so instead of 'no times found'."""
+    f = tmp_path / "moe.txt"
+    f.write_bytes(b"\xff\xfeB\x00a\x00t\x00")
+    with pytest.raises(UserInputError, match="moe.txt: not UTF-8"):
+        load_moe_kernel_times(f)
+    f.write_bytes((DATA / "moe_bench_vllm.txt").read_bytes().replace(b"\n", b"\r\n"))
+    assert load_moe_kernel_times(f) == {1: 25.5, 16: 70.25}
+
+
+def test_token_counts_written_as_text_are_the_integers_they_spell():
+    """JSON object keys are text: a sweep's scenario_json, `calibrate from-runs`' copies of the
+    scenario and JSON-style YAML ('8': 90) were refused as 'Input should be a valid integer'."""
+    sc = _engine_sc({"1": 40.0, "4": 64.0})
+    assert sc.serving_engine.moe_layer_latency_us == {1: 40.0, 4: 64.0}
+    from simulator.config import Scenario
+    again = Scenario.model_validate(sc.model_dump(mode="json"), strict=True)
+    assert again.serving_engine.moe_layer_latency_us == {1: 40.0, 4: 64.0}
+    with pytest.raises(Exception, match="token count 1 is written twice"):
+        _engine_sc({1: 40.0, "1": 50.0})
+    for key in ("1.5", 1.0, True):
+        with pytest.raises(Exception, match=r"is not a token count: keys are integers 1\.\.1,000,000"):
+            _engine_sc({key: 40.0})
+
+
+def test_set_on_a_table_entry_replaces_or_adds_it(tmp_path):
+    from simulator.scenario import load_scenario
+    sc = _scenario_file(tmp_path, {"kind": "sglang", "moe_layer_latency_us": {1: 40.0, 4: 64.0}})
+    loaded = load_scenario(sc, ["serving_engine.moe_layer_latency_us.1=70", "serving_engine.moe_layer_latency_us.16=90"])
+    assert loaded.serving_engine.moe_layer_latency_us == {1: 70.0, 4: 64.0, 16: 90.0}
+
+
+def test_a_sweep_with_the_table_draws_its_dashboard(tmp_path):
+    """sweep --html (and plot) read the sweep's scenario_json back: its JSON keys are text."""
+    from simulator.cli import app
+    sc = _scenario_file(tmp_path, {"kind": "sglang", "moe_layer_latency_us": {1: 40.0, 4: 64.0}})
+    r = CliRunner().invoke(app, ["sweep", str(sc), "--grid", "spec.num_steps=1..2", "--out", str(tmp_path / "sw"),
+                                 "--html", "--des-sample", "0"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "sw" / "plots" / "index.html").is_file()
+    r = CliRunner().invoke(app, ["sweep", str(sc), "--grid", "serving_engine.moe_layer_latency_us={1: 50},{1: 80}",
+                                 "--out", str(tmp_path / "sw2"), "--des-sample", "0"])
+    assert r.exit_code == 0, r.output
+
+
+def test_from_runs_fits_a_scenario_holding_the_table_with_its_profile_beside_it(tmp_path):
+    """`calibrate from-runs` copies the scenario through JSON (text keys) and loads the profile:
+    a scenario written by moe-kernel-times, whose profile is a JSON beside it, was refused."""
+    import shutil
+
+    from simulator.cli import app
+    from simulator.engine_fit import predict
+    from simulator.profile import shipped_profiles_dir
+    from simulator.scenario import load_scenario
+    (tmp_path / "sc").mkdir()
+    shutil.copy(shipped_profiles_dir() / "h200.json", tmp_path / "sc" / "mine.json")
+    sc = _scenario_file(tmp_path / "sc", {"kind": "sglang", "moe_layer_latency_us": {1: 40.0, 4: 64.0}})
+    data = yaml.safe_load(sc.read_text())
+    sc.write_text(yaml.safe_dump({**data, "profile": "mine.json"}))
+    truth = load_scenario(sc)
+    spec, base = predict(truth.model_copy(update={"profile": str(tmp_path / "sc" / "mine.json")}))
+    al = 1 + 0.6 + 0.6 ** 2 + 0.6 ** 3
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2026-01-01 00:00:00 TP0] Decode batch. #running-req: 1, #token: 300, token usage: 0.00, "
+        f"cuda graph: True, gen throughput (token/s): {base:.4f}, #queue-req: 0,\n"
+        "[2026-01-01 00:01:00 TP0] Decode batch. #running-req: 1, #token: 600, token usage: 0.00, "
+        f"accept len: {al:.6f}, cuda graph: True, gen throughput (token/s): {spec * 1.1:.4f}, #queue-req: 0,\n")
+    out = tmp_path / "other" / "fitted.yaml"
+    r = CliRunner().invoke(app, ["calibrate", "from-runs", str(sc), str(log), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    fitted = load_scenario(out)  # the profile path now relative to out's folder
+    assert fitted.serving_engine.moe_layer_latency_us == {1: 40.0, 4: 64.0}
+    assert yaml.safe_load(out.read_text())["profile"] == "../sc/mine.json"
+
+
+def test_moe_kernel_times_finds_a_profile_beside_the_scenario_and_rebases_it(tmp_path):
+    import shutil
+
+    from simulator.cli import app
+    from simulator.profile import shipped_profiles_dir
+    from simulator.scenario import load_profile_for, load_scenario
+    (tmp_path / "sc").mkdir()
+    shutil.copy(shipped_profiles_dir() / "h200.json", tmp_path / "sc" / "mine.json")
+    sc = _scenario_file(tmp_path / "sc", {"kind": "vllm"})
+    sc.write_text(yaml.safe_dump({**yaml.safe_load(sc.read_text()), "profile": "mine.json"}))
+    out = tmp_path / "new" / "out.yaml"
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(DATA / "moe_bench_vllm.txt"),
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    written = load_scenario(out)
+    assert load_profile_for(written, base_dir=out.parent)[1] == tmp_path / "new" / ".." / "sc" / "mine.json"
+
+
+@pytest.mark.parametrize("command", ["moe-kernel-times", "from-runs"])
+def test_an_unwritable_or_file_parent_out_is_refused_before_the_work(tmp_path, monkeypatch, command):
+    """--out in a folder this process may not write in, or under a file, is one line naming --out
+    before anything is read (it printed the table, then 'output ...: Permission denied').
+    os.access is faked: the tests may run as root."""
+    import os
+
+    from simulator.cli import app
+    sc = _scenario_file(tmp_path, {"kind": "sglang"})
+    log = DATA / ("moe_bench_sglang.txt" if command == "moe-kernel-times" else "sglang_server.log")
+    (tmp_path / "ro").mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (not (mode & os.W_OK and Path(p).name == "ro")
+                                                            and real_access(p, mode, **kw)))
+    for out, what in ((tmp_path / "ro" / "o.yaml", "ro (permission denied)"),
+                      (tmp_path / "sc.yaml" / "o.yaml", "sc.yaml is a file, not a folder")):
+        r = CliRunner().invoke(app, ["calibrate", command, str(sc), str(log), "--out", str(out)])
+        assert r.exit_code == 2 and f"--out {out}" in r.output and what in r.output, r.output
+        assert "measured us" not in r.output
+    assert list((tmp_path / "ro").iterdir()) == []
+
+
+def test_a_fifo_input_is_not_a_regular_file_not_missing(tmp_path):
+    import os
+
+    from simulator.cli import app
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    sc = _scenario_file(tmp_path, {"kind": "sglang"})
+    os.mkfifo(tmp_path / "log")
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(tmp_path / "log"), "--out",
+                                 str(tmp_path / "o.yaml")])
+    assert r.exit_code == 2 and "log: not a regular file" in r.output
+
+
+def test_the_live_loop_names_the_engine_kinds():
+    """It said 'serving_engine.moe_layer_latency_us: Extra inputs are not permitted'."""
+    with pytest.raises(Exception, match="moe_layer_latency_us is a field of the engine kinds"):
+        make_scenario(target=MOE_TARGET, serving_engine={"kind": "live_loop", "moe_layer_latency_us": {1: 5.0}})
+
+
+def test_a_dense_target_gets_a_note_not_a_silent_no_op():
+    dense = CostModel(make_scenario(serving_engine={"kind": "sglang", "moe_layer_latency_us": {1: 40.0}}),
+                      flat_profile())
+    dense.verify_forward()
+    assert any("no MoE layers; the engine's moe_layer_latency_us has no effect" in n for n in dense.notes)
+
+
+def test_a_whole_forward_table_of_the_moe_target_says_the_table_is_not_applied():
+    """engine kernels live_loop with costs.source whole_forward: a measured forward table of the MoE
+    target prices it whole, so the engine's MoE time cannot enter; a note says so."""
+    from simulator.profile import ForwardTable
+    from tests.conftest import ASSUMED
+    table = ForwardTable(model="tiny-moe", tp_size=1, mode="graph", num_tokens=[1, 8], context_len=[256, 1024],
+                         latency_us=[[100.0, 200.0], [400.0, 800.0]], provenance=ASSUMED)
+    sc = make_scenario(target=MOE_TARGET, costs=dict(source="whole_forward"),
+                       serving_engine={"kind": "sglang", "kernels": "live_loop", "host_cycle_us": 100.0,
+                                       "moe_layer_latency_us": {1: 4000.0}})
+    cost = CostModel(sc, flat_profile(forwards=[table]))
+    assert [k.name for k in cost.verify_forward().kernels].count("forward") == 1
+    assert cost.verify_forward().kernels[1].gpu_us < 800.0
+    assert any("moe_layer_latency_us not applied" in n for n in cost.notes)
+
+
+def test_a_scenario_that_would_not_load_is_not_written(tmp_path, monkeypatch):
+    """The written scenario is validated before the write: with the reader's bound lifted, 300
+    batch sizes (the field takes 256) are refused naming --out, and nothing is written."""
+    import simulator.engine_runs.moe_bench as moe_bench
+    from simulator.cli import app
+    monkeypatch.setattr(moe_bench, "MOE_TABLE_MAX_ENTRIES", 1000)
+    log = tmp_path / "moe.txt"
+    log.write_text("".join(f"Batch size: {b}, config: {{}}\nKernel time: {b + 10} us\n" for b in range(1, 301)))
+    sc = _scenario_file(tmp_path, {"kind": "sglang"})
+    out = tmp_path / "o.yaml"
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(log), "--out", str(out)])
+    assert r.exit_code == 2 and f"--out {out}: serving_engine.moe_layer_latency_us" in " ".join(r.output.split())
+    assert not out.exists()

@@ -177,9 +177,10 @@ def from_runs(
         if p.is_dir():
             fail(f"{p}: is a folder, expected a file")
         if not p.is_file():
-            fail(f"{p}: not found")
+            fail(f"{p}: {'not a regular file' if p.exists() else 'not found'}")
+    check_output("--out", out, "scenario", force=True)  # its folder: writable, not under a file
     try:
-        sc = load_scenario(scenario)
+        sc = _profile_beside(load_scenario(scenario), scenario)
         kind = sc.serving_engine.kind
         if kind == "live_loop":
             fail(f"{scenario}: serving_engine.kind live_loop: the live loop's host times are the profile's own "
@@ -202,23 +203,52 @@ def from_runs(
                            + result.table().splitlines())
 
 
+def _profile_beside(sc, scenario: Path):
+    """`sc` with a profile path written relative to the scenario's folder made absolute, as
+    `specdecsim simulate` finds it (the fit's predictions load the profile from the scenario alone)."""
+    ref = sc.profile
+    if ("/" in ref or ref.endswith(".json")) and not Path(ref).is_absolute() and (scenario.parent / ref).is_file():
+        return sc.model_copy(update={"profile": str((scenario.parent / ref).resolve())})
+    return sc
+
+
 def _write_engine_scenario(scenario: Path, out: Path, engine_fields: dict, mark: str, header: list[str]) -> None:
     """Write SCENARIO to `out` (atomically) with `engine_fields` set in its serving_engine section,
-    a header of `mark` and commented `header` lines; config.json paths stay valid from out's folder."""
+    a header of `mark` and commented `header` lines. The result is validated first (exit 2, one
+    line, nothing written when it would not load); the files it names by relative path (config.json,
+    a profile JSON, serving trace and length files) stay valid from out's folder."""
     import yaml
 
     from simulator.files import write_text_atomic
-    from simulator.scenario import read_scenario_dict
+    from simulator.inputs import UserInputError
+    from simulator.scenario import read_scenario_dict, scenario_from_dict
 
     data = read_scenario_dict(scenario)
-    for role in ("target", "draft"):
-        model = data.get(role)
-        if isinstance(model, dict) and isinstance(model.get("config_path"), str) and not Path(model["config_path"]).is_absolute():
-            model["config_path"] = os.path.relpath((scenario.parent / model["config_path"]).resolve(),
-                                                   out.parent.resolve())
     engine = dict(data.get("serving_engine") or {})
     engine.update(engine_fields)
     data["serving_engine"] = engine
+    try:
+        scenario_from_dict(data, f"--out {out}", scenario.parent)
+    except UserInputError as e:
+        fail(str(e))
+
+    def rebase(ref):
+        if not isinstance(ref, str) or not ref.strip() or Path(ref).is_absolute():
+            return ref
+        return os.path.relpath((scenario.parent / ref).resolve(), out.parent.resolve())
+
+    for role in ("target", "draft"):
+        model = data.get(role)
+        if isinstance(model, dict) and "config_path" in model:
+            model["config_path"] = rebase(model["config_path"])
+    ref = data.get("profile")
+    if isinstance(ref, str) and ("/" in ref or ref.endswith(".json")) and (scenario.parent / ref).is_file():
+        data["profile"] = rebase(ref)
+    serving = data.get("serving")
+    for key in ("arrivals", "input_len", "output_len"):
+        section = serving.get(key) if isinstance(serving, dict) else None
+        if isinstance(section, dict) and "path" in section:
+            section["path"] = rebase(section["path"])
     write_text_atomic(out, mark + "".join(f"# {line}\n" for line in header) + yaml.safe_dump(data, sort_keys=False))
     console.print(f"[green]wrote {escape(str(out))}[/]")
 
@@ -252,7 +282,7 @@ def moe_kernel_times(
         if p.is_dir():
             fail(f"{p}: is a folder, expected a file")
         if not p.is_file():
-            fail(f"{p}: not found")
+            fail(f"{p}: {'not a regular file' if p.exists() else 'not found'}")
     if out.is_dir():
         fail(f"--out {out}: is a folder; give the scenario YAML file to write")
     if out.exists() and not out.is_file():
@@ -261,6 +291,7 @@ def moe_kernel_times(
         fail(f"--out {out}: is one of the inputs; write the scenario elsewhere")
     if out.exists() and not force and not out.read_text(errors="replace").startswith(MOE_TIMES_MARK):
         fail(f"--out {out}: exists and is not an earlier moe-kernel-times output; --force replaces it")
+    check_output("--out", out, "scenario", force=True)  # its folder: writable, not under a file
     try:
         sc = load_scenario(scenario)
         if sc.serving_engine.kind == "live_loop":
@@ -270,7 +301,7 @@ def moe_kernel_times(
             fail(f"{scenario}: the target {sc.target.name} has no MoE layers")
         check_choice("--routing", routing, ("rotating", "same"))
         times = load_moe_kernel_times(log, shape, routing)
-        profile, _ = load_profile_for(sc)
+        profile, _ = load_profile_for(sc, base_dir=scenario.parent)
         cost = CostModel(sc, profile)
     except UserInputError as e:
         fail(str(e))

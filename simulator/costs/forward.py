@@ -288,6 +288,10 @@ class CostModel:
                     self.lookup.notes.add(f"{model.name}: whole-forward {table} table of {found.model} (same shape) used")
                 gpu = self.lookup.table_us(found, n, c, b) * self.sc.costs.compute_latency_scale
                 gpu *= self.lookup.transfer_ratio(ops)  # 1 unless the profile is carried to another GPU
+                if self.engine.moe_layer_latency_us and model is self.sc.target and model.is_moe:
+                    self.lookup.notes.add(f"{model.name}: the whole-forward {table} table's measured MoE layers "
+                                          "used; the engine's moe_layer_latency_us not applied (costs.source "
+                                          "per_op applies it)")
                 return [Kernel("forward", phase, "compute", gpu, 0.0, gpus)]
             if found is not None:  # outside the measured grid: the per-op sum scales, a clamped table would not
                 where = []
@@ -309,6 +313,8 @@ class CostModel:
         if table and any(op.name == "moe_experts" for op in ops):
             self.lookup.notes.add(f"{model.name}: routed experts priced by the engine's moe_layer_latency_us "
                                   f"from {min(table)} to {max(table)} tokens (outside: at least its end values)")
+        elif table and not model.is_moe:
+            self.lookup.notes.add(f"{model.name}: no MoE layers; the engine's moe_layer_latency_us has no effect")
         return self._kernels(ops, phase, gpus, moe_table=table)
 
     def moe_layer_us(self, num_tokens: int, engine_floor: bool = True) -> float:

@@ -26,10 +26,12 @@ import json
 import re
 from pathlib import Path
 
-from simulator.inputs import UserInputError
+from simulator.engines import MOE_TABLE_MAX_ENTRIES
+from simulator.inputs import MAX_TRACE_BYTES, UserInputError, read_text
 
 _BATCH = re.compile(r"^\s*Batch size:\s*(\S+?),\s*config:")
 _TIME = re.compile(r"^\s*Kernel time:\s*(\S+)\s*us\s*$")
+_TUNE = re.compile(r"Completed tuning for batch_size=|Start tuning over \d+ configurations")
 EXPECTED = ("'Batch size: N, config: {...}' then 'Kernel time: X us' (SGLang tuning_fused_moe_triton.py or "
             "vLLM benchmarks/kernels/benchmark_moe.py output)")
 
@@ -38,7 +40,8 @@ def _number(text: str, kind, where: str, what: str):
     try:
         value = kind(text)
     except ValueError:
-        raise UserInputError(f"{where}: {what} {text!r} is not a number; expected {EXPECTED}") from None
+        raise UserInputError(f"{where}: {what} {text!r} is not {'an integer' if kind is int else 'a number'}; "
+                             f"expected {EXPECTED}") from None
     if not value > 0 or value != value or value == float("inf"):
         raise UserInputError(f"{where}: {what} {text} is not a positive finite number")
     return value
@@ -49,18 +52,19 @@ def load_moe_kernel_times(path: Path, shape: str | None = None, routing: str = "
     JSON lines of `specdecsim calibrate engine-moe`, where `shape` picks the shape when the file holds several
     and `routing` 'rotating' or 'same' picks the records).
 
-    Lines other than the two above are skipped (progress bars, warnings, the tuner's log).
+    Lines other than the two above are skipped (progress bars, warnings, the tuner's log). The
+    file is read as every user file is (simulator.inputs.read_text: a regular file of UTF-8, here
+    up to MAX_TRACE_BYTES).
 
     Raises:
-        UserInputError: the file cannot be read, has no such pair, a 'Batch size' line with no
-            'Kernel time' before the next one, a value that is not a positive number, a batch
-            size above 1,000,000 or a time above 1e6 us, or a batch size twice (two runs in one
-            file: give one run's output). Each message is one line naming the file and line.
+        UserInputError: the file cannot be read or is not UTF-8 text, has no such pair (a --tune
+            run's output is named as such), a 'Batch size' line with no 'Kernel time' before the
+            next one, a value that is not a positive number, a batch size above 1,000,000 or a
+            time above 1e6 us, a batch size twice (two runs in one file: give one run's output),
+            or more than MOE_TABLE_MAX_ENTRIES batch sizes. Each message is one line naming the
+            file (and line).
     """
-    try:
-        lines = Path(path).read_text(errors="replace").splitlines()
-    except OSError as e:
-        raise UserInputError(f"{path}: cannot be read ({e.strerror or e})") from None
+    lines = read_text(path, "MoE benchmark output", MAX_TRACE_BYTES).splitlines()
     first = next((line for line in lines if line.strip()), "")
     if first.lstrip().startswith("{"):
         return _engine_moe_records(path, lines, shape, routing)
@@ -98,8 +102,15 @@ def load_moe_kernel_times(path: Path, shape: str | None = None, routing: str = "
     if pending is not None:
         raise UserInputError(f"{path}:{pending[1]}: 'Batch size: {pending[0]}' has no 'Kernel time' line; "
                              f"expected {EXPECTED}")
+    if not times and any(_TUNE.search(line) for line in lines):
+        raise UserInputError(f"{path}: the output of a --tune run (it saves the best configs and prints no "
+                             "'Kernel time' per batch size); run the script again without --tune, which times the "
+                             "saved configs, and give that output")
     if not times:
         raise UserInputError(f"{path}: no MoE kernel times found; expected {EXPECTED}")
+    if len(times) > MOE_TABLE_MAX_ENTRIES:
+        raise UserInputError(f"{path}: {len(times)} batch sizes; serving_engine.moe_layer_latency_us takes at most "
+                             f"{MOE_TABLE_MAX_ENTRIES} (give the script --batch-size for the token counts you serve)")
     return dict(sorted(times.items()))
 
 
@@ -137,4 +148,7 @@ def _engine_moe_records(path: Path, lines: list[str], shape: str | None, routing
         times[t] = us
     if not times:
         raise UserInputError(f"{path}: no {routing!r} records of {want}")
+    if len(times) > MOE_TABLE_MAX_ENTRIES:
+        raise UserInputError(f"{path}: {want} has {len(times)} token counts; a scenario's moe_layer_latency_us holds "
+                             f"at most {MOE_TABLE_MAX_ENTRIES}")
     return dict(sorted(times.items()))
