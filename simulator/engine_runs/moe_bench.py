@@ -106,11 +106,18 @@ def load_moe_kernel_times(path: Path, shape: str | None = None, routing: str = "
         raise UserInputError(f"{path}: the output of a --tune run (it saves the best configs and prints no "
                              "'Kernel time' per batch size); run the script again without --tune, which times the "
                              "saved configs, and give that output")
+    return _table(path, times, f"no MoE kernel times found; expected {EXPECTED}",
+                  "batch sizes", " (give the script --batch-size for the token counts you serve)")
+
+
+def _table(path: Path, times: dict[int, float], empty: str, what: str, hint: str = "") -> dict[int, float]:
+    """`times` sorted by tokens; raises UserInputError when it is empty or longer than a scenario's
+    moe_layer_latency_us may be (MOE_TABLE_MAX_ENTRIES)."""
     if not times:
-        raise UserInputError(f"{path}: no MoE kernel times found; expected {EXPECTED}")
+        raise UserInputError(f"{path}: {empty}")
     if len(times) > MOE_TABLE_MAX_ENTRIES:
-        raise UserInputError(f"{path}: {len(times)} batch sizes; serving_engine.moe_layer_latency_us takes at most "
-                             f"{MOE_TABLE_MAX_ENTRIES} (give the script --batch-size for the token counts you serve)")
+        raise UserInputError(f"{path}: {len(times)} {what}; serving_engine.moe_layer_latency_us takes at most "
+                             f"{MOE_TABLE_MAX_ENTRIES}{hint}")
     return dict(sorted(times.items()))
 
 
@@ -146,9 +153,4 @@ def _engine_moe_records(path: Path, lines: list[str], shape: str | None, routing
         if t in times:
             raise UserInputError(f"{where}: {want} at {t} tokens ({routing}) again; give one run's records")
         times[t] = us
-    if not times:
-        raise UserInputError(f"{path}: no {routing!r} records of {want}")
-    if len(times) > MOE_TABLE_MAX_ENTRIES:
-        raise UserInputError(f"{path}: {want} has {len(times)} token counts; a scenario's moe_layer_latency_us holds "
-                             f"at most {MOE_TABLE_MAX_ENTRIES}")
-    return dict(sorted(times.items()))
+    return _table(path, times, f"no {routing!r} records of {want}", f"token counts of {want}")
