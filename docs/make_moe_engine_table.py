@@ -3,7 +3,7 @@ fused-MoE kernel times against what the model prices the same MoE layer at
 (data/engines/moe_kernel_times_public.yaml); SGLang's Triton MoE kernels timed on the lent H200
 (data/measurements/h200_sglang_triton_moe.jsonl, `bash calibration/h200_run.sh engine-moe`)
 against the model and, for the shape a source published, against that; and the DeepSeek-R1
-experiment (data/cases/experiments/dsr1_moe_floor_proxy.yaml, what `specdecsim cases FILE` prints).
+experiment (data/cases/experiments/dsr1_moe_times_proxy.yaml, what `specdecsim cases FILE` prints).
 
     python docs/make_moe_engine_table.py
 
@@ -89,7 +89,7 @@ def main() -> None:
             pub_txt = "" if pub is None else f"{pub:.2f} (default config; measured with it: {tuned_default[t]:.2f})"
             print(f"| {shape} | {t} | {us:.2f} | {same[t]:.2f} | {pub_txt} | {cost.moe_layer_us(t):.2f} |")
     print()
-    experiment = ROOT / "data" / "cases" / "experiments" / "dsr1_moe_floor_proxy.yaml"
+    experiment = ROOT / "data" / "cases" / "experiments" / "dsr1_moe_times_proxy.yaml"
     print("| DeepSeek-R1 MTP sweep, with the SGLang B200 MoE times | role | published tok/s | predicted | error "
           "| speedup error | within the bars |")
     print("|---|---|---|---|---|---|---|")

@@ -308,7 +308,7 @@ def moe_kernel_times(
     lines = [f"from {log} ({len(times)} token counts), for {sc.target.name} tp{sc.tp_size} ep{sc.expert_parallel_size}:",
              f"{'tokens':>8} {'measured us':>12} {'modelled us':>12}"]
     for t, us in times.items():
-        lines.append(f"{t:>8} {us:>12.2f} {cost.moe_layer_us(t, engine_floor=False):>12.2f}")
+        lines.append(f"{t:>8} {us:>12.2f} {cost.moe_layer_us(t, engine_table=False):>12.2f}")
     console.print(escape("\n".join(lines)), highlight=False)
     _write_engine_scenario(scenario, out, {"moe_layer_latency_us": {int(k): float(v) for k, v in times.items()}},
                            MOE_TIMES_MARK, lines)

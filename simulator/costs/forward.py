@@ -317,10 +317,10 @@ class CostModel:
             self.lookup.notes.add(f"{model.name}: no MoE layers; the engine's moe_layer_latency_us has no effect")
         return self._kernels(ops, phase, gpus, moe_table=table)
 
-    def moe_layer_us(self, num_tokens: int, engine_floor: bool = True) -> float:
+    def moe_layer_us(self, num_tokens: int, engine_table: bool = True) -> float:
         """GPU time of one MoE layer's routed experts on the busiest rank at `num_tokens` tokens, us,
         priced as the target's forwards price it (the op's table or roofline, the kernel efficiency,
-        an engine kernel's small-kernel floor, and with `engine_floor` the engine's
+        an engine kernel's small-kernel floor, and with `engine_table` the engine's
         moe_layer_latency_us, engine_moe_layer_us).
 
         Raises:
@@ -333,7 +333,7 @@ class CostModel:
             raise ValueError(f"num_tokens must be >= 1, got {num_tokens}")
         op = MO.moe_experts(self.sc.target, self.tp, num_tokens, self.sc.workload.expert_routing,
                             self.sc.expert_parallel_size)
-        table = self.engine.moe_layer_latency_us if engine_floor else None
+        table = self.engine.moe_layer_latency_us if engine_table else None
         return self._kernels([op], "decode", self.all_gpus, moe_table=table)[0].gpu_us
 
     def _moe_changed(self, model: ModelShape) -> bool:
