@@ -78,6 +78,8 @@ def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> 
         merged, notes = shape_fields_from_hf_config(cfg)
     except ValueError as e:
         raise UserInputError(f"{source}: {role}.config_path: {path}: {e}") from None
+    if "precision" in model or "weight_dtype_bytes" in model:  # the scenario gives the weight formats
+        notes = [n for n in notes if not n.startswith("quantization_config")]
     if notes:
         merged["config_notes"] = [f"{role} {path.name}: {n}" for n in notes]
     merged.update(model)

@@ -366,3 +366,36 @@ def test_a_scenario_that_would_not_load_is_not_written(tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(sc), str(log), "--out", str(out)])
     assert r.exit_code == 2 and f"--out {out}: serving_engine.moe_layer_latency_us" in " ".join(r.output.split())
     assert not out.exists()
+
+
+def test_engine_moe_records_must_be_of_the_targets_shape_and_fp8_asks_for_the_weight_format(tmp_path):
+    """`calibrate engine-moe` records carry E, K, N, top_k and the weight format: records of another
+    shape are refused naming both shapes; fp8 records on a target priced at bf16 get a note naming
+    the precision to give."""
+    from simulator.cli import app
+    rec = ('{"shape": "s", "E": 8, "K": 64, "N": 16, "top_k": 2, "quant": "fp8_block128", "gpu": "G", '
+           '"tokens": %d, "routing": "rotating", "kernels_us": %s}')
+    log = tmp_path / "moe.jsonl"
+    log.write_text(rec % (1, 30) + "\n" + rec % (4, 45) + "\n")
+    # MOE_TARGET at tp1: E=8, K=64, N=32 (moe_intermediate_size), top_k=2: N differs
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(_scenario_file(tmp_path, {"kind": "sglang"})),
+                                 str(log), "--out", str(tmp_path / "o.yaml")])
+    assert r.exit_code != 0 and "E=8 K=64 N=16 top_k=2" in r.output and "N=32" in r.output
+    assert not (tmp_path / "o.yaml").exists()
+    log.write_text((rec % (1, 30)).replace('"N": 16', '"N": 32') + "\n")
+    r = CliRunner().invoke(app, ["calibrate", "moe-kernel-times", str(_scenario_file(tmp_path, {"kind": "sglang"})),
+                                 str(log), "--out", str(tmp_path / "o.yaml")])
+    assert r.exit_code == 0, r.output
+    assert "records are fp8" in r.output and "routed_experts: fp8_block128" in r.output
+
+
+def test_a_scenario_precision_silences_the_quantization_config_note():
+    from simulator.scenario import scenario_from_dict
+    ds = str(Path(__file__).parents[1] / "data" / "models" / "deepseek-v3.json")
+    from tests.conftest import TINY_DRAFT
+    base = {"draft": TINY_DRAFT, "spec": {"num_steps": 3, "topk": 1, "num_draft_tokens": 4},
+            "acceptance": {"kind": "iid", "acceptance_rate": 0.6}}
+    for target, noted in [({"config_path": ds, "name": "v3"}, True),
+                          ({"config_path": ds, "name": "v3", "precision": {"routed_experts": "fp8_block128"}}, False)]:
+        sc = scenario_from_dict({"name": "x", "profile": "flat", "target": target, **base}, "x", Path("."))
+        assert any("quantization_config" in n for n in sc.target.config_notes) is noted

@@ -268,13 +268,16 @@ def moe_kernel_times(
                                                       "take (e.g. kimi-k2-tp8).")] = None,
     routing: Annotated[str, typer.Option(help="For `calibrate engine-moe`'s JSON lines: rotating (experts "
                                               "differ from call to call, as from layer to layer) or same.")] = "rotating",
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an --out file that is not this command's "
+                                                         "earlier output.")] = False,
 ) -> None:
     """Set an engine's fused-MoE time per layer from its own MoE benchmark: the target's routed
-    experts then cost at least that at each token count (docs/engines.md). Prints the table and
-    what the scenario prices the same layer at without it (CostModel.moe_layer_us)."""
+    experts then cost the table's times inside its token range and at least its end values outside
+    it (docs/engines.md). Prints the table and what the scenario prices the same layer at without it
+    (CostModel.moe_layer_us). Records of `calibrate engine-moe` must be of the target's shape at the
+    scenario's TP/EP; a text log does not say its shape, so that is the user's to match."""
     from simulator.costs.forward import CostModel
-    from simulator.engine_runs.moe_bench import load_moe_kernel_times
+    from simulator.engine_runs.moe_bench import engine_moe_record_shape, load_moe_kernel_times
     from simulator.inputs import UserInputError
     from simulator.scenario import load_profile_for, load_scenario
 
@@ -301,10 +304,33 @@ def moe_kernel_times(
             fail(f"{scenario}: the target {sc.target.name} has no MoE layers")
         check_choice("--routing", routing, ("rotating", "same"))
         times = load_moe_kernel_times(log, shape, routing)
+        measured = engine_moe_record_shape(log, shape)
         profile, _ = load_profile_for(sc, base_dir=scenario.parent)
         cost = CostModel(sc, profile)
     except UserInputError as e:
         fail(str(e))
+    t, ep = sc.target, sc.expert_parallel_size
+    wants = {"E": t.n_routed_experts // ep, "K": t.hidden_size, "N": t.moe_intermediate_size // (sc.tp_size // ep),
+             "top_k": t.num_experts_per_tok}
+    w_bytes = t.weight_format("routed_experts")[0]
+    if measured is not None:
+        if {k: measured[k] for k in wants} != wants:
+            fail(f"{log}: the records{f' of {shape}' if shape else ''} are of E={measured['E']} K={measured['K']} "
+                 f"N={measured['N']} top_k={measured['top_k']}; the scenario's target {t.name} at tp{sc.tp_size} "
+                 f"ep{ep} runs E={wants['E']} K={wants['K']} N={wants['N']} top_k={wants['top_k']} per rank (N: "
+                 "intermediate size per rank): pick the matching --shape, or measure this shape")
+        if str(measured.get("quant", "")).startswith("fp8") and w_bytes != 1:
+            console.print(f"[yellow]note:[/] the records are fp8 experts; the scenario prices {t.name}'s routed "
+                          f"experts at {w_bytes:g} bytes per weight (its 'modelled us' and the price outside the "
+                          "table's range): give the target `precision: {routed_experts: fp8_block128}`",
+                          highlight=False)
+        gpu = sc.hardware.gpu or (sc.hardware.box or "the profile's GPU")
+        console.print(f"[dim]measured on {escape(str(measured.get('gpu')))}; the scenario's hardware: "
+                      f"{escape(str(gpu))}[/]", highlight=False)
+    else:
+        console.print(f"[dim]{escape(str(log))} does not say its shape: it must be {t.name} at tp{sc.tp_size} ep{ep} "
+                      f"(E={wants['E']} K={wants['K']} N={wants['N']} per rank) with the weight format the scenario "
+                      f"prices at {w_bytes:g} bytes per weight[/]", highlight=False)
     lines = [f"from {log} ({len(times)} token counts), for {sc.target.name} tp{sc.tp_size} ep{sc.expert_parallel_size}:",
              f"{'tokens':>8} {'measured us':>12} {'modelled us':>12}"]
     for t, us in times.items():

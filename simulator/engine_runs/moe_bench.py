@@ -154,3 +154,22 @@ def _engine_moe_records(path: Path, lines: list[str], shape: str | None, routing
             raise UserInputError(f"{where}: {want} at {t} tokens ({routing}) again; give one run's records")
         times[t] = us
     return _table(path, times, f"no {routing!r} records of {want}", f"token counts of {want}")
+
+
+def engine_moe_record_shape(path: Path, shape: str | None = None) -> dict | None:
+    """The measured shape of `calibrate engine-moe` records ({E, K, N, top_k, quant, gpu} of `shape`,
+    or of the file's one shape), or None for an engine benchmark's text output, which does not say.
+
+    Raises:
+        UserInputError: as load_moe_kernel_times.
+    """
+    lines = read_text(path, "MoE benchmark output", MAX_TRACE_BYTES).splitlines()
+    if not next((line for line in lines if line.strip()), "").lstrip().startswith("{"):
+        return None
+    _engine_moe_records(path, lines, shape, "rotating")  # the same checks and errors as the times
+    for line in lines:
+        if line.strip():
+            rec = json.loads(line)
+            if shape is None or rec.get("shape") == shape:
+                return {k: rec.get(k) for k in ("E", "K", "N", "top_k", "quant", "gpu")}
+    return None
