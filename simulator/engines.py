@@ -19,7 +19,7 @@ below, so every kind answers the same questions):
 - the engine's kernel efficiency relative to the profile (GPU compute time / efficiency);
 - optionally, the engine's own fused-MoE time per layer by token count (`moe_layer_latency_us`),
   which prices the target's routed experts in its token range. Engine MoE benchmarks put it at
-  25-70 us per layer at one token on H200/B200, several times the time to read the touched
+  about 20-70 us per layer at one token on H200/B200, several times the time to read the touched
   experts' weights (docs/engines.md, "MoE kernel time at decode token counts").
 """
 
