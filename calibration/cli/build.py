@@ -163,21 +163,10 @@ def from_runs(
 
     if run_format != "auto":
         check_choice("--format", run_format, FORMATS)
-    if out.is_dir():
-        fail(f"--out {out}: is a folder; give the scenario YAML file to write")
-    if out.exists() and not out.is_file():
-        fail(f"--out {out}: not a regular file")
-    if any(out.resolve() == p.resolve() for p in [scenario, *runs] if p.exists()):
-        fail(f"--out {out}: is one of the inputs; write the fitted scenario elsewhere")
-    if out.exists() and not force and not out.read_text(errors="replace").startswith(FROM_RUNS_MARK):
-        fail(f"--out {out}: exists and is not an earlier from-runs output; --force replaces it")
+    _check_scenario_out(out, [scenario, *runs], FROM_RUNS_MARK, "from-runs", force)
     if fit is not None and not fit.strip(", "):
         fail("--fit: empty; give comma-separated engine fields, e.g. host_cycle_us,host_decode_step_us")
-    for p in [scenario, *runs]:
-        if p.is_dir():
-            fail(f"{p}: is a folder, expected a file")
-        if not p.is_file():
-            fail(f"{p}: {'not a regular file' if p.exists() else 'not found'}")
+    _check_inputs([scenario, *runs])
     check_output("--out", out, "scenario", force=True)  # its folder: writable, not under a file
     try:
         sc = _profile_beside(load_scenario(scenario), scenario)
@@ -210,6 +199,28 @@ def _profile_beside(sc, scenario: Path):
     if ("/" in ref or ref.endswith(".json")) and not Path(ref).is_absolute() and (scenario.parent / ref).is_file():
         return sc.model_copy(update={"profile": str((scenario.parent / ref).resolve())})
     return sc
+
+
+def _check_inputs(paths) -> None:
+    """Exit 2 naming the first input that is a folder, not a regular file, or missing."""
+    for p in paths:
+        if p.is_dir():
+            fail(f"{p}: is a folder, expected a file")
+        if not p.is_file():
+            fail(f"{p}: {'not a regular file' if p.exists() else 'not found'}")
+
+
+def _check_scenario_out(out: Path, inputs, mark: str, command: str, force: bool) -> None:
+    """Exit 2 when the scenario --out is a folder or not a regular file, is one of the inputs, or
+    exists without `mark` (this command's earlier output) and no --force."""
+    if out.is_dir():
+        fail(f"--out {out}: is a folder; give the scenario YAML file to write")
+    if out.exists() and not out.is_file():
+        fail(f"--out {out}: not a regular file")
+    if any(out.resolve() == p.resolve() for p in inputs if p.exists()):
+        fail(f"--out {out}: is one of the inputs; write the scenario elsewhere")
+    if out.exists() and not force and not out.read_text(errors="replace").startswith(mark):
+        fail(f"--out {out}: exists and is not an earlier {command} output; --force replaces it")
 
 
 def _write_engine_scenario(scenario: Path, out: Path, engine_fields: dict, mark: str, header: list[str]) -> None:
@@ -277,23 +288,12 @@ def moe_kernel_times(
     (CostModel.moe_layer_us). Records of `calibrate engine-moe` must be of the target's shape at the
     scenario's TP/EP; a text log does not say its shape, so that is the user's to match."""
     from simulator.costs.forward import CostModel
-    from simulator.engine_runs.moe_bench import engine_moe_record_shape, load_moe_kernel_times
+    from simulator.engine_runs.moe_bench import load_moe_kernel_records
     from simulator.inputs import UserInputError
     from simulator.scenario import load_profile_for, load_scenario
 
-    for p in (scenario, log):
-        if p.is_dir():
-            fail(f"{p}: is a folder, expected a file")
-        if not p.is_file():
-            fail(f"{p}: {'not a regular file' if p.exists() else 'not found'}")
-    if out.is_dir():
-        fail(f"--out {out}: is a folder; give the scenario YAML file to write")
-    if out.exists() and not out.is_file():
-        fail(f"--out {out}: not a regular file")
-    if any(out.resolve() == p.resolve() for p in (scenario, log)):
-        fail(f"--out {out}: is one of the inputs; write the scenario elsewhere")
-    if out.exists() and not force and not out.read_text(errors="replace").startswith(MOE_TIMES_MARK):
-        fail(f"--out {out}: exists and is not an earlier moe-kernel-times output; --force replaces it")
+    _check_inputs((scenario, log))
+    _check_scenario_out(out, [scenario, log], MOE_TIMES_MARK, "moe-kernel-times", force)
     check_output("--out", out, "scenario", force=True)  # its folder: writable, not under a file
     try:
         sc = load_scenario(scenario)
@@ -303,8 +303,7 @@ def moe_kernel_times(
         if not sc.target.is_moe:
             fail(f"{scenario}: the target {sc.target.name} has no MoE layers")
         check_choice("--routing", routing, ("rotating", "same"))
-        times = load_moe_kernel_times(log, shape, routing)
-        measured = engine_moe_record_shape(log, shape)
+        times, measured = load_moe_kernel_records(log, shape, routing)
         profile, _ = load_profile_for(sc, base_dir=scenario.parent)
         cost = CostModel(sc, profile)
     except UserInputError as e:

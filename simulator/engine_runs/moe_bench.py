@@ -48,9 +48,16 @@ def _number(text: str, kind, where: str, what: str):
 
 
 def load_moe_kernel_times(path: Path, shape: str | None = None, routing: str = "rotating") -> dict[int, float]:
-    """{tokens: kernel time in us} from one benchmark output file (the engines' text output, or the
+    """{tokens: kernel time in us}: `load_moe_kernel_records(...)[0]`."""
+    return load_moe_kernel_records(path, shape, routing)[0]
+
+
+def load_moe_kernel_records(path: Path, shape: str | None = None,
+                            routing: str = "rotating") -> tuple[dict[int, float], dict | None]:
+    """({tokens: kernel time in us}, the measured shape) from one benchmark output file (the engines' text output, or the
     JSON lines of `specdecsim calibrate engine-moe`, where `shape` picks the shape when the file holds several
-    and `routing` 'rotating' or 'same' picks the records).
+    and `routing` 'rotating' or 'same' picks the records). The measured shape is {E, K, N, top_k,
+    quant, gpu} of the records, or None for an engine benchmark's text output, which does not say.
 
     Lines other than the two above are skipped (progress bars, warnings, the tuner's log). The
     file is read as every user file is (simulator.inputs.read_text: a regular file of UTF-8, here
@@ -107,7 +114,7 @@ def load_moe_kernel_times(path: Path, shape: str | None = None, routing: str = "
                              "'Kernel time' per batch size); run the script again without --tune, which times the "
                              "saved configs, and give that output")
     return _table(path, times, f"no MoE kernel times found; expected {EXPECTED}",
-                  "batch sizes", " (give the script --batch-size for the token counts you serve)")
+                  "batch sizes", " (give the script --batch-size for the token counts you serve)"), None
 
 
 def _table(path: Path, times: dict[int, float], empty: str, what: str, hint: str = "") -> dict[int, float]:
@@ -121,8 +128,10 @@ def _table(path: Path, times: dict[int, float], empty: str, what: str, hint: str
     return dict(sorted(times.items()))
 
 
-def _engine_moe_records(path: Path, lines: list[str], shape: str | None, routing: str) -> dict[int, float]:
-    """{tokens: kernels_us} of one shape and routing from `calibrate engine-moe`'s JSON lines."""
+def _engine_moe_records(path: Path, lines: list[str], shape: str | None,
+                        routing: str) -> tuple[dict[int, float], dict]:
+    """({tokens: kernels_us}, the measured shape) of one shape and routing from `calibrate engine-moe`'s
+    JSON lines."""
     if routing not in ("rotating", "same"):
         raise UserInputError(f"routing {routing!r}: one of rotating, same")
     records = []
@@ -153,23 +162,7 @@ def _engine_moe_records(path: Path, lines: list[str], shape: str | None, routing
         if t in times:
             raise UserInputError(f"{where}: {want} at {t} tokens ({routing}) again; give one run's records")
         times[t] = us
-    return _table(path, times, f"no {routing!r} records of {want}", f"token counts of {want}")
+    first = next(rec for _, rec in records if rec["shape"] == want)
+    measured = {k: first.get(k) for k in ("E", "K", "N", "top_k", "quant", "gpu")}
+    return _table(path, times, f"no {routing!r} records of {want}", f"token counts of {want}"), measured
 
-
-def engine_moe_record_shape(path: Path, shape: str | None = None) -> dict | None:
-    """The measured shape of `calibrate engine-moe` records ({E, K, N, top_k, quant, gpu} of `shape`,
-    or of the file's one shape), or None for an engine benchmark's text output, which does not say.
-
-    Raises:
-        UserInputError: as load_moe_kernel_times.
-    """
-    lines = read_text(path, "MoE benchmark output", MAX_TRACE_BYTES).splitlines()
-    if not next((line for line in lines if line.strip()), "").lstrip().startswith("{"):
-        return None
-    _engine_moe_records(path, lines, shape, "rotating")  # the same checks and errors as the times
-    for line in lines:
-        if line.strip():
-            rec = json.loads(line)
-            if shape is None or rec.get("shape") == shape:
-                return {k: rec.get(k) for k in ("E", "K", "N", "top_k", "quant", "gpu")}
-    return None
