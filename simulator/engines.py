@@ -148,6 +148,12 @@ class EngineModel(_GraphTables, StrictModel):
     kernel_efficiency: float = Field(1.0, ge=0.05, le=20.0, description="The engine's GPU compute speed "
                                                                          "relative to the profile's (time / "
                                                                          "efficiency), 0.05..20.")
+    engine_profile: str | None = Field(
+        None, min_length=1, max_length=4096,
+        description="An engine-native profile (a shipped name under data/engine_profiles/, or a path): the "
+                    "engine's own cycle parts measured inside it by `specdecsim calibrate engine`; where it "
+                    "was measured for this target, draft, TP size and GPU, every phase and the host's work "
+                    "are priced from it (a note says so), else it is not used (a note says why).")
     moe_layer_latency_us: dict[Annotated[int, Field(ge=1, le=1_000_000)],
                                Annotated[float, Field(gt=0.0, le=1e6)]] | None = Field(
         None, min_length=1, max_length=MOE_TABLE_MAX_ENTRIES,

@@ -63,6 +63,11 @@ class LiveRun(StrictModel):
                                                description="Wall us per repeat.")
     paired_baseline_tok_per_s: TokPerS | None = Field(
         None, description="Baseline tok/s of the same target measured right after this point.")
+    prompt_len: int | None = Field(
+        None, ge=1, le=2**27, description="The requests' prompt length, where the run's context grew from it: "
+                                          "`workload.context_len` is then the mean KV length over the timed "
+                                          "cycles (what the prediction uses), this the point's nominal context "
+                                          "(what `validate` groups cells by).")
     mean_accept_length: float = Field(ge=1.0, le=65.0, description="1..num_steps+1.")
     accept_length_counts: list[Annotated[int, Field(ge=0, le=10**15)]] = Field(
         default_factory=list, max_length=65, description="Count of accept_length 1..num_steps+1.")

@@ -200,12 +200,13 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
         if sc.tp_size > 1 or any(r.scenario.placement.label != "shared_tp" for _, r in records):
             where += f"tp{sc.tp_size} " + (f"{sc.placement.label} " if rec.speculative else "")
         out.append(PointComparison(
-            label=f"{sc.target.name} {mode} b{sc.workload.batch_size} {where}"
+            label=f"{sc.target.name} {mode} b{sc.workload.batch_size} "
+                  f"{f'ctx{rec.prompt_len} ' if rec.prompt_len else ''}{where}"
                   + (f"steps={sc.spec.num_steps} {_acceptance_label(rec)}" if rec.speculative else "baseline"),
             tp_size=sc.tp_size, placement=sc.placement.label, record_set=str(Path(src).parent),
             source=Path(src).name, target=sc.target.name, mode=mode, speculative=rec.speculative,
             num_steps=sc.spec.num_steps if rec.speculative else 0, acceptance=_acceptance_label(rec),
-            batch_size=sc.workload.batch_size, context_len=sc.workload.context_len,
+            batch_size=sc.workload.batch_size, context_len=rec.prompt_len or sc.workload.context_len,
             measured_tok_per_s=rec.median_tok_per_s, predicted_tok_per_s=tok,
             tok_per_s_error_frac=tok / rec.median_tok_per_s - 1.0,
             measured_accept_length=rec.mean_accept_length, predicted_accept_length=al,
@@ -220,7 +221,8 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
 
 def _pair_key(src: str, rec: LiveRun) -> tuple:
     sc = rec.scenario
-    return (str(Path(src).parent), sc.target.name, sc.workload.batch_size, sc.workload.context_len, sc.serving_engine.cuda_graph, sc.tp_size)
+    return (str(Path(src).parent), sc.target.name, sc.workload.batch_size, rec.prompt_len or sc.workload.context_len,
+            sc.serving_engine.cuda_graph, sc.tp_size)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from simulator.config import ModelShape, Scenario
 from simulator.costs import forward_ops as FO
 from simulator.costs import ops as O
 from simulator.costs.lookup import LatencyLookup
+from simulator.engine_native import native_costs
 from simulator.profile import CalibrationProfile
 
 PHASES = ("draft", "draft_extend", "verify", "accept", "decode")
@@ -172,24 +173,31 @@ class CostModel:
         self.cycle_forwards = lru_cache(maxsize=None)(self._cycle_forwards)
         self._spec_schedule_us: float | None = None
         self._base_schedule_us: float | None = None
+        self.native = native_costs(scenario, self.lookup.notes)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
     def d2h_sync_us(self) -> float:
         """Device-to-host sync time per speculative cycle: the engine's syncs per cycle times the
-        profile's sync (each waits for the GPU to drain)."""
+        profile's sync (each waits for the GPU to drain); none when an engine-native profile prices
+        the cycle (its host work per step already holds the wait-free part, and the GPU never
+        waits on a sync in an engine that schedules a step ahead)."""
+        if self.native is not None:
+            return 0.0
         return self.host.d2h_sync_us * self.engine.d2h_syncs_per_cycle
 
     @property
     def baseline_d2h_sync_us(self) -> float:
-        """Device-to-host sync per baseline decode step (one: the sampled token)."""
-        return self.host.d2h_sync_us
+        """Device-to-host sync per baseline decode step (one: the sampled token; none natively)."""
+        return 0.0 if self.native is not None else self.host.d2h_sync_us
 
     @property
     def host_schedule_us(self) -> float:
         """Host scheduling and bookkeeping per speculative cycle: the engine's `host_cycle_us`, or
         for the live loop the profile's loop-overhead curve at this cycle's GPU time (CUDA graphs,
         extend length 1) where it has one, else the profile's constant."""
+        if self.native is not None:
+            return self.native.host_us(self.b, self.sc.spec.num_steps, self.c)
         if self.engine.host_cycle_us is not None:
             return float(self.engine.host_cycle_us)
         curve = self.host.loop_overhead_curve
@@ -205,6 +213,8 @@ class CostModel:
         """Host scheduling and bookkeeping per decode step of the no-speculation baseline: the
         engine's `host_decode_step_us`, or for the live loop the curve at the decode step's GPU time
         where the profile has one, else its constant."""
+        if self.native is not None:
+            return self.native.host_us(self.b, 0, self.c)
         if self.engine.host_decode_step_us is not None:
             return float(self.engine.host_decode_step_us)
         curve = self.host.loop_overhead_curve
@@ -342,8 +352,24 @@ class CostModel:
         ep = self.sc.expert_parallel_size if model is self.sc.target else 1
         return self.sc.workload.expert_routing.kind != "uniform" or ep > 1
 
+    def _native_forward(self, phase: str) -> Forward:
+        """A phase priced from the engine-native profile (simulator.engine_native): the engine's own
+        measured or fitted parts, GPU time only (the host's work is host_schedule_us)."""
+        nat, b, c, k = self.native, self.b, self.c, self.sc.spec.num_steps
+        gpus = self.all_gpus
+        parts = {"verify": [("target_forward", nat.target_forward_us(b, k, c))],
+                 "decode": [("target_forward", nat.target_forward_us(b, 0, c)), ("sample", nat.sample_us(b, 0, c)),
+                            ("step_bookkeeping", nat.other_gpu_us(b, 0, c))],
+                 "accept": [("sample", nat.sample_us(b, k, c)), ("step_bookkeeping", nat.other_gpu_us(b, k, c))],
+                 "draft_extend": [("draft_prefill", nat.draft_extend_us(b, k, c)),
+                                  ("draft_inputs", nat.propose_overhead_us(b, k, c))],
+                 "draft": [("draft_step", nat.draft_step_us(b, k, c) if k >= 2 else 0.0)]}[phase]
+        return Forward(phase, tuple(Kernel(name, phase, "compute", us, 0.0, gpus) for name, us in parts))
+
     def _build_forward(self, phase: str, n: int) -> Forward:
         """Forward of `phase` with `n` new tokens per request (see the public methods)."""
+        if self.native is not None:
+            return self._native_forward(phase)
         sc, b, c = self.sc, self.b, self.c
         if phase in ("verify", "decode"):
             aux = sc.draft.num_fc_input_hidden_states if phase == "verify" else 0

@@ -1,0 +1,119 @@
+"""Points files of engine processes -> an engine-native profile, and -> live records.
+
+CPU only (no torch, no engine): the GPU side writes JSON lines (calibration/engines/worker.py);
+these functions read them back, so a profile or a set of records can be rebuilt anywhere, and a
+few-run profile can be built from a subset of a calibration's points.
+
+A point's figures: the wall time per step and the host's work from its uninstrumented repeats;
+the GPU parts from its instrumented repeat (the CUDA events cost the host a few us per step);
+the accept lengths pooled over every repeat.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import numpy as np
+
+from calibration.engines.worker import read_lines
+from simulator.engine_native import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, fit_parts
+
+GPU_PARTS = ("target_forward_us", "sample_us", "propose_us", "draft_extend_us", "draft_steps_us", "gpu_period_us")
+
+
+def _mean(vals) -> float | None:
+    vals = [v for v in vals if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def engine_point(point: dict) -> EnginePoint | None:
+    """One measured point (a worker line's `point`) as an EnginePoint; None if no repeat is whole."""
+    reps = [r for r in point["repeats"] if r["num_incomplete_steps"] == 0 and r["num_cycles"] > 0]
+    if not reps:
+        return None
+    clean = [r for r in reps if not r["instrumented"]] or reps
+    inst = [r for r in reps if r["instrumented"]]
+    counts = np.sum([r["accept_length_counts"] for r in reps], axis=0)
+    lengths = np.arange(1, len(counts) + 1)
+    fields: dict = dict(
+        num_steps=point["num_steps"], batch_size=point["batch_size"], prompt_len=point["prompt_len"],
+        acceptance_rate=point["acceptance_rate"],
+        context_len=float(np.mean([r["context_len"] for r in reps])),
+        step_us=float(np.mean([r["elapsed_us"] / r["num_cycles"] for r in clean])),
+        instrumented_step_us=_mean(r["elapsed_us"] / r["num_cycles"] for r in inst),
+        mean_accept_length=float(counts @ lengths / counts.sum()) if counts.sum() else 1.0,
+        accept_length_counts=[int(c) for c in counts],
+        host_busy_us=_mean(r["host_busy_us"] for r in clean),
+        host_blocked_us=_mean(r["host_blocked_us"] for r in clean))
+    if inst:
+        means = inst[0]["means"]
+        for name in GPU_PARTS:
+            fields[name] = means.get(name)
+        fields["target_tokens_padded"] = means.get("target_tokens_padded")
+        fields["draft_extend_tokens_padded"] = means.get("draft_extend_tokens_padded")
+        blocked, period = inst[0]["host_blocked_us"], inst[0]["elapsed_us"] / inst[0]["num_cycles"]
+        fields["gpu_bound"] = blocked is not None and blocked > GPU_BOUND_BLOCKED_FRAC * period
+        parts = [fields.get(n) for n in ("target_forward_us", "sample_us")]
+        if fields.get("gpu_period_us") and all(p is not None for p in parts):
+            rest = fields["gpu_period_us"] - sum(parts) - (fields.get("propose_us") or 0.0)
+            fields["other_gpu_us"] = max(0.0, rest)
+    return EnginePoint(**fields)
+
+
+def engine_lines(paths: list[Path], session: str | None = None) -> tuple[list[dict], list[dict]]:
+    """(engine lines, point lines) of the points files, of one session ('calibrate' / 'live') or all."""
+    engines, points = [], []
+    for p in paths:
+        for rec in read_lines(Path(p)):
+            if session is not None and rec.get("session") != session:
+                continue
+            if rec.get("kind") == "engine":
+                engines.append(rec)
+            elif rec.get("kind") == "point":
+                points.append(rec)
+    return engines, points
+
+
+def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None,
+                  keep=None, command_line: str | None = None, git_commit: str | None = None,
+                  catalog_gpu: str | None = None) -> EngineProfile:
+    """The engine-native profile of the calibration points in `paths`.
+
+    Args:
+        target, draft: the ModelShape fields the engine ran (recorded in the profile).
+        keep: a predicate on (num_steps, batch_size, prompt_len) choosing the points (few runs).
+
+    Raises:
+        ValueError: no calibration point in the files.
+    """
+    engines, lines = engine_lines(paths, "calibrate")
+    pts = []
+    for ln in lines:
+        pt = ln["point"]
+        if keep is not None and not keep((pt["num_steps"], pt["batch_size"], pt["prompt_len"])):
+            continue
+        ep = engine_point(pt)
+        if ep is not None:
+            pts.append(ep)
+    if not pts:
+        raise ValueError(f"no calibration points in {', '.join(map(str, paths))}")
+    info = (engines[-1]["info"] if engines else {})
+    spec = [e["info"] for e in engines if e.get("num_steps")]
+    sizes = sorted({s for e in engines for s in e["info"].get("cudagraph_capture_sizes", [])})
+    notes = sorted({n for e in engines for n in e["info"].get("notes", [])})
+    src = spec[-1] if spec else info
+    prof = EngineProfile(
+        name=name, engine=info.get("engine", "vllm"), engine_version=info.get("engine_version", ""),
+        attention_backend=src.get("attention_backend", ""), cudagraph_mode=src.get("cudagraph_mode", ""),
+        model_runner=src.get("model_runner", ""), async_scheduling=bool(src.get("async_scheduling", True)),
+        gpu_name=info.get("gpu_name", ""), catalog_gpu=catalog_gpu, torch_version=info.get("torch_version", ""),
+        cuda_version=info.get("cuda_version", ""), target=target, draft=draft,
+        max_num_seqs=int(info.get("max_num_seqs", 0)), cudagraph_capture_sizes=sizes,
+        how_measured=("inside the engine: CUDA events at the model runner's step start, around the target's graph "
+                      "replay, the sampler, the draft's propose, prefill graph and decode graphs; host work = step "
+                      "period - host wait on the GPU's output; dummy weights, synthetic acceptance; "
+                      f"hooks {', '.join(src.get('hooks', []))}"),
+        created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), command_line=command_line,
+        git_commit=git_commit, notes=notes, points=sorted(pts, key=lambda p: (p.num_steps, p.batch_size, p.prompt_len)))
+    return prof.model_copy(update={"fits": fit_parts(prof)})

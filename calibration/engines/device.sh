@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The lent GPU machine, one call at a time (its tool carries at most 64 MiB a call and keeps the
+# machine 30 s after a call): bring the vLLM bundle in parts, install it, run the engine campaign
+# as a daemon that outlives the call, and come back for its results.
+#
+#   bash calibration/engines/device.sh stash DIR            copy DIR/part_* (carried) to /root/stash
+#   bash calibration/engines/device.sh start PLANS DEADLINE_S   install the bundle (and .whl/), copy the
+#                                                           code to /root/app, start the campaign daemon
+#                                                           on PLANS (a JSON list of ProcessPlan), then watch
+#   bash calibration/engines/device.sh watch [SECONDS]     watch the daemon up to SECONDS (default 540)
+#
+# Every stage that watches ends by packing /root/results (points.jsonl, campaign.log) into
+# $OUT/results.tgz. NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the rest).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+stage=${1:?stage}
+res=/root/results
+out=${OUT:-/tmp/out}
+mkdir -p "$res" "$out" /root/stash
+
+pack() {
+  tar czf "$out/results.tgz" -C "$res" . 2>/dev/null
+  ls -l "$res"
+}
+
+watch() {
+  local limit=${1:-540} t0=$SECONDS seen=0
+  while :; do
+    if [ -f "$res/campaign.log" ]; then
+      local n; n=$(wc -l < "$res/campaign.log")
+      if [ "$n" -gt "$seen" ]; then sed -n "$((seen + 1)),${n}p" "$res/campaign.log" | cut -c1-300; seen=$n; fi
+    fi
+    if ! pgrep -f calibration.engines.campaign > /dev/null; then echo "campaign not running"; break; fi
+    if grep -q "Traceback\|FAILED\|failed rc" "$res/campaign.log" 2>/dev/null && [ -n "${STOP_ON_ERROR:-}" ]; then
+      echo "error in the log"; break; fi
+    if [ $((SECONDS - t0)) -ge "$limit" ]; then echo "watch ended after $limit s; campaign still running"; break; fi
+    sleep 3
+  done
+  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
+  pack
+}
+
+case $stage in
+  stash)
+    cp "${2:?DIR}"/part_* /root/stash/ && ls -l /root/stash ;;
+  start)
+    plans=${2:?PLANS}; deadline=${3:?DEADLINE_S}
+    if [ ! -f /tmp/site/.installed ]; then
+      t=$SECONDS
+      [ -f "${BUNDLE_SHA:-/dev/null}" ] && cp "$BUNDLE_SHA" /root/stash/SHA256
+      cat /root/stash/part_* > /tmp/bundle.tar.xz || exit 1
+      if [ -f /root/stash/SHA256 ]; then
+        [ "$(sha256sum /tmp/bundle.tar.xz | awk '{print $1}')" = "$(cat /root/stash/SHA256)" ] || { echo "bundle checksum mismatch"; exit 1; }
+      fi
+      mkdir -p /tmp/whl && xz -d -T0 -c /tmp/bundle.tar.xz | tar -x -C /tmp/whl || exit 1
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/whl/*.whl .whl/*.whl || exit 1
+      touch /tmp/site/.installed
+      echo "bundle installed in $((SECONDS - t)) s"
+    fi
+    pkill -f calibration.engines.campaign 2>/dev/null; sleep 1
+    rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/ && cp "$plans" /root/app/plans.json
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+    (cd /root/app && PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m calibration.engines.campaign plans.json \
+        "$res/points.jsonl" "$deadline" >> "$res/campaign.log" 2>&1 < /dev/null &)
+    sleep 2
+    watch "${WATCH_S:-500}" ;;
+  watch)
+    watch "${2:-540}" ;;
+esac

@@ -1,0 +1,136 @@
+"""Which points a calibration, a few-run calibration or a live grid measures, engine process by
+engine process.
+
+One engine process measures one configuration (the baseline, or one `num_steps`): vLLM fixes
+`num_speculative_tokens` when it starts, while the acceptance rate and the batch can change from
+point to point. A process's points run largest prompt first, so the shorter prompts (the first
+tokens of the same prompts) find their prefill in the prefix cache.
+
+- calibration (`calibrate_plans`): every batch size x context, at one acceptance rate; the first
+  window of each point records the GPU phases (CUDA events), the second is left untouched and
+  gives the step period and the host's work;
+- few runs (`few_run_keys`): what a user with a busy box measures: the baseline at two batch sizes
+  and one speculative point per num_steps, spread over batch and context, picked from a
+  calibration's points (so the same runs can be compared against the rest);
+- live grid (`live_plans`): the validation grid, uninstrumented, in processes of its own.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from calibration.engines.run_loop import PointPlan
+from simulator.schema_base import StrictModel
+
+ENGINE_KINDS = ("vllm", "fake")
+
+
+class ProcessPlan(StrictModel):
+    """One engine process: the engine, its configuration and the points it measures."""
+
+    engine: str = Field(description="vllm or fake.")
+    session: str = Field(description="'calibrate' or 'live': which set of points these are.")
+    label: str = Field(description="File-name label of the process, e.g. 'calibrate_s3'.")
+    num_steps: int = Field(ge=0, le=16, description="Draft tokens per step; 0 for the baseline.")
+    target_config: dict = Field(description="The target's HF config.json.")
+    draft_config: dict | None = Field(None, description="The EAGLE-3 draft's HF config.json.")
+    max_model_len: int = Field(8192, ge=256, le=2**20)
+    max_num_seqs: int = Field(64, ge=1, le=4096)
+    gpu_memory_utilization: float = Field(0.85, gt=0.05, le=0.95)
+    capture_sizes: list[int] = Field(default_factory=list)
+    prompt_seed: int = 0
+    points: list[dict] = Field(description="PointPlan fields, one dict per point.")
+
+    def point_plans(self) -> list[PointPlan]:
+        return [PointPlan(**p) for p in self.points]
+
+
+def _points(batch_sizes, prompt_lens, acceptances, **kw) -> list[dict]:
+    out = []
+    for p in sorted(prompt_lens, reverse=True):
+        for b in sorted(batch_sizes, reverse=True):
+            for a in acceptances:
+                out.append(dict(batch_size=b, prompt_len=p, acceptance_rate=a, **kw))
+    return out
+
+
+def calibrate_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],
+                    acceptance_rate: float, timed_steps: int = 48, repeats: int = 2) -> list[ProcessPlan]:
+    """The baseline's process and one per num_steps (`base`: the ProcessPlan fields they share)."""
+    plans = []
+    for k in [0, *num_steps]:
+        pts = _points(batch_sizes, prompt_lens, [None if k == 0 else acceptance_rate], timed_steps=timed_steps,
+                      repeats=repeats, instrument_first=True)
+        plans.append(ProcessPlan(**base, session="calibrate", label=f"calibrate_s{k}", num_steps=k, points=pts))
+    return plans
+
+
+def live_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],
+               acceptances: list[float], spread: bool = True, timed_steps: int = 40,
+               repeats: int = 2) -> list[ProcessPlan]:
+    """The live grid: every num_steps at every batch size and context, at every acceptance rate at
+    the shortest context and (with `spread`) at the middle rate at the others; the baseline at
+    every batch size and context."""
+    plans = [ProcessPlan(**base, session="live", label="live_s0", num_steps=0,
+                         points=_points(batch_sizes, prompt_lens, [None], timed_steps=timed_steps, repeats=repeats))]
+    short = min(prompt_lens)
+    mid = sorted(acceptances)[len(acceptances) // 2]
+    for k in num_steps:
+        pts = []
+        for p in sorted(prompt_lens, reverse=True):
+            rates = acceptances if (p == short or not spread) else [mid]
+            pts += _points(batch_sizes, [p], rates, timed_steps=timed_steps, repeats=repeats)
+        plans.append(ProcessPlan(**base, session="live", label=f"live_s{k}", num_steps=k, points=pts))
+    return plans
+
+
+def few_run_keys(num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int]) -> list[tuple[int, int, int]]:
+    """(num_steps, batch_size, prompt_len) of the few runs: the baseline at the smallest and the
+    largest batch (shortest and longest context), and one point per num_steps, the batch sizes
+    spread from the largest (with the most steps) down, the contexts alternating."""
+    bs, ps = sorted(batch_sizes), sorted(prompt_lens)
+    keys = [(0, bs[0], ps[0]), (0, bs[-1], ps[-1])]
+    ks = sorted(num_steps, reverse=True)
+    for i, k in enumerate(ks):
+        b = bs[max(0, len(bs) - 1 - round(i * (len(bs) - 1) / max(1, len(ks) - 1)))] if len(ks) > 1 else bs[-1]
+        keys.append((k, b, ps[i % len(ps)]))
+    return keys
+
+
+DEFAULT_NUM_STEPS = [1, 2, 3, 4, 6]
+DEFAULT_BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64]
+DEFAULT_PROMPT_LENS = [1024, 4096]
+DEFAULT_CALIBRATE_ACCEPTANCE = 0.7
+DEFAULT_LIVE_ACCEPTANCES = [0.5, 0.7, 0.9]
+
+
+def model_configs(target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-llama-3.1-8b") -> tuple[dict, dict]:
+    """The shipped HF configs an engine starts from (data/models/engine/)."""
+    import json
+    from simulator.profile import data_dir
+    d = data_dir() / "models" / "engine"
+    return (json.loads((d / f"{target}.config.json").read_text(encoding="utf-8")),
+            json.loads((d / f"{draft}.config.json").read_text(encoding="utf-8")))
+
+
+def standard_campaign(engine: str = "vllm", first_num_steps: int = 3) -> list[ProcessPlan]:
+    """The shipped calibration and live grid (Llama-3.1-8B + EAGLE-3, batch 1-64, prompts 1k / 4k,
+    num_steps 1-6), calibration and live processes interleaved by num_steps."""
+    from calibration.engines.campaign import interleave
+    target, draft = model_configs()
+    base = dict(engine=engine, target_config=target, draft_config=draft)
+    cal = calibrate_plans(base, DEFAULT_NUM_STEPS, DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS,
+                          DEFAULT_CALIBRATE_ACCEPTANCE)
+    live = live_plans(base, DEFAULT_NUM_STEPS, DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES)
+    order = [first_num_steps] + [k for k in (1, 6, 2, 4) if k != first_num_steps]
+    return interleave(sorted(cal, key=lambda p: order.index(p.num_steps) if p.num_steps in order else -1),
+                      live, first_num_steps)
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+    plans = standard_campaign(sys.argv[1] if len(sys.argv) > 1 else "vllm")
+    Path(sys.argv[2] if len(sys.argv) > 2 else "plans.json").write_text(
+        "[" + ",\n".join(p.model_dump_json() for p in plans) + "]", encoding="utf-8")
+    print(", ".join(f"{p.label} ({len(p.points)})" for p in plans))

@@ -1,0 +1,94 @@
+"""Live points of an engine (a points file's 'live' session) -> the project's live records.
+
+Each point becomes one `LiveRun` (simulator/live_records.py) whose scenario is what ran: the
+target and draft shapes, `serving_engine` of the engine's kind (naming the engine profile the
+records are to be checked against, if given), `num_steps`, the acceptance rate forced, the batch
+and the mean context over the timed steps. Repeats are kept as repeats; accept lengths are the
+engine's own (the tokens each request emitted per step). The baseline of the same batch and
+prompt length, from the same live session's baseline process, is each speculative record's
+`paired_baseline_tok_per_s`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from calibration.engines.build import engine_lines
+from simulator.config import Scenario
+from simulator.files import write_json_atomic
+from simulator.live_records import LiveRun
+from simulator.profile import HardwareInfo
+from simulator.units import US_PER_S
+
+
+def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,
+              profile: str) -> Scenario:
+    k, b = point["num_steps"], point["batch_size"]
+    steps = max(1, k)
+    serving = {"kind": engine if engine != "fake" else "vllm", "version": "2026"}
+    if engine_profile:
+        serving["engine_profile"] = engine_profile
+    return Scenario.model_validate({
+        "name": f"{engine}_{'s%d' % k if k else 'baseline'}_b{b}_p{point['prompt_len']}",
+        "profile": profile, "target": target, "draft": draft, "tp_size": 1, "placement": "shared_tp",
+        "serving_engine": serving,
+        "spec": {"method": "eagle3", "num_steps": steps, "topk": 1, "num_draft_tokens": steps + 1},
+        "acceptance": {"kind": "iid", "acceptance_rate": point["acceptance_rate"] if k else 0.0},
+        "workload": {"batch_size": b, "context_len": max(1, round(rep_ctx))}})
+
+
+def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: str | None = None,
+                 profile: str = "h200") -> list[tuple[str, LiveRun]]:
+    """(file name, LiveRun) per live point of the points files (points whose repeats are whole)."""
+    engines, lines = engine_lines(paths, "live")
+    info = engines[-1]["info"] if engines else {}
+    hardware = HardwareInfo(gpu_name=info.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
+                            torch_version=info.get("torch_version") or None,
+                            cuda_version=info.get("cuda_version") or None)
+    baselines = {}
+    for ln in lines:
+        pt = ln["point"]
+        reps = [r for r in pt["repeats"] if r["num_incomplete_steps"] == 0]
+        if pt["num_steps"] == 0 and reps:
+            baselines[(pt["batch_size"], pt["prompt_len"])] = sum(r["num_tokens"] for r in reps) / sum(
+                r["elapsed_us"] for r in reps) * US_PER_S
+    out = []
+    for ln in lines:
+        pt = ln["point"]
+        reps = [r for r in pt["repeats"] if r["num_incomplete_steps"] == 0]
+        if not reps:
+            continue
+        k = pt["num_steps"]
+        ctx = sum(r["context_len"] for r in reps) / len(reps)
+        sc = _scenario(pt, ctx, target, draft, ln.get("engine", "vllm"), engine_profile, profile)
+        counts = [sum(r["accept_length_counts"][i] for r in reps) for i in range(k + 1)] if k else []
+        total = sum(counts)
+        ntok, el = [r["num_tokens"] for r in reps], [r["elapsed_us"] for r in reps]
+        rec = LiveRun(
+            scenario=sc, speculative=bool(k), num_cycles=reps[0]["num_cycles"], num_tokens=sum(ntok),
+            elapsed_us=sum(el), tok_per_s=sum(ntok) / sum(el) * US_PER_S,
+            repeat_tok_per_s=[n / e * US_PER_S for n, e in zip(ntok, el)], repeat_num_tokens=ntok,
+            repeat_elapsed_us=el,
+            paired_baseline_tok_per_s=baselines.get((pt["batch_size"], pt["prompt_len"])) if k else None,
+            prompt_len=pt["prompt_len"],
+            mean_accept_length=(sum(i * c for i, c in enumerate(counts, start=1)) / total) if k and total else 1.0,
+            accept_length_counts=counts,
+            phase_us={"host": sum(r["host_busy_us"] or 0.0 for r in reps) / len(reps)},
+            hardware=hardware, created_utc=dt.datetime.fromtimestamp(ln.get("created_unix", 0) or 0,
+                                                                    dt.timezone.utc).isoformat(timespec="seconds")
+            if ln.get("created_unix") else None,
+            command_line=f"specdecsim live --engine {ln.get('engine', 'vllm')} (engine process {ln['label']})")
+        out.append((f"{ln.get('engine', 'vllm')}_{pt['key']}_s{k}.json", rec))
+    return out
+
+
+def write_records(records: list[tuple[str, LiveRun]], out_dir: Path) -> list[Path]:
+    """Write each record atomically into out_dir; the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, rec in records:
+        p = out_dir / name
+        write_json_atomic(p, rec.model_dump(mode="json", exclude_none=True))
+        paths.append(p)
+    return paths

@@ -1,0 +1,149 @@
+"""One measured point of an engine: a steady batch of requests decoding at a context.
+
+`measure_point` queues `batch_size` requests whose prompts are `prompt_len` tokens, steps the
+engine until every request is decoding, runs `warmup_steps` more, then times `repeats` windows
+of `timed_steps` engine steps each. Per window it counts the tokens each request emitted per
+step (its accept length: accepted drafts plus the target's own token; 1 for the baseline), the
+wall time, and, from the backend, each step's figures (`StepTimes`). The same code drives vLLM
+and the fake engine, so what CI tests is what the GPU runs.
+
+Why whole windows of steps: the engine's scheduler runs one step ahead of the GPU (vLLM's async
+scheduling), so a step's cost is the period between steps in steady state, not the time of one
+call. The host's own work per step is the period less the time it waited on the GPU's output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from calibration.engines.backend import EngineBackend, StepTimes
+
+MAX_PREFILL_STEPS = 10_000  # steps to wait for every request's first token before giving up
+PROMPT_TOKEN_LOW, PROMPT_TOKEN_HIGH = 1000, 100_000  # prompt token ids: ordinary vocabulary entries
+
+
+@dataclass(frozen=True)
+class PointPlan:
+    """What to measure: one steady batch (acceptance_rate None for the baseline engine)."""
+
+    batch_size: int
+    prompt_len: int
+    acceptance_rate: float | None
+    timed_steps: int = 48
+    warmup_steps: int = 8
+    repeats: int = 2
+    instrument_first: bool = False  # the first window records GPU phases (CUDA events)
+
+    @property
+    def key(self) -> str:
+        a = "base" if self.acceptance_rate is None else f"a{self.acceptance_rate:g}"
+        return f"b{self.batch_size}_p{self.prompt_len}_{a}_t{self.timed_steps}x{self.repeats}"
+
+
+def prompt_pool(num_prompts: int, prompt_len: int, seed: int = 0) -> list[list[int]]:
+    """Distinct random prompts (token ids); a point at a shorter prompt takes their first tokens,
+    so an engine with prefix caching computes each prompt's prefill once per process."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(PROMPT_TOKEN_LOW, PROMPT_TOKEN_HIGH, size=(num_prompts, prompt_len)).tolist()
+
+
+def max_tokens_for(plan: PointPlan, num_steps: int, max_model_len: int) -> int:
+    """Tokens each request may generate: enough that none finishes inside a timed window."""
+    steps = plan.warmup_steps + plan.repeats * plan.timed_steps + 8
+    want = steps * (num_steps + 1) + 16
+    room = max_model_len - plan.prompt_len - 1
+    if room < want:
+        raise ValueError(f"prompt_len {plan.prompt_len} leaves {room} tokens of max_model_len {max_model_len}; "
+                         f"the point needs {want} (warm-up + timed steps x {num_steps + 1})")
+    return want
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def summarize_steps(steps: list[StepTimes]) -> dict:
+    """Mean of each StepTimes field over a window's steps (None where no step has it); the padded
+    token counts as their most common value."""
+    out: dict = {}
+    for name in StepTimes.__dataclass_fields__:
+        vals = [getattr(s, name) for s in steps]
+        if name.endswith("_padded"):
+            known = [v for v in vals if v is not None]
+            out[name] = max(set(known), key=known.count) if known else None
+        else:
+            out[name] = _mean(vals)
+    return out
+
+
+def measure_point(backend: EngineBackend, plan: PointPlan, pool: list[list[int]], max_model_len: int) -> dict:
+    """Measure one point: the repeats' figures and the per-step raw times.
+
+    Returns:
+        {'key', 'num_steps', 'batch_size', 'prompt_len', 'acceptance_rate', 'repeats': [...]}, each
+        repeat {'repeat_idx', 'instrumented', 'num_cycles', 'num_tokens', 'elapsed_us',
+        'accept_length_counts', 'context_len', 'num_incomplete_steps', 'host_busy_us',
+        'host_blocked_us', 'means': summarize_steps(...), 'raw': [asdict(StepTimes) ...]}.
+
+    Raises:
+        RuntimeError: the requests never all reach decoding.
+    """
+    k = backend.num_steps
+    b = plan.batch_size
+    if len(pool) < b or any(len(p) < plan.prompt_len for p in pool[:b]):
+        raise ValueError(f"the prompt pool holds {len(pool)} prompts of {min(map(len, pool))} tokens; the point "
+                         f"needs {b} of {plan.prompt_len}")
+    backend.set_acceptance(plan.acceptance_rate if k else None)
+    ids = backend.add_requests([p[:plan.prompt_len] for p in pool[:b]], max_tokens_for(plan, k, max_model_len))
+    emitted = dict.fromkeys(ids, 0)
+    try:
+        for _ in range(MAX_PREFILL_STEPS):
+            for rid, n in backend.step().items():
+                emitted[rid] = emitted.get(rid, 0) + n
+            if all(emitted[r] > 0 for r in ids):
+                break
+        else:
+            raise RuntimeError(f"{b} requests of {plan.prompt_len} prompt tokens did not all start decoding "
+                               f"within {MAX_PREFILL_STEPS} engine steps")
+        for _ in range(plan.warmup_steps):
+            for rid, n in backend.step().items():
+                emitted[rid] += n
+        repeats = [_timed_window(backend, plan, ids, emitted, r) for r in range(plan.repeats)]
+    finally:
+        backend.abort(ids)
+    return dict(key=plan.key, num_steps=k, batch_size=b, prompt_len=plan.prompt_len,
+                acceptance_rate=plan.acceptance_rate if k else None, repeats=repeats)
+
+
+def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitted: dict[str, int],
+                  repeat_idx: int) -> dict:
+    k, b = backend.num_steps, plan.batch_size
+    instrument = plan.instrument_first and repeat_idx == 0
+    before = float(np.mean([emitted[r] for r in ids]))
+    counts = [0] * (k + 1)
+    tokens = incomplete = 0
+    backend.start_window(instrument)
+    t0 = backend.clock_us()
+    for _ in range(plan.timed_steps):
+        out = backend.step()
+        for rid, n in out.items():
+            emitted[rid] += n
+            tokens += n
+        if len(out) == b and all(1 <= n <= k + 1 for n in out.values()):
+            for n in out.values():
+                counts[n - 1] += 1
+        else:
+            incomplete += 1
+    elapsed = backend.clock_us() - t0
+    steps = backend.end_window()
+    after = float(np.mean([emitted[r] for r in ids]))
+    blocked = [s.host_blocked_us for s in steps if s.host_blocked_us is not None]
+    host_busy = elapsed / plan.timed_steps - float(np.sum(blocked)) / plan.timed_steps if blocked else None
+    return dict(repeat_idx=repeat_idx, instrumented=instrument, num_cycles=plan.timed_steps, num_tokens=tokens,
+                elapsed_us=elapsed, accept_length_counts=counts,
+                context_len=plan.prompt_len + (before + after) / 2.0, num_incomplete_steps=incomplete,
+                host_busy_us=host_busy, host_blocked_us=float(np.mean(blocked)) if blocked else None,
+                means=summarize_steps(steps), raw=[asdict(s) for s in steps])

@@ -1,0 +1,276 @@
+"""vLLM as an engine backend: the engine itself (scheduler, model runner, CUDA graphs, sampler),
+started in this process, driven step by step, with timers around its phases.
+
+Started as a user would start it for an EAGLE-3 draft (`vllm.LLM` with `speculative_config`),
+with three things fixed for measuring:
+- dummy weights from a folder holding only config.json (`load_format="dummy"`): costs do not
+  depend on the weights' values; acceptance is forced (`rejection_sample_method: synthetic`, the
+  per-position rate rewritten between points in the rejection sampler's own tensor);
+- the engine core in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), so the hooks below see
+  the model runner; what differs from `vllm serve` is that the (small) output processing of the
+  front end runs in the same process as the scheduler;
+- one CUDA-graph capture list for every configuration (vLLM's own default list up to 512 tokens),
+  so that the torch.compile cache is shared between the baseline and every `num_steps`.
+
+Timers (vLLM's model runner V2, vllm/v1/worker/gpu/model_runner.py, the default for dense
+targets in 0.26): CUDA events at the model runner's `execute_model` entry (the step's start on
+the GPU stream), around the target's graph replay (`cudagraph_manager.run_fullgraph`, or
+`run_pw_graph`), around `sample` (logits and rejection sampling), around the speculator's
+`propose`, its draft-prefill graph (the first draft forward, over every verified token) and its
+decode graphs (the other num_steps - 1 draft forwards); on the host, the time `AsyncOutput.
+get_output` waits for the GPU's output copy. Every hook that could not be installed is named in
+`EngineInfo.hooks` / `notes`, and the points then lack that part rather than carry a wrong one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from calibration.engines.backend import EngineInfo, StepTimes
+
+US_PER_S = 1e6
+US_PER_MS = 1e3  # torch.cuda.Event.elapsed_time is in ms
+ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
+       "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+EVENT_NAMES = ("exec", "fwd0", "fwd1", "smp0", "smp1", "prop0", "prop1", "ext0", "ext1", "dec0", "dec1")
+
+
+def default_capture_sizes(max_size: int = 512) -> list[int]:
+    """vLLM's default CUDA-graph capture sizes (vllm/config/vllm.py `_set_cudagraph_sizes`): 1, 2, 4,
+    multiples of 8 below 256, then multiples of 16 up to max_size."""
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
+    return [s for s in sizes if s <= max_size]
+
+
+def write_model_dirs(root: Path, target_config: dict, draft_config: dict | None) -> tuple[Path, Path | None]:
+    """Folders holding only a config.json each (dummy weights need nothing else)."""
+    out = []
+    for name, cfg in (("target", target_config), ("draft", draft_config)):
+        if cfg is None:
+            out.append(None)
+            continue
+        d = root / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.json").write_text(json.dumps(cfg, indent=1))
+        out.append(d)
+    return out[0], out[1]
+
+
+class VllmBackend:
+    """One vLLM engine (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process."""
+
+    def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
+                 max_num_seqs: int, gpu_memory_utilization: float, capture_sizes: list[int], seed: int = 0,
+                 initial_acceptance: float = 0.7):
+        for k, v in ENV.items():
+            os.environ.setdefault(k, v)
+        import torch
+        import vllm
+        from vllm import LLM
+
+        self._torch = torch
+        self.num_steps = num_steps
+        self.max_model_len = max_model_len
+        kwargs = dict(model=str(target_dir), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
+                      max_model_len=max_model_len, max_num_seqs=max_num_seqs, seed=seed,
+                      gpu_memory_utilization=gpu_memory_utilization,
+                      compilation_config={"cudagraph_capture_sizes": list(capture_sizes)})
+        if num_steps:
+            kwargs["speculative_config"] = {
+                "method": "eagle3", "model": str(draft_dir), "num_speculative_tokens": num_steps,
+                "rejection_sample_method": "synthetic",
+                "synthetic_acceptance_rates": [initial_acceptance ** (i + 1) for i in range(num_steps)]}
+        t0 = time.perf_counter()
+        self.llm = LLM(**kwargs)
+        startup_s = time.perf_counter() - t0
+        self.engine = self.llm.llm_engine
+        from vllm.sampling_params import RequestOutputKind, SamplingParams
+        self._params = lambda n: SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0,
+                                                output_kind=RequestOutputKind.DELTA)
+        self._next_id = 0
+        self._recording = False
+        self._instrument = False
+        self._steps: list[dict] = []
+        self._events: list[dict] = []
+        self._info = EngineInfo(engine="vllm", engine_version=vllm.__version__, startup_s=startup_s,
+                                gpu_name=torch.cuda.get_device_name(), torch_version=torch.__version__,
+                                cuda_version=str(torch.version.cuda), max_num_seqs=max_num_seqs)
+        self.runner = self._model_runner()
+        self._describe()
+        self._install_hooks()
+
+    # ---- set-up ------------------------------------------------------------------------------
+    def _model_runner(self):
+        ex = getattr(self.engine, "model_executor", None)
+        for path in (("driver_worker", "worker", "model_runner"), ("driver_worker", "model_runner")):
+            obj = ex
+            for name in path:
+                obj = getattr(obj, name, None)
+            if obj is not None:
+                return obj
+        raise RuntimeError("vLLM's model runner is not reachable in process (is VLLM_ENABLE_V1_MULTIPROCESSING=0?)")
+
+    def _describe(self) -> None:
+        info, cfg = self._info, self.engine.vllm_config
+        info.model_runner = f"{type(self.runner).__module__}.{type(self.runner).__name__}"
+        info.cudagraph_mode = str(getattr(cfg.compilation_config, "cudagraph_mode", ""))
+        info.cudagraph_capture_sizes = list(getattr(cfg.compilation_config, "cudagraph_capture_sizes", None) or [])
+        info.async_scheduling = bool(getattr(cfg.scheduler_config, "async_scheduling", False))
+        try:
+            info.attention_backend = self.runner.attn_groups[0][0].backend.get_name()
+        except Exception as e:  # noqa: BLE001 - recorded, not fatal
+            info.notes.append(f"attention backend not read: {e!r}")
+
+    def _wrap(self, obj, name: str, label: str, before=None, after=None) -> bool:
+        orig = getattr(obj, name, None) if obj is not None else None
+        if orig is None:
+            self._info.notes.append(f"hook {label}: {name} not found")
+            return False
+
+        def wrapped(*args, **kwargs):
+            if before is not None and self._recording:
+                before(args, kwargs)
+            out = orig(*args, **kwargs)
+            if after is not None and self._recording:
+                after(args, kwargs)
+            return out
+        setattr(obj, name, wrapped)
+        self._info.hooks.append(label)
+        return True
+
+    def _install_hooks(self) -> None:
+        r = self.runner
+        self._wrap(r, "execute_model", "execute_model", before=self._on_exec)
+        cg = getattr(r, "cudagraph_manager", None)
+        self._wrap(cg, "run_fullgraph", "target_full_graph", before=self._ev("fwd0", pad=True), after=self._ev("fwd1"))
+        self._wrap(cg, "run_pw_graph", "target_piecewise_graph", before=self._ev("fwd0"), after=self._ev("fwd1"))
+        self._wrap(r, "sample", "sample", before=self._ev("smp0"), after=self._ev("smp1"))
+        spec = getattr(r, "speculator", None)
+        if self.num_steps and spec is not None:
+            self._wrap(spec, "propose", "propose", before=self._ev("prop0"), after=self._ev("prop1"))
+            pre = getattr(spec, "prefill_cudagraph_manager", None)
+            self._wrap(pre, "run_fullgraph", "draft_prefill_graph", before=self._ev("ext0", pad=True, key="ext"),
+                       after=self._ev("ext1"))
+            dec = getattr(spec, "decode_cudagraph_manager", None)
+            self._wrap(dec, "run_fullgraph", "draft_decode_graph", before=self._ev("dec0", first=True),
+                       after=self._ev("dec1"))
+        elif self.num_steps:
+            self._info.notes.append("no V2 speculator on the model runner: draft phases not timed")
+        try:
+            from vllm.v1.worker.gpu import async_utils
+            orig = async_utils.AsyncOutput.get_output
+            backend = self
+
+            def get_output(out_self):
+                if backend._recording and backend._steps:
+                    t0 = time.perf_counter()
+                    out_self.copy_event.synchronize()
+                    backend._steps[-1]["blocked_s"] = backend._steps[-1].get("blocked_s", 0.0) + time.perf_counter() - t0
+                return orig(out_self)
+            async_utils.AsyncOutput.get_output = get_output
+            self._info.hooks.append("host_blocked")
+        except Exception as e:  # noqa: BLE001
+            self._info.notes.append(f"hook host_blocked not installed: {e!r}")
+
+    # ---- hooks -------------------------------------------------------------------------------
+    def _on_exec(self, args, kwargs) -> None:
+        if kwargs.get("dummy_run"):
+            return
+        step = {"host_t": time.perf_counter()}
+        self._steps.append(step)
+        if self._instrument:
+            ev = self._torch.cuda.Event(enable_timing=True)
+            ev.record()
+            step["ev"] = {"exec": ev}
+
+    def _ev(self, name: str, pad: bool = False, first: bool = False, key: str = "fwd"):
+        def hook(args, kwargs):
+            if not self._instrument or not self._steps or "ev" not in self._steps[-1]:
+                return
+            evs = self._steps[-1]["ev"]
+            if first and name in evs:
+                return
+            ev = evs.get(name) or self._torch.cuda.Event(enable_timing=True)
+            ev.record()
+            evs[name] = ev
+            if pad and args:
+                n = getattr(args[0], "num_tokens", None)
+                if n is not None:
+                    self._steps[-1][f"{key}_tokens"] = int(n)
+        return hook
+
+    # ---- EngineBackend -----------------------------------------------------------------------
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def clock_us(self) -> float:
+        return time.perf_counter() * US_PER_S
+
+    def set_acceptance(self, acceptance_rate: float | None) -> None:
+        if not self.num_steps or acceptance_rate is None:
+            return
+        rates = getattr(getattr(self.runner, "rejection_sampler", None), "synthetic_conditional_rates", None)
+        if rates is None:
+            raise RuntimeError("the rejection sampler holds no synthetic acceptance rates "
+                               "(rejection_sample_method 'synthetic' not in effect)")
+        rates.fill_(float(acceptance_rate))  # conditional per position: i.i.d. acceptance
+
+    def add_requests(self, prompts: list[list[int]], max_tokens: int) -> list[str]:
+        raw = [{"prompt_token_ids": list(p)} for p in prompts]
+        render = getattr(self.llm, "_preprocess_cmpl", None)  # what LLM.generate passes to add_request
+        inputs = list(render(raw)) if render is not None else raw
+        ids = []
+        for inp in inputs:
+            rid = f"r{self._next_id}"
+            self._next_id += 1
+            self.engine.add_request(rid, inp, self._params(max_tokens))
+            ids.append(rid)
+        return ids
+
+    def step(self) -> dict[str, int]:
+        return {o.request_id: len(o.outputs[0].token_ids) for o in self.engine.step() if o.outputs}
+
+    def abort(self, request_ids: list[str]) -> None:
+        self.engine.abort_request(list(request_ids))
+        for _ in range(1000):
+            if not self.engine.has_unfinished_requests():
+                return
+            self.engine.step()
+
+    def start_window(self, instrument: bool) -> None:
+        self._steps = []
+        self._instrument = instrument
+        self._recording = True
+
+    def end_window(self) -> list[StepTimes]:
+        self._recording = False
+        self._instrument = False
+        self._torch.cuda.synchronize()
+        steps, out = self._steps, []
+        for i, s in enumerate(steps):
+            nxt = steps[i + 1] if i + 1 < len(steps) else None
+            t = StepTimes(host_period_us=(nxt["host_t"] - s["host_t"]) * US_PER_S if nxt else None,
+                          host_blocked_us=s.get("blocked_s", 0.0) * US_PER_S,
+                          target_tokens_padded=s.get("fwd_tokens"), draft_extend_tokens_padded=s.get("ext_tokens"))
+            ev = s.get("ev")
+            if ev:
+                span = lambda a, b: ev[a].elapsed_time(ev[b]) * US_PER_MS if a in ev and b in ev else None  # noqa: E731
+                t.target_forward_us = span("fwd0", "fwd1")
+                t.sample_us = span("smp0", "smp1")
+                t.propose_us = span("prop0", "prop1")
+                t.draft_extend_us = span("ext0", "ext1")
+                t.draft_steps_us = span("dec0", "dec1")
+                if nxt and "ev" in nxt:
+                    t.gpu_period_us = ev["exec"].elapsed_time(nxt["ev"]["exec"]) * US_PER_MS
+            out.append(t)
+        self._steps = []
+        return out
+
+    def shutdown(self) -> None:
+        try:
+            self.engine.engine_core.shutdown()
+        except Exception:  # noqa: BLE001 - the process ends next
+            pass

@@ -1,0 +1,118 @@
+"""One engine process: start the engine once, measure a plan's points, append each as a JSON line.
+
+    python -m calibration.engines.worker PLAN.json POINTS.jsonl
+
+Resumable: a point whose key (the process label and the point's key) is already in POINTS.jsonl
+is not measured again, and a process whose points are all there does not start its engine. Each
+line is written whole and flushed to disk before the next point starts, so a process killed
+half-way loses at most the point it was measuring (a torn last line is skipped on reading).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+from calibration.engines.plans import ProcessPlan
+from calibration.engines.run_loop import measure_point, prompt_pool
+
+POINTS_SCHEMA = "engine_points/1"
+
+
+def read_lines(path: Path) -> list[dict]:
+    """The complete JSON lines of a points file (a torn or foreign line is skipped)."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and rec.get("schema") == POINTS_SCHEMA:
+            out.append(rec)
+    return out
+
+
+def done_keys(path: Path) -> set[tuple[str, str]]:
+    return {(r.get("label"), r.get("point", {}).get("key")) for r in read_lines(path) if r.get("kind") == "point"}
+
+
+def append_line(path: Path, rec: dict) -> None:
+    """Append one JSON line and flush it to disk."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"schema": POINTS_SCHEMA, **rec}, separators=(",", ":")) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def start_backend(plan: ProcessPlan, workdir: Path):
+    """The plan's engine, started (vLLM: folders of config.json written under workdir)."""
+    if plan.engine == "fake":
+        from calibration.engines.fake_backend import FakeBackend
+        return FakeBackend(plan.num_steps, seed=plan.prompt_seed + plan.num_steps, max_model_len=plan.max_model_len)
+    if plan.engine == "vllm":
+        from calibration.engines.vllm_backend import VllmBackend, default_capture_sizes, write_model_dirs
+        target, draft = write_model_dirs(workdir / plan.label, plan.target_config,
+                                         plan.draft_config if plan.num_steps else None)
+        return VllmBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
+                           max_num_seqs=plan.max_num_seqs, gpu_memory_utilization=plan.gpu_memory_utilization,
+                           capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed)
+    raise ValueError(f"engine {plan.engine!r}: one of vllm, fake")
+
+
+def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
+    """Measure the plan's points not yet in `out`; the number measured."""
+    done = done_keys(out)
+    todo = [p for p in plan.point_plans() if (plan.label, p.key) not in done]
+    if not todo:
+        log(f"{plan.label}: all {len(plan.points)} points already measured")
+        return 0
+    t0 = time.perf_counter()
+    backend = start_backend(plan, workdir)
+    info = backend.info()
+    log(f"{plan.label}: engine up in {time.perf_counter() - t0:.1f} s ({info.engine} {info.engine_version}, "
+        f"{info.attention_backend}, {info.cudagraph_mode}, runner {info.model_runner}, hooks {','.join(info.hooks)})")
+    append_line(out, dict(kind="engine", label=plan.label, session=plan.session, num_steps=plan.num_steps,
+                          info=asdict(info), startup_s=time.perf_counter() - t0, created_unix=time.time()))
+    pool = prompt_pool(max(p.batch_size for p in todo), max(p.prompt_len for p in todo), seed=plan.prompt_seed)
+    n = 0
+    try:
+        for p in todo:
+            t1 = time.perf_counter()
+            try:
+                res = measure_point(backend, p, pool, plan.max_model_len)
+            except Exception as e:  # noqa: BLE001 - one point's failure is recorded, the rest go on
+                append_line(out, dict(kind="error", label=plan.label, key=p.key, error=repr(e),
+                                      trace=traceback.format_exc()[-2000:]))
+                log(f"{plan.label} {p.key}: FAILED {e!r}")
+                continue
+            append_line(out, dict(kind="point", label=plan.label, session=plan.session, engine=info.engine,
+                                  engine_version=info.engine_version, point=res, wall_s=time.perf_counter() - t1))
+            rep = res["repeats"][-1]
+            log(f"{plan.label} {p.key}: {rep['num_tokens'] / rep['elapsed_us'] * 1e6:.1f} tok/s, "
+                f"{rep['elapsed_us'] / rep['num_cycles']:.0f} us/step ({time.perf_counter() - t1:.1f} s)")
+            n += 1
+    finally:
+        backend.shutdown()
+    return n
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m calibration.engines.worker PLAN.json POINTS.jsonl", file=sys.stderr)
+        return 2
+    plan = ProcessPlan.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    out = Path(argv[1])
+    run_plan(plan, out, out.parent / "engine_models", log=lambda s: print(s, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,424 @@
+"""Engine-native profiles: a serving engine's own cycle parts, measured inside that engine.
+
+`specdecsim calibrate engine` (calibration/engines/) starts the engine a user deploys (vLLM)
+with dummy weights and forced acceptance and times, per engine step, with CUDA events around
+the model runner's phases and the host's wait on the GPU:
+
+- `target_forward_us`: the target's forward, a decode (baseline) or a verify over num_steps + 1
+  tokens per request (padded to the engine's CUDA-graph capture size);
+- `sample_us`: logits and (rejection) sampling;
+- `draft_extend_us`: the draft's first forward, over every verified token (vLLM's padded draft
+  prefill, which proposes draft token 1); `draft_steps_us`: the other num_steps - 1 draft forwards;
+  `propose_us`: the whole draft phase (the two above plus its small eager kernels);
+- `other_gpu_us`: the rest of the GPU's step (input preparation, bookkeeping), the step's GPU
+  period less the parts above, where the step was GPU-bound;
+- `host_busy_us`: the host's work per step, the step's wall period less the time the host waited
+  on the GPU's output (vLLM's scheduler runs a step ahead, so a step takes the longer of the two).
+
+An `EngineProfile` holds every measured point and a fitted form per part. `NativeCosts` prices a
+part at (batch_size, num_steps, context_len): from the measured points of that batch and
+num_steps (linear in the context between them, or along the fitted slope from one), else from the
+fitted form. The forms are rooflines of the engine's own points, fitted by scipy least squares
+on relative errors: c0 + ((w)^4 + (f T)^4)^(1/4) + kv b C (+ q (T - b) C for a multi-token
+verify), with T the padded tokens of the forward, b requests and C their context; the host and the
+small GPU work are linear in b and b x num_steps.
+"""
+
+from __future__ import annotations
+
+import bisect
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field
+
+from simulator.inputs import read_json
+from simulator.schema_base import StrictModel
+
+ENGINE_PROFILE_OUTPUT = "engine_profile/1"
+NATIVE_PARTS = ("target_forward_us", "sample_us", "draft_extend_us", "draft_steps_us", "propose_us",
+                "other_gpu_us", "host_busy_us")
+GPU_BOUND_BLOCKED_FRAC = 0.02  # a window whose host waited on the GPU for more than this share of it was GPU-bound
+Us = Annotated[float, Field(ge=0.0, le=1e9)]
+
+
+class EnginePoint(StrictModel):
+    """One measured steady batch of the engine (repeats pooled), us per engine step."""
+
+    num_steps: int = Field(ge=0, le=64, description="Draft tokens per request per step; 0: the baseline.")
+    batch_size: int = Field(ge=1, le=1_000_000)
+    prompt_len: int = Field(ge=1, le=2**27)
+    context_len: float = Field(ge=1, le=2**27, description="Mean KV length over the timed steps.")
+    acceptance_rate: float | None = Field(None, ge=0.0, le=1.0)
+    step_us: Us = Field(description="Wall time per engine step, uninstrumented windows.")
+    instrumented_step_us: Us | None = Field(None, description="Wall time per step with the CUDA events on.")
+    mean_accept_length: float = Field(ge=1.0, le=65.0)
+    accept_length_counts: list[int] = Field(default_factory=list, max_length=65)
+    target_tokens_padded: int | None = Field(None, ge=1, le=2**24)
+    draft_extend_tokens_padded: int | None = Field(None, ge=1, le=2**24)
+    gpu_bound: bool | None = Field(None, description="The instrumented window's host waited on the GPU.")
+    target_forward_us: Us | None = None
+    sample_us: Us | None = None
+    propose_us: Us | None = None
+    draft_extend_us: Us | None = None
+    draft_steps_us: Us | None = None
+    gpu_period_us: Us | None = None
+    other_gpu_us: Us | None = None
+    host_busy_us: Us | None = None
+    host_blocked_us: Us | None = None
+
+
+class PartFit(StrictModel):
+    """A fitted form of one part (module docstring): its parameters and how well it fits."""
+
+    form: Literal["roofline", "linear"]
+    params: dict[str, float]
+    num_points: int = Field(ge=0)
+    median_abs_error_frac: float | None = None
+    max_abs_error_frac: float | None = None
+
+
+class EngineProfile(StrictModel):
+    """An engine's cycle parts measured inside it (module docstring), for one target and draft on one GPU."""
+
+    specdecsim_output: Literal["engine_profile/1"] = ENGINE_PROFILE_OUTPUT
+    name: str = Field(min_length=1, max_length=200)
+    engine: Literal["vllm", "sglang", "fake"]
+    engine_version: str = Field(max_length=200)
+    attention_backend: str = ""
+    cudagraph_mode: str = ""
+    model_runner: str = ""
+    async_scheduling: bool = True
+    gpu_name: str = ""
+    catalog_gpu: str | None = None
+    torch_version: str = ""
+    cuda_version: str = ""
+    method: str = "eagle3"
+    target: dict = Field(description="The target's ModelShape fields.")
+    draft: dict | None = Field(None, description="The draft's ModelShape fields.")
+    tp_size: int = Field(1, ge=1, le=1024)
+    max_num_seqs: int = Field(0, ge=0)
+    cudagraph_capture_sizes: list[int] = Field(default_factory=list, max_length=4096)
+    how_measured: str = ""
+    created_utc: str | None = None
+    command_line: str | None = None
+    git_commit: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    points: list[EnginePoint] = Field(max_length=100_000)
+    fits: dict[str, PartFit] = Field(default_factory=dict)
+
+    def padded_tokens(self, tokens: int) -> int:
+        """Tokens the engine runs a forward of `tokens` at: the next CUDA-graph capture size."""
+        sizes = self.cudagraph_capture_sizes
+        i = bisect.bisect_left(sizes, tokens)
+        return sizes[i] if i < len(sizes) else int(tokens)
+
+
+# ---- the fitted forms ------------------------------------------------------------------------
+FORWARD_PARTS = {  # part -> (joint family, offset parameter name)
+    "target_forward_us": "target", "draft_extend_us": "draft", "draft_step_us": "draft", "sample_us": "sample"}
+
+
+def _roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = True):
+    t = np.asarray(tokens, float)
+    b = np.asarray(batch, float)
+    c = np.asarray(context, float)
+    mem, comp = p["weights_us"], p["per_token_us"] * t
+    out = p[offset] + (mem ** 4 + comp ** 4) ** 0.25 + p.get("kv_us_per_token", 0.0) * b * c
+    if multi_token:
+        out = out + p.get("multi_query_us_per_token", 0.0) * np.maximum(t - b, 0.0) * c
+    return out
+
+
+def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
+    """(tokens, batch, context, value, offset name) of the points that measured `part`."""
+    rows = []
+    for pt in points:
+        k, b = pt.num_steps, pt.batch_size
+        if part == "target_forward_us" and pt.target_forward_us:
+            t = pt.target_tokens_padded or profile.padded_tokens(b * (k + 1))
+            rows.append((t, b, pt.context_len, pt.target_forward_us, "decode_us" if k == 0 else "verify_us"))
+        elif part == "draft_extend_us" and k and pt.draft_extend_us:
+            t = pt.draft_extend_tokens_padded or profile.padded_tokens(b * (k + 1))
+            rows.append((t, b, pt.context_len, pt.draft_extend_us, "extend_us"))
+        elif part == "draft_step_us" and k >= 2 and pt.draft_steps_us:
+            rows.append((profile.padded_tokens(b), b, pt.context_len, pt.draft_steps_us / (k - 1), "step_us"))
+        elif part == "sample_us" and pt.sample_us:
+            t = profile.padded_tokens(b * (k + 1))
+            rows.append((t, b, 0.0, pt.sample_us, "base_us" if k == 0 else "spec_us"))
+    return rows
+
+
+def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool) -> PartFit | None:
+    from scipy.optimize import least_squares
+
+    if not rows:
+        return None
+    names = ["weights_us", "per_token_us"] + (["kv_us_per_token"] if with_kv else []) \
+        + (["multi_query_us_per_token"] if with_multi else []) + offsets
+    t, b, c, y, off = (np.array([r[i] for r in rows], dtype=object if i == 4 else float) for i in range(5))
+    ymin = float(np.min(y))
+    x0 = {"weights_us": 0.8 * ymin, "per_token_us": max(1e-3, float(np.max(y / np.maximum(t, 1.0))) * 0.5),
+          "kv_us_per_token": 1e-4, "multi_query_us_per_token": 1e-6, **{o: 0.1 * ymin for o in offsets}}
+    # too few points for every parameter: the multi-query term goes first, then the kv term
+    while len(names) > len(rows) and ("multi_query_us_per_token" in names or "kv_us_per_token" in names):
+        names.remove("multi_query_us_per_token" if "multi_query_us_per_token" in names else "kv_us_per_token")
+
+    def model(x):
+        p = dict(zip(names, x))
+        out = np.empty(len(rows))
+        for o in offsets:
+            m = off == o
+            if m.any():
+                out[m] = _roofline(p, t[m], b[m], c[m], o, multi_token=with_multi)
+        return out
+
+    res = least_squares(lambda x: model(x) / y - 1.0, [x0[n] for n in names], bounds=(0.0, np.inf),
+                        loss="soft_l1", f_scale=0.02, x_scale="jac", max_nfev=20_000)
+    err = np.abs(model(res.x) / y - 1.0)
+    return PartFit(form="roofline", params={n: float(v) for n, v in zip(names, res.x)}, num_points=len(rows),
+                   median_abs_error_frac=float(np.median(err)), max_abs_error_frac=float(np.max(err)))
+
+
+def _fit_linear(points: list[EnginePoint], part: str, speculative: bool) -> PartFit | None:
+    """part ~ c0 + c_batch b (+ c_batch_steps b num_steps): non-negative least squares."""
+    from scipy.optimize import nnls
+
+    pts = [p for p in points if getattr(p, part) is not None and (p.num_steps > 0) == speculative]
+    if not pts:
+        return None
+    cols = [np.ones(len(pts)), np.array([p.batch_size for p in pts], float)]
+    names = ["c0_us", "per_request_us"]
+    if speculative:
+        cols.append(np.array([p.batch_size * p.num_steps for p in pts], float))
+        names.append("per_draft_token_us")
+    names, cols = names[:max(1, min(len(names), len(pts)))], cols[:max(1, min(len(cols), len(pts)))]
+    y = np.array([getattr(p, part) for p in pts])
+    a = np.stack(cols, axis=1) / y[:, None]  # relative residuals
+    coef, _ = nnls(a, np.ones(len(pts)))
+    pred = np.stack(cols, axis=1) @ coef
+    err = np.abs(pred / y - 1.0)
+    return PartFit(form="linear", params=dict(zip(names, map(float, coef))), num_points=len(pts),
+                   median_abs_error_frac=float(np.median(err)), max_abs_error_frac=float(np.max(err)))
+
+
+def fit_parts(profile: EngineProfile) -> dict[str, PartFit]:
+    """The fitted form of every part the profile's points measured."""
+    pts = profile.points
+    fits: dict[str, PartFit | None] = {
+        "target_forward_us": _fit_family(_rows(pts, "target_forward_us", profile), ["decode_us", "verify_us"],
+                                         with_kv=True, with_multi=True),
+        "draft_us": _fit_family(_rows(pts, "draft_extend_us", profile) + _rows(pts, "draft_step_us", profile),
+                                ["extend_us", "step_us"], with_kv=True, with_multi=False),
+        "sample_us": _fit_family(_rows(pts, "sample_us", profile), ["base_us", "spec_us"], with_kv=False,
+                                 with_multi=False),
+        "propose_overhead_us": _fit_linear([p.model_copy(update={"propose_us": max(0.0, p.propose_us - (
+            p.draft_extend_us or 0.0) - (p.draft_steps_us or 0.0))}) for p in pts if p.propose_us is not None],
+            "propose_us", True),
+        "other_gpu_us": _fit_linear([p for p in pts if p.gpu_bound], "other_gpu_us", True),
+        "other_gpu_us_baseline": _fit_linear([p for p in pts if p.gpu_bound], "other_gpu_us", False),
+        "host_busy_us": _fit_linear(pts, "host_busy_us", True),
+        "host_busy_us_baseline": _fit_linear(pts, "host_busy_us", False),
+    }
+    return {k: v for k, v in fits.items() if v is not None}
+
+
+# ---- pricing ---------------------------------------------------------------------------------
+class NativeCosts:
+    """The parts of one engine step at (batch_size, num_steps, context_len), us (module docstring)."""
+
+    def __init__(self, profile: EngineProfile):
+        self.profile = profile
+        self.sources: set[str] = set()  # 'measured' / 'fitted' per part priced, for the notes
+
+    def _measured(self, value_of, batch_size: int, num_steps: int, context_len: float) -> float | None:
+        pts = [(p.context_len, value_of(p)) for p in self.profile.points
+               if p.batch_size == batch_size and p.num_steps == num_steps and value_of(p) is not None]
+        if not pts:
+            return None
+        by_ctx: dict[float, list[float]] = {}
+        for c, v in pts:
+            by_ctx.setdefault(round(c), []).append(v)
+        cs = sorted(by_ctx)
+        vs = [float(np.mean(by_ctx[c])) for c in cs]
+        if len(cs) == 1:
+            return vs[0]
+        i = min(max(bisect.bisect_left(cs, context_len), 1), len(cs) - 1)  # extrapolate along the end segment
+        c0, c1, v0, v1 = cs[i - 1], cs[i], vs[i - 1], vs[i]
+        return max(0.0, v0 + (v1 - v0) * (context_len - c0) / (c1 - c0))
+
+    def _price(self, label: str, value_of, fitted, batch_size: int, num_steps: int, context_len: float) -> float:
+        m = self._measured(value_of, batch_size, num_steps, context_len)
+        if m is not None:
+            pts = [p for p in self.profile.points if p.batch_size == batch_size and p.num_steps == num_steps
+                   and value_of(p) is not None]
+            if len({round(p.context_len) for p in pts}) == 1 and fitted is not None:
+                m += fitted(context_len) - fitted(pts[0].context_len)  # the fitted form's context slope
+            self.sources.add(f"{label}: measured")
+            return max(0.0, m)
+        if fitted is None:
+            raise KeyError(f"engine profile {self.profile.name!r} has no {label} measurement or fit")
+        self.sources.add(f"{label}: fitted")
+        return max(0.0, float(fitted(context_len)))
+
+    def _roof(self, fit_name: str, offset: str, tokens: int, batch_size: int, multi: bool = True):
+        fit = self.profile.fits.get(fit_name)
+        if fit is None or offset not in fit.params:
+            return None
+        t = self.profile.padded_tokens(tokens)
+        return lambda c: float(_roofline(fit.params, t, batch_size, c, offset, multi_token=multi))
+
+    def _lin(self, fit_name: str, batch_size: int, num_steps: int):
+        fit = self.profile.fits.get(fit_name)
+        if fit is None:
+            return None
+        p = fit.params
+        v = p.get("c0_us", 0.0) + p.get("per_request_us", 0.0) * batch_size \
+            + p.get("per_draft_token_us", 0.0) * batch_size * num_steps
+        return lambda c: v
+
+    def target_forward_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        off = "decode_us" if num_steps == 0 else "verify_us"
+        return self._price("target forward", lambda p: p.target_forward_us,
+                           self._roof("target_forward_us", off, batch_size * (num_steps + 1), batch_size),
+                           batch_size, num_steps, context_len)
+
+    def sample_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        off = "base_us" if num_steps == 0 else "spec_us"
+        return self._price("sampling", lambda p: p.sample_us,
+                           self._roof("sample_us", off, batch_size * (num_steps + 1), batch_size, multi=False),
+                           batch_size, num_steps, 0.0)
+
+    def draft_extend_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        return self._price("draft extend", lambda p: p.draft_extend_us,
+                           self._roof("draft_us", "extend_us", batch_size * (num_steps + 1), batch_size, multi=False),
+                           batch_size, num_steps, context_len)
+
+    def draft_step_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        """One draft forward after the first (num_steps >= 2)."""
+        return self._price("draft step", lambda p: p.draft_steps_us / (p.num_steps - 1) if p.draft_steps_us
+                           and p.num_steps >= 2 else None,
+                           self._roof("draft_us", "step_us", batch_size, batch_size, multi=False),
+                           batch_size, num_steps, context_len)
+
+    def propose_overhead_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        """The draft phase's own small kernels (hidden-state fc, input preparation)."""
+        def rest(p):
+            if p.propose_us is None:
+                return None
+            return max(0.0, p.propose_us - (p.draft_extend_us or 0.0) - (p.draft_steps_us or 0.0))
+        return self._price("draft overhead", rest, self._lin("propose_overhead_us", batch_size, num_steps),
+                           batch_size, num_steps, context_len)
+
+    def other_gpu_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        name = "other_gpu_us" if num_steps else "other_gpu_us_baseline"
+        return self._price("other GPU work", lambda p: p.other_gpu_us if p.gpu_bound else None,
+                           self._lin(name, batch_size, num_steps), batch_size, num_steps, context_len)
+
+    def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        name = "host_busy_us" if num_steps else "host_busy_us_baseline"
+        return self._price("host work", lambda p: p.host_busy_us, self._lin(name, batch_size, num_steps),
+                           batch_size, num_steps, context_len)
+
+    def step_us(self, batch_size: int, num_steps: int, context_len: float) -> tuple[float, float]:
+        """(GPU, host) us of one engine step: the cycle (or decode step) takes the longer."""
+        gpu = self.target_forward_us(batch_size, num_steps, context_len) \
+            + self.sample_us(batch_size, num_steps, context_len) + self.other_gpu_us(batch_size, num_steps, context_len)
+        if num_steps:
+            gpu += self.draft_extend_us(batch_size, num_steps, context_len) \
+                + self.propose_overhead_us(batch_size, num_steps, context_len)
+            if num_steps >= 2:
+                gpu += (num_steps - 1) * self.draft_step_us(batch_size, num_steps, context_len)
+        return gpu, self.host_us(batch_size, num_steps, context_len)
+
+
+ENGINE_PROFILES_DIR = "engine_profiles"
+
+
+def resolve_engine_profile(ref: str, base_dir: Path | None = None) -> Path:
+    """A shipped engine profile's name (`data/engine_profiles/<name>.json`) or a path.
+
+    Raises:
+        FileNotFoundError: naming the reference and the shipped names.
+    """
+    from simulator.profile import data_dir
+
+    shipped = data_dir() / ENGINE_PROFILES_DIR
+    if "/" not in ref and not ref.endswith(".json"):
+        p = shipped / f"{ref}.json"
+        if p.is_file():
+            return p
+    else:
+        for c in ([Path(ref)] if Path(ref).is_absolute() else ([base_dir / ref] if base_dir else []) + [Path(ref)]):
+            if c.is_file():
+                return c
+    names = sorted(x.stem for x in shipped.glob("*.json")) if shipped.is_dir() else []
+    raise FileNotFoundError(f"engine profile {ref!r} not found; shipped engine profiles: {', '.join(names) or 'none'}")
+
+
+@lru_cache(maxsize=32)
+def _load(path: str, mtime_ns: int) -> EngineProfile:
+    return EngineProfile.model_validate(read_json(Path(path), "engine profile JSON"), strict=False)
+
+
+def load_engine_profile(ref: str | Path, base_dir: Path | None = None) -> EngineProfile:
+    """Read and validate an engine profile (cached per file and modification time).
+
+    Raises:
+        FileNotFoundError, UserInputError, pydantic.ValidationError.
+    """
+    p = resolve_engine_profile(str(ref), base_dir)
+    return _load(str(p.resolve()), p.stat().st_mtime_ns)
+
+
+def _same_shape(measured: dict | None, shape) -> bool:
+    from simulator.model_shape import ModelShape
+
+    if measured is None or shape is None:
+        return measured is None and shape is None
+    m = ModelShape.model_validate({**measured, "name": shape.name})
+    return m.model_dump(exclude={"name"}) == shape.model_dump(exclude={"name"})
+
+
+def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
+    """Why the profile cannot price this scenario as measured (None: it can)."""
+    eng = scenario.serving_engine
+    if profile.engine not in (eng.kind, "fake"):
+        return f"it was measured on {profile.engine}, the scenario's engine is {eng.kind}"
+    if not _same_shape(profile.target, scenario.target):
+        return f"its target is another shape than {scenario.target.name}"
+    if not _same_shape(profile.draft, scenario.draft):
+        return f"its draft is another shape than {scenario.draft.name}"
+    if scenario.tp_size != profile.tp_size:
+        return f"it was measured at tp {profile.tp_size}, the scenario runs tp {scenario.tp_size}"
+    if scenario.spec.topk != 1 or scenario.spec.method != profile.method:
+        return f"it was measured with {profile.method} chains (topk 1)"
+    gpu = getattr(scenario.hardware, "gpu", None) if getattr(scenario, "hardware", None) else None
+    if gpu and profile.catalog_gpu and gpu != profile.catalog_gpu:
+        return f"it was measured on {profile.catalog_gpu}, the scenario's GPU is {gpu}"
+    return None
+
+
+def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
+    """NativeCosts of the scenario's engine profile (`serving_engine.engine_profile`) where it prices
+    this scenario as measured; None (with a note saying why) where it does not or none is given.
+
+    Raises:
+        FileNotFoundError: the profile named does not exist.
+    """
+    ref = getattr(scenario.serving_engine, "engine_profile", None)
+    if not ref:
+        return None
+    profile = load_engine_profile(ref)
+    why = profile_mismatch(profile, scenario)
+    if why:
+        notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name} not used ({why}): priced by the "
+                  "engine model from the profile's op tables")
+        return None
+    notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
+              f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
+              f"{profile.cudagraph_mode or '?'} graphs, {profile.gpu_name or '?'}; {len(profile.points)} measured "
+              "points, fitted forms between them)")
+    return NativeCosts(profile)
