@@ -30,7 +30,7 @@ watch() {
       local n; n=$(wc -l < "$res/campaign.log")
       if [ "$n" -gt "$seen" ]; then sed -n "$((seen + 1)),${n}p" "$res/campaign.log" | cut -c1-300; seen=$n; fi
     fi
-    if ! pgrep -f calibration.engines.campaign > /dev/null; then echo "campaign not running"; break; fi
+    if ! kill -0 "$(cat "$res/campaign.pid" 2>/dev/null)" 2>/dev/null; then echo "campaign not running"; break; fi
     if grep -q "Traceback\|FAILED\|failed rc" "$res/campaign.log" 2>/dev/null && [ -n "${STOP_ON_ERROR:-}" ]; then
       echo "error in the log"; break; fi
     if [ $((SECONDS - t0)) -ge "$limit" ]; then echo "watch ended after $limit s; campaign still running"; break; fi
@@ -42,7 +42,7 @@ watch() {
 
 case $stage in
   stash)
-    cp "${2:?DIR}"/part_* /root/stash/ && ls -l /root/stash ;;
+    cp "${2:?DIR}"/part_* /root/stash/ && ls -l /root/stash && df -h /root | tail -1 ;;
   start)
     plans=${2:?PLANS}; deadline=${3:?DEADLINE_S}
     if [ ! -f /tmp/site/.installed ]; then
@@ -52,16 +52,22 @@ case $stage in
       if [ -f /root/stash/SHA256 ]; then
         [ "$(sha256sum /tmp/bundle.tar.xz | awk '{print $1}')" = "$(cat /root/stash/SHA256)" ] || { echo "bundle checksum mismatch"; exit 1; }
       fi
-      mkdir -p /tmp/whl && xz -d -T0 -c /tmp/bundle.tar.xz | tar -x -C /tmp/whl || exit 1
+      mkdir -p /tmp/whl
+      if command -v xz > /dev/null; then xz -d -T0 -c /tmp/bundle.tar.xz | tar -x -C /tmp/whl || exit 1
+      else python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open('/tmp/bundle.tar.xz'), sys.stdout.buffer)" \
+             | tar -x -C /tmp/whl || exit 1; fi
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/whl/*.whl .whl/*.whl || exit 1
       touch /tmp/site/.installed
       echo "bundle installed in $((SECONDS - t)) s"
     fi
-    pkill -f calibration.engines.campaign 2>/dev/null; sleep 1
+    kill -- -"$(cat "$res/campaign.pid" 2>/dev/null)" 2>/dev/null && sleep 2
     rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/ && cp "$plans" /root/app/plans.json
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
-    (cd /root/app && PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m calibration.engines.campaign plans.json \
-        "$res/points.jsonl" "$deadline" >> "$res/campaign.log" 2>&1 < /dev/null &)
+    cd /root/app
+    PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m calibration.engines.campaign plans.json \
+        "$res/points.jsonl" "$deadline" >> "$res/campaign.log" 2>&1 < /dev/null &
+    echo $! > "$res/campaign.pid"
+    cd - > /dev/null
     sleep 2
     watch "${WATCH_S:-500}" ;;
   watch)
