@@ -59,6 +59,10 @@ class EnginePoint(StrictModel):
     target_tokens_padded: int | None = Field(None, ge=1, le=2**24)
     draft_extend_tokens_padded: int | None = Field(None, ge=1, le=2**24)
     gpu_bound: bool | None = Field(None, description="The instrumented window's host waited on the GPU.")
+    gpu_parts_scale: float | None = Field(
+        None, ge=0.5, le=2.0, description="Where GPU-bound: the uninstrumented step over the instrumented one, "
+                                          "applied to the GPU parts (the CUDA events lengthen a step by about 1-2%; "
+                                          "the event-free period is the reference the parts are scaled to).")
     target_forward_us: Us | None = None
     sample_us: Us | None = None
     propose_us: Us | None = None

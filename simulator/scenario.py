@@ -109,10 +109,38 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
             data[role] = _merge_model_config(data[role], base_dir, source, role)
     if isinstance(data.get("serving"), dict):
         data["serving"] = _serving_paths(data["serving"], base_dir)
+    engine = data.get("serving_engine")
+    if isinstance(engine, dict) and isinstance(engine.get("engine_profile"), str):
+        ref = engine["engine_profile"]
+        if ("/" in ref or ref.endswith(".json")) and not Path(ref).is_absolute() and (base_dir / ref).is_file():
+            data["serving_engine"] = {**engine, "engine_profile": str(base_dir / ref)}
     try:
-        return Scenario.model_validate(data, strict=True)
+        sc = Scenario.model_validate(data, strict=True)
     except ValidationError as e:
         raise UserInputError(format_validation_error(source, e)) from None
+    _check_engine_profile(sc, source)
+    return sc
+
+
+def _check_engine_profile(sc: Scenario, source: str) -> None:
+    """The engine profile a scenario names exists and is one (read once; cached for the cost model).
+
+    Raises:
+        UserInputError: naming the source, the field and what is wrong.
+    """
+    ref = getattr(sc.serving_engine, "engine_profile", None)
+    if not ref:
+        return
+    from simulator.engine_native import load_engine_profile
+    try:
+        load_engine_profile(ref)
+    except FileNotFoundError as e:
+        raise UserInputError(f"{source}: serving_engine.engine_profile: {e}") from None
+    except ValidationError as e:
+        raise UserInputError(f"{source}: serving_engine.engine_profile: "
+                             f"{format_validation_error(ref, e)}") from None
+    except ValueError as e:
+        raise UserInputError(f"{source}: serving_engine.engine_profile: {e}") from None
 
 
 def _serving_paths(serving: dict, base_dir: Path) -> dict:

@@ -134,6 +134,22 @@ def with_costs_source(records: list[tuple[str, LiveRun]], source: str | None) ->
         "costs": r.scenario.costs.model_copy(update={"source": source})})})) for src, r in records]
 
 
+def with_engine_profile(records: list[tuple[str, LiveRun]], engine_profile: str) -> list[tuple[str, LiveRun]]:
+    """The records with every engine-kind scenario's `serving_engine.engine_profile` set.
+
+    Raises:
+        UserInputError: a record of the project's own loop (the live_loop kind has no engine profile).
+    """
+    out = []
+    for src, r in records:
+        eng = r.scenario.serving_engine
+        if eng.kind == "live_loop":
+            raise UserInputError(f"{src}: a live-loop record; an engine profile prices an engine kind's records")
+        out.append((src, r.model_copy(update={"scenario": r.scenario.model_copy(update={
+            "serving_engine": eng.model_copy(update={"engine_profile": engine_profile})})})))
+    return out
+
+
 def _acceptance_label(rec: LiveRun) -> str:
     a = rec.scenario.acceptance
     if a.kind in ("iid", "tree"):

@@ -8,6 +8,7 @@
     specdecsim calibrate from-runs SCENARIO RUN... --out FITTED.yaml [--fit P,P]   (an engine's own logs)
     specdecsim calibrate from-traces DIR --out PROFILE.json [--roofline-from h200_datasheet] [--name N]
     specdecsim calibrate moe-kernel-times SCENARIO LOG --out OUT.yaml   (an engine's MoE benchmark output)
+    specdecsim calibrate engine --engine vllm --out PROFILE.json [--few]  (inside the engine: calibration/cli/engine.py)
 
 Parses, checks, runs and writes; no modelled numbers here. torch is imported only inside the
 measuring commands, so importing this module (and `import-nccl-tests`, `merge`) works without it.
@@ -24,7 +25,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from calibration.cli import bench, build
+from calibration.cli import bench, build, engine
 from calibration.cli.common import (FORCE_HELP, check_device, check_output, check_points_file, console, err_console,
                                     fail, need_torch, print_profile)
 from simulator.files import PROFILE_OUTPUT
@@ -88,5 +89,5 @@ for _name, _command in (("import-nccl-tests", build.import_nccl_tests), ("merge"
                         ("forwards-batch", bench.forwards_batch), ("loop-overhead", bench.loop_overhead),
                         ("loop-reps", bench.loop_reps), ("moe", bench.moe), ("engine-moe", bench.engine_moe), ("session", bench.session),
                         ("from-runs", build.from_runs), ("from-traces", build.from_traces),
-                        ("moe-kernel-times", build.moe_kernel_times)):
+                        ("moe-kernel-times", build.moe_kernel_times), ("engine", engine.calibrate_engine)):
     calibrate_app.command(_name)(_command)

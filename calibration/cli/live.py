@@ -59,8 +59,28 @@ def live(
                                                          "max(24, 12 x concurrency)).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace files in OUT that have a point's name but are "
                                                          "not LiveRun records.")] = False,
+    engine: Annotated[Optional[str], typer.Option(help="Live runs of a serving engine instead of the project's "
+                                                       "loop: vllm (installed on this GPU host) or fake (no GPU); "
+                                                       "num_steps 1,2,3,4,6 x --batches x prompts 1k/4k, "
+                                                       "acceptance 0.5/0.7/0.9, paired baselines, 2 repeats.")] = None,
+    points: Annotated[Optional[Path], typer.Option(help="With --engine: resumable points file (default "
+                                                        "OUT/points.jsonl).")] = None,
+    from_points: Annotated[Optional[list[Path]], typer.Option(help="Records from an engine's points files "
+                                                                   "(plain or .gz), no engine run.")] = None,
+    engine_profile: Annotated[Optional[str], typer.Option(help="With --engine / --from-points: the engine profile "
+                                                               "the records' scenarios name.")] = None,
 ) -> None:
     """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
+    if engine is not None or from_points:
+        if quick or noise or batch_grid or serving or tp is not None or cycles is not None or warmup is not None:
+            fail("--engine / --from-points run the engine's own grid: leave out --quick, --noise, --batch-grid, "
+                 "--serving, --tp, --cycles, --warmup")
+        refuse_file("--out", out)
+        from calibration.cli.engine import live_engine
+        live_engine(out, engine, points, from_points, engine_profile, batches, force)
+        return
+    if points is not None or engine_profile is not None:
+        fail(f"{'--points' if points is not None else '--engine-profile'} goes with --engine or --from-points")
     if quick + noise + batch_grid + serving > 1:
         fail("--quick, --noise, --batch-grid and --serving are different grids: give one")
     for opt, v in (("--concurrency", concurrency), ("--num-steps", num_steps), ("--requests", requests)):

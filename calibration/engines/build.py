@@ -58,6 +58,12 @@ def engine_point(point: dict) -> EnginePoint | None:
         if fields.get("gpu_period_us") and all(p is not None for p in parts):
             rest = fields["gpu_period_us"] - sum(parts) - (fields.get("propose_us") or 0.0)
             fields["other_gpu_us"] = max(0.0, rest)
+        if fields["gpu_bound"] and fields["instrumented_step_us"]:
+            scale = fields["step_us"] / fields["instrumented_step_us"]
+            fields["gpu_parts_scale"] = scale
+            for name in (*GPU_PARTS, "other_gpu_us"):
+                if fields.get(name) is not None:
+                    fields[name] *= scale
     return EnginePoint(**fields)
 
 

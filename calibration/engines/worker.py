@@ -24,12 +24,32 @@ from calibration.engines.run_loop import measure_point, prompt_pool
 POINTS_SCHEMA = "engine_points/1"
 
 
+MAX_POINTS_BYTES = 1 << 30  # a points file of a whole campaign is a few MB (raw per-step times included)
+
+
 def read_lines(path: Path) -> list[dict]:
-    """The complete JSON lines of a points file (a torn or foreign line is skipped)."""
+    """The complete JSON lines of a points file, plain or gzip-compressed (`.gz`, as the shipped
+    ones are); a torn or foreign line is skipped. A missing file holds none.
+
+    Raises:
+        UserInputError: a file over 1 GiB (decompressed), or not gzip where it says so.
+    """
+    import gzip
+
+    from simulator.inputs import UserInputError
+
+    path = Path(path)
     if not path.is_file():
         return []
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+            raw = f.read(MAX_POINTS_BYTES + 1)
+    except (OSError, EOFError) as e:
+        raise UserInputError(f"{path}: not a readable points file ({e})") from None
+    if len(raw) > MAX_POINTS_BYTES:
+        raise UserInputError(f"{path}: a points file holds at most {MAX_POINTS_BYTES >> 20} MiB")
     out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in raw.decode("utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:

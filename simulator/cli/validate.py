@@ -25,6 +25,8 @@ def validate(
     max_speedup_error: Annotated[Optional[float], typer.Option(help="Fail if any |speedup error| exceeds this.")] = None,
     acceptance: Annotated[str, typer.Option(help="measured: the accept lengths the run drew; scenario: its model.")] = "measured",
     costs_source: Annotated[Optional[str], typer.Option(help="per_op or whole_forward (default: each record's).")] = None,
+    engine_profile: Annotated[Optional[str], typer.Option(help="Engine-native profile (name or path) every record's "
+                                                               "serving engine prices from (default: each record's).")] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Predict every live record from a profile alone and compare with what was measured."""
@@ -50,6 +52,14 @@ def validate(
     except UserInputError as e:
         fail(str(e))
     recs = with_costs_source(recs, costs_source)
+    if engine_profile is not None:
+        from simulator.engine_native import load_engine_profile
+        from simulator.validate import with_engine_profile
+        try:
+            load_engine_profile(engine_profile)
+            recs = with_engine_profile(recs, engine_profile)
+        except (FileNotFoundError, UserInputError, ValueError) as e:
+            fail(f"--engine-profile: {e}")
     try:
         points = compare(recs, prof, acceptance)
     except UserInputError as e:

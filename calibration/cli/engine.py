@@ -1,0 +1,178 @@
+"""`specdecsim calibrate engine` and `specdecsim live --engine`: calibration and live runs inside
+the serving engine a user deploys (calibration/engines/).
+
+    specdecsim calibrate engine --engine vllm --out PROFILE.json [--points P.jsonl] [--num-steps 1,2,3,4,6]
+                                [--batches 1,2,...,64] [--context-lens 1024,4096] [--acceptance 0.7] [--few]
+    specdecsim calibrate engine --from-points P.jsonl[.gz] --out PROFILE.json [--few]   (rebuild, no GPU)
+    specdecsim live --engine vllm --out DIR [--points P.jsonl] [--engine-profile NAME] [--batches ...]
+    specdecsim live --from-points P.jsonl[.gz] --out DIR [--engine-profile NAME]        (rebuild, no GPU)
+
+One engine process per configuration (the baseline and each num_steps), each measuring its points
+and appending them to the points file, which resumes. `--engine fake` runs the same code on a fake
+engine with known costs (no GPU; CI). Parses, checks, runs and writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from calibration.cli.common import check_batches, check_choice, check_output, console, err_console, fail
+
+ENGINE_PROFILE_OUTPUT = "engine_profile/1"
+ENGINES = ("vllm", "fake")
+
+
+def _ints(option: str, text: str, low: int, high: int) -> list[int]:
+    try:
+        vals = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        fail(f"{option} {text!r}: comma-separated integers {low}..{high}")
+    if not vals or vals[0] < low or vals[-1] > high:
+        fail(f"{option} {text!r}: comma-separated integers {low}..{high}")
+    return vals
+
+
+def _configs(target: str, draft: str) -> tuple[dict, dict, dict, dict]:
+    """(target HF config, draft HF config, target ModelShape fields, draft ModelShape fields)."""
+    from calibration.engines.plans import model_configs
+    from calibration.shapes import LLAMA_8B, eagle3_draft
+    try:
+        t, d = model_configs(target, draft)
+    except FileNotFoundError as e:
+        fail(f"--target/--draft: {e.filename}: no such model config (data/models/engine/<name>.config.json)")
+    if (target, draft) != ("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b"):
+        fail("--target/--draft: only the shipped Llama-3.1-8B + EAGLE-3 pair has a model shape here so far")
+    return t, d, LLAMA_8B.model_dump(), eagle3_draft(LLAMA_8B).model_dump()
+
+
+def _points_path(points: Optional[Path], default: Path) -> Path:
+    p = points or default
+    if p.exists() and not p.is_file():
+        fail(f"--points {p}: not a regular file")
+    if p.suffix == ".gz":
+        fail(f"--points {p}: a compressed points file is read with --from-points, not appended to")
+    return p
+
+
+def calibrate_engine(
+    out: Annotated[Path, typer.Option(help="Engine profile JSON to write.")],
+    engine: Annotated[str, typer.Option(help="The engine to measure: vllm (on a GPU host where it is installed) "
+                                             "or fake (known costs, no GPU).")] = "vllm",
+    points: Annotated[Optional[Path], typer.Option(help="Resumable points file (JSONL); default OUT with the "
+                                                        "suffix .points.jsonl.")] = None,
+    from_points: Annotated[Optional[list[Path]], typer.Option(help="Build the profile from these points files "
+                                                                   "(plain or .gz) without running an engine.")] = None,
+    num_steps: Annotated[str, typer.Option(help="num_speculative_tokens to calibrate, comma-separated 1..16 "
+                                                "(one engine process each, and one for the baseline).")] = "1,2,3,4,6",
+    batches: Annotated[str, typer.Option(help="Batch sizes, comma-separated.")] = "1,2,4,8,16,32,64",
+    context_lens: Annotated[str, typer.Option(help="Prompt lengths (the context each point decodes at), "
+                                                   "comma-separated 16..65536.")] = "1024,4096",
+    acceptance: Annotated[float, typer.Option(help="Forced per-position acceptance rate, in (0, 1].")] = 0.7,
+    few: Annotated[bool, typer.Option("--few", help="Only the few runs a busy box affords: the baseline at the "
+                                                    "smallest and largest batch, one point per num_steps.")] = False,
+    target: Annotated[str, typer.Option(help="Target config under data/models/engine/.")] = "llama-3.1-8b-instruct",
+    draft: Annotated[str, typer.Option(help="EAGLE-3 draft config under data/models/engine/.")] = "eagle3-llama-3.1-8b",
+    name: Annotated[Optional[str], typer.Option(help="Profile name; default the file stem.")] = None,
+    catalog_gpu: Annotated[Optional[str], typer.Option(help="Hardware-catalog id of the GPU measured.")] = "h200-sxm",
+    deadline_s: Annotated[Optional[float], typer.Option(help="Start no engine process after this many seconds.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an OUT that is not an engine profile.")] = False,
+) -> None:
+    """Measure the serving engine's own cycle parts (inside it) into an engine-native profile."""
+    from calibration.engines.build import build_profile
+    from calibration.engines.campaign import run_processes
+    from calibration.engines.plans import calibrate_plans, few_run_keys
+    from calibration.provenance import command_line, git_commit
+    from simulator.files import write_json_atomic
+    from simulator.inputs import UserInputError
+
+    check_choice("--engine", engine, ENGINES)
+    check_output("--out", out, ENGINE_PROFILE_OUTPUT, force)
+    ks = _ints("--num-steps", num_steps, 1, 16)
+    bs = list(check_batches("--batches", batches))
+    ps = _ints("--context-lens", context_lens, 16, 65536)
+    if not 0.0 < acceptance <= 1.0:
+        fail(f"--acceptance {acceptance}: a rate in (0, 1]")
+    t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
+    keys = set(few_run_keys(ks, bs, ps)) if few else None
+    if from_points:
+        files = list(from_points)
+        for f in files:
+            if not f.is_file():
+                fail(f"--from-points {f}: no such file")
+    else:
+        pts = _points_path(points, out.with_suffix(".points.jsonl"))
+        plans = calibrate_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg), ks, bs, ps, acceptance)
+        if keys is not None:
+            plans = [p.model_copy(update={"points": [q for q in p.points if (p.num_steps, q["batch_size"],
+                                                                            q["prompt_len"]) in keys]}) for p in plans]
+            plans = [p for p in plans if p.points]
+        status = run_processes(plans, pts, deadline_s=deadline_s, in_process=engine == "fake",
+                               log=lambda s: err_console.print(escape(s), highlight=False))
+        bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
+        if bad:
+            err_console.print(escape(f"engine processes not finished: {bad}"))
+        files = [pts]
+    keep = (lambda key: key in keys) if keys is not None else None
+    try:
+        prof = build_profile(files, name or out.stem, t_shape, d_shape, keep=keep, command_line=command_line(),
+                             git_commit=git_commit(), catalog_gpu=catalog_gpu)
+    except (ValueError, UserInputError) as e:
+        fail(str(e))
+    write_json_atomic(out, prof.model_dump(mode="json", exclude_none=True))
+    console.print(escape(f"wrote {out}: {prof.engine} {prof.engine_version}, {prof.attention_backend}, "
+                         f"{prof.cudagraph_mode}, {prof.gpu_name}; {len(prof.points)} points"), highlight=False)
+    for part, fit in prof.fits.items():
+        console.print(escape(f"  {part}: {fit.form} fit over {fit.num_points} points, median |err| "
+                             f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
+
+
+def live_engine(out: Path, engine: str | None, points: Optional[Path], from_points: Optional[list[Path]],
+                engine_profile: Optional[str], batches: Optional[str], force: bool) -> None:
+    """`specdecsim live --engine ...` / `--from-points ...`: the engine's live grid as LiveRun records."""
+    from calibration.engines.campaign import run_processes
+    from calibration.engines.plans import (DEFAULT_LIVE_ACCEPTANCES, DEFAULT_NUM_STEPS, DEFAULT_PROMPT_LENS,
+                                           live_plans)
+    from calibration.engines.records import live_records, write_records
+    from simulator.inputs import UserInputError
+
+    if engine is not None:
+        check_choice("--engine", engine, ENGINES)
+    bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
+    t_cfg, d_cfg, t_shape, d_shape = _configs("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b")
+    if engine_profile:
+        from simulator.engine_native import load_engine_profile
+        try:
+            load_engine_profile(engine_profile)
+        except (FileNotFoundError, UserInputError, ValueError) as e:
+            fail(f"--engine-profile: {e}")
+    if from_points:
+        files = list(from_points)
+        for f in files:
+            if not f.is_file():
+                fail(f"--from-points {f}: no such file")
+    else:
+        pts = _points_path(points, out / "points.jsonl")
+        plans = live_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg), DEFAULT_NUM_STEPS, bs,
+                           DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES)
+        run_processes(plans, pts, in_process=engine == "fake",
+                      log=lambda s: err_console.print(escape(s), highlight=False))
+        files = [pts]
+    try:
+        recs = live_records(files, t_shape, d_shape, engine_profile=engine_profile)
+    except (ValueError, UserInputError) as e:
+        fail(str(e))
+    if not recs:
+        fail(f"no live points in {', '.join(map(str, files))}")
+    existing = [out / n for n, _ in recs if (out / n).exists()]
+    if existing and not force:
+        from simulator.validate import load_records
+        try:
+            load_records(existing)
+        except (UserInputError, ValueError):
+            fail(f"--out {out}: holds files with the records' names that are not LiveRun records; --force replaces them")
+    write_records(recs, out)
+    console.print(escape(f"wrote {len(recs)} live records to {out}"), highlight=False)
