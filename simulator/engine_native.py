@@ -140,6 +140,8 @@ def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
     """(tokens, batch, context, value, offset name) of the points that measured `part`."""
     rows = []
     for pt in points:
+        if pt.gpu_bound is False:  # a host-bound window's GPU spans hold waits for the host's launches
+            continue
         k, b = pt.num_steps, pt.batch_size
         if part == "target_forward_us" and pt.target_forward_us:
             t = pt.target_tokens_padded or profile.padded_tokens(b * (k + 1))
@@ -219,8 +221,8 @@ def fit_parts(profile: EngineProfile) -> dict[str, PartFit]:
         "sample_us": _fit_family(_rows(pts, "sample_us", profile), ["base_us", "spec_us"], with_kv=False,
                                  with_multi=False),
         "propose_overhead_us": _fit_linear([p.model_copy(update={"propose_us": max(0.0, p.propose_us - (
-            p.draft_extend_us or 0.0) - (p.draft_steps_us or 0.0))}) for p in pts if p.propose_us is not None],
-            "propose_us", True),
+            p.draft_extend_us or 0.0) - (p.draft_steps_us or 0.0))}) for p in pts
+            if p.propose_us is not None and p.gpu_bound is not False], "propose_us", True),
         "other_gpu_us": _fit_linear([p for p in pts if p.gpu_bound], "other_gpu_us", True),
         "other_gpu_us_baseline": _fit_linear([p for p in pts if p.gpu_bound], "other_gpu_us", False),
         "host_busy_us": _fit_linear(pts, "host_busy_us", True),
@@ -237,29 +239,38 @@ class NativeCosts:
         self.profile = profile
         self.sources: set[str] = set()  # 'measured' / 'fitted' per part priced, for the notes
 
-    def _measured(self, value_of, batch_size: int, num_steps: int, context_len: float) -> float | None:
-        pts = [(p.context_len, value_of(p)) for p in self.profile.points
-               if p.batch_size == batch_size and p.num_steps == num_steps and value_of(p) is not None]
+    def _usable(self, p: EnginePoint, value_of, gpu: bool) -> bool:
+        return value_of(p) is not None and not (gpu and p.gpu_bound is False)
+
+    def _measured(self, value_of, batch_size: int, num_steps: int, context_len: float,
+                  gpu: bool = True) -> float | None:
+        pts = [p for p in self.profile.points
+               if p.batch_size == batch_size and p.num_steps == num_steps and self._usable(p, value_of, gpu)]
         if not pts:
             return None
-        by_ctx: dict[float, list[float]] = {}
-        for c, v in pts:
-            by_ctx.setdefault(round(c), []).append(v)
-        cs = sorted(by_ctx)
-        vs = [float(np.mean(by_ctx[c])) for c in cs]
+        by_prompt: dict[int, list[EnginePoint]] = {}
+        for p in pts:
+            by_prompt.setdefault(p.prompt_len, []).append(p)
+        groups = sorted((float(np.mean([p.context_len for p in g])), float(np.mean([value_of(p) for p in g])))
+                        for g in by_prompt.values())
+        cs, vs = [c for c, _ in groups], [v for _, v in groups]
         if len(cs) == 1:
             return vs[0]
         i = min(max(bisect.bisect_left(cs, context_len), 1), len(cs) - 1)  # extrapolate along the end segment
         c0, c1, v0, v1 = cs[i - 1], cs[i], vs[i - 1], vs[i]
         return max(0.0, v0 + (v1 - v0) * (context_len - c0) / (c1 - c0))
 
-    def _price(self, label: str, value_of, fitted, batch_size: int, num_steps: int, context_len: float) -> float:
-        m = self._measured(value_of, batch_size, num_steps, context_len)
+    def _price(self, label: str, value_of, fitted, batch_size: int, num_steps: int, context_len: float,
+               gpu: bool = True) -> float:
+        """A part from the measured points of this batch and num_steps (GPU parts: GPU-bound points
+        only), else from its fitted form."""
+        m = self._measured(value_of, batch_size, num_steps, context_len, gpu)
         if m is not None:
             pts = [p for p in self.profile.points if p.batch_size == batch_size and p.num_steps == num_steps
-                   and value_of(p) is not None]
-            if len({round(p.context_len) for p in pts}) == 1 and fitted is not None:
-                m += fitted(context_len) - fitted(pts[0].context_len)  # the fitted form's context slope
+                   and self._usable(p, value_of, gpu)]
+            if len({p.prompt_len for p in pts}) == 1 and fitted is not None:
+                c0 = float(np.mean([p.context_len for p in pts]))
+                m += fitted(context_len) - fitted(c0)  # the fitted form's context slope
             self.sources.add(f"{label}: measured")
             return max(0.0, m)
         if fitted is None:
@@ -324,7 +335,7 @@ class NativeCosts:
     def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         name = "host_busy_us" if num_steps else "host_busy_us_baseline"
         return self._price("host work", lambda p: p.host_busy_us, self._lin(name, batch_size, num_steps),
-                           batch_size, num_steps, context_len)
+                           batch_size, num_steps, context_len, gpu=False)
 
     def step_us(self, batch_size: int, num_steps: int, context_len: float) -> tuple[float, float]:
         """(GPU, host) us of one engine step: the cycle (or decode step) takes the longer."""

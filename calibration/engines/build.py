@@ -5,8 +5,11 @@ these functions read them back, so a profile or a set of records can be rebuilt 
 few-run profile can be built from a subset of a calibration's points.
 
 A point's figures: the wall time per step and the host's work from its uninstrumented repeats;
-the GPU parts from its instrumented repeat (the CUDA events cost the host a few us per step);
-the accept lengths pooled over every repeat.
+the GPU parts from its instrumented repeat, scaled to the uninstrumented step where the GPU bound
+it (the CUDA events lengthen a step by 1-2%); where the host bound it, the spans hold the GPU's
+waits for the host's launches, so they are kept as measured but priced from nowhere
+(simulator.engine_native reads GPU parts from GPU-bound points only); the accept lengths pooled
+over every repeat.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def interleave(calibrate: list[ProcessPlan], live: list[ProcessPlan], first_num_
     by_k: dict[int, list[ProcessPlan]] = {}
     for p in calibrate + live:
         by_k.setdefault(p.num_steps, []).append(p)
-    ks = [p.num_steps for p in calibrate] or [p.num_steps for p in live]
+    ks = [p.num_steps for p in calibrate] + [p.num_steps for p in live]
     order = ([first_num_steps] if first_num_steps in by_k else []) + [0] + ks
     out, seen = [], set()
     for k in order:

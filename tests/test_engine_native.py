@@ -1,0 +1,243 @@
+"""Engine-native calibration (calibration/engines/, simulator/engine_native.py), on CPU.
+
+The fake engine has the interface of the vLLM backend and known costs: the run loop, the engine
+processes, the profile builder, the records and the pricing are tested end to end through it.
+The committed vLLM 0.26.0 campaign on the H200 is checked as the docs state it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from calibration.cli.calibrate import calibrate_app
+from calibration.cli.live import live
+from calibration.engines.backend import StepTimes
+from calibration.engines.build import build_profile, engine_point
+from calibration.engines.campaign import interleave, run_processes
+from calibration.engines.fake_backend import FakeBackend
+from calibration.engines.plans import calibrate_plans, few_run_keys, live_plans, model_configs
+from calibration.engines.records import live_records, write_records
+from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool, summarize_steps
+from calibration.engines.vllm_backend import default_capture_sizes, write_model_dirs
+from calibration.engines.worker import append_line, done_keys, read_lines, run_plan
+from calibration.shapes import LLAMA_8B, eagle3_draft
+from simulator.analytic import analyze, cycle_time_us
+from simulator.acceptance import build_acceptance
+from simulator.costs.forward import CostModel
+from simulator.engine_native import EngineProfile, NativeCosts, load_engine_profile, profile_mismatch
+from simulator.inputs import UserInputError
+from simulator.profile import load_profile, resolve_profile_path
+from simulator.scenario import scenario_from_dict
+from simulator.validate import compare, load_records, with_engine_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET, DRAFT = LLAMA_8B.model_dump(), eagle3_draft(LLAMA_8B).model_dump()
+BASE = dict(engine="fake", target_config={}, draft_config={})
+SHIPPED = "vllm-0.26.0-h200-llama-3.1-8b-eagle3"
+
+
+@pytest.fixture(scope="module")
+def fake_campaign(tmp_path_factory):
+    """A fake engine's calibration at num_steps 1 and 3 and its live grid at 1, 2 and 3."""
+    d = tmp_path_factory.mktemp("fake")
+    pts = d / "points.jsonl"
+    cal = calibrate_plans(BASE, [1, 3], [1, 8, 64], [256, 1024], 0.7, timed_steps=24)
+    lv = live_plans(BASE, [1, 2, 3], [1, 8, 64], [256, 1024], [0.5, 0.7, 0.9], timed_steps=24)
+    status = run_processes(interleave(cal, lv, 3), pts, in_process=True, log=lambda s: None)
+    assert set(status.values()) == {"done"}
+    prof = build_profile([pts], "fake", TARGET, DRAFT)
+    (d / "prof.json").write_text(prof.model_dump_json())
+    write_records(live_records([pts], TARGET, DRAFT, engine_profile=str(d / "prof.json")), d / "live")
+    return d, prof
+
+
+def _profile_h200():
+    return load_profile(resolve_profile_path("h200"))
+
+
+def test_fake_engine_live_grid_predicted_from_its_profile(fake_campaign):
+    d, prof = fake_campaign
+    pts = compare(load_records([d / "live"]), _profile_h200())
+    err = np.abs([p.tok_per_s_error_frac for p in pts])
+    assert len(pts) == 3 * 3 * (3 + 1) + 3 * 2  # 3 num_steps x 3 batches x (3 rates short prompt, 1 long); baselines
+    assert np.median(err) < 0.01
+    assert err.max() < 0.06  # num_steps 2 was never calibrated: the fitted forms price it
+    k2 = [e for e, p in zip(err, pts) if p.num_steps == 2]
+    assert max(k2) > 0  # priced, not looked up
+    assert all(p.measured_speedup is not None for p in pts if p.speculative)
+
+
+def test_profile_records_engine_and_points(fake_campaign):
+    _, prof = fake_campaign
+    assert prof.engine == "fake" and prof.async_scheduling
+    assert {p.num_steps for p in prof.points} == {0, 1, 3}
+    assert all(p.gpu_bound is not None for p in prof.points)
+    assert set(prof.fits) >= {"target_forward_us", "draft_us", "sample_us", "host_busy_us"}
+
+
+def test_native_cycle_is_the_longer_of_gpu_and_host_exactly(fake_campaign):
+    """The closed form on native costs: cycle = max(host work, GPU work), no sync, exactly."""
+    d, prof = fake_campaign
+    rec = load_records([d / "live"])[0][1]
+    for k, b in ((3, 8), (1, 64), (3, 1)):
+        sc = rec.scenario.model_copy(update={
+            "spec": rec.scenario.spec.model_copy(update={"num_steps": k, "num_draft_tokens": k + 1}),
+            "workload": rec.scenario.workload.model_copy(update={"batch_size": b, "context_len": 1100})})
+        cost = CostModel(sc, _profile_h200())
+        nat = NativeCosts(prof)
+        gpu, host = nat.step_us(b, k, 1100)
+        assert cycle_time_us(cost, 1) == pytest.approx(max(gpu, host), rel=1e-12)
+        assert cycle_time_us(cost, k + 1) == pytest.approx(max(gpu, host), rel=1e-12)  # padded draft prefill
+        acc = build_acceptance(sc.acceptance, sc.spec)
+        an = analyze(sc, cost, acc, truncate=False)
+        a = sc.acceptance.acceptance_rate
+        mean_len = (1 - a ** (k + 1)) / (1 - a)
+        assert an.tok_per_s == pytest.approx(b * mean_len / max(gpu, host) * 1e6, rel=1e-9)
+        assert cost.d2h_sync_us == 0.0
+        assert any("engine-native profile" in n for n in cost.notes)
+
+
+def test_measured_points_are_looked_up_and_linear_in_context(fake_campaign):
+    _, prof = fake_campaign
+    nat = NativeCosts(prof)
+    pts = sorted((p for p in prof.points if p.num_steps == 3 and p.batch_size == 8), key=lambda p: p.context_len)
+    lo, hi = pts[0], pts[-1]
+    assert nat.target_forward_us(8, 3, lo.context_len) == pytest.approx(lo.target_forward_us, rel=1e-9)
+    mid = (lo.context_len + hi.context_len) / 2
+    assert nat.target_forward_us(8, 3, mid) == pytest.approx((lo.target_forward_us + hi.target_forward_us) / 2,
+                                                             rel=1e-9)
+    assert nat.host_us(8, 3, mid) == pytest.approx((lo.host_busy_us + hi.host_busy_us) / 2, rel=1e-9)
+    assert "target forward: measured" in nat.sources
+
+
+def test_few_runs_predict_the_rest(fake_campaign, tmp_path):
+    """The few-run workflow on the fake engine: 2 baselines and one point per num_steps."""
+    pts = tmp_path / "points.jsonl"
+    ks, bs, ps = [1, 2, 3, 6], [1, 2, 4, 8, 16, 32, 64], [256, 1024]
+    keys = set(few_run_keys(ks, bs, ps))
+    assert len(keys) == 2 + len(ks) and (0, 1, 256) in keys and (0, 64, 1024) in keys
+    plans = calibrate_plans(BASE, ks, bs, ps, 0.7, timed_steps=24)
+    plans = [p.model_copy(update={"points": [q for q in p.points if (p.num_steps, q["batch_size"], q["prompt_len"])
+                                             in keys]}) for p in plans]
+    run_processes(plans, pts, in_process=True, log=lambda s: None)
+    few = build_profile([pts], "few", TARGET, DRAFT, keep=lambda k: k in keys)
+    (tmp_path / "few.json").write_text(few.model_dump_json())
+    d, _ = fake_campaign
+    recs = with_engine_profile(load_records([d / "live"]), str(tmp_path / "few.json"))
+    rest = [p for p in compare(recs, _profile_h200()) if (p.num_steps, p.batch_size, p.context_len) not in keys]
+    err = np.abs([p.tok_per_s_error_frac for p in rest])
+    assert np.median(err) <= 0.05 and err.max() <= 0.12
+
+
+def test_engine_profile_for_another_model_is_not_used_and_says_why(fake_campaign):
+    d, _ = fake_campaign
+    data = _load_yaml(ROOT / "scenarios" / "tp1_draft.yaml")
+    data["serving_engine"] = {"kind": "vllm", "engine_profile": str(d / "prof.json")}
+    sc = scenario_from_dict(data, "tp1_draft.yaml", ROOT / "scenarios")
+    assert "target is another shape" in profile_mismatch(load_engine_profile(str(d / "prof.json")), sc)
+    cost = CostModel(sc, _profile_h200())
+    assert cost.native is None
+    assert any("not used" in n for n in cost.notes)
+
+
+def _load_yaml(path: Path) -> dict:
+    import yaml
+    return yaml.safe_load(path.read_text())
+
+
+def test_scenario_naming_a_missing_engine_profile_is_one_line():
+    data = _load_yaml(ROOT / "scenarios" / "tp1_draft.yaml")
+    data["serving_engine"] = {"kind": "vllm", "engine_profile": "no-such-profile"}
+    with pytest.raises(UserInputError, match=r"x\.yaml: serving_engine\.engine_profile: engine profile 'no-such"):
+        scenario_from_dict(data, "x.yaml", ROOT / "scenarios")
+
+
+def test_worker_resumes_and_reads_gzip_and_torn_lines(tmp_path):
+    plan = calibrate_plans(BASE, [3], [1, 4], [128], 0.7, timed_steps=8)[1]
+    out = tmp_path / "p.jsonl"
+    assert run_plan(plan, out, tmp_path, log=lambda s: None) == 2
+    assert run_plan(plan, out, tmp_path, log=lambda s: None) == 0  # resumed: nothing measured again
+    with open(out, "a") as f:
+        f.write('{"schema": "engine_points/1", "kind": "point", "tor')  # a torn last line
+    assert len(done_keys(out)) == 2
+    gz = tmp_path / "p.jsonl.gz"
+    gz.write_bytes(gzip.compress(out.read_bytes()))
+    assert len(read_lines(gz)) == len(read_lines(out)) == 3  # the engine line and two points
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_text("not gzip")
+    with pytest.raises(UserInputError, match="not a readable points file"):
+        read_lines(bad)
+
+
+def test_run_loop_counts_accept_lengths_per_request_and_step():
+    be = FakeBackend(num_steps=3, seed=1)
+    res = measure_point(be, PointPlan(batch_size=4, prompt_len=64, acceptance_rate=0.6, timed_steps=50, repeats=2,
+                                      instrument_first=True), prompt_pool(4, 64), 8192)
+    r0, r1 = res["repeats"]
+    assert r0["instrumented"] and not r1["instrumented"]
+    assert sum(r0["accept_length_counts"]) == 4 * 50
+    mean = np.dot(np.arange(1, 5), np.sum([r0["accept_length_counts"], r1["accept_length_counts"]], axis=0)) / 400
+    a = 0.6
+    assert mean == pytest.approx((1 - a ** 4) / (1 - a), abs=0.25)
+    assert r0["means"]["target_forward_us"] is not None and r1["means"]["target_forward_us"] is None
+    assert r1["host_busy_us"] == pytest.approx(be.costs.host_us(4, 3), rel=0.05)
+    assert not be.requests  # aborted at the end
+    pt = engine_point(res)
+    assert pt.gpu_bound and pt.step_us == pytest.approx(r1["elapsed_us"] / 50)
+    assert summarize_steps([StepTimes(target_tokens_padded=16), StepTimes(target_tokens_padded=16),
+                            StepTimes()])["target_tokens_padded"] == 16
+
+
+def test_vllm_backend_helpers_without_vllm(tmp_path):
+    sizes = default_capture_sizes()
+    assert sizes[:4] == [1, 2, 4, 8] and sizes[-1] == 512 and 248 in sizes and 264 not in sizes and len(sizes) == 51
+    t, d = model_configs()
+    assert t["architectures"] == ["LlamaForCausalLM"] and d["architectures"] == ["LlamaForCausalLMEagle3"]
+    td, dd = write_model_dirs(tmp_path, t, d)
+    assert json.loads((td / "config.json").read_text())["num_hidden_layers"] == 32
+    assert json.loads((dd / "config.json").read_text())["draft_vocab_size"] == 32000
+
+
+def test_cli_calibrate_and_live_with_the_fake_engine(tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(calibrate_app, ["engine", "--engine", "fake", "--out", str(tmp_path / "f.json"),
+                                      "--num-steps", "1,3", "--batches", "1,8", "--context-lens", "256"])
+    assert r.exit_code == 0, r.output
+    assert EngineProfile.model_validate_json((tmp_path / "f.json").read_text()).points
+    app = typer.Typer()
+    app.command("live")(live)
+    app.command("other")(lambda: None)
+    r = runner.invoke(app, ["live", "--engine", "fake", "--out", str(tmp_path / "live"), "--batches", "1,8",
+                            "--engine-profile", str(tmp_path / "f.json")])
+    assert r.exit_code == 0, r.output
+    assert len(list((tmp_path / "live").glob("*.json"))) > 10
+    for args, msg in ((["engine", "--engine", "fake", "--out", str(tmp_path / "g.json"), "--acceptance", "2"],
+                       "--acceptance 2.0: a rate in (0, 1]"),
+                      (["engine", "--engine", "tgi", "--out", str(tmp_path / "g.json")], "--engine"),
+                      (["engine", "--from-points", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "g.json")],
+                       "no such file")):
+        r = runner.invoke(calibrate_app, args)
+        assert r.exit_code == 2 and msg in r.output, r.output
+
+
+def test_shipped_vllm_campaign_validates_as_documented():
+    """docs/engine-calibration.md: the 126 fresh vLLM records from the engine-native profile alone."""
+    recs = load_records([ROOT / "data" / "live" / "h200_vllm_0.26.0"])
+    assert len(recs) == 126
+    pts = compare(with_engine_profile(recs, SHIPPED), _profile_h200())
+    err = np.abs([p.tok_per_s_error_frac for p in pts])
+    assert np.median(err) <= 0.03
+    prof = load_engine_profile(SHIPPED)
+    no_graph = {(p.num_steps, p.batch_size) for p in prof.points if p.num_steps and p.target_tokens_padded is None}
+    assert no_graph == {(2, 4)}  # the one cell vLLM ran without a full CUDA graph (host-bound, bimodal)
+    rest = [abs(p.tok_per_s_error_frac) for p in pts if (p.num_steps, p.batch_size) not in no_graph]
+    assert max(rest) <= 0.08
+    sp = [abs(p.predicted_speedup - p.measured_speedup) for p in pts if p.measured_speedup is not None]
+    assert sum(s <= 0.05 for s in sp) >= 0.9 * len(sp)
