@@ -87,6 +87,33 @@ def main() -> None:
     print()
     print(f"no-full-graph cells (num_steps, batch): {sorted(no_graph)}; few runs (num_steps, batch, prompt): "
           f"{sorted(few_keys)}")
+    scale = [p.gpu_parts_scale for p in full.points if p.gpu_parts_scale]
+    host = [p.host_busy_us for p in full.points if p.num_steps]
+    host0 = [p.host_busy_us for p in full.points if not p.num_steps]
+    print(f"\nprofile: {len(full.points)} points, {sum(bool(p.gpu_bound) for p in full.points)} GPU-bound; CUDA events "
+          f"lengthen a step by {1 / float(np.median(scale)) - 1:.1%} (median; {1 / max(scale) - 1:+.1%} to "
+          f"{1 / min(scale) - 1:+.1%}); the host's work per step {min(host) / 1e3:.1f}-{max(host) / 1e3:.1f} ms "
+          f"speculative, {min(host0) / 1e3:.1f}-{max(host0) / 1e3:.1f} ms baseline")
+    cells = defaultdict(list)
+    for p in runs["engine-native profile"]:
+        if p.speculative:
+            cells[(p.acceptance, p.batch_size, p.context_len)].append(p)
+    for (acc, b, c), cell in sorted(cells.items()):
+        meas = sorted(cell, key=lambda p: -p.measured_tok_per_s)
+        best_pred = max(cell, key=lambda p: p.predicted_tok_per_s)
+        if meas[0].num_steps != best_pred.num_steps:
+            print(f"best num_steps missed at {acc} batch {b} prompt {c}: measured {meas[0].num_steps} "
+                  f"({meas[0].measured_tok_per_s:.0f} tok/s) vs {best_pred.num_steps} "
+                  f"({best_pred.measured_tok_per_s:.0f} tok/s measured, {meas[0].measured_tok_per_s / best_pred.measured_tok_per_s - 1:+.1%}), "
+                  f"predicted {best_pred.num_steps}")
+    windows = defaultdict(list)
+    from calibration.engines.worker import read_lines
+    for ln in read_lines(ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0" / "points.jsonl.gz"):
+        if ln.get("kind") == "point" and (ln["point"]["num_steps"], ln["point"]["batch_size"]) in no_graph:
+            pt = ln["point"]
+            windows[(ln["session"], pt["prompt_len"])] += [r["elapsed_us"] / r["num_cycles"] / 1e3 for r in pt["repeats"]]
+    for (session, prompt), ms in sorted(windows.items()):
+        print(f"no-full-graph cell, {session}, prompt {prompt}: ms per step by window {', '.join(f'{m:.1f}' for m in ms)}")
     worst = sorted(runs["engine-native profile"], key=lambda p: -abs(p.tok_per_s_error_frac))[:6]
     print("\nworst records, engine-native profile:")
     for p in worst:

@@ -26,6 +26,7 @@ below, so every kind answers the same questions):
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
@@ -227,6 +228,8 @@ class EngineModel(_GraphTables, StrictModel):
 
     @property
     def label(self) -> str:
+        if self.engine_profile:
+            return f"{self.kind}, engine profile {Path(self.engine_profile).name.removesuffix('.json')}"
         return f"{self.kind}{' ' + self.version if self.version else ''}, verify graph {self.graph_verify}"
 
 

@@ -20,9 +20,9 @@ from calibration.cli.calibrate import calibrate_app
 from calibration.cli.live import live
 from calibration.engines.backend import StepTimes
 from calibration.engines.build import build_profile, engine_point
-from calibration.engines.campaign import interleave, run_processes
+from calibration.engines.campaign import run_processes
 from calibration.engines.fake_backend import FakeBackend
-from calibration.engines.plans import calibrate_plans, few_run_keys, live_plans, model_configs
+from calibration.engines.plans import calibrate_plans, few_run_keys, interleave, live_plans, model_configs, spread_order
 from calibration.engines.records import live_records, write_records
 from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool, summarize_steps
 from calibration.engines.vllm_backend import default_capture_sizes, write_model_dirs
@@ -193,6 +193,23 @@ def test_run_loop_counts_accept_lengths_per_request_and_step():
     assert pt.gpu_bound and pt.step_us == pytest.approx(r1["elapsed_us"] / 50)
     assert summarize_steps([StepTimes(target_tokens_padded=16), StepTimes(target_tokens_padded=16),
                             StepTimes()])["target_tokens_padded"] == 16
+
+
+def test_engine_process_runs_as_its_own_process_through_the_cli(tmp_path):
+    """The campaign starts each engine process as `specdecsim calibrate engine-process` (one CLI)."""
+    plan = calibrate_plans(BASE, [3], [2], [64], 0.7, timed_steps=8)[1]
+    status = run_processes([plan], tmp_path / "p.jsonl", deadline_s=120, log=lambda s: None)
+    assert status == {"calibrate_s3": "done"}
+    assert len(done_keys(tmp_path / "p.jsonl")) == 1
+    assert run_processes([plan], tmp_path / "p.jsonl", log=lambda s: None) == {"calibrate_s3": "skipped"}
+
+
+def test_campaign_order_spreads_num_steps_and_pairs_processes():
+    assert spread_order([1, 2, 3, 4, 6]) == [3, 1, 6, 2, 4]
+    cal = calibrate_plans(BASE, [1, 3], [1], [64], 0.7)
+    lv = live_plans(BASE, [1, 2, 3], [1], [64], [0.7])
+    labels = [p.label for p in interleave(cal, lv, 3)]
+    assert labels == ["calibrate_s3", "live_s3", "calibrate_s0", "live_s0", "calibrate_s1", "live_s1", "live_s2"]
 
 
 def test_vllm_backend_helpers_without_vllm(tmp_path):

@@ -91,3 +91,4 @@ for _name, _command in (("import-nccl-tests", build.import_nccl_tests), ("merge"
                         ("from-runs", build.from_runs), ("from-traces", build.from_traces),
                         ("moe-kernel-times", build.moe_kernel_times), ("engine", engine.calibrate_engine)):
     calibrate_app.command(_name)(_command)
+calibrate_app.command("engine-process", hidden=True)(engine.engine_process)

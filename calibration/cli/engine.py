@@ -78,7 +78,12 @@ def calibrate_engine(
     draft: Annotated[str, typer.Option(help="EAGLE-3 draft config under data/models/engine/.")] = "eagle3-llama-3.1-8b",
     name: Annotated[Optional[str], typer.Option(help="Profile name; default the file stem.")] = None,
     catalog_gpu: Annotated[Optional[str], typer.Option(help="Hardware-catalog id of the GPU measured.")] = "h200-sxm",
-    deadline_s: Annotated[Optional[float], typer.Option(help="Start no engine process after this many seconds.")] = None,
+    deadline_s: Annotated[Optional[float], typer.Option(help="Start no engine process after this many seconds, "
+                                                             "and end one still running then.")] = None,
+    with_live: Annotated[Optional[Path], typer.Option(help="Also the live grid (`specdecsim live --engine`) into "
+                                                           "this folder, its processes interleaved with the "
+                                                           "calibration's by num_steps (a campaign cut short still "
+                                                           "holds matched pairs).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an OUT that is not an engine profile.")] = False,
 ) -> None:
     """Measure the serving engine's own cycle parts (inside it) into an engine-native profile."""
@@ -104,12 +109,19 @@ def calibrate_engine(
             if not f.is_file():
                 fail(f"--from-points {f}: no such file")
     else:
+        from calibration.engines.plans import DEFAULT_LIVE_ACCEPTANCES, interleave, live_plans, spread_order
         pts = _points_path(points, out.with_suffix(".points.jsonl"))
-        plans = calibrate_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg), ks, bs, ps, acceptance)
+        base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg)
+        order = spread_order(ks)
+        plans = calibrate_plans(base, order, bs, ps, acceptance)
         if keys is not None:
             plans = [p.model_copy(update={"points": [q for q in p.points if (p.num_steps, q["batch_size"],
                                                                             q["prompt_len"]) in keys]}) for p in plans]
             plans = [p for p in plans if p.points]
+        if with_live is not None:
+            if with_live.exists() and not with_live.is_dir():
+                fail(f"--with-live {with_live}: not a folder")
+            plans = interleave(plans, live_plans(base, order, bs, ps, DEFAULT_LIVE_ACCEPTANCES), order[0])
         status = run_processes(plans, pts, deadline_s=deadline_s, in_process=engine == "fake",
                                log=lambda s: err_console.print(escape(s), highlight=False))
         bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
@@ -125,6 +137,8 @@ def calibrate_engine(
     write_json_atomic(out, prof.model_dump(mode="json", exclude_none=True))
     console.print(escape(f"wrote {out}: {prof.engine} {prof.engine_version}, {prof.attention_backend}, "
                          f"{prof.cudagraph_mode}, {prof.gpu_name}; {len(prof.points)} points"), highlight=False)
+    if with_live is not None:
+        live_engine(with_live, None, None, files, str(out), None, force)
     for part, fit in prof.fits.items():
         console.print(escape(f"  {part}: {fit.form} fit over {fit.num_points} points, median |err| "
                              f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
@@ -176,3 +190,21 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             fail(f"--out {out}: holds files with the records' names that are not LiveRun records; --force replaces them")
     write_records(recs, out)
     console.print(escape(f"wrote {len(recs)} live records to {out}"), highlight=False)
+
+
+def engine_process(
+    plan: Annotated[Path, typer.Argument(help="ProcessPlan JSON (written by the campaign).")],
+    points: Annotated[Path, typer.Argument(help="Points file to append to (resumes).")],
+) -> None:
+    """One engine process of a campaign: start the engine once, measure the plan's points."""
+    from pydantic import ValidationError
+
+    from calibration.engines.plans import ProcessPlan
+    from calibration.engines.worker import run_plan
+    from simulator.inputs import format_validation_error, read_text
+
+    try:
+        p = ProcessPlan.model_validate_json(read_text(plan, "engine process plan"))
+    except ValidationError as e:
+        fail(format_validation_error(str(plan), e))
+    run_plan(p, points, points.parent / "engine_models", log=lambda s: print(s, flush=True))

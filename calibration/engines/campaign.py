@@ -1,18 +1,16 @@
 """The engine processes of a calibration and a live grid, one per engine configuration.
 
-`run_processes` runs each ProcessPlan as its own Python process (`calibration.engines.worker`),
+`run_processes` runs each ProcessPlan as its own Python process (`specdecsim calibrate
+engine-process`, calibration.engines.worker),
 one after another (they share the GPU), appending to one points file; a process that outlives
 its share of the time left is ended and the next one starts. The fake engine can run in this
 process instead (tests).
 
-`interleave(calibrate, live)` orders the processes calibration-then-live per configuration, so
-that a campaign cut short by the machine's time still holds matched pairs: the engine-native
-profile of a `num_steps` and its fresh validation runs, each from its own process.
+The order of the processes is `calibration.engines.plans.interleave`'s.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -25,22 +23,6 @@ from calibration.engines.worker import done_keys, run_plan
 ENGINE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
               "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "PYTHONUNBUFFERED": "1"}
 MIN_PROCESS_S = 20.0  # a process given less time than this is not started
-
-
-def interleave(calibrate: list[ProcessPlan], live: list[ProcessPlan], first_num_steps: int | None = None) -> list[ProcessPlan]:
-    """Calibration and live processes paired by num_steps (the first given num_steps first, then
-    the baseline, then the rest in the order given)."""
-    by_k: dict[int, list[ProcessPlan]] = {}
-    for p in calibrate + live:
-        by_k.setdefault(p.num_steps, []).append(p)
-    ks = [p.num_steps for p in calibrate] + [p.num_steps for p in live]
-    order = ([first_num_steps] if first_num_steps in by_k else []) + [0] + ks
-    out, seen = [], set()
-    for k in order:
-        if k in by_k and k not in seen:
-            seen.add(k)
-            out += sorted(by_k[k], key=lambda p: p.session != "calibrate")
-    return out
 
 
 def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | None = None,
@@ -71,7 +53,7 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
             continue
         f = plan_dir / f"{plan.label}.json"
         f.write_text(plan.model_dump_json(indent=1), encoding="utf-8")
-        cmd = [sys.executable, "-m", "calibration.engines.worker", str(f), str(points)]
+        cmd = [sys.executable, "-m", "simulator.cli", "calibrate", "engine-process", str(f), str(points)]
         log(f"{plan.label}: starting ({len(plan.points)} points{'' if left is None else f', {left:.0f} s left'})")
         t0 = time.monotonic()
         try:
@@ -81,17 +63,3 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
             status[plan.label] = "timeout"
         log(f"{plan.label}: {status[plan.label]} after {time.monotonic() - t0:.0f} s")
     return status
-
-
-def main(argv: list[str]) -> int:
-    """python -m calibration.engines.campaign PLANS.json POINTS.jsonl [DEADLINE_S]: the plans (a JSON
-    list of ProcessPlan objects) run in the order given."""
-    plans = [ProcessPlan.model_validate(p) for p in json.loads(Path(argv[0]).read_text(encoding="utf-8"))]
-    deadline = float(argv[2]) if len(argv) > 2 else None
-    status = run_processes(plans, Path(argv[1]), deadline_s=deadline, log=lambda s: print(s, flush=True))
-    print(json.dumps(status), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

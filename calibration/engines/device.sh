@@ -4,9 +4,10 @@
 # as a daemon that outlives the call, and come back for its results.
 #
 #   bash calibration/engines/device.sh stash DIR            copy DIR/part_* (carried) to /root/stash
-#   bash calibration/engines/device.sh start PLANS DEADLINE_S   install the bundle (and .whl/), copy the
+#   bash calibration/engines/device.sh start DEADLINE_S [ARGS]  install the bundle (and .whl/), copy the
 #                                                           code to /root/app, start the campaign daemon
-#                                                           on PLANS (a JSON list of ProcessPlan), then watch
+#                                                           (`specdecsim calibrate engine --engine vllm
+#                                                           --with-live ...` with ARGS), then watch
 #   bash calibration/engines/device.sh watch [SECONDS]     watch the daemon up to SECONDS (default 540)
 #
 # Every stage that watches ends by packing /root/results (points.jsonl, campaign.log) into
@@ -44,7 +45,7 @@ case $stage in
   stash)
     cp "${2:?DIR}"/part_* /root/stash/ && ls -l /root/stash && df -h /root | tail -1 ;;
   start)
-    plans=${2:?PLANS}; deadline=${3:?DEADLINE_S}
+    deadline=${2:?DEADLINE_S}; shift 2
     if [ ! -f /tmp/site/.installed ]; then
       t=$SECONDS
       [ -f "${BUNDLE_SHA:-/dev/null}" ] && cp "$BUNDLE_SHA" /root/stash/SHA256
@@ -61,11 +62,12 @@ case $stage in
       echo "bundle installed in $((SECONDS - t)) s"
     fi
     kill -- -"$(cat "$res/campaign.pid" 2>/dev/null)" 2>/dev/null && sleep 2
-    rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/ && cp "$plans" /root/app/plans.json
+    rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
     cd /root/app
-    PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m calibration.engines.campaign plans.json \
-        "$res/points.jsonl" "$deadline" >> "$res/campaign.log" 2>&1 < /dev/null &
+    PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m simulator.cli calibrate engine --engine vllm \
+        --out "$res/engine_profile.json" --points "$res/points.jsonl" --with-live "$res/live" \
+        --deadline-s "$deadline" "$@" >> "$res/campaign.log" 2>&1 < /dev/null &
     echo $! > "$res/campaign.pid"
     cd - > /dev/null
     sleep 2

@@ -12,7 +12,11 @@ tokens of the same prompts) find their prefill in the prefix cache.
 - few runs (`few_run_keys`): what a user with a busy box measures: the baseline at two batch sizes
   and one speculative point per num_steps, spread over batch and context, picked from a
   calibration's points (so the same runs can be compared against the rest);
-- live grid (`live_plans`): the validation grid, uninstrumented, in processes of its own.
+- live grid (`live_plans`): the validation grid, uninstrumented, in processes of its own;
+- the order (`spread_order`, `interleave`): the middle num_steps first, then from the ends
+  inwards, each configuration's calibration process followed by its live one, so that a campaign
+  cut short by the machine's time still holds matched pairs (the engine-native profile of a
+  num_steps and its fresh validation runs, each from its own process).
 """
 
 from __future__ import annotations
@@ -113,24 +117,33 @@ def model_configs(target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-ll
             json.loads((d / f"{draft}.config.json").read_text(encoding="utf-8")))
 
 
-def standard_campaign(engine: str = "vllm", first_num_steps: int = 3) -> list[ProcessPlan]:
-    """The shipped calibration and live grid (Llama-3.1-8B + EAGLE-3, batch 1-64, prompts 1k / 4k,
-    num_steps 1-6), calibration and live processes interleaved by num_steps."""
-    from calibration.engines.campaign import interleave
-    target, draft = model_configs()
-    base = dict(engine=engine, target_config=target, draft_config=draft)
-    cal = calibrate_plans(base, DEFAULT_NUM_STEPS, DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS,
-                          DEFAULT_CALIBRATE_ACCEPTANCE)
-    live = live_plans(base, DEFAULT_NUM_STEPS, DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES)
-    order = [first_num_steps] + [k for k in (1, 6, 2, 4) if k != first_num_steps]
-    return interleave(sorted(cal, key=lambda p: order.index(p.num_steps) if p.num_steps in order else -1),
-                      live, first_num_steps)
+def spread_order(num_steps: list[int]) -> list[int]:
+    """The num_steps in the order a campaign measures them: the middle one first, then from the
+    ends inwards (1, 6, 2, 4 after 3), so a campaign cut short still spans the range."""
+    ks = sorted(set(num_steps))
+    if not ks:
+        return []
+    first = ks[(len(ks) - 1) // 2]
+    rest = [k for k in ks if k != first]
+    out = []
+    while rest:
+        out.append(rest.pop(0))
+        if rest:
+            out.append(rest.pop())
+    return [first, *out]
 
 
-if __name__ == "__main__":
-    import sys
-    from pathlib import Path
-    plans = standard_campaign(sys.argv[1] if len(sys.argv) > 1 else "vllm")
-    Path(sys.argv[2] if len(sys.argv) > 2 else "plans.json").write_text(
-        "[" + ",\n".join(p.model_dump_json() for p in plans) + "]", encoding="utf-8")
-    print(", ".join(f"{p.label} ({len(p.points)})" for p in plans))
+def interleave(calibrate: list[ProcessPlan], live: list[ProcessPlan], first_num_steps: int | None = None) -> list[ProcessPlan]:
+    """Calibration and live processes paired by num_steps (the first given num_steps first, then
+    the baseline, then the rest in the order given)."""
+    by_k: dict[int, list[ProcessPlan]] = {}
+    for p in calibrate + live:
+        by_k.setdefault(p.num_steps, []).append(p)
+    ks = [p.num_steps for p in calibrate] + [p.num_steps for p in live]
+    order = ([first_num_steps] if first_num_steps in by_k else []) + [0] + ks
+    out, seen = [], set()
+    for k in order:
+        if k in by_k and k not in seen:
+            seen.add(k)
+            out += sorted(by_k[k], key=lambda p: p.session != "calibrate")
+    return out

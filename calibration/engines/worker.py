@@ -1,6 +1,6 @@
 """One engine process: start the engine once, measure a plan's points, append each as a JSON line.
 
-    python -m calibration.engines.worker PLAN.json POINTS.jsonl
+    specdecsim calibrate engine-process PLAN.json POINTS.jsonl     (what calibration.engines.campaign starts)
 
 Resumable: a point whose key (the process label and the point's key) is already in POINTS.jsonl
 is not measured again, and a process whose points are all there does not start its engine. Each
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import traceback
 from dataclasses import asdict
@@ -122,17 +121,3 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
     finally:
         backend.shutdown()
     return n
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m calibration.engines.worker PLAN.json POINTS.jsonl", file=sys.stderr)
-        return 2
-    plan = ProcessPlan.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
-    out = Path(argv[1])
-    run_plan(plan, out, out.parent / "engine_models", log=lambda s: print(s, flush=True))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

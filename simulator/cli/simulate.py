@@ -140,6 +140,8 @@ def _engine_label(engine: dict) -> str:
     """A short label of a result's serving engine (its scenario dict)."""
     if engine["kind"] == "live_loop":
         return "CUDA graph" if engine["cuda_graph"] else "eager"
+    if engine.get("engine_profile"):
+        return f"{engine['kind']}, engine profile {Path(engine['engine_profile']).name.removesuffix('.json')}"
     return f"{engine['kind']}{' ' + engine['version'] if engine.get('version') else ''}, verify graph {engine['graph_verify']}"
 
 
