@@ -49,6 +49,14 @@ def _configs(target: str, draft: str) -> tuple[dict, dict, dict, dict]:
     return t, d, LLAMA_8B.model_dump(), eagle3_draft(LLAMA_8B).model_dump()
 
 
+def _existing_points(paths: list[Path]) -> list[Path]:
+    """--from-points files, each an existing regular file."""
+    for f in paths:
+        if not f.is_file():
+            fail(f"--from-points {f}: no such file")
+    return list(paths)
+
+
 def _points_path(points: Optional[Path], default: Path) -> Path:
     p = points or default
     if p.exists() and not p.is_file():
@@ -104,10 +112,7 @@ def calibrate_engine(
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     keys = set(few_run_keys(ks, bs, ps)) if few else None
     if from_points:
-        files = list(from_points)
-        for f in files:
-            if not f.is_file():
-                fail(f"--from-points {f}: no such file")
+        files = _existing_points(from_points)
     else:
         from calibration.engines.plans import DEFAULT_LIVE_ACCEPTANCES, interleave, live_plans, spread_order
         pts = _points_path(points, out.with_suffix(".points.jsonl"))
@@ -164,10 +169,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         except (FileNotFoundError, UserInputError, ValueError) as e:
             fail(f"--engine-profile: {e}")
     if from_points:
-        files = list(from_points)
-        for f in files:
-            if not f.is_file():
-                fail(f"--from-points {f}: no such file")
+        files = _existing_points(from_points)
     else:
         pts = _points_path(points, out / "points.jsonl")
         plans = live_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg), DEFAULT_NUM_STEPS, bs,
