@@ -113,6 +113,20 @@ class EngineProfile(StrictModel):
     points: list[EnginePoint] = Field(max_length=100_000)
     fits: dict[str, PartFit] = Field(default_factory=dict)
 
+    def full_graph_verify(self, batch_size: int, num_steps: int) -> bool:
+        """Whether the engine replays a full CUDA graph for this verify: vLLM's model runner V2
+        captures uniform-decode graphs at each capture size rounded up to the query length
+        (vllm/v1/worker/gpu/cudagraph_utils.py), so a batch of `num_steps + 1`-token queries
+        replays one only where batch x (num_steps + 1) is such a size (at most max_num_seqs
+        requests); elsewhere it runs piecewise graphs, host-bound (True where the profile holds
+        no capture sizes: nothing to say)."""
+        q, sizes = num_steps + 1, self.cudagraph_capture_sizes
+        if not sizes or q == 1:
+            return True
+        n = batch_size * q
+        rounded = {-(-s // q) * q for s in sizes if -(-s // q) * q <= max(sizes)}
+        return n in rounded and (not self.max_num_seqs or batch_size <= self.max_num_seqs)
+
     def padded_tokens(self, tokens: int) -> int:
         """Tokens the engine runs a forward of `tokens` at: the next CUDA-graph capture size."""
         sizes = self.cudagraph_capture_sizes
@@ -432,6 +446,11 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
         notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name} not used ({why}): priced by the "
                   "engine model from the profile's op tables")
         return None
+    b, k = scenario.workload.batch_size, scenario.spec.num_steps
+    if profile.engine == "vllm" and not profile.full_graph_verify(b, k):
+        notes.add(f"vllm: at batch {b} with num_steps {k} the verify ({b * (k + 1)} tokens) is none of the sizes "
+                  "vLLM captures full decode graphs at: it runs piecewise and host-bound, and its step time "
+                  "varied about 2x from process to process where measured (docs/engine-calibration.md)")
     notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
               f"{profile.cudagraph_mode or '?'} graphs, {profile.gpu_name or '?'}; {len(profile.points)} measured "

@@ -258,3 +258,13 @@ def test_shipped_vllm_campaign_validates_as_documented():
     assert max(rest) <= 0.08
     sp = [abs(p.predicted_speedup - p.measured_speedup) for p in pts if p.measured_speedup is not None]
     assert sum(s <= 0.05 for s in sp) >= 0.9 * len(sp)
+
+
+def test_full_graph_rule_matches_every_measured_vllm_cell():
+    """vLLM's capture rule (EngineProfile.full_graph_verify) against what the engine did: the one
+    measured cell that recorded no full-graph replay of the target is the one the rule names."""
+    prof = load_engine_profile(SHIPPED)
+    for p in prof.points:
+        if p.num_steps and p.gpu_bound is not None:
+            assert prof.full_graph_verify(p.batch_size, p.num_steps) == (p.target_tokens_padded is not None), p
+    assert not prof.full_graph_verify(64, 8)  # 576 tokens: past the largest capture size
