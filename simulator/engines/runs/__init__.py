@@ -28,15 +28,15 @@ Formats (`ObservedRun.source_format`) and the file of each engine that prints th
 - trtllm_bench: tensorrt_llm/bench/dataclasses/reporting.py
 - torch_profiler_trace: torch.profiler export_chrome_trace (Kineto JSON), see traces.py
 
-Apart from runs: `simulator.engine_runs.moe_bench.load_moe_kernel_times(path) -> {tokens: us}` reads
+Apart from runs: `simulator.engines.runs.moe_bench.load_moe_kernel_times(path) -> {tokens: us}` reads
 an engine's fused-MoE benchmark output (SGLang tuning_fused_moe_triton.py, vLLM benchmark_moe.py)
 for `serving_engine.moe_layer_latency_us`.
 
 Pure Python (json, re, prometheus_client's text parser, scipy for the iid solve); no torch.
 """
 
-from simulator.engine_runs.acceptance import acceptance_from_run
-from simulator.engine_runs.load import FORMATS, detect_format, load_runs
-from simulator.engine_runs.observed import ObservedRun
+from simulator.engines.runs.acceptance import acceptance_from_run
+from simulator.engines.runs.load import FORMATS, detect_format, load_runs
+from simulator.engines.runs.observed import ObservedRun
 
 __all__ = ["FORMATS", "ObservedRun", "acceptance_from_run", "detect_format", "load_runs"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 
 from simulator.config import IidAcceptance, PositionalAcceptance
-from simulator.engine_runs.observed import ObservedRun
+from simulator.engines.runs.observed import ObservedRun
 from simulator.inputs import UserInputError
 
 

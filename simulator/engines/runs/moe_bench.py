@@ -26,7 +26,7 @@ import json
 import re
 from pathlib import Path
 
-from simulator.engines import MOE_TABLE_MAX_ENTRIES
+from simulator.engines.models import MOE_TABLE_MAX_ENTRIES
 from simulator.inputs import MAX_TRACE_BYTES, UserInputError, read_text
 
 _BATCH = re.compile(r"^\s*Batch size:\s*(\S+?),\s*config:")

@@ -1,6 +1,6 @@
 """ObservedRun: what one serving-engine output says about a run, in the simulator's terms.
 
-Every parser in `simulator.engine_runs` returns these. A field is None when the source does not
+Every parser in `simulator.engines.runs` returns these. A field is None when the source does not
 state it; nothing is guessed. Quantities keep the unit the engines print them in (tokens per
 second, milliseconds), named in the field; trace timings are microseconds like the simulator's
 clock.

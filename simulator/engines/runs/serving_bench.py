@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.engine_runs.observed import ObservedRun
-from simulator.engine_runs.report_text import LABEL_VALUE, json_numbers, line_error, to_float, to_int
+from simulator.engines.runs.observed import ObservedRun
+from simulator.engines.runs.report_text import LABEL_VALUE, json_numbers, line_error, to_float, to_int
 
 HEADER = "Serving Benchmark Result"
 BLOCK_EXPECTED = ("'Output token throughput (tok/s):  F' inside the '=== Serving Benchmark Result ===' block "

@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from simulator.engine_runs.observed import ObservedRun
+from simulator.engines.runs.observed import ObservedRun
 from simulator.inputs import UserInputError, quote
 
 PHASES = ("draft_extend", "verify", "draft", "decode", "accept", "sync")  # matched in this order: 'draft_extend' first
