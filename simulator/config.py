@@ -396,7 +396,7 @@ class Scenario(StrictModel):
             raise ValueError(f"spec.method {self.spec.method}: the live loop runs EAGLE-3 drafts only; pick an "
                              "engine kind (serving_engine.kind: sglang, vllm or trtllm) for other methods")
         self._check_moe_parallel()
-        # what these checks read of acceptance (kind, list lengths) is simulator.grid.acceptance_signature:
+        # what these checks read of acceptance (kind, list lengths) is simulator.studies.grid.acceptance_signature:
         # grouped sweeps check a group once per signature, not once per point
         acc = self.acceptance
         s = self.spec.num_steps

@@ -340,7 +340,7 @@ def test_validate_json_round_trips_into_plot(tmp_path):
 
 
 def test_sweep_outputs_round_trip_through_their_schemas(tmp_path):
-    from simulator.sweep import SweepMeta, read_sweep_meta, read_sweep_table, row_scenario
+    from simulator.studies.sweep import SweepMeta, read_sweep_meta, read_sweep_table, row_scenario
     write_scenario(tmp_path)
     code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--des-sample", "1", "--grid",
                     "placement=shared_tp,tp1_colocated", "--grid", "workload.batch_size=1,2")
@@ -481,7 +481,7 @@ def test_sweep_html_over_what_the_dashboard_reads_is_refused_before_the_sweep(tm
     """--html with a grid of more points than plot reads (sweep.csv up to 32 MiB) is refused before
     any point runs (it was a finished sweep, then exit 2 at the plot); plot of such a sweep says
     how many points fit."""
-    from simulator.sweep_files import MAX_PLOT_POINTS
+    from simulator.studies.sweep_files import MAX_PLOT_POINTS
     write_scenario(tmp_path)
     code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--html", "--grid", "spec.num_steps=1..8",
                     "--grid", "acceptance.acceptance_rate=0.01:1.0:0.001")

@@ -57,7 +57,7 @@ def test_multilinear_is_scipy_regular_grid_bit_for_bit(num_axes):
 
 
 def test_simulate_imports_no_scipy_plotly_or_torch():
-    code = ("import sys; from simulator.cli import app; import simulator.simulate, simulator.sweep; "
+    code = ("import sys; from simulator.cli import app; import simulator.simulate, simulator.studies.sweep; "
             "bad = [m for m in ('scipy', 'plotly', 'torch') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -71,7 +71,7 @@ def test_sweep_closed_form_matches_single_point_closed_form(tmp_path):
     from simulator.analytic import analyze
     from simulator.costs.forward import CostModel
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.sweep import read_sweep_table, run_sweep
+    from simulator.studies.sweep import read_sweep_table, run_sweep
 
     path = Path(__file__).resolve().parents[1] / "scenarios" / "tp1_draft.yaml"
     res = run_sweep(path, ["spec.num_steps=1..4", "acceptance.acceptance_rate=0.3:0.9:0.15",

@@ -1,4 +1,4 @@
-"""`specdecsim search`: the best configuration for an objective (simulator.search), its Pareto front."""
+"""`specdecsim search`: the best configuration for an objective (simulator.studies.search), its Pareto front."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.backend import make_backend
+from simulator.studies.backend import make_backend
 from simulator.cli.common import ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console, err_console, fail
 from simulator.inputs import UserInputError
-from simulator.search import OBJECTIVES, SPACE_FIELDS, SearchResult, run_search, write_search
+from simulator.studies.search import OBJECTIVES, SPACE_FIELDS, SearchResult, run_search, write_search
 
 
 def search_command(
@@ -35,7 +35,7 @@ def search_command(
 ) -> None:
     """Search placement, num_steps, topk / num_draft_tokens, TP size (and --space fields) for an objective."""
     from simulator.files import check_output_folder, is_own_output
-    from simulator.search import SEARCH_OUTPUT
+    from simulator.studies.search import SEARCH_OUTPUT
 
     def confirm(seconds: float, memory_bytes: float) -> None:
         check_work(f"serving DES of every search point ({scenario})", seconds, memory_bytes, force,

@@ -7,8 +7,9 @@
 - engine.py   the SimPy scheduler/engine loop and its records
 - metrics.py  records -> TTFT, TPOT, ITL, latency percentiles, throughput, goodput
 - run.py      `simulate_serving`: one scenario -> ServingResult (with its no-speculation baseline)
-- sweep.py    the concurrency at which speculation stops paying (crossover)
 
-The steady-batch mode (simulator.simulate) stays the default when a scenario has no `serving:`.
+The concurrency at which speculation stops paying along a swept load is a study's
+(simulator.studies.serving_sweep). The steady-batch mode (simulator.simulate) stays the default
+when a scenario has no `serving:`.
 This package's __init__ imports nothing: simulator.config imports serving.config.
 """

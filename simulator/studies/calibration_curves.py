@@ -1,6 +1,6 @@
 """Tables of calibration curves for plotting: collective latency vs message size, verify cost vs tokens.
 
-These evaluate the cost model (`simulator.costs`) on a grid so that `simulator.plots` only draws
+These evaluate the cost model (`simulator.costs`) on a grid so that `simulator.studies.plots` only draws
 tables. Rows carry units in their column names.
 """
 

@@ -12,7 +12,7 @@ The field is checked against the pydantic Scenario model, and each value against
 type and bounds, before anything runs. Values are read by the scenario file's rules
 (`simulator.inputs.load_yaml_scalar`: `1e-7` is a number, NaN and infinities are refused). A grid
 has at most MAX_AXIS_VALUES values per field and MAX_GRID_POINTS points (a grouped closed-form
-sweep: `simulator.sweep_grouped.MAX_GROUPED_GRID_POINTS`), checked before any value is made.
+sweep: `simulator.studies.sweep_grouped.MAX_GROUPED_GRID_POINTS`), checked before any value is made.
 The sweep is the Cartesian product of its grids; each point is the scenario dict with the point's values applied by
 `simulator.scenario.apply_overrides` and validated by `scenario_from_dict`, so a point gets
 exactly the checks a scenario file gets.

@@ -6,9 +6,9 @@ table of contents, notes), self-contained and offline: plotly.js is inlined once
 external URL). PNG export needs kaleido (>= 1) and a Chrome or Chromium browser it can find (or
 BROWSER_PATH); without them it is skipped with a one-line note.
 
-The figures come from `simulator.sweep_plots` (sweep tables (`simulator.sweep`), calibration-curve
-tables (`simulator.calibration_curves`), validate records) and `simulator.serving_plots` (the
-serving columns and crossover of `simulator.serving.sweep`; the search's Pareto front). Nothing
+The figures come from `simulator.studies.sweep_plots` (sweep tables (`simulator.studies.sweep`), calibration-curve
+tables (`simulator.studies.calibration_curves`), validate records) and `simulator.studies.serving_plots` (the
+serving columns and crossover of `simulator.studies.serving_sweep`; the search's Pareto front). Nothing
 here computes a modelled number.
 """
 
@@ -25,10 +25,10 @@ from pydantic import ValidationError
 
 from simulator.files import HTML_GENERATOR, write_bytes_atomic, write_text_atomic
 from simulator.inputs import UserInputError, format_validation_error
-from simulator.serving_plots import (SERVING_BEST_TITLE, SERVING_LATENCY_TITLE, has_serving_columns, search_figure,
+from simulator.studies.serving_plots import (SERVING_BEST_TITLE, SERVING_LATENCY_TITLE, has_serving_columns, search_figure,
                                      serving_best_num_steps_figures, serving_latency_figures)
-from simulator.sweep import DESCRIPTIVE_COLUMNS, read_sweep_meta, read_sweep_table, row_scenario
-from simulator.sweep_plots import (best_num_steps_figures, breakdown_figure, collective_figure, distinct_values,
+from simulator.studies.sweep import DESCRIPTIVE_COLUMNS, read_sweep_meta, read_sweep_table, row_scenario
+from simulator.studies.sweep_plots import (best_num_steps_figures, breakdown_figure, collective_figure, distinct_values,
                                    tok_per_s_figures, validation_figure, verify_figure)
 
 
@@ -217,7 +217,7 @@ def _sweep_inputs(results: Path) -> tuple[list[dict], list[str], dict]:
 
 def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: Path) -> tuple[list[dict], list[dict]]:
     """Calibration-curve tables for the sweep's scenario on its (or the given) profile."""
-    from simulator.calibration_curves import collective_curve_table, verify_curve_table
+    from simulator.studies.calibration_curves import collective_curve_table, verify_curve_table
     from simulator.scenario import load_profile_for
     if not rows and profile is None:
         return [], []

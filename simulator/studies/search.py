@@ -1,7 +1,7 @@
 """Configuration search: the best placement, draft shape, TP size and batch for an objective.
 
 The search space is a product of scenario fields, each given as a sweep grid spec
-(`simulator.grid.parse_grid`: `field=1..8`, `field=a,b,c`, `field=0.3:0.9:0.1`). By default:
+(`simulator.studies.grid.parse_grid`: `field=1..8`, `field=a,b,c`, `field=0.3:0.9:0.1`). By default:
 
 - `tp_size`: the divisors of the scenario's GPU count (the box's `gpus_per_node` when
   `hardware.box` is given, else the scenario's tp_size, plus one for a dedicated draft GPU)
@@ -24,7 +24,7 @@ Objectives (OBJECTIVES): tok_per_s, tok_per_s_per_user (tok/s / batch_size), tok
 (tok/s / GPUs used, a dedicated draft GPU included), tpot_p50_us (minimised: the serving
 mode's p50 when it runs, else the closed form's mean TPOT, which is the p50 of alike requests
 up to the spread of accept lengths) and goodput (serving mode's goodput tok/s: the serving DES
-per point). Points run through the closed form (`simulator.sweep.run_points`, vectorised per
+per point). Points run through the closed form (`simulator.studies.sweep.run_points`, vectorised per
 cost model); constraints (`max_tpot_ms`, `max_gpus`) mark points infeasible.
 
 The Pareto front is taken over the feasible points: (tok/s per user, tok/s per GPU), both
@@ -45,10 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from simulator import __version__
-from simulator.backend import Backend, LocalBackend
+from simulator.studies.backend import Backend, LocalBackend
 from simulator.config import Scenario
 from simulator.files import OUTPUT_KEY, write_csv_atomic, write_json_atomic, write_text_atomic
-from simulator.grid import GridAxis, parse_grid
+from simulator.studies.grid import GridAxis, parse_grid
 from simulator.inputs import quote
 from simulator.scenario import UserInputError, apply_overrides, read_scenario_dict, scenario_from_dict
 from simulator.units import US_PER_MS
@@ -291,13 +291,13 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
         jobs: worker processes of the local backend; used when backend is None.
         confirm: called with (estimated seconds, bytes) of the serving DES runs (objective
             goodput) before they run; it may raise to stop.
-        backend: where points run (simulator.backend; None: `LocalBackend(jobs)`); entered here.
+        backend: where points run (simulator.studies.backend; None: `LocalBackend(jobs)`); entered here.
 
     Raises:
         UserInputError: bad objective, space field or value, constraint, scenario, profile or
             jobs; a backend that cannot start.
     """
-    from simulator.sweep import point_items, run_points
+    from simulator.studies.sweep import point_items, run_points
     t0 = time.perf_counter()
     backend = LocalBackend(jobs) if backend is None else backend
     if objective not in OBJECTIVES:
@@ -350,14 +350,14 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
 def _serving(items: list, metrics: dict[int, dict], backend: Backend, progress: bool,
              confirm: Callable[[float, float], None] | None) -> dict[int, dict]:
     """The serving DES of every point (goodput), estimated from the first point's run time."""
-    from simulator.sweep import serving_metrics
+    from simulator.studies.sweep import serving_metrics
     t = time.perf_counter()
     first = serving_metrics(items[0][1], items[0][2])
     per_point_s = time.perf_counter() - t
     if confirm is not None:
         confirm(per_point_s * (len(items) - 1) / backend.num_workers, 0.0)
     metrics[items[0][0]].update(first)
-    from simulator.sweep import run_points
+    from simulator.studies.sweep import run_points
     rest = run_points("closed_form", items[1:], backend, progress, label="search (serving DES)", with_serving=True)
     for idx, m in rest.items():
         metrics[idx].update({k: v for k, v in m.items() if k.startswith("serving_")})
@@ -386,7 +386,7 @@ def write_search(result: SearchResult, out_dir: Path, scenario_path: Path, overr
             "pareto": [brief(i) for i in result.pareto],
             "best_scenario": json.loads(result.rows[result.ranked[0]]["scenario_json"]) if result.ranked else None}
     write_json_atomic(json_path, meta, allow_nan=False)
-    from simulator.plots import search_html
+    from simulator.studies.plots import search_html
     write_text_atomic(html_path, search_html(result.rows, result.pareto, result.pareto_axes,
                                              result.ranked[0] if result.ranked else None, result.objective))
     result.paths = [csv_path, json_path, html_path]

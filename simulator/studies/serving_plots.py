@@ -1,15 +1,15 @@
-"""Plotly figures of serving: a serving sweep under load (`simulator.serving.sweep`: TPOT vs output
+"""Plotly figures of serving: a serving sweep under load (`simulator.studies.serving_sweep`: TPOT vs output
 tok/s along the swept load with the crossover marked, the best num_steps per load) and the
-configuration search's Pareto front (`simulator.search`). Nothing here computes a modelled number:
-figures draw, filter and group table rows; `simulator.plots` puts them on a page.
+configuration search's Pareto front (`simulator.studies.search`). Nothing here computes a modelled number:
+figures draw, filter and group table rows; `simulator.studies.plots` puts them on a page.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from simulator.serving.sweep import LOAD_FIELDS, serving_best_num_steps
-from simulator.sweep_plots import MAX_FACETS, Figures, distinct_values, facet_columns, facet_title, split_facets
+from simulator.studies.serving_sweep import LOAD_FIELDS, serving_best_num_steps
+from simulator.studies.sweep_plots import MAX_FACETS, Figures, distinct_values, facet_columns, facet_title, split_facets
 from simulator.units import US_PER_MS
 
 LOAD_TITLES = {"serving.arrivals.concurrency": ("concurrency (requests in flight, closed loop)", "c={}"),

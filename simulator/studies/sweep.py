@@ -1,13 +1,13 @@
 """Parameter sweeps: grid specs -> validated scenarios -> one result row per grid point.
 
 Grid specs and their expansion into validated scenarios (including the chain rule for
-swept `spec.num_steps`) are in `simulator.grid`; see its docstring. The schemas of the files a
+swept `spec.num_steps`) are in `simulator.studies.grid`; see its docstring. The schemas of the files a
 sweep writes (`SweepRow` for sweep.csv, `SweepMeta` for sweep.json) and their readers are in
-`simulator.sweep_files`.
+`simulator.studies.sweep_files`.
 
 Solvers: `closed_form` (`simulator.analytic.analyze`, fast; a seeded sample of points is also run
 through the DES and the agreement reported) and `des` (`simulator.simulate`). A closed-form sweep
-runs grouped where it can (`simulator.sweep_grouped`: a cost model per group of points, numbers as
+runs grouped where it can (`simulator.studies.sweep_grouped`: a cost model per group of points, numbers as
 arrays, up to 2,000,000 points), writing what running it point by point writes.
 Outputs (written atomically): `sweep.csv` (one row per point, columns below), `sweep.json`
 (the sweep spec, seed, version, DES spot-check) and `best_num_steps.csv` when num_steps is swept.
@@ -17,7 +17,7 @@ that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
 `acceptance_kind`, `acceptance_rate`, `batch_size`, `context_len`), `solver`, `tok_per_s`,
 `tok_per_s_ci95_low`/`_high` (DES only), `baseline_tok_per_s`, `speedup`, `accept_length`,
 `cycle_time_us`, `tpot_us` (mean), for scenarios with a `serving:` section the serving mode's
-`serving_*` columns (simulator.serving.sweep; run by the serving DES whatever the solver, with
+`serving_*` columns (simulator.studies.serving_sweep; run by the serving DES whatever the solver, with
 the no-speculation baseline, and the crossover load in sweep.json's `serving_crossover`), the breakdown buckets `<bucket>_us` (see
 `simulator.metrics`), and `scenario_json` (the resolved scenario of the row).
 """
@@ -36,16 +36,16 @@ from typing import Any
 import numpy as np
 
 from simulator import __version__
-from simulator.backend import Backend, LocalBackend
+from simulator.studies.backend import Backend, LocalBackend
 from simulator.config import Scenario
 from simulator.files import SWEEP_OUTPUT, is_own_output, write_csv_atomic, write_json_atomic
-from simulator.grid import (MAX_GRID_POINTS, NUM_STEPS_FIELD, GridAxis, check_grid_points, expand, group_grid,
+from simulator.studies.grid import (MAX_GRID_POINTS, NUM_STEPS_FIELD, GridAxis, check_grid_points, expand, group_grid,
                             parse_grid, parse_grids)
 from simulator.inputs import quote
-from simulator.sweep_files import (SweepGridMeta, SweepMeta, SweepRow, read_sweep_meta, read_sweep_table,
+from simulator.studies.sweep_files import (SweepGridMeta, SweepMeta, SweepRow, read_sweep_meta, read_sweep_table,
                                    row_scenario)
 from simulator.scenario import UserInputError, apply_overrides, load_profile_for, read_scenario_dict
-from simulator.sweep_grouped import (MAX_GROUPED_GRID_POINTS, GroupedRows, point_by_point_reason,  # noqa: E402
+from simulator.studies.sweep_grouped import (MAX_GROUPED_GRID_POINTS, GroupedRows, point_by_point_reason,  # noqa: E402
                                      run_grouped)
 
 __all__ = ["GridAxis", "SweepResult", "SweepMeta", "SweepRow", "parse_grid", "parse_grids", "expand", "run_sweep",
@@ -63,7 +63,7 @@ BUCKET_ORDER = ("draft_extend_compute", "draft_extend_comm", "draft_compute", "d
 @dataclass
 class SweepResult:
     """What `run_sweep` produced. Rows are dicts keyed by the CSV columns: a list, or a grouped
-    sweep's `simulator.sweep_grouped.GroupedRows`, which makes each when asked."""
+    sweep's `simulator.studies.sweep_grouped.GroupedRows`, which makes each when asked."""
 
     rows: list[dict]
     columns: list[str]
@@ -76,8 +76,8 @@ class SweepResult:
     json_path: Path | None = None
     best_path: Path | None = None
     best_rows: list[dict] = field(default_factory=list)
-    crossover_rows: list[dict] = field(default_factory=list)  # simulator.serving.sweep.crossover
-    backend: str = "local"  # simulator.backend.BACKENDS
+    crossover_rows: list[dict] = field(default_factory=list)  # simulator.studies.serving_sweep.crossover
+    backend: str = "local"  # simulator.studies.backend.BACKENDS
 
 
 # ---- running one point (in a worker process) ----------------------------------------------------
@@ -226,7 +226,7 @@ def serving_metrics(sc: Scenario, profile_path: str) -> dict:
     """The serving_* columns of a point with a `serving:` section (simulator.serving, its DES,
     whatever the solver: serving mode has no closed form), with its no-speculation baseline."""
     from simulator.serving.run import simulate_serving
-    from simulator.serving.sweep import serving_columns
+    from simulator.studies.serving_sweep import serving_columns
     return serving_columns(simulate_serving(sc, _profile_for(sc, profile_path)))
 
 
@@ -300,7 +300,7 @@ def build_rows(points: list[tuple[dict, Scenario]], metrics: dict[int, dict],
     buckets = {k for m in metrics.values() for k in m["breakdown_us"]}
     bucket_cols = [b for b in BUCKET_ORDER if b in buckets] + sorted(buckets - set(BUCKET_ORDER))
     desc = [c for c in DESCRIPTIVE_COLUMNS if c not in grid_fields]
-    from simulator.serving.sweep import SERVING_COLUMNS
+    from simulator.studies.serving_sweep import SERVING_COLUMNS
     serving = [c for c in SERVING_COLUMNS if any(c in m for m in metrics.values())]
     columns = (["point_idx", *grid_fields, *desc, *METRIC_COLUMNS, *serving, *(f"{b}_us" for b in bucket_cols),
                 "scenario_json"])
@@ -434,7 +434,7 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
               point_by_point: bool = False) -> SweepResult:
     """Expand the grids over a scenario, run every point, write the outputs.
 
-    A closed-form sweep runs grouped (`simulator.sweep_grouped`: a scenario and cost model per
+    A closed-form sweep runs grouped (`simulator.studies.sweep_grouped`: a scenario and cost model per
     group of points that differ only in acceptance, numbers as arrays, sweep.csv streamed; up to
     MAX_GROUPED_GRID_POINTS points) unless the grid has fields inside other swept fields or a
     point has a `serving:` section; then, and for the DES solver, point by point (up to
@@ -451,7 +451,7 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
         progress: show a rich progress bar.
         confirm: called with the estimate (seconds, peak bytes; `estimate_sweep`) once the grid is
             expanded and before any point runs; it may raise to stop the sweep.
-        backend: where points run (simulator.backend; None: `LocalBackend(jobs)`); entered here.
+        backend: where points run (simulator.studies.backend; None: `LocalBackend(jobs)`); entered here.
         point_by_point: run a closed-form sweep point by point (the reference of the grouped path).
 
     Raises:
@@ -499,7 +499,7 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
                          elapsed_s=elapsed, des_check=des_check, backend=backend.name)
     if NUM_STEPS_FIELD in fields:
         result.best_rows = best_num_steps(rows, [f for f in fields if f != NUM_STEPS_FIELD])
-    from simulator.serving.sweep import LOAD_FIELDS, crossover
+    from simulator.studies.serving_sweep import LOAD_FIELDS, crossover
     load = next((f for f in LOAD_FIELDS if f in fields), None)
     if load is not None and any(r.get("serving_baseline_output_tok_per_s") is not None for r in rows):
         result.crossover_rows = crossover(rows, load, [f for f in fields if f != load])

@@ -3,7 +3,7 @@
 `SweepRow` types and bounds the columns plots use (the CSV's other columns are the grid fields
 and the breakdown buckets `<bucket>_us`, times >= 0); `SweepMeta` is sweep.json. Readers go
 through `simulator.inputs` and name the file, the line and the column of any problem.
-Column meanings: `simulator.sweep`.
+Column meanings: `simulator.studies.sweep`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class SweepMeta(BaseModel):
     grids: list[SweepGridMeta]
     chain_rule: str
     solver: Literal["closed_form", "des"]
-    backend: Literal["local", "ray"] = Field("local", description="Where the points ran (simulator.backend).")
+    backend: Literal["local", "ray"] = Field("local", description="Where the points ran (simulator.studies.backend).")
     jobs: int = Field(ge=1, description="Chunks run at once: local worker processes, or the Ray cluster's CPUs.")
     num_points: int = Field(ge=1)
     seed: int = Field(ge=0)
@@ -54,7 +54,7 @@ class SweepMeta(BaseModel):
     best_num_steps_csv: str | None
     des_check: dict | None
     serving_crossover: list[dict] | None = Field(None, description="Where speculation stops paying along the "
-                                                                   "swept serving load (simulator.serving.sweep).")
+                                                                   "swept serving load (simulator.studies.serving_sweep).")
 
 
 class SweepRow(BaseModel):

@@ -1,12 +1,12 @@
 """The closed-form sweep of a large grid: points grouped by cost model, numbers as columns,
 sweep.csv streamed.
 
-`simulator.sweep.run_sweep` takes this path for `--solver closed_form` (up to
+`simulator.studies.sweep.run_sweep` takes this path for `--solver closed_form` (up to
 MAX_GROUPED_GRID_POINTS points) unless the grid has fields inside other swept fields or a point
 has a `serving:` section; it writes the files the point-by-point path writes, byte for byte
 (tests/test_sweep_grouped.py holds the two paths together).
 
-- The grid is split (`simulator.grid.group_grid`) into groups, the combinations of the swept
+- The grid is split (`simulator.studies.grid.group_grid`) into groups, the combinations of the swept
   fields outside `acceptance` (everything a cost model depends on), and acceptances, the
   combinations of the swept acceptance fields; a point is a (group, acceptance) pair. A group's
   scenario and cost model are made once, not a scenario per point.
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.grid import NUM_STEPS_FIELD, GroupedGrid
+from simulator.studies.grid import NUM_STEPS_FIELD, GroupedGrid
 from simulator.scenario import UserInputError
 
 MAX_GROUPED_GRID_POINTS = 2_000_000  # points of a grouped closed-form sweep
@@ -40,7 +40,7 @@ GROUPED_POINT_S = 20e-6  # CPU seconds per point beyond its group's cost model: 
 GROUPED_POINT_BYTES = 300.0  # peak memory per point: the float columns, best_num_steps' index arrays
 _RENEWAL_COLUMNS_US = (1.0, 5e-4)  # renewal_cycles_many per token x accept length: fixed, per point (measured)
 CHUNK_ROWS = 4096  # rows per piece of sweep.csv
-_ACCEPTANCE_COLUMNS = ("acceptance_kind", "acceptance_rate")  # simulator.sweep.describe's columns from acceptance
+_ACCEPTANCE_COLUMNS = ("acceptance_kind", "acceptance_rate")  # simulator.studies.sweep.describe's columns from acceptance
 _MARK = "\x01"  # cut mark inside a scenario JSON: json.dumps escapes control characters, csv leaves them
 
 
@@ -60,7 +60,7 @@ class GroupedNumbers:
     bucket_mask: dict[str, np.ndarray] = field(default_factory=dict)
 
     def metrics(self, point_idx: int) -> dict:
-        """The metrics dict of one point, as `simulator.sweep.analytic_metrics` gives it (buckets in
+        """The metrics dict of one point, as `simulator.studies.sweep.analytic_metrics` gives it (buckets in
         BUCKET_ORDER rather than the point's own order)."""
         (g,), (a,) = self.grid.locate(np.array([point_idx]))
         return dict(solver="closed_form", tok_per_s=float(self.tok_per_s[g, a]), tok_per_s_ci95_low=None,
@@ -74,7 +74,7 @@ def point_by_point_reason(grid: GroupedGrid | None) -> str | None:
     """Why a grid runs point by point rather than grouped (None: it runs grouped).
 
     Args:
-        grid: `simulator.grid.group_grid`'s answer (None for fields inside other swept fields).
+        grid: `simulator.studies.grid.group_grid`'s answer (None for fields inside other swept fields).
     """
     if grid is None:
         return "fields inside other swept fields"
@@ -86,15 +86,15 @@ def point_by_point_reason(grid: GroupedGrid | None) -> str | None:
 def run_grouped(grid: GroupedGrid, scenario_path: Path, backend, out_dir: Path | None, des_sample: int,
                 overrides: list[str] | None, profile: str | None, seed: int | None, progress: bool,
                 confirm, t0: float):
-    """`simulator.sweep.run_sweep` of a grouped grid (its arguments; t0: its start, perf_counter).
-    The closed form runs in this process; `backend` (simulator.backend, entered here) runs the DES
+    """`simulator.studies.sweep.run_sweep` of a grouped grid (its arguments; t0: its start, perf_counter).
+    The closed form runs in this process; `backend` (simulator.studies.backend, entered here) runs the DES
     spot-check.
 
     Raises:
         UserInputError: a profile or hardware a group does not fit, a point whose numbers are
             not finite, as the point-by-point path raises them.
     """
-    from simulator.sweep import SweepResult, _write_outputs, des_agreement, point_items, run_points
+    from simulator.studies.sweep import SweepResult, _write_outputs, des_agreement, point_items, run_points
     first_points = grid.first_points().tolist()
     items, profile_paths = point_items(grid.groups, profile, scenario_path, indices=first_points)
     group_paths = [path for _, _, path in items]
@@ -137,7 +137,7 @@ def evaluate(grid: GroupedGrid, profile_paths: list[str], progress: bool = True)
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from simulator.sweep import build_cost_model, cost_key
+    from simulator.studies.sweep import build_cost_model, cost_key
     n_g, n_a = len(grid.groups), len(grid.acceptances)
     out = GroupedNumbers(grid, profile_paths, tok_per_s=np.zeros((n_g, n_a)), baseline_tok_per_s=np.zeros(n_g),
                          speedup=np.zeros((n_g, n_a)), accept_length=np.zeros((n_g, n_a)),
@@ -210,7 +210,7 @@ def _bucket(out: GroupedNumbers, key: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check(out: GroupedNumbers) -> None:
-    """`simulator.sweep.check_metrics` on every point at once; the first point that fails is run
+    """`simulator.studies.sweep.check_metrics` on every point at once; the first point that fails is run
     point by point, so its error is the one that path gives."""
     bad = np.zeros(out.tok_per_s.shape, dtype=bool)
     for v in (out.tok_per_s, out.baseline_tok_per_s[:, None], out.speedup, out.cycle_time_us):
@@ -223,7 +223,7 @@ def _check(out: GroupedNumbers) -> None:
         return
     g_idx, a_idx = out.grid.locate(np.arange(out.grid.num_points))
     first = int(np.flatnonzero(bad[g_idx, a_idx])[0])
-    from simulator.sweep import _run_chunk
+    from simulator.studies.sweep import _run_chunk
     _, sc = out.grid.point(first)
     _run_chunk("closed_form", [(first, sc, out.profile_paths[int(g_idx[first])])])
     m = out.metrics(first)  # the point-by-point path found no fault: say what the columns hold
@@ -237,7 +237,7 @@ class GroupedRows(Sequence):
     them), made when asked for; `write_csv` streams them all to sweep.csv."""
 
     def __init__(self, numbers: GroupedNumbers, grid_fields: list[str]):
-        from simulator.sweep import BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS
+        from simulator.studies.sweep import BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS
         self.numbers, self.grid = numbers, numbers.grid
         present = [k for k, m in numbers.bucket_mask.items() if m.any()]
         self.bucket_cols = [b for b in BUCKET_ORDER if b in present] + sorted(set(present) - set(BUCKET_ORDER))
@@ -246,7 +246,7 @@ class GroupedRows(Sequence):
                         *(f"{b}_us" for b in self.bucket_cols), "scenario_json"]
         self._json = _ScenarioJson(self.grid)
         # describe() of a point: the acceptance columns from its acceptance, the others from its group
-        from simulator.sweep import describe
+        from simulator.studies.sweep import describe
         groups = [describe(sc) for sc in self.grid.groups]
         sc0 = self.grid.groups[0]
         accs = [describe(sc0.model_copy(update={"acceptance": acc})) for acc in self.grid.acceptances]
@@ -374,10 +374,10 @@ class _ScenarioJson:
 
 # ---- tables over all points --------------------------------------------------------------------------
 def best_num_steps_rows(numbers: GroupedNumbers, grid_fields: list[str]) -> list[dict]:
-    """`simulator.sweep.best_num_steps(rows, grid fields but num_steps)` from the columns: per
+    """`simulator.studies.sweep.best_num_steps(rows, grid fields but num_steps)` from the columns: per
     combination of the other grid fields' values, the point with the highest tok/s (the first
     in row order on a tie), combinations in the order rows first show them."""
-    from simulator.sweep import _hashable
+    from simulator.studies.sweep import _hashable
     grid = numbers.grid
     idx = np.arange(grid.num_points)
     multi = np.unravel_index(idx, grid.shape)
@@ -408,11 +408,11 @@ def estimate(grid: GroupedGrid, profile_paths: list[str], des_sample: int, jobs:
     (`simulator.simulate.estimate_cost_model_s`), `analyze` per point with rate classes
     (`estimate_closed_form_s`), the renewal function per (spec, max_new_tokens) over the other
     points, GROUPED_POINT_S and GROUPED_POINT_BYTES per point, and the DES
-    spot-check as `simulator.sweep.estimate_sweep` estimates it: `estimate_run` on up to 16 points
+    spot-check as `simulator.studies.sweep.estimate_sweep` estimates it: `estimate_run` on up to 16 points
     spread over the grid, the slowest times the sample, over `jobs` workers."""
     from simulator.costs.forward import CostModel
     from simulator.simulate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
-    from simulator.sweep import _profile, cost_key
+    from simulator.studies.sweep import _profile, cost_key
     cost_models = {cost_key(sc): estimate_cost_model_s(sc) for sc in grid.groups}
     seconds = sum(cost_models.values()) + grid.num_points * GROUPED_POINT_S
     classes = [acc for acc in grid.acceptances if getattr(acc, "rate_concentration", None) is not None]

@@ -1,9 +1,9 @@
-"""Plotly figures of a sweep table (`simulator.sweep`): throughput vs acceptance rate, the best
+"""Plotly figures of a sweep table (`simulator.studies.sweep`): throughput vs acceptance rate, the best
 num_steps, the cycle-time breakdown; of the profile's calibration curves
-(`simulator.calibration_curves`: collective latency, verify cost) and of `specdecsim validate`
+(`simulator.studies.calibration_curves`: collective latency, verify cost) and of `specdecsim validate`
 records; and the faceting every chart shares (one figure per combination of the columns it does
 not draw). Nothing here computes a modelled number: figures draw, filter and group table rows.
-`simulator.plots` puts them on the dashboard page.
+`simulator.studies.plots` puts them on the dashboard page.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 
 import plotly.graph_objects as go
 
-from simulator.sweep import DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table
+from simulator.studies.sweep import DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table
 
 TOK_PER_S_TITLE = "throughput (tokens/s, system)"
 ACCEPTANCE_TITLE = "acceptance rate (per draft token, 0..1)"

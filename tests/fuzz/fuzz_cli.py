@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import simulator.cli  # noqa: F401 - import once in the parent; forked children inherit it
-    import simulator.plots  # noqa: F401
+    import simulator.studies.plots  # noqa: F401
     import simulator.simulate  # noqa: F401
     import simulator.validate  # noqa: F401
 
