@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from simulator.cases import replay_cases  # noqa: E402
+from simulator.evidence.cases import replay_cases  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402
 from simulator.scenario import load_profile_for, scenario_from_dict  # noqa: E402
 

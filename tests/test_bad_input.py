@@ -147,7 +147,7 @@ def test_unbounded_grids_are_refused_before_anything_is_made(tmp_path, grid):
 def test_every_numeric_field_documents_its_range():
     from simulator.config import (CostsConfig, FidelityConfig, IidAcceptance, ModelShape, Placement, Scenario,
                                   SpecConfig, WorkloadConfig)
-    from simulator.live_records import LiveRun
+    from simulator.evidence.live_records import LiveRun
     from simulator.profile import (CollectiveTable, ForwardTable, HardwareInfo, HostOverheads, RooflineParams)
     for model in (ModelShape, SpecConfig, IidAcceptance, WorkloadConfig, FidelityConfig, CostsConfig, Placement,
                   Scenario, HardwareInfo, RooflineParams, HostOverheads, CollectiveTable, ForwardTable, LiveRun):
@@ -328,7 +328,7 @@ def test_validate_json_round_trips_into_plot(tmp_path):
     (tmp_path / "rec.json").write_text(RECORD.read_text())
     code, out = run(tmp_path, "validate", "rec.json", "--profile", "p.json", "--json", "v.json")
     assert code == 0, out
-    from simulator.validate import ValidationReport, load_validation_report
+    from simulator.evidence.validate import ValidationReport, load_validation_report
     report = load_validation_report(tmp_path / "v.json")
     assert ValidationReport.model_validate(report.model_dump(mode="json")) == report
     write_scenario(tmp_path)

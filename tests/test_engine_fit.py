@@ -7,7 +7,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from simulator.cases import predict
+from simulator.evidence.cases import predict
 from simulator.cli import app
 from simulator.engines.defaults import fit_from_cases
 from simulator.engines.fit import FIT_PARAMS, Observation, fit_engine

@@ -20,7 +20,7 @@ from simulator.engines.runs import load_runs  # noqa: E402
 from simulator.profile import CalibrationProfile, load_profile  # noqa: E402
 from simulator.acceptance import build_acceptance  # noqa: E402
 from simulator.simulate import simulate  # noqa: E402
-from simulator.trace_profile import load_index, profile_from_traces  # noqa: E402
+from simulator.evidence.trace_profile import load_index, profile_from_traces  # noqa: E402
 
 runner = CliRunner()
 STEPS = (1, 3)

@@ -10,7 +10,7 @@ scenario with an engine's fused-MoE time per layer from its MoE benchmark (moe-k
     specdecsim calibrate moe-kernel-times SCENARIO LOG --out OUT.yaml
 
 The work is `calibration.build` (nccl_tests, merge), `simulator.engines.fit` with
-`simulator.engines.runs` (moe_bench for the MoE benchmark), and `simulator.trace_profile`; `calibration.cli.calibrate` mounts these
+`simulator.engines.runs` (moe_bench for the MoE benchmark), and `simulator.evidence.trace_profile`; `calibration.cli.calibrate` mounts these
 commands. Parses, checks, runs and writes; no modelled numbers here.
 """
 
@@ -349,10 +349,10 @@ def from_traces(
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """A profile from the traces alone: whole-forward tables and host times of the traced loop
-    (simulator/trace_profile.py); scenarios use it with costs.source whole_forward."""
+    (simulator/evidence/trace_profile.py); scenarios use it with costs.source whole_forward."""
     from simulator.inputs import UserInputError
     from simulator.profile import save_profile
-    from simulator.trace_profile import profile_from_traces
+    from simulator.evidence.trace_profile import profile_from_traces
 
     if not traces.is_dir():
         fail(f"{traces}: not a folder of traces (give the --out folder of `specdecsim diagnose trace`)")

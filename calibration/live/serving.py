@@ -49,7 +49,7 @@ from calibration.shapes import SIZES
 from simulator.acceptance import build_acceptance
 from simulator.config import Scenario, SpecConfig
 from simulator.files import write_json_atomic
-from simulator.live_records import LiveServingRun, serving_record_fields
+from simulator.evidence.live_records import LiveServingRun, serving_record_fields
 from simulator.serving.engine import ServingRun, serving_rngs
 from simulator.serving.metrics import serving_metrics
 from simulator.units import US_PER_MS, US_PER_S

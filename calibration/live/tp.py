@@ -40,7 +40,7 @@ from calibration.models.tp_llama import TPDraftModel, TPOps, TPTargetModel, chec
 from calibration.provenance import collect_hardware_info
 from calibration.timing import Clock, capture_graph, sync
 from simulator.config import ModelShape, Scenario
-from simulator.live_records import LiveRun
+from simulator.evidence.live_records import LiveRun
 from simulator.profile import HardwareInfo
 from simulator.units import US_PER_S
 

@@ -30,7 +30,7 @@ def validate(
     """Predict every live record from a profile alone and compare with what was measured."""
     from simulator.files import VALIDATION_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for
-    from simulator.validate import (batch_bar, compare, crossovers, load_records, summarize, summarize_by_batch,
+    from simulator.evidence.validate import (batch_bar, compare, crossovers, load_records, summarize, summarize_by_batch,
                                     to_json, with_costs_source)
 
     if judge_mode not in ("graph", "eager", "all"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.cases import build_case_scenario, load_case_file
+from simulator.evidence.cases import build_case_scenario, load_case_file
 from simulator.engines.fit import FIT_PARAMS, FitResult, Observation, fit_engine
 
 

@@ -33,7 +33,7 @@ FIT_PARAMS: dict[str, tuple[str, ...]] = {
     "vllm": ("host_decode_step_us", "host_cycle_us", "host_draft_step_us"),
 }
 # TensorRT-LLM has no fitted defaults: the one public TensorRT-LLM run with an accept length (the
-# DeepSeek-R1 MTP sweep) is a sweep scored by the leave-out protocol instead (simulator.cases), and
+# DeepSeek-R1 MTP sweep) is a sweep scored by the leave-out protocol instead (simulator.evidence.cases), and
 # its overlap scheduler hides host work shorter than the GPU's, so the profile's host times stand.
 LEAVE_OUT_PARAMS = ("kernel_efficiency", "host_cycle_us")
 BOUNDS: dict[str, tuple[float, float]] = {

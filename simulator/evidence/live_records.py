@@ -8,7 +8,7 @@ full Scenario dict, so the prediction runs the very set-up that was measured.
 closed-loop server; its scenario's `serving:` section is the workload, its per-request and
 per-step facts are `simulator.serving.engine.ServingRecords` columns with wall-clock times, and its
 `result` is `simulator.serving.metrics.serving_metrics` of them. `specdecsim validate-serving`
-runs the serving DES on the same scenario (simulator/serving/live_check.py).
+runs the serving DES on the same scenario (simulator/evidence/validate_serving.py).
 """
 
 from __future__ import annotations

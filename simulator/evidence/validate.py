@@ -55,7 +55,7 @@ from simulator.costs.forward import CostModel
 from simulator.files import VALIDATION_OUTPUT
 from simulator.inputs import UserInputError, format_validation_error, quote, read_json
 from simulator.profile import CalibrationProfile
-from simulator.live_records import LiveRun
+from simulator.evidence.live_records import LiveRun
 
 MAX_RECORD_FILES = 100_000
 

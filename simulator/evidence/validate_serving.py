@@ -27,11 +27,11 @@ from pydantic import ValidationError
 from simulator import __version__
 from simulator.files import OUTPUT_KEY, SERVING_VALIDATION_OUTPUT
 from simulator.inputs import UserInputError, format_validation_error, read_json
-from simulator.live_records import LiveServingRun
+from simulator.evidence.live_records import LiveServingRun
 from simulator.profile import CalibrationProfile
 from simulator.serving.metrics import serving_metrics
 from simulator.serving.run import run_serving
-from simulator.validate import record_files
+from simulator.evidence.validate import record_files
 
 SERVING_BAR_FRAC = 0.05  # the bar: tok/s and TPOT p50 within 5%
 

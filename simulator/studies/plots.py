@@ -186,7 +186,7 @@ def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), co
 
 
 def load_validate_records(path: Path) -> list[dict]:
-    """The points of a `specdecsim validate --json` file (`simulator.validate.ValidationReport`),
+    """The points of a `specdecsim validate --json` file (`simulator.evidence.validate.ValidationReport`),
     as dicts with label, predicted_tok_per_s and measured_tok_per_s among their keys.
 
     Raises:
@@ -194,7 +194,7 @@ def load_validate_records(path: Path) -> list[dict]:
     """
     from dataclasses import asdict
 
-    from simulator.validate import load_validation_report
+    from simulator.evidence.validate import load_validation_report
     return [asdict(p) for p in load_validation_report(Path(path)).points]
 
 

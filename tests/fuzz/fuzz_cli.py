@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     import simulator.cli  # noqa: F401 - import once in the parent; forked children inherit it
     import simulator.studies.plots  # noqa: F401
     import simulator.simulate  # noqa: F401
-    import simulator.validate  # noqa: F401
+    import simulator.evidence.validate  # noqa: F401
 
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="specdecsim-fuzz-"))
