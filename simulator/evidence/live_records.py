@@ -6,7 +6,7 @@ full Scenario dict, so the prediction runs the very set-up that was measured.
 
 `LiveServingRun` (`specdecsim live --serving`, calibration/live/serving.py): the live loop run as a
 closed-loop server; its scenario's `serving:` section is the workload, its per-request and
-per-step facts are `simulator.serving.engine.ServingRecords` columns with wall-clock times, and its
+per-step facts are `simulator.serving.scheduler.ServingRecords` columns with wall-clock times, and its
 `result` is `simulator.serving.metrics.serving_metrics` of them. `specdecsim validate-serving`
 runs the serving DES on the same scenario (simulator/evidence/validate_serving.py).
 """
@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 
 from simulator.config import Scenario, StrictModel, legacy_keys, migrate_legacy_scenario
 from simulator.profile import HardwareInfo
-from simulator.serving.engine import ServingRecords
+from simulator.serving.scheduler import ServingRecords
 from simulator.serving.metrics import ServingResult
 from simulator.units import US_PER_S
 
