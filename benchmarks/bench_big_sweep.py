@@ -65,7 +65,7 @@ def numpy_limit_cpu_s(repeat: int) -> tuple[float, int]:
     from simulator.analytic import baseline_step_us, cycle_time_us
     from simulator.studies.grid import parse_grid
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.studies.sweep import build_cost_model
+    from simulator.studies.points import build_cost_model
     base = load_scenario(SCENARIO, [])
     _, path = load_profile_for(base, None, base_dir=SCENARIO.parent, source=str(SCENARIO))
     rates = np.array(parse_grid(GRID[1]).values)
@@ -105,7 +105,7 @@ def phases_cpu_s(tmp: Path | None) -> list[tuple[str, float]]:
     without the DES spot-check), in this process."""
     from simulator.studies.grid import group_grid, parse_grids
     from simulator.scenario import apply_overrides, read_scenario_dict
-    from simulator.studies.sweep import point_items
+    from simulator.studies.points import point_items
     from simulator.studies.sweep_grouped import MAX_GROUPED_GRID_POINTS, GroupedRows, best_num_steps_rows, evaluate
 
     def cpu() -> float:

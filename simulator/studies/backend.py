@@ -46,7 +46,7 @@ Done = Iterator[tuple[int, Any]]
 
 
 class Backend(Protocol):
-    """What `simulator.studies.sweep.run_points` needs of a backend."""
+    """What `simulator.studies.points.run_points` needs of a backend."""
 
     name: str
 

@@ -27,7 +27,7 @@ from simulator.files import HTML_GENERATOR, write_bytes_atomic, write_text_atomi
 from simulator.inputs import UserInputError, format_validation_error
 from simulator.studies.serving_plots import (SERVING_BEST_TITLE, SERVING_LATENCY_TITLE, has_serving_columns, search_figure,
                                      serving_best_num_steps_figures, serving_latency_figures)
-from simulator.studies.sweep import DESCRIPTIVE_COLUMNS, read_sweep_meta, read_sweep_table, row_scenario
+from simulator.studies.sweep_files import DESCRIPTIVE_COLUMNS, read_sweep_meta, read_sweep_table, row_scenario
 from simulator.studies.sweep_plots import (best_num_steps_figures, breakdown_figure, collective_figure, distinct_values,
                                    tok_per_s_figures, validation_figure, verify_figure)
 

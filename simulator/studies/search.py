@@ -24,7 +24,7 @@ Objectives (OBJECTIVES): tok_per_s, tok_per_s_per_user (tok/s / batch_size), tok
 (tok/s / GPUs used, a dedicated draft GPU included), tpot_p50_us (minimised: the serving
 mode's p50 when it runs, else the closed form's mean TPOT, which is the p50 of alike requests
 up to the spread of accept lengths) and goodput (serving mode's goodput tok/s: the serving DES
-per point). Points run through the closed form (`simulator.studies.sweep.run_points`, vectorised per
+per point). Points run through the closed form (`simulator.studies.points.run_points`, vectorised per
 cost model); constraints (`max_tpot_ms`, `max_gpus`) mark points infeasible.
 
 The Pareto front is taken over the feasible points: (tok/s per user, tok/s per GPU), both
@@ -297,7 +297,7 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
         UserInputError: bad objective, space field or value, constraint, scenario, profile or
             jobs; a backend that cannot start.
     """
-    from simulator.studies.sweep import point_items, run_points
+    from simulator.studies.points import point_items, run_points
     t0 = time.perf_counter()
     backend = LocalBackend(jobs) if backend is None else backend
     if objective not in OBJECTIVES:
@@ -350,14 +350,14 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
 def _serving(items: list, metrics: dict[int, dict], backend: Backend, progress: bool,
              confirm: Callable[[float, float], None] | None) -> dict[int, dict]:
     """The serving DES of every point (goodput), estimated from the first point's run time."""
-    from simulator.studies.sweep import serving_metrics
+    from simulator.studies.points import serving_metrics
     t = time.perf_counter()
     first = serving_metrics(items[0][1], items[0][2])
     per_point_s = time.perf_counter() - t
     if confirm is not None:
         confirm(per_point_s * (len(items) - 1) / backend.num_workers, 0.0)
     metrics[items[0][0]].update(first)
-    from simulator.studies.sweep import run_points
+    from simulator.studies.points import run_points
     rest = run_points("closed_form", items[1:], backend, progress, label="search (serving DES)", with_serving=True)
     for idx, m in rest.items():
         metrics[idx].update({k: v for k, v in m.items() if k.startswith("serving_")})

@@ -3,6 +3,7 @@
 `SweepRow` types and bounds the columns plots use (the CSV's other columns are the grid fields
 and the breakdown buckets `<bucket>_us`, times >= 0); `SweepMeta` is sweep.json. Readers go
 through `simulator.inputs` and name the file, the line and the column of any problem.
+`SweepResult` is what a sweep produced (point by point or grouped) and `write_outputs` writes it.
 Column meanings: `simulator.studies.sweep`.
 """
 
@@ -12,15 +13,64 @@ import csv
 import io
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from simulator import __version__
 from simulator.config import Scenario
-from simulator.files import SWEEP_OUTPUT
+from simulator.files import SWEEP_OUTPUT, is_own_output, write_csv_atomic, write_json_atomic
 from simulator.inputs import (MAX_INPUT_BYTES, UserInputError, format_validation_error, load_json, quote,
                              read_json, read_text)
+
+if TYPE_CHECKING:
+    from simulator.studies.grid import GridAxis
+
+DESCRIPTIVE_COLUMNS = ("placement", "tp_size", "num_steps", "topk", "num_draft_tokens", "acceptance_kind",
+                       "acceptance_rate", "batch_size", "context_len")
+METRIC_COLUMNS = ("solver", "tok_per_s", "tok_per_s_ci95_low", "tok_per_s_ci95_high", "baseline_tok_per_s",
+                  "speedup", "accept_length", "cycle_time_us", "tpot_us")
+BUCKET_ORDER = ("draft_extend_compute", "draft_extend_comm", "draft_compute", "draft_comm", "verify_compute",
+                "verify_comm", "accept_compute", "accept_comm", "sync", "host")
+
+
+
+@dataclass
+class SweepResult:
+    """What `run_sweep` produced. Rows are dicts keyed by the CSV columns: a list, or a grouped
+    sweep's `simulator.studies.sweep_grouped.GroupedRows`, which makes each when asked (and
+    streams them to sweep.csv: its `write_csv`)."""
+
+    rows: list[dict]
+    columns: list[str]
+    grid_fields: list[str]
+    solver: str
+    jobs: int  # chunks run at once: local worker processes, or the Ray cluster's CPUs
+    elapsed_s: float
+    des_check: dict | None
+    csv_path: Path | None = None
+    json_path: Path | None = None
+    best_path: Path | None = None
+    best_rows: list[dict] = field(default_factory=list)
+    crossover_rows: list[dict] = field(default_factory=list)  # simulator.studies.serving_sweep.crossover
+    backend: str = "local"  # simulator.studies.backend.BACKENDS
+
+
+def describe(sc: Scenario) -> dict:
+    """The scenario fields plots group by (DESCRIPTIVE_COLUMNS)."""
+    acc = sc.acceptance
+    return dict(placement=sc.placement.label, tp_size=sc.tp_size, num_steps=sc.spec.num_steps, topk=sc.spec.topk,
+                num_draft_tokens=sc.spec.num_draft_tokens, acceptance_kind=acc.kind,
+                acceptance_rate=getattr(acc, "acceptance_rate", None), batch_size=sc.workload.batch_size,
+                context_len=sc.workload.context_len)
+
+
+
+def cell_key(v: Any) -> Any:
+    """A cell's value as a dict key: a list or dict as its JSON, anything else as itself."""
+    return json.dumps(v) if isinstance(v, (list, dict)) else v
 
 
 class SweepGridMeta(BaseModel):
@@ -218,3 +268,34 @@ def row_scenario(row: dict, where: str) -> Scenario:
         return Scenario.model_validate(data, strict=True)
     except ValidationError as e:
         raise UserInputError(format_validation_error(f"{where}: column scenario_json", e)) from None
+
+
+def write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes: list[GridAxis],
+                  overrides: list[str] | None, profile_paths: dict[str, str], seed: int, des_sample: int,
+                  progress: bool = False) -> None:
+    """sweep.csv (rows that write themselves, GroupedRows, stream to it), best_num_steps.csv when
+    the sweep has one (an earlier sweep's is removed when this one has none) and sweep.json."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stale_best = out_dir / "best_num_steps.csv"  # an earlier sweep's, when this one has no best table
+    replacing_ours = is_own_output(out_dir / "sweep.json", SWEEP_OUTPUT)
+    result.csv_path = out_dir / "sweep.csv"
+    if hasattr(result.rows, "write_csv"):
+        result.rows.write_csv(result.csv_path, progress)
+    else:
+        write_csv_atomic(result.csv_path, result.rows, result.columns)
+    if result.best_rows:
+        result.best_path = out_dir / "best_num_steps.csv"
+        write_csv_atomic(result.best_path, result.best_rows, list(result.best_rows[0]))
+    result.json_path = out_dir / "sweep.json"
+    meta = SweepMeta(
+        version=__version__, scenario_path=str(scenario_path), overrides=list(overrides or []),
+        grids=[SweepGridMeta(spec=a.spec, field=a.field, values=list(a.values)) for a in axes],
+        chain_rule="spec.num_steps swept, spec.topk == 1, spec.num_draft_tokens not swept: "
+                   "num_draft_tokens = num_steps + 1",
+        solver=result.solver, backend=result.backend, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
+        profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
+        best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check,
+        serving_crossover=result.crossover_rows or None)
+    write_json_atomic(result.json_path, meta.model_dump(mode="json"), allow_nan=False)
+    if result.best_path is None and replacing_ours and stale_best.is_file() and not stale_best.is_symlink():
+        stale_best.unlink()  # it answered the earlier sweep's grid, not this one's

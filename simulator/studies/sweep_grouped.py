@@ -32,15 +32,19 @@ from typing import Any
 
 import numpy as np
 
-from simulator.studies.grid import NUM_STEPS_FIELD, GroupedGrid
 from simulator.scenario import UserInputError
+from simulator.studies.grid import NUM_STEPS_FIELD, GroupedGrid
+from simulator.studies.points import (build_cost_model, cached_profile, cost_key, des_agreement, point_items, run_chunk,
+                                      run_points)
+from simulator.studies.sweep_files import (BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS, SweepResult, cell_key,
+                                           describe, write_outputs)
 
 MAX_GROUPED_GRID_POINTS = 2_000_000  # points of a grouped closed-form sweep
 GROUPED_POINT_S = 20e-6  # CPU seconds per point beyond its group's cost model: numbers, its CSV row (2-core machine)
 GROUPED_POINT_BYTES = 300.0  # peak memory per point: the float columns, best_num_steps' index arrays
 _RENEWAL_COLUMNS_US = (1.0, 5e-4)  # renewal_cycles_many per token x accept length: fixed, per point (measured)
 CHUNK_ROWS = 4096  # rows per piece of sweep.csv
-_ACCEPTANCE_COLUMNS = ("acceptance_kind", "acceptance_rate")  # simulator.studies.sweep.describe's columns from acceptance
+_ACCEPTANCE_COLUMNS = ("acceptance_kind", "acceptance_rate")  # simulator.studies.sweep_files.describe's columns from acceptance
 _MARK = "\x01"  # cut mark inside a scenario JSON: json.dumps escapes control characters, csv leaves them
 
 
@@ -60,7 +64,7 @@ class GroupedNumbers:
     bucket_mask: dict[str, np.ndarray] = field(default_factory=dict)
 
     def metrics(self, point_idx: int) -> dict:
-        """The metrics dict of one point, as `simulator.studies.sweep.analytic_metrics` gives it (buckets in
+        """The metrics dict of one point, as `simulator.studies.points.analytic_metrics` gives it (buckets in
         BUCKET_ORDER rather than the point's own order)."""
         (g,), (a,) = self.grid.locate(np.array([point_idx]))
         return dict(solver="closed_form", tok_per_s=float(self.tok_per_s[g, a]), tok_per_s_ci95_low=None,
@@ -94,7 +98,6 @@ def run_grouped(grid: GroupedGrid, scenario_path: Path, backend, out_dir: Path |
         UserInputError: a profile or hardware a group does not fit, a point whose numbers are
             not finite, as the point-by-point path raises them.
     """
-    from simulator.studies.sweep import SweepResult, _write_outputs, des_agreement, point_items, run_points
     first_points = grid.first_points().tolist()
     items, profile_paths = point_items(grid.groups, profile, scenario_path, indices=first_points)
     group_paths = [path for _, _, path in items]
@@ -122,7 +125,7 @@ def run_grouped(grid: GroupedGrid, scenario_path: Path, backend, out_dir: Path |
     if NUM_STEPS_FIELD in fields:
         result.best_rows = best_num_steps_rows(numbers, fields)
     if out_dir is not None:
-        _write_outputs(result, Path(out_dir), scenario_path, grid.axes, overrides, profile_paths, sweep_seed,
+        write_outputs(result, Path(out_dir), scenario_path, grid.axes, overrides, profile_paths, sweep_seed,
                        des_sample, progress)
     return result
 
@@ -137,7 +140,6 @@ def evaluate(grid: GroupedGrid, profile_paths: list[str], progress: bool = True)
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from simulator.studies.sweep import build_cost_model, cost_key
     n_g, n_a = len(grid.groups), len(grid.acceptances)
     out = GroupedNumbers(grid, profile_paths, tok_per_s=np.zeros((n_g, n_a)), baseline_tok_per_s=np.zeros(n_g),
                          speedup=np.zeros((n_g, n_a)), accept_length=np.zeros((n_g, n_a)),
@@ -210,7 +212,7 @@ def _bucket(out: GroupedNumbers, key: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check(out: GroupedNumbers) -> None:
-    """`simulator.studies.sweep.check_metrics` on every point at once; the first point that fails is run
+    """`simulator.studies.points.check_metrics` on every point at once; the first point that fails is run
     point by point, so its error is the one that path gives."""
     bad = np.zeros(out.tok_per_s.shape, dtype=bool)
     for v in (out.tok_per_s, out.baseline_tok_per_s[:, None], out.speedup, out.cycle_time_us):
@@ -223,9 +225,8 @@ def _check(out: GroupedNumbers) -> None:
         return
     g_idx, a_idx = out.grid.locate(np.arange(out.grid.num_points))
     first = int(np.flatnonzero(bad[g_idx, a_idx])[0])
-    from simulator.studies.sweep import _run_chunk
     _, sc = out.grid.point(first)
-    _run_chunk("closed_form", [(first, sc, out.profile_paths[int(g_idx[first])])])
+    run_chunk("closed_form", [(first, sc, out.profile_paths[int(g_idx[first])])])
     m = out.metrics(first)  # the point-by-point path found no fault: say what the columns hold
     raise UserInputError(f"grid point {first} ({sc.name}): numbers not finite or not positive: "
                          f"{ {k: v for k, v in m.items() if isinstance(v, float)} }")
@@ -237,7 +238,6 @@ class GroupedRows(Sequence):
     them), made when asked for; `write_csv` streams them all to sweep.csv."""
 
     def __init__(self, numbers: GroupedNumbers, grid_fields: list[str]):
-        from simulator.studies.sweep import BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS
         self.numbers, self.grid = numbers, numbers.grid
         present = [k for k, m in numbers.bucket_mask.items() if m.any()]
         self.bucket_cols = [b for b in BUCKET_ORDER if b in present] + sorted(set(present) - set(BUCKET_ORDER))
@@ -246,7 +246,6 @@ class GroupedRows(Sequence):
                         *(f"{b}_us" for b in self.bucket_cols), "scenario_json"]
         self._json = _ScenarioJson(self.grid)
         # describe() of a point: the acceptance columns from its acceptance, the others from its group
-        from simulator.studies.sweep import describe
         groups = [describe(sc) for sc in self.grid.groups]
         sc0 = self.grid.groups[0]
         accs = [describe(sc0.model_copy(update={"acceptance": acc})) for acc in self.grid.acceptances]
@@ -377,7 +376,6 @@ def best_num_steps_rows(numbers: GroupedNumbers, grid_fields: list[str]) -> list
     """`simulator.studies.sweep.best_num_steps(rows, grid fields but num_steps)` from the columns: per
     combination of the other grid fields' values, the point with the highest tok/s (the first
     in row order on a tie), combinations in the order rows first show them."""
-    from simulator.studies.sweep import _hashable
     grid = numbers.grid
     idx = np.arange(grid.num_points)
     multi = np.unravel_index(idx, grid.shape)
@@ -385,7 +383,7 @@ def best_num_steps_rows(numbers: GroupedNumbers, grid_fields: list[str]) -> list
     key = np.zeros(len(idx), dtype=np.int64)
     for i in others:  # values that are equal share an id, as they share a dict key
         ids: dict[Any, int] = {}
-        value_ids = np.array([ids.setdefault(_hashable(v), len(ids)) for v in grid.axes[i].values], dtype=np.int64)
+        value_ids = np.array([ids.setdefault(cell_key(v), len(ids)) for v in grid.axes[i].values], dtype=np.int64)
         key = key * len(grid.axes[i].values) + value_ids[multi[i]]
     g_idx, a_idx = grid.locate(idx)
     tok = numbers.tok_per_s[g_idx, a_idx]
@@ -412,7 +410,6 @@ def estimate(grid: GroupedGrid, profile_paths: list[str], des_sample: int, jobs:
     spread over the grid, the slowest times the sample, over `jobs` workers."""
     from simulator.costs.forward import CostModel
     from simulator.simulate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
-    from simulator.studies.sweep import _profile, cost_key
     cost_models = {cost_key(sc): estimate_cost_model_s(sc) for sc in grid.groups}
     seconds = sum(cost_models.values()) + grid.num_points * GROUPED_POINT_S
     classes = [acc for acc in grid.acceptances if getattr(acc, "rate_concentration", None) is not None]
@@ -431,7 +428,7 @@ def estimate(grid: GroupedGrid, profile_paths: list[str], des_sample: int, jobs:
         ests = []
         for p, g in zip(probe, g_idx.tolist()):
             sc = grid.point(p)[1]
-            ests.append(estimate_run(sc, CostModel(sc, _profile(profile_paths[g]))))
+            ests.append(estimate_run(sc, CostModel(sc, cached_profile(profile_paths[g]))))
         seconds += num_des * max(e.seconds for e in ests) / jobs
         memory += max(e.memory_bytes for e in ests) * min(jobs, num_des)
     return seconds, memory

@@ -12,7 +12,8 @@ import json
 
 import plotly.graph_objects as go
 
-from simulator.studies.sweep import DESCRIPTIVE_COLUMNS, best_num_steps, cycle_breakdown_table
+from simulator.studies.sweep import best_num_steps, cycle_breakdown_table
+from simulator.studies.sweep_files import DESCRIPTIVE_COLUMNS
 
 TOK_PER_S_TITLE = "throughput (tokens/s, system)"
 ACCEPTANCE_TITLE = "acceptance rate (per draft token, 0..1)"
