@@ -10,7 +10,8 @@ window are simulated but produce nothing, so memory stays bounded whatever the r
 `TraceWriter` writes each span as one line of JSON to a temp file beside the target, moved over
 the target when the run ends and deleted when it fails (`simulator.files.atomic_file`): a reader
 never sees half a trace. `TraceRecorder` keeps the spans in memory (tests, small runs).
-`trace_estimate` says how many events and bytes a window holds before the run starts.
+`simulator.estimate.trace_estimate` says how many events and bytes a window holds before the run
+starts.
 
 Times are written with 3 decimals (ns resolution). Strict JSON: a non-finite time raises.
 Source: Trace Event Format, https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
@@ -32,15 +33,6 @@ from simulator.files import OUTPUT_KEY, TRACE_OUTPUT, atomic_file
 from simulator.inputs import UserInputError
 
 CYCLES_TID = 0  # the thread of the cycle spans; GPU streams are 1..
-# Bytes of a span line: its name and category as JSON plus `_LABEL_BYTES` (the other keys), plus
-# `_TIME_BYTES` ('"ts":' and '"dur":' with 3 decimals, a ts of 7 integer digits (10 s), the closing
-# brace and ',\n'); a cycle span `_CYCLE_BYTES` plus 3 per request (its accept lengths).
-_LABEL_BYTES = 46
-_TIME_BYTES = 28
-_CYCLE_BYTES = 140
-# Seconds per event written (formatting and writing one line; measured with
-# benchmarks/bench_trace.py on the 2-core CI machine, tp1_draft at kernel granularity).
-_EVENT_WRITE_S = 0.5e-6
 DEFAULT_WINDOW_BYTES = 64 * 2**20  # the default window: every cycle when the trace fits, else the first that do
 TRACE_LIMIT_BYTES = 2**30  # an estimated trace above this needs --force
 
@@ -237,54 +229,6 @@ class TraceRecorder(TraceSink):
 
     def cycle(self, cycle_idx, start_us, end_us, accept_lengths, num_tokens) -> None:
         self.cycle_spans.append((cycle_idx, start_us, end_us))
-
-
-# ---- estimate -----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TraceEstimate:
-    """What a trace of a window will hold: events (spans, cycles and thread names), file bytes,
-    and the seconds writing them adds to the run (all approximate)."""
-
-    num_events: int
-    num_bytes: float
-    seconds: float
-    bytes_per_cycle: float
-
-
-def trace_estimate(scenario, cost, num_cycles: int) -> TraceEstimate:
-    """Events and bytes of a trace of `num_cycles` cycles of `scenario` (`cost`: its CostModel).
-
-    Per cycle: at kernel granularity one span per kernel per GPU stream that runs or joins it
-    (counted from the kernels of a cycle with draft-extend length 1, `RankPlan.member`; when
-    building them would take over a second, every kernel on every stream, an upper end), at
-    forward granularity one span per forward, plus the cycle's own span. Bytes per span: its
-    name and category as JSON plus `_TIME_BYTES`.
-    """
-    from simulator.des.per_rank import RankPlan
-    from simulator.simulate import estimate_cost_model_s, kernels_per_cycle
-    fid = scenario.fidelity
-    per_rank = fid.per_rank
-    streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if per_rank else 1
-    if fid.granularity == "kernel" and estimate_cost_model_s(scenario) < 1.0:
-        gpus = (list(range(scenario.tp_size)) + ([cost.dedicated_draft_gpu] if cost.dedicated_draft_gpu is not None
-                                                 else [])) if per_rank else None
-        plan = RankPlan(cost.cycle_forwards(1), gpus, cost.dedicated_draft_gpu if per_rank else None)
-        label_bytes = np.array([len(json.dumps(n)) + len(json.dumps(c)) + _LABEL_BYTES for n, c in plan.labels])
-        per_stream = plan.member.sum(axis=0)
-        spans = int(per_stream.sum())
-        span_bytes = float((per_stream * (label_bytes + _TIME_BYTES)).sum())
-    elif fid.granularity == "kernel":
-        spans = kernels_per_cycle(scenario, cost) * streams
-        span_bytes = spans * (30.0 + _LABEL_BYTES + _TIME_BYTES)
-    else:
-        fwds = cost.cycle_forwards(1)
-        spans = len(fwds)
-        span_bytes = float(sum(2 * len(json.dumps(f.phase)) + _LABEL_BYTES + _TIME_BYTES for f in fwds))
-    cycle_bytes = _CYCLE_BYTES + 3.0 * scenario.workload.batch_size
-    per_cycle = span_bytes + cycle_bytes
-    events = num_cycles * (spans + 1) + 2 * (streams + 1)
-    return TraceEstimate(num_events=events, num_bytes=num_cycles * per_cycle, seconds=events * _EVENT_WRITE_S,
-                         bytes_per_cycle=per_cycle)
 
 
 def default_window(total_cycles: int, bytes_per_cycle: float) -> TraceWindow:

@@ -449,8 +449,7 @@ def test_a_kernel_trace_counts_in_the_estimate():
     # tp1_draft, kernel granularity, per rank, 600 cycles traced: about 5.5 million events
     from simulator.costs.forward import CostModel
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.simulate import estimate_run
-    from simulator.trace import trace_estimate
+    from simulator.estimate import estimate_run, trace_estimate
     sc = load_scenario("scenarios/tp1_draft.yaml", ["fidelity.granularity=kernel", "fidelity.per_rank=true",
                                                     "fidelity.num_cycles=600"])
     cost = CostModel(sc, load_profile_for(sc)[0])

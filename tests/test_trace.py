@@ -18,8 +18,9 @@ from simulator.costs.forward import CostModel
 from simulator.des.simulation import DesRun
 from simulator.files import TRACE_OUTPUT, is_own_output
 from simulator.scenario import load_profile_for, load_scenario
-from simulator.simulate import estimate_run, simulate
-from simulator.trace import TraceRecorder, TraceWindow, TraceWriter, parse_window, trace_estimate
+from simulator.estimate import estimate_run, trace_estimate
+from simulator.simulate import simulate
+from simulator.trace import TraceRecorder, TraceWindow, TraceWriter, parse_window
 from simulator.inputs import UserInputError
 from tests.conftest import make_scenario
 

@@ -31,7 +31,7 @@ def simulate(
     from simulator.costs.forward import CostModel
     from simulator.files import SIMULATION_OUTPUT, TRACE_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.simulate import estimate_run
+    from simulator.estimate import estimate_run
     from simulator.simulate import simulate as run_simulation
     from simulator.trace import TraceWriter
 
@@ -108,7 +108,8 @@ def trace_window(sc, cost, text: str | None, force: bool):
     Raises:
         UserInputError: a bad window, or an estimated trace over TRACE_LIMIT_BYTES without `force`.
     """
-    from simulator.trace import default_window, parse_window, trace_estimate
+    from simulator.estimate import trace_estimate
+    from simulator.trace import default_window, parse_window
     total = sc.fidelity.num_cycles + sc.fidelity.warmup_cycles
     whole = trace_estimate(sc, cost, total)
     if text is None:

@@ -122,10 +122,10 @@ def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des:
                    jobs: int) -> tuple[float, float]:
     """(seconds, peak bytes) a sweep is estimated to take: per closed-form point CLOSED_FORM_POINT_S
     and its renewal function, a cost model per cost key,
-    `simulator.simulate.estimate_run` per DES point (taken on up to 16 points spread over the grid
+    `simulator.estimate.estimate_run` per DES point (taken on up to 16 points spread over the grid
     and scaled), divided over `jobs` workers."""
     from simulator.costs.forward import CostModel
-    from simulator.simulate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
+    from simulator.estimate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
     des_points = len(items) if solver == "des" else min(num_des, len(items))
     seconds = 0.0
     if solver == "closed_form":

@@ -403,13 +403,13 @@ def best_num_steps_rows(numbers: GroupedNumbers, grid_fields: list[str]) -> list
 
 def estimate(grid: GroupedGrid, profile_paths: list[str], des_sample: int, jobs: int) -> tuple[float, float]:
     """(seconds, peak bytes) of a grouped sweep: a cost model per distinct cost key
-    (`simulator.simulate.estimate_cost_model_s`), `analyze` per point with rate classes
+    (`simulator.estimate.estimate_cost_model_s`), `analyze` per point with rate classes
     (`estimate_closed_form_s`), the renewal function per (spec, max_new_tokens) over the other
     points, GROUPED_POINT_S and GROUPED_POINT_BYTES per point, and the DES
     spot-check as `simulator.studies.sweep.estimate_sweep` estimates it: `estimate_run` on up to 16 points
     spread over the grid, the slowest times the sample, over `jobs` workers."""
     from simulator.costs.forward import CostModel
-    from simulator.simulate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
+    from simulator.estimate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
     cost_models = {cost_key(sc): estimate_cost_model_s(sc) for sc in grid.groups}
     seconds = sum(cost_models.values()) + grid.num_points * GROUPED_POINT_S
     classes = [acc for acc in grid.acceptances if getattr(acc, "rate_concentration", None) is not None]
