@@ -13,7 +13,7 @@ from enum import Enum
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_serializer, field_validator, model_validator
 
-from simulator.engines import LiveLoopEngine, ServingEngine  # noqa: F401  (re-exported)
+from simulator.engines import ENGINE_MODEL_KINDS, LiveLoopEngine, ServingEngine  # noqa: F401  (re-exported)
 from simulator.schema_base import StrictModel  # noqa: F401  (re-exported: every schema model's base)
 from simulator.serving.config import ServingConfig
 
@@ -394,7 +394,8 @@ class Scenario(StrictModel):
                         raise ValueError(f"{role}.{name}={heads} is not divisible by its TP size {size}")
         if self.serving_engine.kind == "live_loop" and self.spec.method != "eagle3":
             raise ValueError(f"spec.method {self.spec.method}: the live loop runs EAGLE-3 drafts only; pick an "
-                             "engine kind (serving_engine.kind: sglang, vllm or trtllm) for other methods")
+                             f"engine kind (serving_engine.kind: {', '.join(ENGINE_MODEL_KINDS[:-1])} or "
+                             f"{ENGINE_MODEL_KINDS[-1]}) for other methods")
         self._check_moe_parallel()
         # what these checks read of acceptance (kind, list lengths) is simulator.studies.grid.acceptance_signature:
         # grouped sweeps check a group once per signature, not once per point

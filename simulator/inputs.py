@@ -36,6 +36,8 @@ from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, SequenceNode
 
+from simulator.engines.models import ENGINE_KINDS
+
 MAX_INPUT_BYTES = 32 * 2**20  # the largest shipped profile is 0.3 MB; a live record a few kB
 MAX_TRACE_BYTES = 256 * 2**20  # torch.profiler traces of 24 live-loop cycles of an 8B model: up to 36 MB
 MAX_DEPTH = 32  # a scenario nests 4 levels, a profile 5
@@ -271,7 +273,7 @@ def _first_line(e: BaseException) -> str:
 # ---- validation errors ----------------------------------------------------------------------------
 # Tags pydantic puts in an error's location for a discriminated union's member (they are not keys
 # a user writes): serving_engine.<kind>.field, acceptance.<kind>.field.
-_UNION_TAGS = {"serving_engine": ("live_loop", "sglang", "vllm", "trtllm"),
+_UNION_TAGS = {"serving_engine": ENGINE_KINDS,
                "acceptance": ("iid", "positional", "empirical", "tree"),
                "arrivals": ("poisson", "closed_loop", "trace"),
                "expert_routing": ("uniform", "zipf", "histogram"),

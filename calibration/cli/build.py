@@ -26,6 +26,7 @@ from rich.table import Table
 
 from calibration.cli.common import (FORCE_HELP, check_at_least, check_choice, check_output, check_points_file,
                                     console, fail, print_profile)
+from simulator.engines.models import ENGINE_MODEL_KINDS
 from simulator.files import PROFILE_OUTPUT
 
 
@@ -173,7 +174,7 @@ def from_runs(
         kind = sc.serving_engine.kind
         if kind == "live_loop":
             fail(f"{scenario}: serving_engine.kind live_loop: the live loop's host times are the profile's own "
-                 f"(specdecsim calibrate); from-runs fits an engine kind ({', '.join(('sglang', 'vllm', 'trtllm'))})")
+                 f"(specdecsim calibrate); from-runs fits an engine kind ({', '.join(ENGINE_MODEL_KINDS)})")
         if kind not in FIT_PARAMS and fit is None:
             fail(f"{scenario}: serving_engine.kind {kind}: give --fit (fields to fit), or use an engine kind "
                  f"({', '.join(FIT_PARAMS)})")
@@ -269,7 +270,8 @@ MOE_TIMES_MARK = "# written by specdecsim calibrate moe-kernel-times\n"
 
 def moe_kernel_times(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML of the benchmark's set-up (serving_engine kind "
-                                                  "sglang, vllm or trtllm; the target, TP and dtype it ran).")],
+                                                  f"{', '.join(ENGINE_MODEL_KINDS[:-1])} or "
+                                                  f"{ENGINE_MODEL_KINDS[-1]}; the target, TP and dtype it ran).")],
     log: Annotated[Path, typer.Argument(help="Output of SGLang's tuning_fused_moe_triton.py or vLLM's "
                                              "benchmarks/kernels/benchmark_moe.py ('Batch size: N, config: ...' / "
                                              "'Kernel time: X us'), or `calibrate engine-moe`'s JSON lines.")],
@@ -299,7 +301,7 @@ def moe_kernel_times(
         sc = load_scenario(scenario)
         if sc.serving_engine.kind == "live_loop":
             fail(f"{scenario}: serving_engine.kind live_loop runs the profile's own kernels; moe_layer_latency_us "
-                 "is a field of the engine kinds (sglang, vllm, trtllm)")
+                 f"is a field of the engine kinds ({', '.join(ENGINE_MODEL_KINDS)})")
         if not sc.target.is_moe:
             fail(f"{scenario}: the target {sc.target.name} has no MoE layers")
         check_choice("--routing", routing, ("rotating", "same"))

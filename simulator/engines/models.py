@@ -26,7 +26,7 @@ below, so every kind answers the same questions):
 from __future__ import annotations
 
 import re
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
@@ -94,7 +94,7 @@ class LiveLoopEngine(_GraphTables, StrictModel):
             return data
         for key in data:
             if key not in cls.model_fields and key in EngineModel.model_fields:
-                raise ValueError(f"{key} is a field of the engine kinds ({', '.join(ENGINE_KINDS[1:])}); the "
+                raise ValueError(f"{key} is a field of the engine kinds ({', '.join(ENGINE_MODEL_KINDS)}); the "
                                  "live_loop kind prices the profile's own kernels and host times (to switch kind "
                                  f"from the command line, replace the section: --set 'serving_engine={{kind: "
                                  f"sglang, {key}: ...}}')")
@@ -329,7 +329,14 @@ VERSION_PRESETS: dict[tuple[str, str], dict] = {
 }
 
 
-ENGINE_KINDS = ("live_loop", "sglang", "vllm", "trtllm")
+# The engine kinds, one schema each. Every list of kinds derives from this tuple: the scenario's
+# union (ServingEngine), ENGINE_KINDS, the kinds that are EngineModels, and the importers' and the
+# CLI's lists (ObservedRun.engine, error messages, help).
+ENGINE_CLASSES = (LiveLoopEngine, SglangEngine, VllmEngine, TrtllmEngine)
+ENGINE_KINDS: tuple[str, ...] = tuple(cls.model_fields["kind"].default for cls in ENGINE_CLASSES)
+ENGINE_MODEL_KINDS: tuple[str, ...] = tuple(kind for cls, kind in zip(ENGINE_CLASSES, ENGINE_KINDS)
+                                            if issubclass(cls, EngineModel))  # all but the live loop
+EngineKind = Literal[ENGINE_KINDS]  # type: ignore[valid-type]
 
 
 def _engine_kind(value) -> str | None:
@@ -339,7 +346,6 @@ def _engine_kind(value) -> str | None:
 
 
 ServingEngine = Annotated[
-    Annotated[LiveLoopEngine, Tag("live_loop")] | Annotated[SglangEngine, Tag("sglang")]
-    | Annotated[VllmEngine, Tag("vllm")] | Annotated[TrtllmEngine, Tag("trtllm")],
+    Union[tuple(Annotated[cls, Tag(kind)] for cls, kind in zip(ENGINE_CLASSES, ENGINE_KINDS))],  # noqa: UP007
     Discriminator(_engine_kind, custom_error_type="engine_kind",
                   custom_error_message=f"serving_engine.kind must be one of {', '.join(ENGINE_KINDS)}")]

@@ -21,7 +21,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Engine = Literal["sglang", "vllm", "trtllm", "live_loop"]
+from simulator.engines.models import EngineKind
+
+Engine = EngineKind  # the serving engine that produced the output (simulator.engines.models.ENGINE_CLASSES)
 
 SourceFormat = Literal[
     "sglang_server_log",         # python/sglang/srt/managers/scheduler_metrics_mixin.py: 'Decode batch' lines
