@@ -280,6 +280,11 @@ class Placement(StrictModel):
             return tuple(range(tp_size, tp_size + self.draft_tp_size))
         return tuple(range(self.draft_tp_size))
 
+    def num_gpus(self, tp_size: int) -> int:
+        """GPUs a scenario with this placement uses (numbered 0..num_gpus-1): the TP group of
+        `tp_size`, plus a dedicated draft's own GPUs."""
+        return tp_size + (self.draft_tp_size if self.kind is PlacementKind.DEDICATED else 0)
+
     @property
     def dedicated(self) -> bool:
         return self.kind is PlacementKind.DEDICATED

@@ -92,12 +92,12 @@ def estimate_run(scenario: Scenario, cost: CostModel, trace_cycles: int = 0) -> 
         per_cycle_us = _FORWARD_LEVEL_US[0] + _FORWARD_LEVEL_US[1] * b
         memory = cycles * (_RECORD_BYTES[0] + _RECORD_BYTES[1] * b)
         if fid.granularity == "kernel":
-            streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
+            streams = scenario.placement.num_gpus(scenario.tp_size) if fid.per_rank else 1
             kernels = kernels_per_cycle(scenario, cost) * streams
             per_cycle_us += _KERNEL_STEP_US * kernels
     base_us = 0.0
     if baseline:
-        streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if fid.per_rank else 1
+        streams = scenario.placement.num_gpus(scenario.tp_size) if fid.per_rank else 1
         base_kernels = sum(len(f.kernels) for f in cost.baseline_forwards()) * streams
         base_us = baseline * (_FORWARD_LEVEL_US[0] + _KERNEL_STEP_US * base_kernels)  # never traced
     seconds = (_FIXED_S + estimate_cost_model_s(scenario) + estimate_closed_form_s(scenario)
@@ -142,10 +142,9 @@ def trace_estimate(scenario: Scenario, cost: CostModel, num_cycles: int) -> Trac
     from simulator.des.per_rank import RankPlan
     fid = scenario.fidelity
     per_rank = fid.per_rank
-    streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if per_rank else 1
+    streams = scenario.placement.num_gpus(scenario.tp_size) if per_rank else 1
     if fid.granularity == "kernel" and estimate_cost_model_s(scenario) < 1.0:
-        gpus = (list(range(scenario.tp_size)) + ([cost.dedicated_draft_gpu] if cost.dedicated_draft_gpu is not None
-                                                 else [])) if per_rank else None
+        gpus = list(range(streams)) if per_rank else None
         plan = RankPlan(cost.cycle_forwards(1), gpus, cost.dedicated_draft_gpu if per_rank else None)
         label_bytes = np.array([len(json.dumps(n)) + len(json.dumps(c)) + _LABEL_BYTES for n, c in plan.labels])
         per_stream = plan.member.sum(axis=0)

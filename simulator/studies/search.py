@@ -46,7 +46,7 @@ from typing import Any
 
 from simulator import __version__
 from simulator.studies.backend import Backend, LocalBackend
-from simulator.config import Scenario
+from simulator.config import Placement, PlacementKind, Scenario
 from simulator.files import OUTPUT_KEY, write_csv_atomic, write_json_atomic, write_text_atomic
 from simulator.studies.grid import GridAxis, parse_grid
 from simulator.inputs import quote
@@ -99,12 +99,16 @@ def gpu_count(sc: Scenario) -> int:
     if sc.hardware.box is not None:
         from simulator.hardware import default_catalog
         return default_catalog().box(sc.hardware.box).gpus_per_node
-    return sc.tp_size + (1 if sc.placement.dedicated else 0)
+    return sc.placement.num_gpus(sc.tp_size)
 
 
-def num_gpus(sc: Scenario) -> int:
-    """GPUs a point uses: its TP group, plus a dedicated draft GPU."""
-    return sc.tp_size + (1 if sc.placement.dedicated else 0)
+def _placement(value, tp_size: int) -> Placement | None:
+    """A --space placement value as the typed placement at `tp_size`; None for a value that is not
+    one (the point's validation then says what is wrong with it)."""
+    try:
+        return Placement.model_validate(Placement.parse(value, tp_size))
+    except ValueError:
+        return None
 
 
 def parse_space(specs: list[str]) -> dict[str, GridAxis]:
@@ -199,12 +203,13 @@ def expand_space(base_dict: dict, base: Scenario, values: dict[str, tuple | None
     points, skipped, reason = [], 0, ""
     seen: set[str] = set()
     for (t, p), (s, k, n), rest in itertools.product(places, specs, itertools.product(*(values[f] for f in extra))):
-        if p == "tp1_colocated" and t == 1:
+        pl = _placement(p, t)
+        if pl is not None and pl.kind is PlacementKind.COLOCATED and pl.draft_tp_size == 1 and t == 1:
             skipped += 1  # the same GPU as shared_tp
             continue
-        if p.endswith("_dedicated") and t + 1 > n_gpus:
+        if pl is not None and pl.dedicated and pl.num_gpus(t) > n_gpus:
             skipped += 1
-            reason = reason or f"tp_size {t} + a dedicated draft GPU needs {t + 1} GPUs of {n_gpus}"
+            reason = reason or f"tp_size {t} + a dedicated draft GPU needs {pl.num_gpus(t)} GPUs of {n_gpus}"
             continue
         point = {"tp_size": t, "placement": p, "spec.num_steps": s, "spec.topk": k, "spec.num_draft_tokens": n,
                  **dict(zip(extra, rest))}
@@ -231,7 +236,7 @@ def expand_space(base_dict: dict, base: Scenario, values: dict[str, tuple | None
 # ---- metrics, ranking, the front --------------------------------------------------------------------
 def point_row(idx: int, point: dict, sc: Scenario, m: dict) -> dict:
     """One CSV row: the point's fields, its descriptive columns and metrics (see METRIC_COLUMNS)."""
-    gpus = num_gpus(sc)
+    gpus = sc.placement.num_gpus(sc.tp_size)
     tpot = m.get("serving_tpot_p50_us") if m.get("serving_tpot_p50_us") is not None else m["tpot_us"]
     row = {"point_idx": idx, "placement": sc.placement.label, "tp_size": sc.tp_size, "num_gpus": gpus,
            "num_steps": sc.spec.num_steps, "topk": sc.spec.topk, "num_draft_tokens": sc.spec.num_draft_tokens,
