@@ -79,6 +79,16 @@ def test_the_table_adds_exactly_its_excess_per_moe_layer_to_decode_and_verify():
     assert cycle_time_us(floored, 1) - cycle_time_us(plain, 1) == pytest.approx(moe_layers * 54.0)
 
 
+def test_a_serving_prefill_chunk_prices_its_experts_by_the_table_as_the_cycle_does():
+    """One op-pricing rule (CostModel.op_gpu_us) for the cycle's forwards and serving's prefill
+    chunks: a 16-token chunk's 2 MoE layers go from the flat profile's 10 us to the table's 56 us
+    (40 at 1 token, 64 at 64, linear in log2 tokens), and the chunk's other ops are priced alike."""
+    from simulator.serving.costs import StepCosts
+    plain, floored = StepCosts(_engine_sc(), flat_profile()), StepCosts(_engine_sc({1: 40.0, 64: 64.0}), flat_profile())
+    moe_layers = sum(MOE_TARGET["first_k_dense_replace"] <= i for i in range(MOE_TARGET["num_hidden_layers"]))
+    assert floored.prefill_us(16, 0) - plain.prefill_us(16, 0) == pytest.approx(moe_layers * 46.0)
+
+
 def test_a_table_below_the_model_replaces_it_in_range_and_the_live_loop_has_none():
     """Flat profile, expert op 10 us: a table of 1 us over 1..64 tokens prices the 2 MoE layers'
     experts at 1 us (the verify drops 2 x 9 us); a table starting at 8 tokens leaves the decode
