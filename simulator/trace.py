@@ -10,8 +10,8 @@ window are simulated but produce nothing, so memory stays bounded whatever the r
 `TraceWriter` writes each span as one line of JSON to a temp file beside the target, moved over
 the target when the run ends and deleted when it fails (`simulator.files.atomic_file`): a reader
 never sees half a trace. `TraceRecorder` keeps the spans in memory (tests, small runs).
-`simulator.estimate.trace_estimate` says how many events and bytes a window holds before the run
-starts.
+Which cycles a trace covers is `simulator.trace_window`; `simulator.estimate.trace_estimate` says
+how many events and bytes a window holds before the run starts.
 
 Times are written with 3 decimals (ns resolution). Strict JSON: a non-finite time raises.
 Source: Trace Event Format, https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
@@ -20,9 +20,7 @@ Source: Trace Event Format, https://docs.google.com/document/d/1CvAClvFfyA5R-PhY
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,51 +28,9 @@ import numpy as np
 from simulator import __version__
 from simulator.des.records import TraceEvent
 from simulator.files import OUTPUT_KEY, TRACE_OUTPUT, atomic_file
-from simulator.inputs import UserInputError
+from simulator.trace_window import TraceWindow
 
 CYCLES_TID = 0  # the thread of the cycle spans; GPU streams are 1..
-DEFAULT_WINDOW_BYTES = 64 * 2**20  # the default window: every cycle when the trace fits, else the first that do
-TRACE_LIMIT_BYTES = 2**30  # an estimated trace above this needs --force
-
-
-@dataclass(frozen=True)
-class TraceWindow:
-    """Cycles [start_cycle, stop_cycle) of a run, counted from 0 at the first simulated cycle
-    (warm-up cycles included)."""
-
-    start_cycle: int
-    stop_cycle: int
-
-    @property
-    def num_cycles(self) -> int:
-        return self.stop_cycle - self.start_cycle
-
-    def __str__(self) -> str:
-        return f"{self.start_cycle}:{self.stop_cycle}"
-
-
-_WINDOW = re.compile(r"\s*(\d*)\s*:\s*(\d*)\s*")
-
-
-def parse_window(text: str, total_cycles: int, flag: str = "--trace-cycles") -> TraceWindow:
-    """`A:B` (cycles A..B-1, as a Python slice; `A:` to the end, `:B` from 0) of a run of
-    `total_cycles` cycles.
-
-    Raises:
-        UserInputError: not of the form A:B with whole numbers, or outside 0 <= A < B <= total_cycles.
-    """
-    m = _WINDOW.fullmatch(text)
-    if m is None:
-        raise UserInputError(f"{flag} {text!r}: expected A:B, cycles A to B-1 (whole numbers, e.g. 0:100; "
-                             f"A: runs to the end, :B starts at 0)")
-    start = int(m.group(1)) if m.group(1) else 0
-    stop = int(m.group(2)) if m.group(2) else total_cycles
-    if not 0 <= start < stop <= total_cycles:
-        raise UserInputError(f"{flag} {text}: need 0 <= A < B <= {total_cycles:,} (the run's cycles, warm-up "
-                             f"included, are 0..{total_cycles - 1:,})")
-    return TraceWindow(start, stop)
-
-
 # ---- sinks --------------------------------------------------------------------------------------------
 class TraceSink(ABC):
     """What the DES hands the spans of the cycles in `window` to (DesRun calls these methods).
@@ -229,9 +185,3 @@ class TraceRecorder(TraceSink):
 
     def cycle(self, cycle_idx, start_us, end_us, accept_lengths, num_tokens) -> None:
         self.cycle_spans.append((cycle_idx, start_us, end_us))
-
-
-def default_window(total_cycles: int, bytes_per_cycle: float) -> TraceWindow:
-    """Every cycle when the trace fits DEFAULT_WINDOW_BYTES, else the first cycles that do (at least one)."""
-    fit = int(DEFAULT_WINDOW_BYTES // max(bytes_per_cycle, 1.0))
-    return TraceWindow(0, max(1, min(total_cycles, fit)))

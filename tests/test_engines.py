@@ -34,7 +34,7 @@ def test_every_list_of_engine_kinds_derives_from_the_engine_classes():
     assert ENGINE_KINDS == tuple(cls.model_fields["kind"].default for cls in ENGINE_CLASSES)
     assert ENGINE_MODEL_KINDS == tuple(k for c, k in zip(ENGINE_CLASSES, ENGINE_KINDS) if issubclass(c, EngineModel))
     assert get_args(ObservedRun.model_fields["engine"].annotation) == ENGINE_KINDS
-    assert inputs._UNION_TAGS["serving_engine"] == ENGINE_KINDS
+    assert inputs._union_tags()["serving_engine"] == ENGINE_KINDS
     for kind in ENGINE_KINDS:
         assert ENGINE.validate_python({"kind": kind}).kind == kind
 

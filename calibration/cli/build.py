@@ -26,7 +26,6 @@ from rich.table import Table
 
 from calibration.cli.common import (FORCE_HELP, check_at_least, check_choice, check_output, check_points_file,
                                     console, fail, print_profile)
-from simulator.engines.models import ENGINE_MODEL_KINDS
 from simulator.files import PROFILE_OUTPUT
 
 
@@ -158,6 +157,7 @@ def from_runs(
     Prints the fitted values with standard errors and each run's error, and writes SCENARIO with
     them as --out (a baseline and one speculative run are enough for the two default fields)."""
     from simulator.engines.fit import FIT_PARAMS, fit_engine, run_observations
+    from simulator.engines.models import ENGINE_MODEL_KINDS
     from simulator.engines.runs import FORMATS, load_runs
     from simulator.inputs import UserInputError
     from simulator.scenario import load_scenario
@@ -270,8 +270,7 @@ MOE_TIMES_MARK = "# written by specdecsim calibrate moe-kernel-times\n"
 
 def moe_kernel_times(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML of the benchmark's set-up (serving_engine kind "
-                                                  f"{', '.join(ENGINE_MODEL_KINDS[:-1])} or "
-                                                  f"{ENGINE_MODEL_KINDS[-1]}; the target, TP and dtype it ran).")],
+                                                  "sglang, vllm or trtllm; the target, TP and dtype it ran).")],
     log: Annotated[Path, typer.Argument(help="Output of SGLang's tuning_fused_moe_triton.py or vLLM's "
                                              "benchmarks/kernels/benchmark_moe.py ('Batch size: N, config: ...' / "
                                              "'Kernel time: X us'), or `calibrate engine-moe`'s JSON lines.")],
@@ -290,6 +289,7 @@ def moe_kernel_times(
     (CostModel.moe_layer_us). Records of `calibrate engine-moe` must be of the target's shape at the
     scenario's TP/EP; a text log does not say its shape, so that is the user's to match."""
     from simulator.costs.forward import CostModel
+    from simulator.engines.models import ENGINE_MODEL_KINDS
     from simulator.engines.runs.moe_bench import load_moe_kernel_records
     from simulator.inputs import UserInputError
     from simulator.scenario import load_profile_for, load_scenario

@@ -9,10 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.studies.backend import make_backend
 from simulator.cli.common import ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console, fail
 from simulator.inputs import UserInputError
-from simulator.studies.sweep import run_sweep
 
 
 def sweep_command(
@@ -33,7 +31,9 @@ def sweep_command(
     engine: Annotated[Optional[str], typer.Option(hidden=True, help="Renamed: --solver.")] = None,
 ) -> None:
     """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
-    from simulator.files import check_output_folder, is_own_html, is_own_output, SWEEP_OUTPUT
+    from simulator.files import SWEEP_OUTPUT, check_output_folder, is_own_html, is_own_output
+    from simulator.studies.backend import make_backend
+    from simulator.studies.sweep import run_sweep
 
     if engine is not None:
         fail("--engine was renamed --solver (closed_form or des; 'analytic' is now 'closed_form')")

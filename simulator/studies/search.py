@@ -20,11 +20,7 @@ policy: `workload.batch_size`, `serving.spec_off_above_batch`, ...) keeps the sc
 unless given with `--space`, which replaces a default axis or adds one. Combinations a scenario
 refuses (heads that a draft TP size does not divide, say) are left out and counted.
 
-Objectives (OBJECTIVES): tok_per_s, tok_per_s_per_user (tok/s / batch_size), tok_per_s_per_gpu
-(tok/s / GPUs used, a dedicated draft GPU included), tpot_p50_us (minimised: the serving
-mode's p50 when it runs, else the closed form's mean TPOT, which is the p50 of alike requests
-up to the spread of accept lengths) and goodput (serving mode's goodput tok/s: the serving DES
-per point). Points run through the closed form (`simulator.studies.points.run_points`, vectorised per
+Objectives: `simulator.studies.objectives.OBJECTIVES`. Points run through the closed form (`simulator.studies.points.run_points`, vectorised per
 cost model); constraints (`max_tpot_ms`, `max_gpus`) mark points infeasible.
 
 The Pareto front is taken over the feasible points: (tok/s per user, tok/s per GPU), both
@@ -49,18 +45,12 @@ from simulator.studies.backend import Backend, LocalBackend
 from simulator.config import Placement, PlacementKind, Scenario
 from simulator.files import OUTPUT_KEY, write_csv_atomic, write_json_atomic, write_text_atomic
 from simulator.studies.grid import GridAxis, parse_grid
+from simulator.studies.objectives import OBJECTIVES
 from simulator.inputs import quote
 from simulator.scenario import UserInputError, apply_overrides, read_scenario_dict, scenario_from_dict
 from simulator.units import US_PER_MS
 
 SEARCH_OUTPUT = "search/1"
-OBJECTIVES = {  # name -> (row column, True to maximise)
-    "tok_per_s_per_user": ("tok_per_s_per_user", True),
-    "tok_per_s": ("tok_per_s", True),
-    "tok_per_s_per_gpu": ("tok_per_s_per_gpu", True),
-    "tpot_p50_us": ("tpot_p50_us", False),
-    "goodput": ("serving_goodput_tok_per_s", True),
-}
 DEFAULT_NUM_STEPS = tuple(range(1, 9))
 TREE_TOPK = (2, 4, 8)
 TREE_DRAFT_TOKENS = (4, 8, 16, 32, 64)
