@@ -329,9 +329,9 @@ VERSION_PRESETS: dict[tuple[str, str], dict] = {
 }
 
 
-# The engine kinds, one schema each. Every list of kinds derives from this tuple: the scenario's
-# union (ServingEngine), ENGINE_KINDS, the kinds that are EngineModels, and the importers' and the
-# CLI's lists (ObservedRun.engine, error messages, help).
+# The engine kinds, one schema each. Every list of kinds in the code derives from this tuple: the
+# scenario's union (ServingEngine), ENGINE_KINDS, the kinds that are EngineModels, the importers'
+# ObservedRun.engine, the union tags of error locations and the kinds error messages name.
 ENGINE_CLASSES = (LiveLoopEngine, SglangEngine, VllmEngine, TrtllmEngine)
 ENGINE_KINDS: tuple[str, ...] = tuple(cls.model_fields["kind"].default for cls in ENGINE_CLASSES)
 ENGINE_MODEL_KINDS: tuple[str, ...] = tuple(kind for cls, kind in zip(ENGINE_CLASSES, ENGINE_KINDS)
