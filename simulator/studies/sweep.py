@@ -91,7 +91,6 @@ def best_num_steps(rows: list[dict], group_by: list[str]) -> list[dict]:
              "speedup": r["speedup"], "baseline_tok_per_s": r["baseline_tok_per_s"]} for r in best.values()]
 
 
-
 def cycle_breakdown_table(rows: list[dict]) -> list[dict]:
     """Per row, the breakdown buckets gathered into the groups the stacked chart shows (us).
 
@@ -138,7 +137,6 @@ def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des:
         seconds += des_points * max(e.seconds for e in ests)
         memory = max(e.memory_bytes for e in ests) * min(jobs, des_points)
     return seconds / jobs, memory
-
 
 
 def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form", jobs: int = 1,

@@ -36,7 +36,6 @@ BUCKET_ORDER = ("draft_extend_compute", "draft_extend_comm", "draft_compute", "d
                 "verify_comm", "accept_compute", "accept_comm", "sync", "host")
 
 
-
 @dataclass
 class SweepResult:
     """What `run_sweep` produced. Rows are dicts keyed by the CSV columns: a list, or a grouped
@@ -65,7 +64,6 @@ def describe(sc: Scenario) -> dict:
                 num_draft_tokens=sc.spec.num_draft_tokens, acceptance_kind=acc.kind,
                 acceptance_rate=getattr(acc, "acceptance_rate", None), batch_size=sc.workload.batch_size,
                 context_len=sc.workload.context_len)
-
 
 
 def cell_key(v: Any) -> Any:
