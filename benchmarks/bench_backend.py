@@ -39,8 +39,8 @@ SWEEPS = {
 
 def run_row(solver: str, backend_name: str, jobs: int, out: Path) -> None:
     """In the child: one sweep, writing out/sweep.csv; prints {start_s, sweep_s, cpu_s, points, workers}."""
-    from simulator.backend import make_backend
-    from simulator.sweep import run_sweep
+    from simulator.studies.backend import make_backend
+    from simulator.studies.sweep import run_sweep
     grid, overrides = SWEEPS[solver]
     backend = make_backend(backend_name, jobs)
     t0 = time.perf_counter()

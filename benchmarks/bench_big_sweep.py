@@ -38,7 +38,7 @@ RATES = "0.30:0.95:0.0005"
 GRID = [f"spec.num_steps={NUM_STEPS[0]}..{NUM_STEPS[-1]}", f"acceptance.acceptance_rate={RATES}",
         f"workload.batch_size={BATCH_SIZES[0]}..{BATCH_SIZES[-1]}"]
 GOAL_S = 60.0
-REFERENCE = ("import sys; from pathlib import Path; from simulator.sweep import run_sweep; "
+REFERENCE = ("import sys; from pathlib import Path; from simulator.studies.sweep import run_sweep; "
              "run_sweep(Path(sys.argv[1]), sys.argv[3:], out_dir=Path(sys.argv[2]), progress=False, "
              "point_by_point=True)")
 
@@ -63,9 +63,9 @@ def run_cpu(args: list[str], repeat: int) -> tuple[float, float]:
 def numpy_limit_cpu_s(repeat: int) -> tuple[float, int]:
     """(best CPU seconds, points) of the bare numpy closed form over GRID."""
     from simulator.analytic import baseline_step_us, cycle_time_us
-    from simulator.grid import parse_grid
+    from simulator.studies.grid import parse_grid
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.sweep import build_cost_model
+    from simulator.studies.points import build_cost_model
     base = load_scenario(SCENARIO, [])
     _, path = load_profile_for(base, None, base_dir=SCENARIO.parent, source=str(SCENARIO))
     rates = np.array(parse_grid(GRID[1]).values)
@@ -101,12 +101,12 @@ def numpy_limit_cpu_s(repeat: int) -> tuple[float, int]:
 
 
 def phases_cpu_s(tmp: Path | None) -> list[tuple[str, float]]:
-    """CPU seconds of each step of the grouped sweep over GRID (`simulator.sweep_grouped.run_grouped`
+    """CPU seconds of each step of the grouped sweep over GRID (`simulator.studies.sweep_grouped.run_grouped`
     without the DES spot-check), in this process."""
-    from simulator.grid import group_grid, parse_grids
+    from simulator.studies.grid import group_grid, parse_grids
     from simulator.scenario import apply_overrides, read_scenario_dict
-    from simulator.sweep import point_items
-    from simulator.sweep_grouped import MAX_GROUPED_GRID_POINTS, GroupedRows, best_num_steps_rows, evaluate
+    from simulator.studies.points import point_items
+    from simulator.studies.sweep_grouped import MAX_GROUPED_GRID_POINTS, GroupedRows, best_num_steps_rows, evaluate
 
     def cpu() -> float:
         r = resource.getrusage(resource.RUSAGE_SELF)

@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from simulator import sweep
+from simulator.studies import points, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"
@@ -29,15 +29,9 @@ DES_GRID = ["spec.num_steps=1..4", "acceptance.acceptance_rate=0.6,0.8", "placem
 TARGET_S = 10.0
 
 
-def _clear_caches() -> None:
-    sweep._COSTS.clear()
-    sweep._LOOKUPS.clear()
-    sweep._PROFILES.clear()
-
-
 def time_sweep(grid: list[str], solver: str, jobs: int, des_sample: int) -> tuple[int, float]:
     """(points, wall seconds) of one run_sweep call, outputs not written."""
-    _clear_caches()
+    points.clear_caches()
     t0 = time.perf_counter()
     res = sweep.run_sweep(SCENARIO, grid, solver=solver, jobs=jobs, out_dir=None, des_sample=des_sample,
                           progress=False)

@@ -6,7 +6,7 @@ Runs `specdecsim simulate SCENARIO --set fidelity.granularity=kernel` in a child
 without a trace, with the default trace window, and with every cycle (`--trace-cycles 0:`),
 and prints per run: CPU seconds (user + sys), peak resident memory, events and bytes written
 (and the estimate printed before the run), and the CPU microseconds the trace added per event.
-The estimate constants of simulator/trace.py (`_EVENT_WRITE_S`, the bytes per span) come from here.
+The trace estimate's constants (simulator/estimate.py: `_EVENT_WRITE_S`, the bytes per span) come from here.
 """
 
 from __future__ import annotations

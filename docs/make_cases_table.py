@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.cases import replay_cases, summary  # noqa: E402
+from simulator.evidence.cases import replay_cases, summary  # noqa: E402
 
 
 def main() -> None:

@@ -2,8 +2,10 @@
 
     python docs/make_comm_table.py
 
-The fitted constants come from `simulator.costs.collectives_fit.fitted_constants()` (scipy
-least_squares on data/profiles/h200.json, data/points/h200_collectives_stream.jsonl and the `fit: true` case of data/cases/comm_public.yaml);
+The fitted constants are the committed ones, data/fits/collectives.json
+(`simulator.costs.collectives_model.fitted_constants()`; `python -m simulator.costs.collectives_fit`
+fits them by scipy least_squares on data/profiles/h200.json, data/points/h200_collectives_stream.jsonl
+and the `fit: true` case of data/cases/comm_public.yaml);
 the replay table from `replay_comm_cases()` over data/cases/comm_public.yaml.
 """
 
@@ -11,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.costs.collectives_fit import fitted_constants, replay_comm_cases
-from simulator.costs.collectives_model import PASS_FRAC
+from simulator.costs.collectives_fit import replay_comm_cases
+from simulator.costs.collectives_model import PASS_FRAC, fitted_constants
 
 
 def main() -> None:

@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.engines.plans import few_run_keys  # noqa: E402
-from simulator.engine_native import load_engine_profile  # noqa: E402
+from simulator.engines.native import load_engine_profile  # noqa: E402
 from simulator.profile import load_profile, resolve_profile_path  # noqa: E402
-from simulator.validate import compare, crossovers, load_records, with_engine_profile  # noqa: E402
+from simulator.evidence.validate import compare, crossovers, load_records, with_engine_profile  # noqa: E402
 
 RECORDS = ROOT / "data" / "live" / "h200_vllm_0.26.0"
 FULL = "vllm-0.26.0-h200-llama-3.1-8b-eagle3"

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from simulator.cases import replay_cases  # noqa: E402
+from simulator.evidence.cases import replay_cases  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402
 from simulator.scenario import load_profile_for, scenario_from_dict  # noqa: E402
 
@@ -65,7 +65,7 @@ def cost_model(entry: dict, tp: int, box: str) -> CostModel:
 
 
 def main() -> None:
-    from simulator.engine_runs.moe_bench import load_moe_kernel_times
+    from simulator.engines.runs.moe_bench import load_moe_kernel_times
     entries = yaml.safe_load(DATA.read_text())["entries"]
     print("| source | box | model, TP | tokens | published us | modelled us | published / modelled |")
     print("|---|---|---|---|---|---|---|")

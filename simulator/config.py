@@ -13,7 +13,7 @@ from enum import Enum
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_serializer, field_validator, model_validator
 
-from simulator.engines import LiveLoopEngine, ServingEngine  # noqa: F401  (re-exported)
+from simulator.engines import ENGINE_MODEL_KINDS, LiveLoopEngine, ServingEngine  # noqa: F401  (re-exported)
 from simulator.schema_base import StrictModel  # noqa: F401  (re-exported: every schema model's base)
 from simulator.serving.config import ServingConfig
 
@@ -280,6 +280,11 @@ class Placement(StrictModel):
             return tuple(range(tp_size, tp_size + self.draft_tp_size))
         return tuple(range(self.draft_tp_size))
 
+    def num_gpus(self, tp_size: int) -> int:
+        """GPUs a scenario with this placement uses (numbered 0..num_gpus-1): the TP group of
+        `tp_size`, plus a dedicated draft's own GPUs."""
+        return tp_size + (self.draft_tp_size if self.kind is PlacementKind.DEDICATED else 0)
+
     @property
     def dedicated(self) -> bool:
         return self.kind is PlacementKind.DEDICATED
@@ -394,9 +399,10 @@ class Scenario(StrictModel):
                         raise ValueError(f"{role}.{name}={heads} is not divisible by its TP size {size}")
         if self.serving_engine.kind == "live_loop" and self.spec.method != "eagle3":
             raise ValueError(f"spec.method {self.spec.method}: the live loop runs EAGLE-3 drafts only; pick an "
-                             "engine kind (serving_engine.kind: sglang, vllm or trtllm) for other methods")
+                             f"engine kind (serving_engine.kind: {', '.join(ENGINE_MODEL_KINDS[:-1])} or "
+                             f"{ENGINE_MODEL_KINDS[-1]}) for other methods")
         self._check_moe_parallel()
-        # what these checks read of acceptance (kind, list lengths) is simulator.grid.acceptance_signature:
+        # what these checks read of acceptance (kind, list lengths) is simulator.studies.grid.acceptance_signature:
         # grouped sweeps check a group once per signature, not once per point
         acc = self.acceptance
         s = self.spec.num_steps

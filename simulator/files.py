@@ -40,6 +40,7 @@ PROFILE_OUTPUT = "profile/1"  # recognised by its keys (the profile schema allow
 DIAGNOSTIC_OUTPUT = "diagnostic/1"
 CASES_OUTPUT = "cases/1"
 ENGINE_FIT_OUTPUT = "engine_fit/1"
+COLLECTIVE_CONSTANTS_OUTPUT = "collective_constants/1"  # data/fits/collectives.json (simulator.costs.collectives_fit)
 TRACE_INDEX_OUTPUT = "trace_index/1"  # index.json of `specdecsim diagnose trace`
 # Keys that outputs written before OUTPUT_KEY existed carry, by kind (a trace had no marker).
 _LEGACY_KEYS = {SIMULATION_OUTPUT: {"version", "scenario", "tok_per_s"},

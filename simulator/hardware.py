@@ -347,7 +347,7 @@ def apply_hardware(scenario: Scenario, profile: CalibrationProfile, source: str,
         raise UserInputError(f"{source}: hardware: {e}") from None
     if box is not None and box.gpu != gpu.id:
         raise UserInputError(f"{source}: hardware: box {box.id} carries {box.gpu}, not hardware.gpu {gpu.id}")
-    need = scenario.tp_size + (1 if scenario.placement.dedicated else 0)
+    need = scenario.placement.num_gpus(scenario.tp_size)
     if box is not None and need > box.gpus_per_node:
         raise UserInputError(f"{source}: tp_size {scenario.tp_size}"
                              f"{' + a dedicated draft GPU' if scenario.placement.dedicated else ''} needs {need} GPUs; "

@@ -27,14 +27,16 @@ import math
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import ValidationError
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, SequenceNode
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 MAX_INPUT_BYTES = 32 * 2**20  # the largest shipped profile is 0.3 MB; a live record a few kB
 MAX_TRACE_BYTES = 256 * 2**20  # torch.profiler traces of 24 live-loop cycles of an 8B model: up to 36 MB
@@ -270,19 +272,26 @@ def _first_line(e: BaseException) -> str:
 
 # ---- validation errors ----------------------------------------------------------------------------
 # Tags pydantic puts in an error's location for a discriminated union's member (they are not keys
-# a user writes): serving_engine.<kind>.field, acceptance.<kind>.field.
-_UNION_TAGS = {"serving_engine": ("live_loop", "sglang", "vllm", "trtllm"),
-               "acceptance": ("iid", "positional", "empirical", "tree"),
+# a user writes): serving_engine.<kind>.field, acceptance.<kind>.field. The engine kinds are
+# simulator.engines.models.ENGINE_KINDS (`_union_tags`: read there when an error is formatted, so
+# that importing this module, as the CLI does to build its commands, loads no schema).
+_UNION_TAGS = {"acceptance": ("iid", "positional", "empirical", "tree"),
                "arrivals": ("poisson", "closed_loop", "trace"),
                "expert_routing": ("uniform", "zipf", "histogram"),
                "input_len": ("fixed", "uniform", "lognormal", "file"),
                "output_len": ("fixed", "uniform", "lognormal", "file")}
 
 
+def _union_tags() -> dict[str, tuple[str, ...]]:
+    from simulator.engines.models import ENGINE_KINDS
+    return {"serving_engine": ENGINE_KINDS, **_UNION_TAGS}
+
+
 def _without_union_tags(loc: tuple) -> tuple:
+    tags = _union_tags()
     out = []
     for i, part in enumerate(loc):
-        if i > 0 and part in _UNION_TAGS.get(loc[i - 1], ()) and i + 1 < len(loc):
+        if i > 0 and part in tags.get(loc[i - 1], ()) and i + 1 < len(loc):
             continue
         out.append(part)
     return tuple(out)

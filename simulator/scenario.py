@@ -131,7 +131,7 @@ def _check_engine_profile(sc: Scenario, source: str) -> None:
     ref = getattr(sc.serving_engine, "engine_profile", None)
     if not ref:
         return
-    from simulator.engine_native import load_engine_profile
+    from simulator.engines.native import load_engine_profile
     try:
         load_engine_profile(ref)
     except FileNotFoundError as e:
@@ -201,5 +201,7 @@ def load_profile_for(scenario: Scenario, override: str | None = None,
         raise UserInputError(format_validation_error(str(path), e)) from None
     except ValueError as e:
         raise UserInputError(str(e)) from None
-    from simulator.hardware import apply_hardware  # the catalog is read only when a scenario names hardware
+    if scenario.hardware.gpu is None and scenario.hardware.box is None:
+        return profile, path  # the profile's own GPU: the catalog (simulator.hardware) is not imported
+    from simulator.hardware import apply_hardware
     return apply_hardware(scenario, profile, source=source or scenario.name), path

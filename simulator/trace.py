@@ -10,7 +10,8 @@ window are simulated but produce nothing, so memory stays bounded whatever the r
 `TraceWriter` writes each span as one line of JSON to a temp file beside the target, moved over
 the target when the run ends and deleted when it fails (`simulator.files.atomic_file`): a reader
 never sees half a trace. `TraceRecorder` keeps the spans in memory (tests, small runs).
-`trace_estimate` says how many events and bytes a window holds before the run starts.
+Which cycles a trace covers is `simulator.trace_window`; `simulator.estimate.trace_estimate` says
+how many events and bytes a window holds before the run starts.
 
 Times are written with 3 decimals (ns resolution). Strict JSON: a non-finite time raises.
 Source: Trace Event Format, https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
@@ -19,9 +20,7 @@ Source: Trace Event Format, https://docs.google.com/document/d/1CvAClvFfyA5R-PhY
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,60 +28,9 @@ import numpy as np
 from simulator import __version__
 from simulator.des.records import TraceEvent
 from simulator.files import OUTPUT_KEY, TRACE_OUTPUT, atomic_file
-from simulator.inputs import UserInputError
+from simulator.trace_window import TraceWindow
 
 CYCLES_TID = 0  # the thread of the cycle spans; GPU streams are 1..
-# Bytes of a span line: its name and category as JSON plus `_LABEL_BYTES` (the other keys), plus
-# `_TIME_BYTES` ('"ts":' and '"dur":' with 3 decimals, a ts of 7 integer digits (10 s), the closing
-# brace and ',\n'); a cycle span `_CYCLE_BYTES` plus 3 per request (its accept lengths).
-_LABEL_BYTES = 46
-_TIME_BYTES = 28
-_CYCLE_BYTES = 140
-# Seconds per event written (formatting and writing one line; measured with
-# benchmarks/bench_trace.py on the 2-core CI machine, tp1_draft at kernel granularity).
-_EVENT_WRITE_S = 0.5e-6
-DEFAULT_WINDOW_BYTES = 64 * 2**20  # the default window: every cycle when the trace fits, else the first that do
-TRACE_LIMIT_BYTES = 2**30  # an estimated trace above this needs --force
-
-
-@dataclass(frozen=True)
-class TraceWindow:
-    """Cycles [start_cycle, stop_cycle) of a run, counted from 0 at the first simulated cycle
-    (warm-up cycles included)."""
-
-    start_cycle: int
-    stop_cycle: int
-
-    @property
-    def num_cycles(self) -> int:
-        return self.stop_cycle - self.start_cycle
-
-    def __str__(self) -> str:
-        return f"{self.start_cycle}:{self.stop_cycle}"
-
-
-_WINDOW = re.compile(r"\s*(\d*)\s*:\s*(\d*)\s*")
-
-
-def parse_window(text: str, total_cycles: int, flag: str = "--trace-cycles") -> TraceWindow:
-    """`A:B` (cycles A..B-1, as a Python slice; `A:` to the end, `:B` from 0) of a run of
-    `total_cycles` cycles.
-
-    Raises:
-        UserInputError: not of the form A:B with whole numbers, or outside 0 <= A < B <= total_cycles.
-    """
-    m = _WINDOW.fullmatch(text)
-    if m is None:
-        raise UserInputError(f"{flag} {text!r}: expected A:B, cycles A to B-1 (whole numbers, e.g. 0:100; "
-                             f"A: runs to the end, :B starts at 0)")
-    start = int(m.group(1)) if m.group(1) else 0
-    stop = int(m.group(2)) if m.group(2) else total_cycles
-    if not 0 <= start < stop <= total_cycles:
-        raise UserInputError(f"{flag} {text}: need 0 <= A < B <= {total_cycles:,} (the run's cycles, warm-up "
-                             f"included, are 0..{total_cycles - 1:,})")
-    return TraceWindow(start, stop)
-
-
 # ---- sinks --------------------------------------------------------------------------------------------
 class TraceSink(ABC):
     """What the DES hands the spans of the cycles in `window` to (DesRun calls these methods).
@@ -237,57 +185,3 @@ class TraceRecorder(TraceSink):
 
     def cycle(self, cycle_idx, start_us, end_us, accept_lengths, num_tokens) -> None:
         self.cycle_spans.append((cycle_idx, start_us, end_us))
-
-
-# ---- estimate -----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TraceEstimate:
-    """What a trace of a window will hold: events (spans, cycles and thread names), file bytes,
-    and the seconds writing them adds to the run (all approximate)."""
-
-    num_events: int
-    num_bytes: float
-    seconds: float
-    bytes_per_cycle: float
-
-
-def trace_estimate(scenario, cost, num_cycles: int) -> TraceEstimate:
-    """Events and bytes of a trace of `num_cycles` cycles of `scenario` (`cost`: its CostModel).
-
-    Per cycle: at kernel granularity one span per kernel per GPU stream that runs or joins it
-    (counted from the kernels of a cycle with draft-extend length 1, `RankPlan.member`; when
-    building them would take over a second, every kernel on every stream, an upper end), at
-    forward granularity one span per forward, plus the cycle's own span. Bytes per span: its
-    name and category as JSON plus `_TIME_BYTES`.
-    """
-    from simulator.des.per_rank import RankPlan
-    from simulator.simulate import estimate_cost_model_s, kernels_per_cycle
-    fid = scenario.fidelity
-    per_rank = fid.per_rank
-    streams = (scenario.tp_size + (cost.dedicated_draft_gpu is not None)) if per_rank else 1
-    if fid.granularity == "kernel" and estimate_cost_model_s(scenario) < 1.0:
-        gpus = (list(range(scenario.tp_size)) + ([cost.dedicated_draft_gpu] if cost.dedicated_draft_gpu is not None
-                                                 else [])) if per_rank else None
-        plan = RankPlan(cost.cycle_forwards(1), gpus, cost.dedicated_draft_gpu if per_rank else None)
-        label_bytes = np.array([len(json.dumps(n)) + len(json.dumps(c)) + _LABEL_BYTES for n, c in plan.labels])
-        per_stream = plan.member.sum(axis=0)
-        spans = int(per_stream.sum())
-        span_bytes = float((per_stream * (label_bytes + _TIME_BYTES)).sum())
-    elif fid.granularity == "kernel":
-        spans = kernels_per_cycle(scenario, cost) * streams
-        span_bytes = spans * (30.0 + _LABEL_BYTES + _TIME_BYTES)
-    else:
-        fwds = cost.cycle_forwards(1)
-        spans = len(fwds)
-        span_bytes = float(sum(2 * len(json.dumps(f.phase)) + _LABEL_BYTES + _TIME_BYTES for f in fwds))
-    cycle_bytes = _CYCLE_BYTES + 3.0 * scenario.workload.batch_size
-    per_cycle = span_bytes + cycle_bytes
-    events = num_cycles * (spans + 1) + 2 * (streams + 1)
-    return TraceEstimate(num_events=events, num_bytes=num_cycles * per_cycle, seconds=events * _EVENT_WRITE_S,
-                         bytes_per_cycle=per_cycle)
-
-
-def default_window(total_cycles: int, bytes_per_cycle: float) -> TraceWindow:
-    """Every cycle when the trace fits DEFAULT_WINDOW_BYTES, else the first cycles that do (at least one)."""
-    fit = int(DEFAULT_WINDOW_BYTES // max(bytes_per_cycle, 1.0))
-    return TraceWindow(0, max(1, min(total_cycles, fit)))

@@ -23,7 +23,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import simulator.cases  # noqa: E402
+import simulator.evidence.cases  # noqa: E402
 from simulator.config import Scenario  # noqa: E402
 from simulator.profile import (CalibrationProfile, HardwareInfo, HostOverheads, Provenance,  # noqa: E402
                                RooflineParams)
@@ -78,12 +78,12 @@ def profile() -> CalibrationProfile:
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_CASES = ROOT / "data" / "cases" / "public.yaml"
 SHIPPED_COMM_CASES = ROOT / "data" / "cases" / "comm_public.yaml"
-_replay_cases = simulator.cases.replay_cases
+_replay_cases = simulator.evidence.cases.replay_cases
 _shipped_replays: dict = {}
 
 
 def replay_shipped_cases(path: Path, engine_overrides: dict | None = None, comm_path: Path | None = None) -> list:
-    """simulator.cases.replay_cases, computed once per session for the shipped case file (with or
+    """simulator.evidence.cases.replay_cases, computed once per session for the shipped case file (with or
     without the shipped communication cases, no engine overrides) and deep-copied to each caller;
     any other call goes straight to replay_cases. The replay is deterministic (closed form and
     least-squares leave-out fits, about 5 s of CPU), and three tests replay the same shipped file
@@ -104,6 +104,6 @@ def shipped_replay():
 
 @pytest.fixture
 def memo_shipped_cases(monkeypatch):
-    """simulator.cases.replay_cases is `replay_shipped_cases` for this test (the CLI and the docs
-    scripts import it from simulator.cases when they run)."""
-    monkeypatch.setattr(simulator.cases, "replay_cases", replay_shipped_cases)
+    """simulator.evidence.cases.replay_cases is `replay_shipped_cases` for this test (the CLI and the docs
+    scripts import it from simulator.evidence.cases when they run)."""
+    monkeypatch.setattr(simulator.evidence.cases, "replay_cases", replay_shipped_cases)

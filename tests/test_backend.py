@@ -1,4 +1,4 @@
-"""Backends (simulator.backend): Ray writes the local backend's files byte for byte; bad backend
+"""Backends (simulator.studies.backend): Ray writes the local backend's files byte for byte; bad backend
 options are one-line errors (exit 2).
 
 The Ray tests share one Ray instance started through `RayBackend(num_cpus=2)` (module scope: its
@@ -22,13 +22,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from simulator.backend import LocalBackend, RayBackend, make_backend
+from simulator.studies.backend import LocalBackend, RayBackend, make_backend
 from simulator.cli.search import search_command
 from simulator.cli.sweep import sweep_command
-from simulator.grid import parse_grid
+from simulator.studies.grid import parse_grid
 from simulator.inputs import UserInputError
-from simulator.search import run_search, write_search
-from simulator.sweep import run_sweep
+from simulator.studies.search import run_search, write_search
+from simulator.studies.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"

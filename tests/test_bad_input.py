@@ -147,7 +147,7 @@ def test_unbounded_grids_are_refused_before_anything_is_made(tmp_path, grid):
 def test_every_numeric_field_documents_its_range():
     from simulator.config import (CostsConfig, FidelityConfig, IidAcceptance, ModelShape, Placement, Scenario,
                                   SpecConfig, WorkloadConfig)
-    from simulator.live_records import LiveRun
+    from simulator.evidence.live_records import LiveRun
     from simulator.profile import (CollectiveTable, ForwardTable, HardwareInfo, HostOverheads, RooflineParams)
     for model in (ModelShape, SpecConfig, IidAcceptance, WorkloadConfig, FidelityConfig, CostsConfig, Placement,
                   Scenario, HardwareInfo, RooflineParams, HostOverheads, CollectiveTable, ForwardTable, LiveRun):
@@ -328,7 +328,7 @@ def test_validate_json_round_trips_into_plot(tmp_path):
     (tmp_path / "rec.json").write_text(RECORD.read_text())
     code, out = run(tmp_path, "validate", "rec.json", "--profile", "p.json", "--json", "v.json")
     assert code == 0, out
-    from simulator.validate import ValidationReport, load_validation_report
+    from simulator.evidence.validate import ValidationReport, load_validation_report
     report = load_validation_report(tmp_path / "v.json")
     assert ValidationReport.model_validate(report.model_dump(mode="json")) == report
     write_scenario(tmp_path)
@@ -340,7 +340,7 @@ def test_validate_json_round_trips_into_plot(tmp_path):
 
 
 def test_sweep_outputs_round_trip_through_their_schemas(tmp_path):
-    from simulator.sweep import SweepMeta, read_sweep_meta, read_sweep_table, row_scenario
+    from simulator.studies.sweep import SweepMeta, read_sweep_meta, read_sweep_table, row_scenario
     write_scenario(tmp_path)
     code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--des-sample", "1", "--grid",
                     "placement=shared_tp,tp1_colocated", "--grid", "workload.batch_size=1,2")
@@ -449,8 +449,7 @@ def test_a_kernel_trace_counts_in_the_estimate():
     # tp1_draft, kernel granularity, per rank, 600 cycles traced: about 5.5 million events
     from simulator.costs.forward import CostModel
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.simulate import estimate_run
-    from simulator.trace import trace_estimate
+    from simulator.estimate import estimate_run, trace_estimate
     sc = load_scenario("scenarios/tp1_draft.yaml", ["fidelity.granularity=kernel", "fidelity.per_rank=true",
                                                     "fidelity.num_cycles=600"])
     cost = CostModel(sc, load_profile_for(sc)[0])
@@ -481,7 +480,7 @@ def test_sweep_html_over_what_the_dashboard_reads_is_refused_before_the_sweep(tm
     """--html with a grid of more points than plot reads (sweep.csv up to 32 MiB) is refused before
     any point runs (it was a finished sweep, then exit 2 at the plot); plot of such a sweep says
     how many points fit."""
-    from simulator.sweep_files import MAX_PLOT_POINTS
+    from simulator.studies.sweep_files import MAX_PLOT_POINTS
     write_scenario(tmp_path)
     code, out = run(tmp_path, "sweep", "s.yaml", "--out", "sw", "--html", "--grid", "spec.num_steps=1..8",
                     "--grid", "acceptance.acceptance_rate=0.01:1.0:0.001")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from calibration.bench.moe import SHAPES, MoeLayer, bench, expert_bytes
-from simulator.costs.moe_ops import expected_distinct_experts
+torch = pytest.importorskip("torch")
+
+from calibration.bench.moe import SHAPES, MoeLayer, bench, expert_bytes  # noqa: E402
+from simulator.costs.moe_ops import expected_distinct_experts  # noqa: E402
 
 
 @pytest.mark.parametrize("num_tokens", [1, 3, 8])

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from simulator.cases import (SPEEDUP_TOL, TOK_S_TOL, build_case_scenario, load_case_file, predict, replay_cases,
+from simulator.evidence.cases import (SPEEDUP_TOL, TOK_S_TOL, build_case_scenario, load_case_file, predict, replay_cases,
                              summary)
 from simulator.cli import app
 from simulator.inputs import UserInputError

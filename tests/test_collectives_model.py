@@ -83,7 +83,7 @@ def test_custom_is_enabled_where_vllm_enables_it():
 
 
 def test_eager_adds_the_launch_cost():
-    box, c = _box("hgx-h100-8gpu"), cf.fitted_constants()
+    box, c = _box("hgx-h100-8gpu"), cm.fitted_constants()
     graph = cm.collective_us("allreduce", 4096, 8, box, consts=c).latency_us
     assert cm.collective_us("allreduce", 4096, 8, box, launch="eager", consts=c).latency_us \
         == pytest.approx(graph + c.eager_launch_us)
@@ -92,7 +92,7 @@ def test_eager_adds_the_launch_cost():
 def test_eager_stream_is_the_slower_of_device_and_host():
     """Back-to-back eager calls: host-bound below the size where the device latency passes the
     host's enqueue time, device-bound above it (no host cost added on top)."""
-    box, c = _box("hgx-h100-8gpu"), cf.fitted_constants()
+    box, c = _box("hgx-h100-8gpu"), cm.fitted_constants()
     for size in (128, 4096, 1 << 20, 64 << 20):
         graph = cm.collective_us("allreduce", size, 8, box, consts=c).latency_us
         stream = cm.collective_us("allreduce", size, 8, box, launch="eager_stream", consts=c)
@@ -115,7 +115,7 @@ def test_eager_stream_host_fit_recovers_a_known_host_time(tmp_path: Path):
     assert cf.fit_eager_stream(path) == pytest.approx(30.0, rel=0.01)
     shipped = [json.loads(x)["record"] for x in cf.default_stream_points_path().read_text().splitlines()]
     stream = [r["latency_us"] for r in shipped if r["mode"] == "eager_stream"]
-    assert min(stream) <= cf.fitted_constants().eager_stream_host_us <= max(stream)
+    assert min(stream) <= cm.fitted_constants().eager_stream_host_us <= max(stream)
     (tmp_path / "g.jsonl").write_text(lines[0] + "\n")
     with pytest.raises(ValueError, match="eager_stream"):
         cf.fit_eager_stream(tmp_path / "g.jsonl")
@@ -135,7 +135,7 @@ def test_fitted_pcie_constants_reproduce_their_curve():
 
 def test_fitted_nvlink_bandwidth_reproduces_the_h200_large_allreduces():
     from simulator.profile import load_profile
-    c = cf.fitted_constants()
+    c = cm.fitted_constants()
     table = next(t for t in load_profile(cf.default_profile_path()).collectives
                  if t.op == "allreduce" and t.mode == "graph")
     box = _box("2x-h200-nvlink")
@@ -154,6 +154,34 @@ cases:
       - {size_bytes: 1024, algorithm: custom, published_us: %s}
       - {size_bytes: 1024, algorithm: nccl, published_us: %s}
 """
+
+
+def test_committed_constants_are_what_a_fresh_fit_writes(tmp_path: Path, capsys):
+    """data/fits/collectives.json is what `python -m simulator.costs.collectives_fit` writes from the
+    committed points, profile and fit case today (run it after changing any of them). Numbers within
+    1e-9 relative (another BLAS may round the last digit otherwise), every other field exactly."""
+    import json
+    out = tmp_path / "collectives.json"
+    cf.main(["--out", str(out)])
+    assert "written:" in capsys.readouterr().out
+    fresh, committed = json.loads(out.read_text()), json.loads(cm.constants_path().read_text())
+
+    def flat(d, prefix=""):
+        return {k2: v2 for k, v in d.items()
+                for k2, v2 in (flat(v, f"{prefix}{k}.").items() if isinstance(v, dict) else [(prefix + k, v)])}
+    fresh, committed = flat(fresh), flat(committed)
+    assert fresh.keys() == committed.keys()
+    for k, v in committed.items():
+        assert fresh[k] == (pytest.approx(v, rel=1e-9) if isinstance(v, float) else v), k
+    assert cm.fitted_constants(out) == cm.fitted_constants()
+
+
+def test_a_file_that_is_not_a_constants_file_is_refused(tmp_path: Path):
+    from simulator.inputs import UserInputError
+    f = tmp_path / "c.json"
+    f.write_text('{"nccl_busbw_frac": {}}\n')
+    with pytest.raises(UserInputError, match="not a collective constants file"):
+        cm.fitted_constants(f)
 
 
 def test_replay_passes_a_case_only_when_every_point_is_within_15_percent(tmp_path: Path):
@@ -187,7 +215,7 @@ def test_replay_of_the_public_curves_has_every_point_and_one_unscored_case():
     (lambda b: cm.collective_us("allreduce", -1, 4, b), "size_bytes must be >= 0"),
     (lambda b: cm.collective_us("allreduce", 1024, 4, b, algorithm="mpi"), "unknown allreduce algorithm 'mpi'"),
     (lambda b: cm.collective_us("allreduce", 1024, 4, b, launch="lazy"), "unknown launch 'lazy'"),
-    (lambda b: cm.custom_allreduce_us(1024, 4, b, cf.fitted_constants(), variant="three-shot"), "unknown custom"),
+    (lambda b: cm.custom_allreduce_us(1024, 4, b, cm.fitted_constants(), variant="three-shot"), "unknown custom"),
 ])
 def test_bad_input_raises_a_clear_error(call, match):
     with pytest.raises(ValueError, match=match):

@@ -7,10 +7,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from simulator.cases import predict
+from simulator.evidence.cases import predict
 from simulator.cli import app
-from simulator.engine_defaults import fit_from_cases
-from simulator.engine_fit import FIT_PARAMS, Observation, fit_engine
+from simulator.engines.defaults import fit_from_cases
+from simulator.engines.fit import FIT_PARAMS, Observation, fit_engine
 from simulator.engines import ENGINE_HOST_DEFAULTS
 from simulator.inputs import UserInputError
 from simulator.scenario import load_scenario, scenario_from_dict

@@ -1,4 +1,4 @@
-"""Engine-native calibration (calibration/engines/, simulator/engine_native.py), on CPU.
+"""Engine-native calibration (calibration/engines/, simulator/engines/native.py), on CPU.
 
 The fake engine has the interface of the vLLM backend and known costs: the run loop, the engine
 processes, the profile builder, the records and the pricing are tested end to end through it.
@@ -31,11 +31,11 @@ from calibration.shapes import LLAMA_8B, eagle3_draft
 from simulator.analytic import analyze, cycle_time_us
 from simulator.acceptance import build_acceptance
 from simulator.costs.forward import CostModel
-from simulator.engine_native import EngineProfile, NativeCosts, load_engine_profile, profile_mismatch
+from simulator.engines.native import EngineProfile, NativeCosts, load_engine_profile, profile_mismatch
 from simulator.inputs import UserInputError
 from simulator.profile import load_profile, resolve_profile_path
 from simulator.scenario import scenario_from_dict
-from simulator.validate import compare, load_records, with_engine_profile
+from simulator.evidence.validate import compare, load_records, with_engine_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET, DRAFT = LLAMA_8B.model_dump(), eagle3_draft(LLAMA_8B).model_dump()

@@ -1,4 +1,4 @@
-"""simulator.engine_runs: engine outputs -> ObservedRuns, format detection, one-line errors, acceptance.
+"""simulator.engines.runs: engine outputs -> ObservedRuns, format detection, one-line errors, acceptance.
 
 Fixtures in tests/data/engine_runs/ hold made-up numbers in each engine's line format.
 """
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from simulator.config import IidAcceptance, PositionalAcceptance
-from simulator.engine_runs import FORMATS, ObservedRun, acceptance_from_run, detect_format, load_runs
-from simulator.engine_runs.acceptance import conditional_rates, iid_rate
-from simulator.engine_runs.traces import parse_trace
+from simulator.engines.runs import FORMATS, ObservedRun, acceptance_from_run, detect_format, load_runs
+from simulator.engines.runs.acceptance import conditional_rates, iid_rate
+from simulator.engines.runs.traces import parse_trace
 from simulator.inputs import UserInputError
 
 DATA = Path(__file__).parent / "data" / "engine_runs"
@@ -319,7 +319,7 @@ def test_a_real_h200_live_loop_trace_imports_with_every_phase():
     H200 (`bash calibration/h200_run.sh traces-session`; 1B target, 3 steps, 4 cycles, CUDA graphs)."""
     from pathlib import Path
 
-    from simulator.engine_runs import load_runs
+    from simulator.engines.runs import load_runs
     folder = Path(__file__).resolve().parents[1] / "data" / "traces" / "h200_live_loop_1b_s3"
     spec = load_runs(folder / "1b_b1_s3.trace.json")[0]
     assert spec.source_format == "torch_profiler_trace" and spec.num_cycles == 4

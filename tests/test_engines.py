@@ -21,6 +21,24 @@ def base():
     return sc, load_profile_for(sc)[0]
 
 
+def test_every_list_of_engine_kinds_derives_from_the_engine_classes():
+    """One tuple of engine schemas (ENGINE_CLASSES): the scenario's union, ENGINE_KINDS, the
+    importers' ObservedRun.engine and the union tags the error formatter drops are all its kinds."""
+    from typing import get_args
+
+    from simulator import inputs
+    from simulator.engines import ENGINE_CLASSES, ENGINE_KINDS, ENGINE_MODEL_KINDS, EngineModel
+    from simulator.engines.runs import ObservedRun
+    union, _ = get_args(ServingEngine)
+    assert tuple(get_args(member)[0] for member in get_args(union)) == ENGINE_CLASSES
+    assert ENGINE_KINDS == tuple(cls.model_fields["kind"].default for cls in ENGINE_CLASSES)
+    assert ENGINE_MODEL_KINDS == tuple(k for c, k in zip(ENGINE_CLASSES, ENGINE_KINDS) if issubclass(c, EngineModel))
+    assert get_args(ObservedRun.model_fields["engine"].annotation) == ENGINE_KINDS
+    assert inputs._union_tags()["serving_engine"] == ENGINE_KINDS
+    for kind in ENGINE_KINDS:
+        assert ENGINE.validate_python({"kind": kind}).kind == kind
+
+
 def _sc(sc, **update):
     data = sc.model_dump(mode="json", exclude_none=True)
     for k, v in update.items():

@@ -21,7 +21,7 @@ from simulator.acceptance import build_acceptance  # noqa: E402
 from simulator.config import Scenario  # noqa: E402
 from simulator.costs import forward_ops  # noqa: E402
 from simulator.costs import ops as sim_ops  # noqa: E402
-from simulator.live_records import LiveRun  # noqa: E402
+from simulator.evidence.live_records import LiveRun  # noqa: E402
 
 TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, intermediate_size=128, vocab_size=256)

@@ -13,8 +13,8 @@ from typer.testing import CliRunner  # noqa: E402
 from calibration.live import serving as S  # noqa: E402
 from simulator.cli import app  # noqa: E402
 from simulator.config import Scenario  # noqa: E402
-from simulator.live_records import LiveServingRun  # noqa: E402
-from simulator.serving.live_check import check_record, serving_bar  # noqa: E402
+from simulator.evidence.live_records import LiveServingRun  # noqa: E402
+from simulator.evidence.validate_serving import check_record, serving_bar  # noqa: E402
 from simulator.serving.metrics import serving_metrics  # noqa: E402
 from tests.test_live import DRAFT, TARGET, _one_line_error  # noqa: E402
 
@@ -165,7 +165,7 @@ def test_the_committed_h200_serving_runs_meet_the_bar():
     from pathlib import Path
 
     from simulator.profile import load_profile
-    from simulator.serving.live_check import load_serving_records
+    from simulator.evidence.validate_serving import load_serving_records
     root = Path(__file__).resolve().parent.parent
     recs = load_serving_records([root / "data/live/h200_serving"])
     prof = load_profile(root / "data/profiles/h200_batch.json")

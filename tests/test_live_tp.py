@@ -28,7 +28,7 @@ from calibration.models.tp_llama import (TPDraftModel, TPOps, TPTargetModel, che
 from simulator.cli import app  # noqa: E402
 from simulator.config import ModelShape, Scenario  # noqa: E402
 from simulator.costs import forward_ops  # noqa: E402
-from simulator.live_records import LiveRun  # noqa: E402
+from simulator.evidence.live_records import LiveRun  # noqa: E402
 from test_live import _fake_capture  # noqa: E402  (CPU stand-in for a CUDA graph)
 
 TARGET = ModelShape(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from simulator.analytic import cycle_time_us
 from simulator.costs.forward import CostModel, engine_moe_layer_us
-from simulator.engine_runs.moe_bench import load_moe_kernel_times
+from simulator.engines.runs.moe_bench import load_moe_kernel_times
 from simulator.inputs import UserInputError
 from tests.conftest import TINY_TARGET, flat_profile, make_scenario
 
@@ -77,6 +77,16 @@ def test_the_table_adds_exactly_its_excess_per_moe_layer_to_decode_and_verify():
     assert gpu(floored.verify_forward()) - gpu(plain.verify_forward()) == pytest.approx(moe_layers * 54.0)
     assert gpu(floored.draft_step_forward(0)) == pytest.approx(gpu(plain.draft_step_forward(0)))
     assert cycle_time_us(floored, 1) - cycle_time_us(plain, 1) == pytest.approx(moe_layers * 54.0)
+
+
+def test_a_serving_prefill_chunk_prices_its_experts_by_the_table_as_the_cycle_does():
+    """One op-pricing rule (CostModel.op_gpu_us) for the cycle's forwards and serving's prefill
+    chunks: a 16-token chunk's 2 MoE layers go from the flat profile's 10 us to the table's 56 us
+    (40 at 1 token, 64 at 64, linear in log2 tokens), and the chunk's other ops are priced alike."""
+    from simulator.serving.costs import StepCosts
+    plain, floored = StepCosts(_engine_sc(), flat_profile()), StepCosts(_engine_sc({1: 40.0, 64: 64.0}), flat_profile())
+    moe_layers = sum(MOE_TARGET["first_k_dense_replace"] <= i for i in range(MOE_TARGET["num_hidden_layers"]))
+    assert floored.prefill_us(16, 0) - plain.prefill_us(16, 0) == pytest.approx(moe_layers * 46.0)
 
 
 def test_a_table_below_the_model_replaces_it_in_range_and_the_live_loop_has_none():
@@ -246,7 +256,7 @@ def test_from_runs_fits_a_scenario_holding_the_table_with_its_profile_beside_it(
     import shutil
 
     from simulator.cli import app
-    from simulator.engine_fit import predict
+    from simulator.engines.fit import predict
     from simulator.profile import shipped_profiles_dir
     from simulator.scenario import load_scenario
     (tmp_path / "sc").mkdir()
@@ -356,7 +366,7 @@ def test_a_whole_forward_table_of_the_moe_target_says_the_table_is_not_applied()
 def test_a_scenario_that_would_not_load_is_not_written(tmp_path, monkeypatch):
     """The written scenario is validated before the write: with the reader's bound lifted, 300
     batch sizes (the field takes 256) are refused naming --out, and nothing is written."""
-    import simulator.engine_runs.moe_bench as moe_bench
+    import simulator.engines.runs.moe_bench as moe_bench
     from simulator.cli import app
     monkeypatch.setattr(moe_bench, "MOE_TABLE_MAX_ENTRIES", 1000)
     log = tmp_path / "moe.txt"

@@ -77,3 +77,17 @@ def test_jittered_mean_cycle_time_agrees_with_kernel_streams(profile, num_cycles
     assert abs(diff.mean()) < 4 * diff.std(ddof=1) / np.sqrt(len(diff))
     assert t_fast.mean() > 1.05 * t_calm.mean()  # the straggler of 8 sets the pace in both
     assert t_ref.mean() > 1.05 * t_calm.mean()
+
+
+@pytest.mark.parametrize("label, tp_size, gpus", [("shared_tp", 2, 2), ("tp1_colocated", 2, 2), ("tp1", 2, 2),
+                                                  ("tp1_dedicated", 2, 3), ("tp1_dedicated", 1, 2)])
+def test_placement_num_gpus_counts_the_group_and_a_dedicated_draft_gpu(label, tp_size, gpus, profile):
+    """Placement.num_gpus: the TP group, plus the dedicated draft's GPU (numbered tp_size, so the
+    GPUs are 0..num_gpus-1, the DES's per-rank streams)."""
+    from simulator.config import Placement
+    pl = Placement.model_validate(Placement.parse(label, tp_size))
+    assert pl.num_gpus(tp_size) == gpus
+    assert set(pl.draft_gpus(tp_size)) <= set(range(pl.num_gpus(tp_size)))
+    sc = make_scenario(tp_size=tp_size, placement=label, fidelity={"per_rank": True, "granularity": "kernel"})
+    assert sorted(int(n) for n in DesRun(CostModel(sc, profile), None, np.random.default_rng(0),
+                                         np.random.default_rng(1)).streams) == list(range(gpus))

@@ -9,13 +9,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from simulator.calibration_curves import collective_curve_table, verify_curve_table
+from simulator.studies.calibration_curves import collective_curve_table, verify_curve_table
 from simulator.files import HTML_GENERATOR
-from simulator.plots import SECTION_NOTES, write_plots
-from simulator.sweep_plots import (BREAKDOWN_GROUPS, best_num_steps_figures, breakdown_figure, collective_figure,
+from simulator.studies.plots import SECTION_NOTES, write_plots
+from simulator.studies.sweep_plots import (BREAKDOWN_GROUPS, best_num_steps_figures, breakdown_figure, collective_figure,
                                    tok_per_s_figures, validation_figure, verify_figure)
 from simulator.cli.plot import plot_command
-from simulator.sweep import best_num_steps, run_sweep
+from simulator.studies.sweep import best_num_steps, run_sweep
 from tests.conftest import flat_profile, make_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def sweep_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def rows(sweep_dir):
-    from simulator.sweep import read_sweep_table
+    from simulator.studies.sweep import read_sweep_table
     return read_sweep_table(sweep_dir / "sweep.csv")
 
 
@@ -160,7 +160,7 @@ def test_png_note_is_one_line_when_kaleido_finds_no_browser(tmp_path, rows, monk
 
     import plotly.io as pio
 
-    from simulator import plots
+    from simulator.studies import plots
 
     def no_browser(*a, **k):  # what kaleido 1.5 raises without Chrome (its message, verbatim)
         raise RuntimeError("\n\nKaleido requires Google Chrome to be installed.\n\nEither download and install "
@@ -180,7 +180,7 @@ def test_png_note_is_one_line_when_kaleido_finds_no_browser(tmp_path, rows, monk
 def test_pngs_are_written_beside_the_dashboard_when_kaleido_works(tmp_path, rows, monkeypatch):
     import plotly.io as pio
 
-    from simulator import plots
+    from simulator.studies import plots
 
     def fake_write_images(figs, paths, **k):  # stands in for kaleido: a file per figure
         assert len(figs) == len(paths)

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from simulator.cli.search import render, search_command
 from simulator.files import OUTPUT_KEY
-from simulator.search import pareto_front, run_search
-from simulator.sweep import run_sweep
+from simulator.studies.search import pareto_front, run_search
+from simulator.studies.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"

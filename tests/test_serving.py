@@ -12,7 +12,7 @@ from simulator.scenario import UserInputError, load_profile_for, load_scenario
 from simulator.serving.costs import StepCosts
 from simulator.serving.metrics import serving_metrics
 from simulator.serving.run import run_serving, simulate_serving
-from simulator.serving.sweep import crossover
+from simulator.studies.serving_sweep import crossover
 from simulator.serving.workload import read_trace
 from simulator.units import US_PER_S
 

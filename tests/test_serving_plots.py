@@ -9,11 +9,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from simulator.plots import write_plots
-from simulator.serving_plots import (SERVING_BEST_TITLE, SERVING_LATENCY_TITLE, serving_best_num_steps_figures,
+from simulator.studies.plots import write_plots
+from simulator.studies.serving_plots import (SERVING_BEST_TITLE, SERVING_LATENCY_TITLE, serving_best_num_steps_figures,
                                      serving_latency_figures)
-from simulator.serving.sweep import serving_best_num_steps
-from simulator.sweep import read_sweep_meta, read_sweep_table, run_sweep
+from simulator.studies.serving_sweep import serving_best_num_steps
+from simulator.studies.sweep import read_sweep_meta, read_sweep_table, run_sweep
 from simulator.units import US_PER_MS
 from simulator.cli.plot import plot_command
 

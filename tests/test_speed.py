@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from scipy.interpolate import PchipInterpolator, RegularGridInterpolator
 from simulator.acceptance import AcceptanceModel
 from simulator.costs.interp import Multilinear, Pchip
 from simulator.metrics import NUM_BATCHES, t975
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_t_table_is_scipy_t_ppf_bit_for_bit():
@@ -57,9 +60,30 @@ def test_multilinear_is_scipy_regular_grid_bit_for_bit(num_axes):
 
 
 def test_simulate_imports_no_scipy_plotly_or_torch():
-    code = ("import sys; from simulator.cli import app; import simulator.simulate, simulator.sweep; "
+    code = ("import sys; from simulator.cli import app; import simulator.simulate, simulator.studies.sweep; "
             "bad = [m for m in ('scipy', 'plotly', 'torch') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    """The modules `specdecsim ARGV` (simulator.cli.main) has imported when it exits."""
+    code = ("import atexit, json, sys; atexit.register(lambda: print(json.dumps(sorted(sys.modules)), "
+            f"file=sys.stderr)); sys.argv = ['specdecsim', *{argv!r}]; from simulator.cli import main; main()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    return set(json.loads(r.stderr.strip().splitlines()[-1]))
+
+
+def test_the_cli_imports_only_what_the_command_it_runs_needs():
+    """`--help` builds every command and imports none of the model's libraries; `simulate` imports
+    the model but no study, no calibration command and no scipy, plotly or Ray."""
+    heavy = ("numpy", "scipy", "simpy", "plotly", "ray", "torch", "pydantic")
+    helped = _modules_after(["--help"])
+    assert not [m for m in heavy if m in helped]
+    assert "calibration.cli" in helped and "simulator.cli.search" in helped
+    simulated = _modules_after(["simulate", "scenarios/tp1_draft.yaml"])
+    assert {"numpy", "simpy", "simulator.simulate"} <= simulated
+    assert not [m for m in simulated if m.split(".")[0] in ("scipy", "plotly", "ray", "torch", "calibration")
+                or m.startswith("simulator.studies") or m in ("simulator.cli.search", "simulator.cli.sweep")]
 
 
 def test_sweep_closed_form_matches_single_point_closed_form(tmp_path):
@@ -71,7 +95,7 @@ def test_sweep_closed_form_matches_single_point_closed_form(tmp_path):
     from simulator.analytic import analyze
     from simulator.costs.forward import CostModel
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.sweep import read_sweep_table, run_sweep
+    from simulator.studies.sweep import read_sweep_table, run_sweep
 
     path = Path(__file__).resolve().parents[1] / "scenarios" / "tp1_draft.yaml"
     res = run_sweep(path, ["spec.num_steps=1..4", "acceptance.acceptance_rate=0.3:0.9:0.15",

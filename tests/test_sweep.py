@@ -10,10 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from simulator.grid import expand, parse_grid, parse_grids
+from simulator.studies.grid import expand, parse_grid, parse_grids
 from simulator.scenario import UserInputError, read_scenario_dict
 from simulator.cli.sweep import sweep_command
-from simulator.sweep import best_num_steps, cycle_breakdown_table, read_sweep_table, run_sweep
+from simulator.studies.sweep import best_num_steps, cycle_breakdown_table, read_sweep_table, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"

@@ -1,4 +1,4 @@
-"""The grouped closed-form sweep (simulator.sweep_grouped) writes what the point-by-point path
+"""The grouped closed-form sweep (simulator.studies.sweep_grouped) writes what the point-by-point path
 writes: sweep.csv and best_num_steps.csv byte for byte, sweep.json but its elapsed time, the same
 rows and the same errors."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from simulator.grid import MAX_GRID_POINTS, parse_grids
+from simulator.studies.grid import MAX_GRID_POINTS, parse_grids
 from simulator.inputs import UserInputError
-from simulator.sweep import run_sweep
-from simulator.sweep_grouped import MAX_GROUPED_GRID_POINTS, GroupedRows, _join_rows
+from simulator.studies.sweep import run_sweep
+from simulator.studies.sweep_grouped import MAX_GROUPED_GRID_POINTS, GroupedRows, _join_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"

@@ -18,8 +18,10 @@ from simulator.costs.forward import CostModel
 from simulator.des.simulation import DesRun
 from simulator.files import TRACE_OUTPUT, is_own_output
 from simulator.scenario import load_profile_for, load_scenario
-from simulator.simulate import estimate_run, simulate
-from simulator.trace import TraceRecorder, TraceWindow, TraceWriter, parse_window, trace_estimate
+from simulator.estimate import estimate_run, trace_estimate
+from simulator.simulate import simulate
+from simulator.trace import TraceRecorder, TraceWriter
+from simulator.trace_window import TraceWindow, parse_window
 from simulator.inputs import UserInputError
 from tests.conftest import make_scenario
 
@@ -145,7 +147,7 @@ def test_default_window_is_every_cycle_when_small_else_the_first_that_fit(tmp_pa
     sc = load_scenario(path, ["fidelity.num_cycles=30"])
     cost = CostModel(sc, load_profile_for(sc, base_dir=path.parent)[0])
     per_cycle = trace_estimate(sc, cost, 1).bytes_per_cycle
-    from simulator.trace import DEFAULT_WINDOW_BYTES, default_window
+    from simulator.trace_window import DEFAULT_WINDOW_BYTES, default_window
     w = default_window(2000, per_cycle)
     assert w.start_cycle == 0 and 1 <= w.num_cycles < 2000
     assert w.num_cycles * per_cycle <= DEFAULT_WINDOW_BYTES < (w.num_cycles + 1) * per_cycle

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from simulator.cli import app
 from simulator.profile import load_profile, resolve_profile_path
-from simulator.live_records import LiveRun
-from simulator.validate import compare, load_records, summarize, with_costs_source
+from simulator.evidence.live_records import LiveRun
+from simulator.evidence.validate import compare, load_records, summarize, with_costs_source
 
 ROOT = Path(__file__).resolve().parents[1]
 LIVE = ROOT / "data" / "live" / "h200"
@@ -89,7 +89,7 @@ def test_repeat_spread_is_timing_only_and_measured_is_the_median_repeat():
 
 
 def _tp_point(placement: str, steps: int, measured: float, predicted: float, tp: int = 2):
-    from simulator.validate import PointComparison
+    from simulator.evidence.validate import PointComparison
     return PointComparison(label="x", source="x", target="t", mode="graph", speculative=True, num_steps=steps,
                            acceptance="iid 0.7", batch_size=1, context_len=1024, measured_tok_per_s=measured,
                            predicted_tok_per_s=predicted, tok_per_s_error_frac=predicted / measured - 1,
@@ -165,7 +165,7 @@ def test_two_records_of_one_point_in_a_folder_get_a_note(tmp_path):
 
 
 def _batch_point(b: int, steps: int, measured: float, predicted: float, meas_speedup: float, pred_speedup: float):
-    from simulator.validate import PointComparison
+    from simulator.evidence.validate import PointComparison
     return PointComparison(label=f"b{b} s{steps}", source="x", target="t", mode="graph", speculative=True,
                            num_steps=steps, acceptance="iid 0.7", batch_size=b, context_len=1024,
                            measured_tok_per_s=measured, predicted_tok_per_s=predicted,
@@ -189,7 +189,7 @@ def _batch_cell(measured_stop: int | None, predicted_stop: int | None, error: fl
 
 
 def test_batched_points_are_summarized_per_batch_size():
-    from simulator.validate import summarize_by_batch
+    from simulator.evidence.validate import summarize_by_batch
     pts = _batch_cell(32, 32)
     pts[-1] = _batch_point(64, 3, 100.0, 105.0, 0.8, 0.85)
     by_batch = {b.batch_size: b for b in summarize_by_batch(pts)}
@@ -203,14 +203,14 @@ def test_batched_points_are_summarized_per_batch_size():
     (32, 32, 0, True), (32, 16, 1, True), (32, 64, 1, True), (16, 64, 2, False),
     (None, 64, 1, True), (None, None, 0, True), (None, 16, 3, False)])
 def test_crossover_is_the_first_batch_where_speculation_stops_paying(measured, predicted, apart, ok):
-    from simulator.validate import crossovers
+    from simulator.evidence.validate import crossovers
     (c,) = crossovers(_batch_cell(measured, predicted))
     assert (c.measured_crossover, c.predicted_crossover) == (measured, predicted)
     assert c.batch_sizes == list(BATCHES) and c.steps_apart == apart and c.within_one_step is ok
 
 
 def test_batch_bar_needs_the_errors_the_batch_sizes_and_the_crossover():
-    from simulator.validate import batch_bar, crossovers
+    from simulator.evidence.validate import batch_bar, crossovers
     pts = _batch_cell(32, 64)
     assert batch_bar(pts, crossovers(pts))[0]
     pts = _batch_cell(16, 64)  # crossover two steps apart
@@ -223,7 +223,7 @@ def test_batch_bar_needs_the_errors_the_batch_sizes_and_the_crossover():
 
 
 def test_validate_reports_batch_sizes_and_the_crossover_and_its_json_keeps_them(profile, tmp_path):
-    from simulator.validate import load_validation_report
+    from simulator.evidence.validate import load_validation_report
     files = sorted(str(f) for f in LIVE.glob("8b_graph_b[14]_*.json") if "_rep" not in f.name)
     out = tmp_path / "v.json"
     result = CliRunner().invoke(app, ["validate", *files, "--costs-source", "whole_forward", "--json", str(out)])
@@ -239,7 +239,7 @@ def test_committed_batch_grid_meets_the_batch_bar():
     """docs/validation.md, Batch > 1: the live batch grid on the H200 (batch 1-64) from the profile
     with batch-axis whole forwards (data/profiles/h200_batch.json), whole-forward costs."""
     from simulator.profile import load_profile
-    from simulator.validate import batch_bar, compare, crossovers, load_records, with_costs_source
+    from simulator.evidence.validate import batch_bar, compare, crossovers, load_records, with_costs_source
     root = Path(__file__).resolve().parents[1]
     records = with_costs_source(load_records([root / "data" / "live" / "h200_batch"]), "whole_forward")
     profile = load_profile(root / "data" / "profiles" / "h200_batch.json")

@@ -9,8 +9,8 @@ scenario with an engine's fused-MoE time per layer from its MoE benchmark (moe-k
     specdecsim calibrate from-traces DIR --out PROFILE.json [--roofline-from h200_datasheet] [--name N]
     specdecsim calibrate moe-kernel-times SCENARIO LOG --out OUT.yaml
 
-The work is `calibration.build` (nccl_tests, merge), `simulator.engine_fit` with
-`simulator.engine_runs` (moe_bench for the MoE benchmark), and `simulator.trace_profile`; `calibration.cli.calibrate` mounts these
+The work is `calibration.build` (nccl_tests, merge), `simulator.engines.fit` with
+`simulator.engines.runs` (moe_bench for the MoE benchmark), and `simulator.evidence.trace_profile`; `calibration.cli.calibrate` mounts these
 commands. Parses, checks, runs and writes; no modelled numbers here.
 """
 
@@ -144,7 +144,7 @@ def from_runs(
                                                   "vllm or trtllm; hardware; models; spec).")],
     runs: Annotated[list[Path], typer.Argument(help="Engine outputs: SGLang server logs or bench output, vLLM "
                                                     "spec-decode logs, /metrics scrapes or bench output, "
-                                                    "trtllm-bench reports (simulator.engine_runs).")],
+                                                    "trtllm-bench reports (simulator.engines.runs).")],
     out: Annotated[Path, typer.Option(help="Scenario YAML to write: SCENARIO with the fitted engine fields.")],
     fit: Annotated[Optional[str], typer.Option(help="Comma-separated engine fields to fit (default per engine: "
                                                     "host_decode_step_us, host_cycle_us[, host_draft_step_us]); "
@@ -156,8 +156,9 @@ def from_runs(
     each run's throughput, batch and acceptance are read from its log; the scenario gives the rest.
     Prints the fitted values with standard errors and each run's error, and writes SCENARIO with
     them as --out (a baseline and one speculative run are enough for the two default fields)."""
-    from simulator.engine_fit import FIT_PARAMS, fit_engine, run_observations
-    from simulator.engine_runs import FORMATS, load_runs
+    from simulator.engines.fit import FIT_PARAMS, fit_engine, run_observations
+    from simulator.engines.models import ENGINE_MODEL_KINDS
+    from simulator.engines.runs import FORMATS, load_runs
     from simulator.inputs import UserInputError
     from simulator.scenario import load_scenario
 
@@ -173,7 +174,7 @@ def from_runs(
         kind = sc.serving_engine.kind
         if kind == "live_loop":
             fail(f"{scenario}: serving_engine.kind live_loop: the live loop's host times are the profile's own "
-                 f"(specdecsim calibrate); from-runs fits an engine kind ({', '.join(('sglang', 'vllm', 'trtllm'))})")
+                 f"(specdecsim calibrate); from-runs fits an engine kind ({', '.join(ENGINE_MODEL_KINDS)})")
         if kind not in FIT_PARAMS and fit is None:
             fail(f"{scenario}: serving_engine.kind {kind}: give --fit (fields to fit), or use an engine kind "
                  f"({', '.join(FIT_PARAMS)})")
@@ -288,7 +289,8 @@ def moe_kernel_times(
     (CostModel.moe_layer_us). Records of `calibrate engine-moe` must be of the target's shape at the
     scenario's TP/EP; a text log does not say its shape, so that is the user's to match."""
     from simulator.costs.forward import CostModel
-    from simulator.engine_runs.moe_bench import load_moe_kernel_records
+    from simulator.engines.models import ENGINE_MODEL_KINDS
+    from simulator.engines.runs.moe_bench import load_moe_kernel_records
     from simulator.inputs import UserInputError
     from simulator.scenario import load_profile_for, load_scenario
 
@@ -299,7 +301,7 @@ def moe_kernel_times(
         sc = load_scenario(scenario)
         if sc.serving_engine.kind == "live_loop":
             fail(f"{scenario}: serving_engine.kind live_loop runs the profile's own kernels; moe_layer_latency_us "
-                 "is a field of the engine kinds (sglang, vllm, trtllm)")
+                 f"is a field of the engine kinds ({', '.join(ENGINE_MODEL_KINDS)})")
         if not sc.target.is_moe:
             fail(f"{scenario}: the target {sc.target.name} has no MoE layers")
         check_choice("--routing", routing, ("rotating", "same"))
@@ -349,10 +351,10 @@ def from_traces(
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """A profile from the traces alone: whole-forward tables and host times of the traced loop
-    (simulator/trace_profile.py); scenarios use it with costs.source whole_forward."""
+    (simulator/evidence/trace_profile.py); scenarios use it with costs.source whole_forward."""
     from simulator.inputs import UserInputError
     from simulator.profile import save_profile
-    from simulator.trace_profile import profile_from_traces
+    from simulator.evidence.trace_profile import profile_from_traces
 
     if not traces.is_dir():
         fail(f"{traces}: not a folder of traces (give the --out folder of `specdecsim diagnose trace`)")

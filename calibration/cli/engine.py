@@ -163,7 +163,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
     bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
     t_cfg, d_cfg, t_shape, d_shape = _configs("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b")
     if engine_profile:
-        from simulator.engine_native import load_engine_profile
+        from simulator.engines.native import load_engine_profile
         try:
             load_engine_profile(engine_profile)
         except (FileNotFoundError, UserInputError, ValueError) as e:
@@ -185,7 +185,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         fail(f"no live points in {', '.join(map(str, files))}")
     existing = [out / n for n, _ in recs if (out / n).exists()]
     if existing and not force:
-        from simulator.validate import load_records
+        from simulator.evidence.validate import load_records
         try:
             load_records(existing)
         except (UserInputError, ValueError):

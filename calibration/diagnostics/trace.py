@@ -14,9 +14,9 @@ range around each whole cycle (the host bookkeeping included). In graph mode the
 around the replays on the host, so the graphs are the ones the live runs time.
 
 Writes DIR/<model>_b<batch>_base.trace.json, DIR/<model>_b<batch>_s<num_steps>.trace.json
-(export_chrome_trace) and DIR/index.json (simulator.trace_profile.TraceIndex: shapes, batch,
+(export_chrome_trace) and DIR/index.json (simulator.evidence.trace_profile.TraceIndex: shapes, batch,
 context, mode, the oracle and each traced cycle's extend and accept lengths).
-`specdecsim calibrate from-traces DIR` builds a profile from them (simulator/trace_profile.py).
+`specdecsim calibrate from-traces DIR` builds a profile from them (simulator/evidence/trace_profile.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from calibration.provenance import command_line, git_commit
 from calibration.shapes import TP_SIZES
 from simulator.config import Scenario
 from simulator.files import write_json_atomic
-from simulator.trace_profile import INDEX_NAME, TraceIndex, TracePoint
+from simulator.evidence.trace_profile import INDEX_NAME, TraceIndex, TracePoint
 
 TRACE_SIZES = TP_SIZES  # 8b, 1b (the live grid's pairs) and tiny (CPU tests)
 DEFAULT_STEPS = tuple(range(1, 9))

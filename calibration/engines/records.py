@@ -17,7 +17,7 @@ from pathlib import Path
 from calibration.engines.build import engine_lines
 from simulator.config import Scenario
 from simulator.files import write_json_atomic
-from simulator.live_records import LiveRun
+from simulator.evidence.live_records import LiveRun
 from simulator.profile import HardwareInfo
 from simulator.units import US_PER_S
 

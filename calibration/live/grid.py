@@ -40,7 +40,7 @@ from simulator.acceptance import build_acceptance
 from simulator.config import IidAcceptance, Scenario, SpecConfig
 from simulator.costs import forward_ops
 from simulator.files import write_json_atomic
-from simulator.live_records import LiveRun
+from simulator.evidence.live_records import LiveRun
 
 console = Console()
 

@@ -30,7 +30,7 @@ from calibration.models.llama import DRAFT_WEIGHT_SEED, TARGET_WEIGHT_SEED, Draf
 from calibration.provenance import collect_hardware_info, command_line, git_commit
 from calibration.timing import Clock
 from simulator.config import Scenario
-from simulator.live_records import LiveRun
+from simulator.evidence.live_records import LiveRun
 from simulator.profile import HardwareInfo
 from simulator.units import US_PER_S
 

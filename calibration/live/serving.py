@@ -2,7 +2,7 @@
 
     specdecsim live --serving --out DIR [--sizes 8b] [--concurrency 1,4,16,32] [--num-steps 3] [--requests N]
 
-The scheduler is the serving DES's own (`simulator.serving.engine.ServingRun`): closed-loop
+The scheduler is the serving DES's own (`simulator.serving.scheduler.ServingRun`): closed-loop
 arrivals (bench_serving --max-concurrency: C requests in flight, the next one sent when one
 finishes), FCFS admission, per-request output lengths and per-request oracle accept lengths from
 the scenario's seeded streams (`serving_rngs`). Only the step durations differ: `LiveStepCosts`
@@ -49,8 +49,8 @@ from calibration.shapes import SIZES
 from simulator.acceptance import build_acceptance
 from simulator.config import Scenario, SpecConfig
 from simulator.files import write_json_atomic
-from simulator.live_records import LiveServingRun, serving_record_fields
-from simulator.serving.engine import ServingRun, serving_rngs
+from simulator.evidence.live_records import LiveServingRun, serving_record_fields
+from simulator.serving.scheduler import ServingRun, serving_rngs
 from simulator.serving.metrics import serving_metrics
 from simulator.units import US_PER_MS, US_PER_S
 

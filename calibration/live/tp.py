@@ -39,12 +39,19 @@ from calibration.models.llama import DRAFT_WEIGHT_SEED, TARGET_WEIGHT_SEED, Draf
 from calibration.models.tp_llama import TPDraftModel, TPOps, TPTargetModel, check_shardable
 from calibration.provenance import collect_hardware_info
 from calibration.timing import Clock, capture_graph, sync
-from simulator.config import ModelShape, Scenario
-from simulator.live_records import LiveRun
+from simulator.config import ModelShape, Placement, PlacementKind, Scenario
+from simulator.evidence.live_records import LiveRun
 from simulator.profile import HardwareInfo
 from simulator.units import US_PER_S
 
-TP_PLACEMENTS = ("shared_tp", "tp1_colocated")
+TP_PLACEMENTS = ("shared_tp", "tp1_colocated")  # as written in a scenario; `_runs_live` is the typed check
+
+
+def _runs_live(placement: Placement) -> bool:
+    """Whether a live TP run has a loop for `placement`: the draft sharded over the whole group,
+    or whole on GPU 0 of it (TP_PLACEMENTS)."""
+    return placement.kind is PlacementKind.SHARED_TP or (placement.kind is PlacementKind.COLOCATED
+                                                         and placement.draft_tp_size == 1)
 
 
 # ---- loops ------------------------------------------------------------------------------------
@@ -175,7 +182,7 @@ class TPLiveSession:
     def _draft(self, scenario: Scenario):
         t, d = scenario.target, scenario.draft
         share = d.hidden_size == t.hidden_size and d.vocab_size == t.vocab_size
-        if scenario.placement.label == "shared_tp":
+        if scenario.placement.kind is PlacementKind.SHARED_TP:
             return TPDraftModel(d, self.group, self.device, self.dtype, DRAFT_WEIGHT_SEED,
                                 self.target.embed if share else None)
         if self.rank == 0:
@@ -197,7 +204,7 @@ class TPLiveSession:
             self.target = TPTargetModel(scenario.target, self.group, self.device, self.dtype, TARGET_WEIGHT_SEED,
                                         max(1, d.num_fc_input_hidden_states), keep_full_embed=self.rank == 0 and share)
             self._key = key
-        w, placement = scenario.workload, scenario.placement.label if speculative else None
+        w, placement = scenario.workload, scenario.placement if speculative else None
         lkey = (speculative, placement, w.batch_size, scenario.spec.num_steps, w.context_len, graph)
         if lkey not in self._loops:
             with torch.no_grad():
@@ -208,7 +215,7 @@ class TPLiveSession:
                         self.drafts[placement] = self._draft(scenario)
                     args = (self.target, self.drafts[placement], w.batch_size, w.context_len,
                             scenario.spec.num_steps, graph)
-                    loop = (SharedSpecLoop(*args) if placement == "shared_tp"
+                    loop = (SharedSpecLoop(*args) if placement.kind is PlacementKind.SHARED_TP
                             else ColocatedSpecLoop(*args, self.comm, self.rank == 0))
             self._loops[lkey] = loop
         return self._loops[lkey]
@@ -221,13 +228,13 @@ def check_tp_scenario(scenario: Scenario, world_size: int) -> None:
     if scenario.tp_size != world_size:
         raise ValueError(f"scenario.tp_size={scenario.tp_size} must equal the process group's world "
                          f"size {world_size}")
-    if scenario.placement.label not in TP_PLACEMENTS:
+    if not _runs_live(scenario.placement):
         raise ValueError(f"scenario.placement={scenario.placement.label!r}: live TP runs support "
                          f"{', '.join(TP_PLACEMENTS)}")
     if scenario.spec.topk != 1:
         raise ValueError(f"scenario.spec.topk={scenario.spec.topk}: live runs draft chains only (topk=1)")
     check_shardable(scenario.target, world_size, "target")
-    if scenario.placement.label == "shared_tp":
+    if scenario.placement.kind is PlacementKind.SHARED_TP:
         check_shardable(scenario.draft, world_size, "draft")
 
 

@@ -27,7 +27,7 @@ from calibration.live.grid import (ACCEPTANCE_RATES, CONTEXT_LEN, EST_HOST_S, NO
 from calibration.live.tp import TP_PLACEMENTS, TPLiveSession, check_tp_scenario, run_live_tp
 from calibration.shapes import TP_SIZES
 from simulator.acceptance import build_acceptance
-from simulator.config import IidAcceptance, Scenario, SpecConfig
+from simulator.config import IidAcceptance, Placement, Scenario, SpecConfig
 from simulator.costs import forward_ops
 from simulator.files import write_json_atomic
 
@@ -99,7 +99,7 @@ def estimate_s(p: TPGridPoint, num_cycles: int, warmup_cycles: int) -> float:
     acc = build_acceptance(IidAcceptance(acceptance_rate=p.acceptance_rate),
                            SpecConfig(num_steps=s, topk=1, num_draft_tokens=s + 1))
     ext = max(1, round(acc.mean_accept_length()))
-    dtp = tp if p.placement == "shared_tp" else 1
+    dtp = Placement.model_validate(Placement.parse(p.placement, tp)).draft_tp_size  # GPUs the draft is sharded over
     verify = _forward_tp_s(forward_ops.target_forward_ops(target, tp, b, s + 1, c), g)
     step = _forward_tp_s(forward_ops.draft_forward_ops(draft, dtp, b, 1, c, False), g)
     extend = _forward_tp_s(forward_ops.draft_forward_ops(draft, dtp, b, ext, c, True), g)

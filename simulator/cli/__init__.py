@@ -2,37 +2,42 @@
 
 No modelled numbers here. Commands: `simulate`, `sweep`, `search`, `plot`, `validate`, `validate-serving`, `hardware`, `cases` (this package) and,
 where the `calibration` package is installed, its GPU-side commands (`calibrate`, `live`, ...),
-mounted by `calibration.cli.register`; those import torch only inside their commands, so
-`specdecsim --help` stays light.
+mounted by `calibration.cli.register`; those import torch only inside their commands.
+
+The CLI imports only what the command it runs needs: `main` builds the app with that one
+command of COMMANDS when the command line names one, and the whole app (every command, the
+calibration's mounted) otherwise, as for `specdecsim --help`. A command's module imports the model
+inside the command, so building the whole app imports no numpy, scipy, SimPy, plotly or Ray.
+`app` is the whole app (tests invoke it), built when first asked for.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from simulator import __version__
-from simulator.cli.cases import cases_command
-from simulator.cli.common import console, err_console
-from simulator.cli.hardware import hardware
-from simulator.cli.plot import plot_command
-from simulator.cli.search import search_command
-from simulator.cli.simulate import simulate
-from simulator.cli.sweep import sweep_command
-from simulator.cli.validate import validate
-from simulator.cli.validate_serving import validate_serving
-from simulator.scenario import UserInputError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Discrete-event performance simulator for speculative decoding on TP GPU boxes.")
+# name -> (module, function): this package's commands, in the order `specdecsim --help` lists them
+COMMANDS = {
+    "simulate": ("simulator.cli.simulate", "simulate"),
+    "sweep": ("simulator.cli.sweep", "sweep_command"),
+    "search": ("simulator.cli.search", "search_command"),
+    "plot": ("simulator.cli.plot", "plot_command"),
+    "validate": ("simulator.cli.validate", "validate"),
+    "validate-serving": ("simulator.cli.validate_serving", "validate_serving"),
+    "hardware": ("simulator.cli.hardware", "hardware"),
+    "cases": ("simulator.cli.cases", "cases_command"),
+}
+HELP = "Discrete-event performance simulator for speculative decoding on TP GPU boxes."
 
 
-@app.callback(invoke_without_command=True)
 def _root(ctx: typer.Context,
           version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False) -> None:
+    from simulator.cli.common import console
     if version:
         console.print(__version__)
         raise typer.Exit(0)
@@ -41,29 +46,52 @@ def _root(ctx: typer.Context,
         raise typer.Exit(2)
 
 
-app.command("simulate")(simulate)
-app.command("sweep")(sweep_command)
-app.command("search")(search_command)
-app.command("plot")(plot_command)
-app.command("validate")(validate)
-app.command("validate-serving")(validate_serving)
-app.command("hardware")(hardware)
-app.command("cases")(cases_command)
-try:
-    from calibration.cli import register as _register_calibration
-except ImportError:  # the calibration package is not installed
-    pass
-else:
-    _register_calibration(app)
+def build_app(command: str | None = None) -> typer.Typer:
+    """The `specdecsim` app: with `command` (a key of COMMANDS) that command alone, else every
+    command, the calibration's mounted where that package is installed."""
+    app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
+    app.callback(invoke_without_command=True)(_root)
+    for name, (module, function) in COMMANDS.items():
+        if command is None or command == name:
+            app.command(name)(getattr(importlib.import_module(module), function))
+    if command is None:
+        try:
+            from calibration.cli import register as _register_calibration
+        except ImportError:  # the calibration package is not installed
+            pass
+        else:
+            _register_calibration(app)
+    return app
+
+
+def _command_named(argv: list[str]) -> str | None:
+    """The command of a command line (its first word that is not an option) when it is one of
+    COMMANDS, else None (no command, a calibration command, or a word that is none)."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def __getattr__(name: str):
+    if name == "app":  # the whole app, built once
+        globals()["app"] = build_app()
+        return globals()["app"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Console-script entry point."""
+    app = build_app(_command_named(sys.argv[1:]))
     try:
         app()
-    except UserInputError as e:  # raised outside a command's own handling
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
-        sys.exit(2)
-    except OSError as e:  # an output path that is a folder, unwritable, ...
-        err_console.print(f"[bold red]error:[/] {escape(str(e.filename or ''))}: {escape(str(e.strerror or e))}")
-        sys.exit(2)
+    except Exception as e:
+        from rich.markup import escape
+
+        from simulator.cli.common import err_console
+        from simulator.inputs import UserInputError
+        if isinstance(e, UserInputError):  # raised outside a command's own handling
+            err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+            sys.exit(2)
+        if isinstance(e, OSError):  # an output path that is a folder, unwritable, ...
+            err_console.print(f"[bold red]error:[/] {escape(str(e.filename or ''))}: {escape(str(e.strerror or e))}")
+            sys.exit(2)
+        raise

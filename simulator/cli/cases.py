@@ -28,7 +28,7 @@ def cases_command(
     """Replay each published case (engine, hardware, models, steps, accept length as the source
     states them) and print predicted vs published; a case passes when its speculative tok/s is
     within 10% and its speedup within 0.10, a baseline within 10%, a communication case within 15%."""
-    from simulator.cases import (DEFAULT_CASES, DEFAULT_COMM_CASES, comm_results, is_comm_case_file, replay_cases,
+    from simulator.evidence.cases import (DEFAULT_CASES, DEFAULT_COMM_CASES, comm_results, is_comm_case_file, replay_cases,
                                  summary)
     from simulator.inputs import UserInputError
     from simulator.profile import data_dir

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich import box
@@ -11,8 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from simulator.cli.common import FORCE_HELP, console, fail
-from simulator.hardware import BoxSpec, Catalog, GpuSpec, load_catalog
 from simulator.inputs import UserInputError
+
+if TYPE_CHECKING:
+    from simulator.hardware import BoxSpec, Catalog, GpuSpec
 
 
 def hardware(
@@ -26,6 +28,7 @@ def hardware(
 ) -> None:
     """List the hardware catalog: GPUs (dense peak figures) and boxes (how the GPUs are linked)."""
     from simulator.files import HARDWARE_OUTPUT, OUTPUT_KEY, check_output_file, write_json_atomic
+    from simulator.hardware import load_catalog
 
     try:
         check_output_file(json_out, "--json", HARDWARE_OUTPUT, force)
@@ -101,6 +104,7 @@ def box_table(catalog: Catalog) -> Table:
 
 def print_entry(entry: GpuSpec | BoxSpec) -> None:
     """Every field of one GPU or box, then its sources and notes."""
+    from simulator.hardware import GpuSpec
     kind = "GPU" if isinstance(entry, GpuSpec) else "box"
     t = Table(title=f"{kind} {escape(entry.id)}", title_justify="left", show_header=False)
     t.add_column("field", no_wrap=True)

@@ -24,7 +24,7 @@ def plot_command(
 ) -> None:
     """Draw a sweep's tables as one offline dashboard page, index.html (plotly.js inlined once)."""
     from simulator.files import SWEEP_OUTPUT, check_output_folder, is_own_html, is_own_output
-    from simulator.plots import plot_sweep  # plotly: only here, so the other commands run without it
+    from simulator.studies.plots import plot_sweep  # plotly: only here, so the other commands run without it
 
     def ours(index: Path) -> bool:  # figures written before, or a sweep folder of ours
         return is_own_html(index) or is_own_output(index.parent / "sweep.json", SWEEP_OUTPUT)

@@ -1,9 +1,9 @@
-"""`specdecsim search`: the best configuration for an objective (simulator.search), its Pareto front."""
+"""`specdecsim search`: the best configuration for an objective (simulator.studies.search), its Pareto front."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich import box
@@ -11,10 +11,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.backend import make_backend
 from simulator.cli.common import ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console, err_console, fail
 from simulator.inputs import UserInputError
-from simulator.search import OBJECTIVES, SPACE_FIELDS, SearchResult, run_search, write_search
+from simulator.studies.objectives import OBJECTIVES
+
+if TYPE_CHECKING:
+    from simulator.studies.search import SearchResult
 
 
 def search_command(
@@ -35,7 +37,8 @@ def search_command(
 ) -> None:
     """Search placement, num_steps, topk / num_draft_tokens, TP size (and --space fields) for an objective."""
     from simulator.files import check_output_folder, is_own_output
-    from simulator.search import SEARCH_OUTPUT
+    from simulator.studies.backend import make_backend
+    from simulator.studies.search import SEARCH_OUTPUT, run_search, write_search
 
     def confirm(seconds: float, memory_bytes: float) -> None:
         check_work(f"serving DES of every search point ({scenario})", seconds, memory_bytes, force,
@@ -81,6 +84,7 @@ def _cell(col: str, v) -> str:
 
 
 def _table(res: SearchResult, idxs: list[int], title: str) -> Table:
+    from simulator.studies.search import SPACE_FIELDS
     extra = [c for c in res.space if c not in SPACE_FIELDS and c != "workload.batch_size"]
     metric_cols = ["tok_per_s_per_user", "tok_per_s_per_gpu", "tpot_p50_us"]
     obj_col = OBJECTIVES[res.objective][0]

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from simulator.cli.common import FORCE_HELP, check_work, console, err_console, fail, progress_bar, short_path
 from simulator.inputs import UserInputError
-from simulator.trace import DEFAULT_WINDOW_BYTES, TRACE_LIMIT_BYTES
+from simulator.trace_window import DEFAULT_WINDOW_BYTES, TRACE_LIMIT_BYTES
 
 
 def simulate(
@@ -31,7 +31,7 @@ def simulate(
     from simulator.costs.forward import CostModel
     from simulator.files import SIMULATION_OUTPUT, TRACE_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.simulate import estimate_run
+    from simulator.estimate import estimate_run
     from simulator.simulate import simulate as run_simulation
     from simulator.trace import TraceWriter
 
@@ -103,12 +103,13 @@ def trace_window(sc, cost, text: str | None, force: bool):
     """The cycles to trace (`--trace-cycles`, or the default window), its size printed first.
 
     Returns:
-        simulator.trace.TraceWindow.
+        simulator.trace_window.TraceWindow.
 
     Raises:
         UserInputError: a bad window, or an estimated trace over TRACE_LIMIT_BYTES without `force`.
     """
-    from simulator.trace import default_window, parse_window, trace_estimate
+    from simulator.estimate import trace_estimate
+    from simulator.trace_window import default_window, parse_window
     total = sc.fidelity.num_cycles + sc.fidelity.warmup_cycles
     whole = trace_estimate(sc, cost, total)
     if text is None:

@@ -1,4 +1,4 @@
-"""`specdecsim sweep`: what-if grids over scenario fields (simulator.sweep), written as CSV and JSON."""
+"""`specdecsim sweep`: what-if grids over scenario fields (simulator.studies.sweep), written as CSV and JSON."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.backend import make_backend
 from simulator.cli.common import ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console, fail
 from simulator.inputs import UserInputError
-from simulator.sweep import run_sweep
 
 
 def sweep_command(
@@ -33,7 +31,9 @@ def sweep_command(
     engine: Annotated[Optional[str], typer.Option(hidden=True, help="Renamed: --solver.")] = None,
 ) -> None:
     """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
-    from simulator.files import check_output_folder, is_own_html, is_own_output, SWEEP_OUTPUT
+    from simulator.files import SWEEP_OUTPUT, check_output_folder, is_own_html, is_own_output
+    from simulator.studies.backend import make_backend
+    from simulator.studies.sweep import run_sweep
 
     if engine is not None:
         fail("--engine was renamed --solver (closed_form or des; 'analytic' is now 'closed_form')")
@@ -64,7 +64,7 @@ def sweep_command(
     if res.crossover_rows:
         print_crossover(res.crossover_rows)
     if html:
-        from simulator.plots import plot_sweep
+        from simulator.studies.plots import plot_sweep
         try:
             index = plot_sweep(out, out / "plots", profile=profile, console=console)
         except UserInputError as e:
@@ -80,9 +80,9 @@ def check_html_points(grid: list[str]) -> None:
     """
     import math
 
-    from simulator.grid import parse_grids
-    from simulator.sweep_files import MAX_PLOT_POINTS
-    from simulator.sweep_grouped import MAX_GROUPED_GRID_POINTS
+    from simulator.studies.grid import parse_grids
+    from simulator.studies.sweep_files import MAX_PLOT_POINTS
+    from simulator.studies.sweep_grouped import MAX_GROUPED_GRID_POINTS
     num_points = math.prod(len(a.values) for a in parse_grids(list(grid), MAX_GROUPED_GRID_POINTS))
     if num_points > MAX_PLOT_POINTS:
         raise UserInputError(f"--html: the grid has {num_points:,} points; the dashboard reads a sweep of at most "
@@ -103,7 +103,7 @@ def print_best_table(best_rows: list[dict], max_rows: int = 40) -> None:
 
 
 def print_crossover(rows: list[dict]) -> None:
-    """Rich table of the serving crossover (simulator.serving.sweep.crossover)."""
+    """Rich table of the serving crossover (simulator.studies.serving_sweep.crossover)."""
     load = rows[0]["load_field"]
     t = Table(title=escape(f"where speculation stops paying along {load} (output tok/s <= no speculation)"),
               title_justify="left", highlight=False)

@@ -32,7 +32,7 @@ def validate(
     """Predict every live record from a profile alone and compare with what was measured."""
     from simulator.files import VALIDATION_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for
-    from simulator.validate import (batch_bar, compare, crossovers, load_records, summarize, summarize_by_batch,
+    from simulator.evidence.validate import (batch_bar, compare, crossovers, load_records, summarize, summarize_by_batch,
                                     to_json, with_costs_source)
 
     if judge_mode not in ("graph", "eager", "all"):
@@ -53,8 +53,8 @@ def validate(
         fail(str(e))
     recs = with_costs_source(recs, costs_source)
     if engine_profile is not None:
-        from simulator.engine_native import load_engine_profile
-        from simulator.validate import with_engine_profile
+        from simulator.engines.native import load_engine_profile
+        from simulator.evidence.validate import with_engine_profile
         try:
             load_engine_profile(engine_profile)
             recs = with_engine_profile(recs, engine_profile)

@@ -30,7 +30,7 @@ def validate_serving(
     output tok/s and TPOT p50 (also TTFT and ITL p50) with what was measured."""
     from simulator.files import SERVING_VALIDATION_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for
-    from simulator.serving.live_check import check_record, load_serving_records, serving_bar, to_json
+    from simulator.evidence.validate_serving import check_record, load_serving_records, serving_bar, to_json
 
     if costs_source not in (None, "per_op", "whole_forward"):
         fail(f"--costs-source must be per_op or whole_forward, got {quote(costs_source)}")

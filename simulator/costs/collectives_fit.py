@@ -1,19 +1,23 @@
-"""Fitted constants of the collective model (`simulator.costs.collectives_model`) and the public
-collective curves it replays.
+"""The fit of the collective model's constants (`simulator.costs.collectives_model`), and the
+public collective curves it replays.
 
-`fitted_constants()` fits, once per process, the few constants the model cannot take from a
-source: the NCCL bus-bandwidth fraction over NVLink and the eager launch cost on the project's own
-2x H200 measurements (data/profiles/h200.json), the host time per back-to-back eager call on the
+    python -m simulator.costs.collectives_fit [--out PATH]    # fits, writes data/fits/collectives.json
+
+`fit_constants()` fits the few constants the model cannot take from a source: the NCCL
+bus-bandwidth fraction over NVLink and the eager launch cost on the project's own 2x H200
+measurements (data/profiles/h200.json), the host time per back-to-back eager call on the
 same-session points data/points/h200_collectives_stream.jsonl, and the PCIe NCCL fraction and
 custom one-shot constants on ONE public curve (the `fit: true` case of
 data/cases/comm_public.yaml, then replayed as "fit, not scored"). scipy least_squares, soft-L1
-loss on log(predicted / measured). `replay_comm_cases` predicts every published point of a comm
-cases file from its catalog box alone.
+loss on log(predicted / measured). The command writes them where the model reads them
+(`collectives_model.fitted_constants`); tests/test_collectives_model.py checks the committed file
+is what a fresh fit gives. `replay_comm_cases` predicts every published point of a comm cases
+file from its catalog box alone.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import argparse
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -21,9 +25,8 @@ import numpy as np
 from pydantic import Field
 
 from simulator.costs.collectives_model import (BANDWIDTH_FIT_MIN_BYTES, COLLECTIVES, LAUNCHES, LINK_CLASSES, PASS_FRAC,
-                                               CommConstants,
-                                               collective_us, custom_allreduce_us, link_class,
-                                               nominal_bus_bandwidth_gb_per_s, nccl_us)
+                                               CommConstants, collective_us, constants_path, custom_allreduce_us,
+                                               fitted_constants, link_class, nccl_us, nominal_bus_bandwidth_gb_per_s)
 from simulator.schema_base import StrictModel
 
 
@@ -159,19 +162,20 @@ def fit_pcie(cases_path: Path) -> tuple[float, float, float, str]:
     return float(frac), float(base), float(bw), case["id"]
 
 
-@lru_cache(maxsize=4)
-def fitted_constants(profile_path: Path | None = None, cases_path: Path | None = None) -> CommConstants:
-    """The model's fitted constants (module docstring), fitted once per process.
+def fit_constants(profile_path: Path | None = None, cases_path: Path | None = None,
+                  stream_path: Path | None = None) -> CommConstants:
+    """The model's fitted constants (module docstring), fitted now.
 
     Args:
         profile_path: NVLink measurements, default `default_profile_path()`.
         cases_path: public curves with one `fit: true` case, default `default_cases_path()`.
+        stream_path: back-to-back eager points, default `default_stream_points_path()`.
     """
     profile_path = profile_path or default_profile_path()
     cases_path = cases_path or default_cases_path()
+    stream_path = stream_path or default_stream_points_path()
     nv_frac, launch = fit_nvlink(profile_path)
     pcie_frac, base, bw, case_id = fit_pcie(cases_path)
-    stream_path = default_stream_points_path()
     stream_host = fit_eager_stream(stream_path)
     return CommConstants(
         nccl_busbw_frac={"nvlink": nv_frac, "pcie": pcie_frac, "pcie_cross_numa": pcie_frac},
@@ -187,6 +191,29 @@ def fitted_constants(profile_path: Path | None = None, cases_path: Path | None =
                  "custom_bw_gb_per_s.pcie": f"fit on {case_id} (custom points)",
                  "pcie_cross_numa": "the pcie constants (no cross-NUMA curve)",
                  "custom nvlink": "base: the pcie fit; bandwidth: the NVLink NCCL bus bandwidth (assumed)"})
+
+
+def constants_json(consts: CommConstants) -> dict:
+    """The constants file's JSON (what `collectives_model.fitted_constants` reads)."""
+    from simulator.files import COLLECTIVE_CONSTANTS_OUTPUT, OUTPUT_KEY
+    return {OUTPUT_KEY: COLLECTIVE_CONSTANTS_OUTPUT, "command": "python -m simulator.costs.collectives_fit",
+            "nccl_busbw_frac": consts.nccl_busbw_frac, "custom_base_us": consts.custom_base_us,
+            "custom_bw_gb_per_s": consts.custom_bw_gb_per_s, "eager_launch_us": consts.eager_launch_us,
+            "eager_stream_host_us": consts.eager_stream_host_us, "sources": consts.sources}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m simulator.costs.collectives_fit [--out PATH]`: fit, write, print the constants."""
+    from simulator.files import write_json_atomic
+    parser = argparse.ArgumentParser(description="Fit the collective model's constants and write them.")
+    parser.add_argument("--out", type=Path, default=constants_path(),
+                        help="Where to write (default: data/fits/collectives.json, which the model reads).")
+    args = parser.parse_args(argv)
+    data = constants_json(fit_constants())
+    write_json_atomic(args.out, data, allow_nan=False)
+    for key in ("nccl_busbw_frac", "custom_base_us", "custom_bw_gb_per_s", "eager_launch_us", "eager_stream_host_us"):
+        print(f"{key}: {data[key]}")
+    print(f"written: {args.out}")
 
 
 # ---- public curves -------------------------------------------------------------------------------------
@@ -245,7 +272,8 @@ def replay_comm_cases(path: Path | str | None = None, consts: CommConstants | No
     """Predict every published point of a comm cases file from its box alone.
 
     Args:
-        path: cases file, default data/cases/comm_public.yaml. consts: default `fitted_constants()`.
+        path: cases file, default data/cases/comm_public.yaml. consts: default the committed constants
+            (`collectives_model.fitted_constants()`).
 
     Returns:
         One dict per point: case_id, size_bytes, algorithm (nccl/custom), predicted_us,
@@ -282,3 +310,7 @@ def replay_comm_cases(path: Path | str | None = None, consts: CommConstants | No
             r.update(passed=passed, scored=not case.get("fit", False))
         rows += case_rows
     return rows
+
+
+if __name__ == "__main__":
+    main()

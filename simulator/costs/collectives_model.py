@@ -42,13 +42,16 @@ Constants, and where each one comes from:
 - NCCL's PCIe link rate, lanes x per-lane rate / 80 GB/s (Gen5 x16 = 48 GB/s): `src/graph/topo.cc`
   (kvDictPciGen, "Values in 100Mbps, per lane") at the same commit.
 - LL128 only over NVLink (tuning.cc: `pEnable &= typeIntra <= PATH_NVB`).
-- Fitted (scipy.optimize.least_squares, `fitted_constants`): the fraction of the nominal bus
-  bandwidth NCCL reaches per link class, the custom allreduce's base latency and peer bandwidth,
-  and the eager launch cost. The NVLink fraction and the eager cost on the project's own 2x H200
-  measurements (data/profiles/h200.json); the PCIe constants on ONE public curve, the case marked
-  `fit: true` in data/cases/comm_public.yaml (4x RTX PRO 6000, one NUMA node), which is then
+- Fitted (scipy.optimize.least_squares, `simulator.costs.collectives_fit`): the fraction of the
+  nominal bus bandwidth NCCL reaches per link class, the custom allreduce's base latency and peer
+  bandwidth, and the eager launch cost. The NVLink fraction and the eager cost on the project's own
+  2x H200 measurements (data/profiles/h200.json); the PCIe constants on ONE public curve, the case
+  marked `fit: true` in data/cases/comm_public.yaml (4x RTX PRO 6000, one NUMA node), which is then
   replayed as "fit, not scored". The custom allreduce over NVLink has no curve: it uses the PCIe
-  base latency and the NVLink bus bandwidth (assumed, not validated).
+  base latency and the NVLink bus bandwidth (assumed, not validated). The model reads the fitted
+  values from data/fits/collectives.json (`fitted_constants`), which `python -m
+  simulator.costs.collectives_fit` writes; tests/test_collectives_model.py checks the file is
+  what a fresh fit gives.
 
 Left out: NVLS/multicast, multi-node, reduce_scatter, concurrent all-to-all groups sharing links, NCCL's channel search (num_channels is
 a parameter: only the per-channel caps use it), message pipelining, contention with compute.
@@ -58,10 +61,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from simulator.profile import CollectiveTarget
+from simulator.files import COLLECTIVE_CONSTANTS_OUTPUT
+from simulator.profile import CollectiveTarget, data_dir
 from simulator.units import BYTES_PER_US_PER_GB_PER_S
 
 COLLECTIVES = ("allreduce", "all_gather", "broadcast", "send_recv", "all_to_all")
@@ -112,7 +118,8 @@ CUSTOM_ONE_SHOT_MAX_BYTES = {4: 512 * 1024, 8: 256 * 1024}
 
 @dataclass(frozen=True)
 class CommConstants:
-    """Fitted constants of the collective model (see `fitted_constants` for how).
+    """Fitted constants of the collective model (`simulator.costs.collectives_fit` says how;
+    `fitted_constants` reads them).
 
     nccl_busbw_frac: link class -> fraction of the nominal bus bandwidth NCCL reaches.
     custom_base_us: link class -> custom one-shot base latency (launch + two barriers), us.
@@ -130,6 +137,33 @@ class CommConstants:
     eager_launch_us: float
     sources: dict[str, str] = field(default_factory=dict)
     eager_stream_host_us: float = 0.0
+
+
+def constants_path() -> Path:
+    """The committed fitted constants: data/fits/collectives.json."""
+    return data_dir() / "fits" / "collectives.json"
+
+
+def fitted_constants(path: Path | None = None) -> CommConstants:
+    """The model's fitted constants as committed (default `constants_path()`), read once per file.
+
+    Raises:
+        UserInputError: the file is unreadable or not a constants file, naming it.
+    """
+    return _read_constants(Path(path) if path is not None else constants_path())
+
+
+@lru_cache(maxsize=4)
+def _read_constants(path: Path) -> CommConstants:
+    from simulator.inputs import UserInputError, read_json
+    data = read_json(path, "collective constants file")
+    fields = ("nccl_busbw_frac", "custom_base_us", "custom_bw_gb_per_s", "eager_launch_us", "eager_stream_host_us",
+              "sources")
+    if not isinstance(data, dict) or data.get("specdecsim_output") != COLLECTIVE_CONSTANTS_OUTPUT \
+            or any(f not in data for f in fields):
+        raise UserInputError(f"{path}: not a collective constants file ({COLLECTIVE_CONSTANTS_OUTPUT}: "
+                             f"{', '.join(fields)}); `python -m simulator.costs.collectives_fit` writes it")
+    return CommConstants(**{f: data[f] for f in fields})
 
 
 @dataclass(frozen=True)
@@ -359,7 +393,6 @@ def collective_us(kind: str, size_bytes: float, world_size: int, box: Collective
     if world_size == 1:
         return CollectivePrice(0.0, algorithm, "world 1")
     if consts is None:
-        from simulator.costs.collectives_fit import fitted_constants
         consts = fitted_constants()
     use_custom = kind == "allreduce" and (
         algorithm == "custom" or (algorithm == "auto" and custom_enabled(box, world_size, size_bytes)))

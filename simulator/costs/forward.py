@@ -31,7 +31,7 @@ from simulator.config import ModelShape, Scenario
 from simulator.costs import forward_ops as FO
 from simulator.costs import ops as O
 from simulator.costs.lookup import LatencyLookup
-from simulator.engine_native import native_costs
+from simulator.engines.native import native_costs
 from simulator.profile import CalibrationProfile
 
 PHASES = ("draft", "draft_extend", "verify", "accept", "decode")
@@ -239,27 +239,13 @@ class CostModel:
                  moe_table: dict[int, float] | None = None) -> list[Kernel]:
         """Kernels of `ops` in `phase`'s graph mode (engine.graph_mode): host issue cost per op
         (eager: its launch; piecewise: attention's launch plus the next piece's replay; full: 0)
-        and GPU time (compute divided by the engine's kernel efficiency). `moe_table` (the
-        engine's `moe_layer_latency_us`, given for the target's forwards): each `moe_experts`
-        op costs `engine_moe_layer_us(moe_table, tokens, model price)` (times
-        compute_latency_scale; a measured engine time, so not divided by the kernel efficiency)."""
-        cs = self.sc.costs
+        and GPU time (`op_gpu_us`; `moe_table`: the engine's `moe_layer_latency_us`, given for the
+        target's forwards)."""
         mode = self.engine.graph_mode(phase, self.b)
-        eff = self.engine.kernel_efficiency
-        fused = self.engine.kernels == "fused"
         out = []
         for op in ops:
-            if op.is_collective:
-                gpu = self.lookup.collective_us(op.collective, op.size_bytes, op.world_size) * cs.collective_latency_scale
-                cat = "comm"
-            else:
-                gpu = self.lookup.op_us(op) * cs.compute_latency_scale / eff
-                if fused:  # an engine kernel is at least one small kernel (LatencyLookup.small_kernel_us)
-                    gpu = max(gpu, self.lookup.small_kernel_us)
-                if moe_table and op.name == "moe_experts":
-                    scale = cs.compute_latency_scale
-                    gpu = engine_moe_layer_us(moe_table, op.axes["num_tokens"], gpu / scale) * scale
-                cat = "compute"
+            gpu = self.op_gpu_us(op, moe_table)
+            cat = "comm" if op.is_collective else "compute"
             launch = self.host.op_launch_us.get(op.name, self.host.default_launch_us)
             if mode == "none":
                 host = launch
@@ -271,6 +257,32 @@ class CostModel:
                 gpu += self.host.graph_kernel_gap_us
             out.append(Kernel(op.name, phase, cat, gpu, host, gpus, op.is_collective))
         return out
+
+    def op_gpu_us(self, op: O.Op, moe_table: dict[int, float] | None = None,
+                  price_us: float | None = None) -> float:
+        """GPU time of one op, us: the one pricing rule of every forward (each phase's kernels here,
+        a serving prefill chunk's forward in simulator.serving.costs).
+
+        A collective: the profile's latency (LatencyLookup.collective_us) x collective_latency_scale.
+        Any other op: its price (`price_us` where the caller prices the op otherwise, else the
+        profile's table or roofline, LatencyLookup.op_us) x compute_latency_scale / the engine's
+        kernel efficiency; an engine's fused kernel is at least one small kernel
+        (LatencyLookup.small_kernel_us); with `moe_table` (the engine's `moe_layer_latency_us`, for
+        the target's forwards) a `moe_experts` op costs `engine_moe_layer_us(moe_table, tokens,
+        model price)` x compute_latency_scale (a measured engine time, so not divided by the
+        kernel efficiency).
+        """
+        cs = self.sc.costs
+        if op.is_collective:
+            return self.lookup.collective_us(op.collective, op.size_bytes, op.world_size) * cs.collective_latency_scale
+        price = self.lookup.op_us(op) if price_us is None else price_us
+        gpu = price * cs.compute_latency_scale / self.engine.kernel_efficiency
+        if self.engine.kernels == "fused":  # an engine kernel is at least one small kernel
+            gpu = max(gpu, self.lookup.small_kernel_us)
+        if moe_table and op.name == "moe_experts":
+            scale = cs.compute_latency_scale
+            gpu = engine_moe_layer_us(moe_table, op.axes["num_tokens"], gpu / scale) * scale
+        return gpu
 
     def _model_kernels(self, model: ModelShape, tp: int, n: int, phase: str, gpus: tuple[int, ...],
                        ops: list[O.Op]) -> list[Kernel]:
@@ -353,7 +365,7 @@ class CostModel:
         return self.sc.workload.expert_routing.kind != "uniform" or ep > 1
 
     def _native_forward(self, phase: str) -> Forward:
-        """A phase priced from the engine-native profile (simulator.engine_native): the engine's own
+        """A phase priced from the engine-native profile (simulator.engines.native): the engine's own
         measured or fitted parts, GPU time only (the host's work is host_schedule_us)."""
         nat, b, c, k = self.native, self.b, self.c, self.sc.spec.num_steps
         gpus = self.all_gpus

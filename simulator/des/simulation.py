@@ -86,7 +86,7 @@ class DesRun:
         self.jitter_sigma = float(np.sqrt(np.log1p(fid.jitter_cv ** 2))) if fid.jitter_cv > 0 else 0.0
         self.draft_gpu = cost.dedicated_draft_gpu  # None, or the GPU number of a dedicated draft GPU
         if fid.per_rank:
-            gpus = list(range(self.sc.tp_size)) + ([self.draft_gpu] if self.draft_gpu is not None else [])
+            gpus = list(range(self.sc.placement.num_gpus(self.sc.tp_size)))  # a dedicated draft GPU is tp_size
             names = [str(g) for g in gpus]
         else:
             names = ["gpu"]

@@ -12,8 +12,10 @@
   decode attention is).
 - Prefill chunk of n tokens over c already-cached tokens: the GPU time of one target forward
   (`simulator.costs.forward_ops.target_forward_ops` with b = 1, the engine's fused kernels and
-  prefill attention path where it has them), summed op by op from the profile (attention on the
-  roofline: `prefill_attention_us`), times
+  prefill attention path where it has them), each op priced as every forward prices it
+  (`CostModel.op_gpu_us`: the profile's table or roofline, the engine's kernel efficiency, an engine
+  kernel's small-kernel floor, the engine's moe_layer_latency_us), attention on the roofline
+  (`prefill_attention_us`), summed, times
   `serving.prefill_latency_scale`. Cached per (n, c) on geometric grids (PREFILL_GRID_PER_OCTAVE),
   interpolated linearly in n. Several requests' chunks in one step are priced as one forward over
   their tokens at their token-weighted mean context. The chunk's forward is added to the decode
@@ -129,16 +131,9 @@ class StepCosts:
         if eng.kernels == "fused" or eng.verify_attention == "prefill":
             ops = FO.engine_ops(ops, prefill_attention=True, model=sc.target, tp=sc.tp_size,
                                fuse=eng.kernels == "fused")
-        lk, cs = cost.lookup, sc.costs
-        total = 0.0
-        for op in ops:
-            if op.name == "attention":
-                total += prefill_attention_us(op, lk.rf) * cs.compute_latency_scale / eng.kernel_efficiency
-            elif op.is_collective:
-                total += lk.collective_us(op.collective, op.size_bytes, op.world_size) * cs.collective_latency_scale
-            else:
-                total += lk.op_us(op) * cs.compute_latency_scale / eng.kernel_efficiency
-        return total
+        rf, moe_table = cost.lookup.rf, eng.moe_layer_latency_us
+        return sum(cost.op_gpu_us(op, moe_table, prefill_attention_us(op, rf) if op.name == "attention" else None)
+                   for op in ops)
 
     def prefill_us(self, num_tokens: int, context_len: float) -> float:
         """A prefill chunk of num_tokens after context_len cached tokens, in us (0 for no tokens)."""

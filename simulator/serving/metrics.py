@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from simulator.metrics import Percentiles
-from simulator.serving.engine import ServingRecords
+from simulator.serving.scheduler import ServingRecords
 from simulator.units import US_PER_MS, US_PER_S
 
 

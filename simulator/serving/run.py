@@ -5,7 +5,7 @@ from __future__ import annotations
 from simulator.config import Scenario
 from simulator.profile import CalibrationProfile
 from simulator.serving.costs import StepCosts
-from simulator.serving.engine import ServingRecords, ServingRun, serving_rngs
+from simulator.serving.scheduler import ServingRecords, ServingRun, serving_rngs
 from simulator.serving.metrics import ServingResult, serving_metrics
 
 

@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import simulator.cli  # noqa: F401 - import once in the parent; forked children inherit it
-    import simulator.plots  # noqa: F401
+    import simulator.studies.plots  # noqa: F401
     import simulator.simulate  # noqa: F401
-    import simulator.validate  # noqa: F401
+    import simulator.evidence.validate  # noqa: F401
 
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="specdecsim-fuzz-"))

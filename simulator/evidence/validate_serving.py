@@ -1,0 +1,145 @@
+"""Live serving runs against the serving DES: the same scenario simulated, tok/s and TPOT compared.
+
+Each LiveServingRun embeds the serving scenario it ran (closed loop at concurrency C, seeded
+output lengths, seeded per-request acceptance, `prefill_latency_scale: 0`, `decode_context_len`
+= the live loop's static window). `check_record` runs the serving DES on that scenario with the
+profile's step costs (`simulator.serving.run.run_serving`, speculative or not as the record) and
+measures both with one function (`simulator.serving.metrics.serving_metrics`). The live run's
+scheduler is the DES's own and its draws are seeded, so both runs serve the same schedule (same
+requests, steps, batches and accept lengths; `same_schedule` says so); they differ in step
+durations only. Errors are predicted / measured - 1:
+
+- tok_per_s_error_frac: output tokens/s over the run (first arrival to last finish);
+- tpot_p50_error_frac: the median request's time per output token;
+- ttft_p50_error_frac, itl_p50_error_frac: reported, not judged.
+
+The bar (`serving_bar`): |tok/s error| and |TPOT p50 error| <= 5% on every record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from simulator import __version__
+from simulator.files import OUTPUT_KEY, SERVING_VALIDATION_OUTPUT
+from simulator.inputs import UserInputError, format_validation_error, read_json
+from simulator.evidence.live_records import LiveServingRun
+from simulator.profile import CalibrationProfile
+from simulator.serving.metrics import serving_metrics
+from simulator.serving.run import run_serving
+from simulator.evidence.validate import record_files
+
+SERVING_BAR_FRAC = 0.05  # the issue's bar: tok/s and TPOT p50 within 5%
+
+
+@dataclass(frozen=True)
+class ServingComparison:
+    """One live serving record against the DES on its scenario (times in us, rates per second)."""
+
+    source: str
+    target: str
+    speculative: bool
+    concurrency: int
+    num_requests: int
+    same_schedule: bool
+    measured_tok_per_s: float
+    predicted_tok_per_s: float
+    tok_per_s_error_frac: float
+    measured_tpot_p50_us: float
+    predicted_tpot_p50_us: float
+    tpot_p50_error_frac: float
+    measured_ttft_p50_us: float
+    predicted_ttft_p50_us: float
+    ttft_p50_error_frac: float
+    measured_itl_p50_us: float
+    predicted_itl_p50_us: float
+    itl_p50_error_frac: float
+    measured_mean_batch_size: float
+    predicted_mean_batch_size: float
+
+
+def load_serving_records(paths: list[Path]) -> list[tuple[str, LiveServingRun]]:
+    """Read LiveServingRun JSON files (folders are searched for *.json).
+
+    Raises:
+        UserInputError: a missing path, no records, a file that is not JSON or not a LiveServingRun
+            (naming the file and the field).
+    """
+    files = record_files(paths)
+    out = []
+    for f in {f.resolve(): f for f in files}.values():
+        data = read_json(f, "live serving record (LiveServingRun JSON)")
+        if isinstance(data, dict) and data.get("kind") != "live_serving":
+            raise UserInputError(f"{f}: not a live serving record (kind: live_serving expected; `specdecsim "
+                                 "live --serving` writes them, `specdecsim validate` reads the other live records)")
+        try:
+            out.append((str(f), LiveServingRun.model_validate(data, strict=True)))
+        except ValidationError as e:
+            raise UserInputError(format_validation_error(str(f), e)) from None
+    return out
+
+
+def _err(predicted: float, measured: float) -> float:
+    return predicted / measured - 1 if measured > 0 else float("inf")
+
+
+def check_record(src: str, rec: LiveServingRun, profile: CalibrationProfile,
+                 costs_source: str | None = None) -> ServingComparison:
+    """The serving DES on the record's scenario (costs.source replaced where given) against the record.
+
+    Raises:
+        ArithmeticError: no request finished in the simulation.
+        UserInputError: the scenario asks the profile for something it lacks.
+    """
+    sc = rec.scenario
+    if costs_source is not None:
+        sc = sc.model_copy(update={"costs": sc.costs.model_copy(update={"source": costs_source})})
+    cfg = sc.serving
+    sim = run_serving(sc, profile, rec.speculative)
+    pred = serving_metrics(sim, cfg.warmup_s, cfg.slo.ttft_ms, cfg.slo.tpot_ms)
+    live = rec.serving_records()
+    meas = serving_metrics(live, cfg.warmup_s, cfg.slo.ttft_ms, cfg.slo.tpot_ms)
+    same = (len(sim.step_start_us) == len(live.step_start_us)
+            and np.array_equal(sim.step_batch_size, live.step_batch_size)
+            and np.array_equal(sim.step_accepted, live.step_accepted)
+            and np.array_equal(sim.output_tokens, live.output_tokens))
+
+    def p50(x):
+        return x.p50 if x is not None else float("nan")
+    return ServingComparison(
+        source=src, target=sc.target.name, speculative=rec.speculative, concurrency=cfg.arrivals.concurrency,
+        num_requests=meas.num_requests, same_schedule=bool(same),
+        measured_tok_per_s=meas.output_tok_per_s, predicted_tok_per_s=pred.output_tok_per_s,
+        tok_per_s_error_frac=_err(pred.output_tok_per_s, meas.output_tok_per_s),
+        measured_tpot_p50_us=p50(meas.tpot_us), predicted_tpot_p50_us=p50(pred.tpot_us),
+        tpot_p50_error_frac=_err(p50(pred.tpot_us), p50(meas.tpot_us)),
+        measured_ttft_p50_us=p50(meas.ttft_us), predicted_ttft_p50_us=p50(pred.ttft_us),
+        ttft_p50_error_frac=_err(p50(pred.ttft_us), p50(meas.ttft_us)),
+        measured_itl_p50_us=p50(meas.itl_us), predicted_itl_p50_us=p50(pred.itl_us),
+        itl_p50_error_frac=_err(p50(pred.itl_us), p50(meas.itl_us)),
+        measured_mean_batch_size=meas.mean_batch_size, predicted_mean_batch_size=pred.mean_batch_size)
+
+
+def serving_bar(rows: list[ServingComparison], bar_frac: float = SERVING_BAR_FRAC) -> tuple[bool, str]:
+    """(met, one line): |tok/s error| and |TPOT p50 error| <= bar_frac on every record."""
+    if not rows:
+        return False, "serving bar: no records"
+    worst_tok = max(abs(r.tok_per_s_error_frac) for r in rows)
+    worst_tpot = max(abs(r.tpot_p50_error_frac) for r in rows)
+    other = sum(not r.same_schedule for r in rows)
+    met = worst_tok <= bar_frac and worst_tpot <= bar_frac and other == 0
+    return met, (f"serving bar ({bar_frac:.0%} on tok/s and TPOT p50, {len(rows)} runs): "
+                 f"{'met' if met else 'NOT met'}; max |tok/s error| {worst_tok:.1%}, max |TPOT p50 error| "
+                 f"{worst_tpot:.1%}" + (f"; {other} run(s) served another schedule than the simulation, so their "
+                                        "step times are not comparable" if other else ""))
+
+
+def to_json(rows: list[ServingComparison], profile_ref: str, bar_frac: float = SERVING_BAR_FRAC) -> dict:
+    """The comparison as a JSON-ready dict (marked as a serving validation output)."""
+    met, line = serving_bar(rows, bar_frac)
+    return {OUTPUT_KEY: SERVING_VALIDATION_OUTPUT, "version": __version__, "profile": profile_ref,
+            "bar_frac": bar_frac, "bar_met": met, "bar": line, "points": [asdict(r) for r in rows]}
