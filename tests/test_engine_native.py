@@ -268,3 +268,97 @@ def test_full_graph_rule_matches_every_measured_vllm_cell():
         if p.num_steps and p.gpu_bound is not None:
             assert prof.full_graph_verify(p.batch_size, p.num_steps) == (p.target_tokens_padded is not None), p
     assert not prof.full_graph_verify(64, 8)  # 576 tokens: past the largest capture size
+
+
+SHIPPED_POINTS = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0" / "points.jsonl.gz"
+
+
+def _lines() -> list[dict]:
+    return [json.loads(x) for x in gzip.decompress(SHIPPED_POINTS.read_bytes()).decode().splitlines()]
+
+
+def test_engine_profile_refused_whole_at_load(tmp_path):
+    prof = json.loads((ROOT / "data" / "engine_profiles" / f"{SHIPPED}.json").read_text())
+    cases = [({"fits": {}}, "fits lacks target_forward_us"),
+             ({"cudagraph_capture_sizes": [0, -1]}, "strictly increasing"),
+             ({"points": []}, "points"),
+             ({"catalog_gpu": "nonexistent-gpu"}, "not in the hardware catalog")]
+    bad_param = json.loads(json.dumps(prof))
+    bad_param["fits"]["target_forward_us"]["params"]["per_token_us"] = 1e30
+    for i, (update, msg) in enumerate(cases + [(None, "less than or equal to 10000000")]):
+        data = bad_param if update is None else {**prof, **update}
+        f = tmp_path / f"p{i}.json"
+        f.write_text(json.dumps(data))
+        with pytest.raises(UserInputError, match=msg):
+            load_engine_profile(str(f))
+    with pytest.raises(UserInputError, match="a folder"):
+        load_engine_profile(str(tmp_path) + "/")
+
+
+def test_points_files_are_validated_line_by_line(tmp_path):
+    from calibration.engines.points import read_points_files
+    lines = _lines()
+    i = next(n for n, r in enumerate(lines) if r["kind"] == "point")
+    for field, value, msg in (("elapsed_us", "fast", "elapsed_us"), ("elapsed_us", -5.0, "elapsed_us"),
+                              ("accept_length_counts", [1, 2], "accept_length_counts has 2 entries"),
+                              ("context_len", -5.0, "context_len")):
+        bad = json.loads(json.dumps(lines))
+        bad[i]["point"]["repeats"][0][field] = value
+        f = tmp_path / "bad.jsonl"
+        f.write_text("\n".join(json.dumps(r) for r in bad) + "\n")
+        with pytest.raises(UserInputError, match=rf"bad\.jsonl:{i + 1}.*{msg}"):
+            read_points_files([f])
+    f = tmp_path / "torn.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in lines[:5]) + "\n" + json.dumps(lines[5])[:40])
+    notes: list[str] = []
+    assert len(read_points_files([f], notes)) == 5 and "torn last line" in notes[0]
+    f2 = tmp_path / "mid.jsonl"
+    f2.write_text(json.dumps(lines[0]) + "\nnot json\n" + json.dumps(lines[1]) + "\n")
+    with pytest.raises(UserInputError, match=r"mid\.jsonl:2: not a JSON line"):
+        read_points_files([f2])
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    assert len(read_points_files([copy, copy])) == len(lines)  # one file given twice counts once
+    with pytest.raises(UserInputError, match="is also in"):
+        read_points_files([copy, SHIPPED_POINTS])
+
+
+def test_resume_appends_after_a_torn_line(tmp_path):
+    out = tmp_path / "p.jsonl"
+    append_line(out, {"kind": "engine", "label": "x"})
+    with open(out, "a") as f:
+        f.write('{"schema": "engine_points/1", "kind": "po')
+    append_line(out, {"kind": "engine", "label": "y"})
+    assert [r["label"] for r in read_lines(out)] == ["x", "y"]
+
+
+def test_cli_refuses_bad_engine_options_in_one_line(tmp_path):
+    runner = CliRunner()
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("hello")
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text(gzip.decompress(SHIPPED_POINTS.read_bytes()).decode())
+    base = ["engine", "--engine", "fake", "--out", str(tmp_path / "o.json")]
+    for args, msg in ((base + ["--deadline-s", "nan"], "--deadline-s nan: seconds"),
+                      (base + ["--context-lens", "8192"], "--context-lens 8192: prompt_len 8192 leaves"),
+                      (base + ["--points", str(foreign)], "is not an engine points file"),
+                      (base + ["--catalog-gpu", "nope"], "--catalog-gpu 'nope': not in the hardware catalog"),
+                      (["engine", "--from-points", str(copy), "--out", str(copy), "--force"], "is one of the --from-points"),
+                      (["engine", "--from-points", str(tmp_path), "--out", str(tmp_path / "o.json")], "a folder")):
+        r = runner.invoke(calibrate_app, args)
+        assert r.exit_code == 2 and msg in r.output, (args, r.output)
+    assert foreign.read_text() == "hello"
+    import importlib.util
+    if importlib.util.find_spec("vllm") is None:
+        r = runner.invoke(calibrate_app, ["engine", "--engine", "vllm", "--out", str(tmp_path / "v.json")])
+        assert r.exit_code == 2 and "vllm is not installed" in r.output and "Traceback" not in r.output
+
+
+def test_notes_say_where_a_scenario_leaves_the_measured_points():
+    data = _load_yaml(ROOT / "scenarios" / "vllm_llama8b_h200.yaml")
+    data["workload"] = {**data["workload"], "batch_size": 3, "context_len": 100_000}
+    sc = scenario_from_dict(data, "x.yaml", ROOT / "scenarios")
+    notes = CostModel(sc, _profile_h200()).notes
+    assert any("batch 3 was not measured" in n for n in notes)
+    assert any("context 100,000 is outside the measured" in n for n in notes)
+    assert any("none of the sizes vLLM captures full decode graphs at" in n for n in notes)

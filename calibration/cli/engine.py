@@ -49,9 +49,67 @@ def _configs(target: str, draft: str) -> tuple[dict, dict, dict, dict]:
     return t, d, LLAMA_8B.model_dump(), eagle3_draft(LLAMA_8B).model_dump()
 
 
+MAX_MODEL_LEN = 8192  # what the engine processes start with (calibration.engines.plans.ProcessPlan)
+
+
+def _check_engine_installed(engine: str) -> None:
+    """--engine vllm needs vLLM (and torch) importable here: one line before any process starts."""
+    if engine != "vllm":
+        return
+    import importlib.util
+    for mod in ("torch", "vllm"):
+        if importlib.util.find_spec(mod) is None:
+            fail(f"--engine vllm: {mod} is not installed in this Python ({mod} runs the engine; on a GPU host "
+                 "without a package index, ../shared/engines/ builds an offline bundle)")
+
+
+def _check_deadline(deadline_s: Optional[float]) -> None:
+    import math
+    if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
+        fail(f"--deadline-s {deadline_s}: seconds, a finite number > 0")
+
+
+def _check_context_lens(ps: list[int], ks: list[int]) -> None:
+    """Every prompt leaves room for the point's steps within the engine's max_model_len."""
+    from calibration.engines.run_loop import PointPlan, max_tokens_for
+    for p in ps:
+        try:
+            max_tokens_for(PointPlan(batch_size=1, prompt_len=p, acceptance_rate=None, timed_steps=48), max(ks),
+                           MAX_MODEL_LEN)
+        except ValueError as e:
+            fail(f"--context-lens {p}: {e}")
+
+
+def _check_points_output(pts: Path) -> None:
+    """--points is new, empty, or an engine points file (never appended to another file)."""
+    from calibration.engines.points import POINTS_SCHEMA
+    if not pts.exists() or pts.stat().st_size == 0:
+        return
+    with open(pts, "rb") as f:
+        head = f.readline(1 << 16)
+    if b'"schema":"engine_points/1"' not in head.replace(b" ", b""):
+        fail(f"--points {pts}: exists and is not an engine points file ({POINTS_SCHEMA} lines); give a new path")
+
+
+def _check_not_input(out: Path, inputs: list[Path], option: str) -> None:
+    if any(out.resolve() == Path(f).resolve() for f in inputs):
+        fail(f"{option} {out}: is one of the --from-points inputs; give another path")
+
+
+def _check_catalog_gpu(catalog_gpu: Optional[str]) -> None:
+    if not catalog_gpu:
+        return
+    from simulator.hardware import default_catalog
+    gpus = default_catalog().gpus
+    if catalog_gpu not in gpus:
+        fail(f"--catalog-gpu {catalog_gpu!r}: not in the hardware catalog ({', '.join(sorted(gpus))})")
+
+
 def _existing_points(paths: list[Path]) -> list[Path]:
     """--from-points files, each an existing regular file."""
     for f in paths:
+        if f.exists() and not f.is_file():
+            fail(f"--from-points {f}: {'a folder' if f.is_dir() else 'not a regular file'}, not a points file")
         if not f.is_file():
             fail(f"--from-points {f}: no such file")
     return list(paths)
@@ -63,6 +121,7 @@ def _points_path(points: Optional[Path], default: Path) -> Path:
         fail(f"--points {p}: not a regular file")
     if p.suffix == ".gz":
         fail(f"--points {p}: a compressed points file is read with --from-points, not appended to")
+    _check_points_output(p)
     return p
 
 
@@ -109,11 +168,18 @@ def calibrate_engine(
     ps = _ints("--context-lens", context_lens, 16, 65536)
     if not 0.0 < acceptance <= 1.0:
         fail(f"--acceptance {acceptance}: a rate in (0, 1]")
+    _check_deadline(deadline_s)
+    _check_catalog_gpu(catalog_gpu)
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     keys = set(few_run_keys(ks, bs, ps)) if few else None
+    grid = None
     if from_points:
         files = _existing_points(from_points)
+        _check_not_input(out, files, "--out")
     else:
+        _check_context_lens(ps, ks)
+        _check_engine_installed(engine)
+        grid = {(k, b, p) for k in [0, *ks] for b in bs for p in ps}  # this run's points, not a file's older ones
         from calibration.engines.plans import DEFAULT_LIVE_ACCEPTANCES, interleave, live_plans, spread_order
         pts = _points_path(points, out.with_suffix(".points.jsonl"))
         base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg)
@@ -133,12 +199,16 @@ def calibrate_engine(
         if bad:
             err_console.print(escape(f"engine processes not finished: {bad}"))
         files = [pts]
-    keep = (lambda key: key in keys) if keys is not None else None
+    wanted = keys if keys is not None else grid
+    keep = (lambda key: key in wanted) if wanted is not None else None
+    notes: list[str] = []
     try:
         prof = build_profile(files, name or out.stem, t_shape, d_shape, keep=keep, command_line=command_line(),
-                             git_commit=git_commit(), catalog_gpu=catalog_gpu)
+                             git_commit=git_commit(), catalog_gpu=catalog_gpu, notes=notes)
     except (ValueError, UserInputError) as e:
         fail(str(e))
+    for n in notes:
+        err_console.print(escape(f"note: {n}"), highlight=False)
     write_json_atomic(out, prof.model_dump(mode="json", exclude_none=True))
     console.print(escape(f"wrote {out}: {prof.engine} {prof.engine_version}, {prof.attention_backend}, "
                          f"{prof.cudagraph_mode}, {prof.gpu_name}; {len(prof.points)} points"), highlight=False)
@@ -160,6 +230,9 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
 
     if engine is not None:
         check_choice("--engine", engine, ENGINES)
+        if from_points:
+            fail("--engine runs the engine; --from-points builds records from points already measured: give one")
+        _check_engine_installed(engine)
     bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
     t_cfg, d_cfg, t_shape, d_shape = _configs("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b")
     if engine_profile:
@@ -177,10 +250,13 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         run_processes(plans, pts, in_process=engine == "fake",
                       log=lambda s: err_console.print(escape(s), highlight=False))
         files = [pts]
+    notes: list[str] = []
     try:
-        recs = live_records(files, t_shape, d_shape, engine_profile=engine_profile)
+        recs = live_records(files, t_shape, d_shape, engine_profile=engine_profile, notes=notes)
     except (ValueError, UserInputError) as e:
         fail(str(e))
+    for n in notes:
+        err_console.print(escape(f"note: {n}"), highlight=False)
     if not recs:
         fail(f"no live points in {', '.join(map(str, files))}")
     existing = [out / n for n, _ in recs if (out / n).exists()]

@@ -18,8 +18,10 @@ import datetime as dt
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
-from calibration.engines.worker import read_lines
+from calibration.engines.points import read_points_files
+from simulator.inputs import format_validation_error
 from simulator.engines.native import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, fit_parts
 
 GPU_PARTS = ("target_forward_us", "sample_us", "propose_us", "draft_extend_us", "draft_steps_us", "gpu_period_us")
@@ -70,23 +72,24 @@ def engine_point(point: dict) -> EnginePoint | None:
     return EnginePoint(**fields)
 
 
-def engine_lines(paths: list[Path], session: str | None = None) -> tuple[list[dict], list[dict]]:
-    """(engine lines, point lines) of the points files, of one session ('calibrate' / 'live') or all."""
+def engine_lines(paths: list[Path], session: str | None = None,
+                 notes: list[str] | None = None) -> tuple[list[dict], list[dict]]:
+    """(engine lines, point lines) of the points files (validated: calibration.engines.points), of
+    one session ('calibrate' / 'live') or all."""
     engines, points = [], []
-    for p in paths:
-        for rec in read_lines(Path(p)):
-            if session is not None and rec.get("session") != session:
-                continue
-            if rec.get("kind") == "engine":
-                engines.append(rec)
-            elif rec.get("kind") == "point":
-                points.append(rec)
+    for rec in read_points_files(list(paths), notes):
+        if session is not None and rec.get("session") != session:
+            continue
+        if rec["kind"] == "engine":
+            engines.append(rec)
+        elif rec["kind"] == "point":
+            points.append(rec)
     return engines, points
 
 
 def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None,
                   keep=None, command_line: str | None = None, git_commit: str | None = None,
-                  catalog_gpu: str | None = None) -> EngineProfile:
+                  catalog_gpu: str | None = None, notes: list[str] | None = None) -> EngineProfile:
     """The engine-native profile of the calibration points in `paths`.
 
     Args:
@@ -96,7 +99,7 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
     Raises:
         ValueError: no calibration point in the files.
     """
-    engines, lines = engine_lines(paths, "calibrate")
+    engines, lines = engine_lines(paths, "calibrate", notes)
     pts = []
     for ln in lines:
         pt = ln["point"]
@@ -110,9 +113,9 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
     info = (engines[-1]["info"] if engines else {})
     spec = [e["info"] for e in engines if e.get("num_steps")]
     sizes = sorted({s for e in engines for s in e["info"].get("cudagraph_capture_sizes", [])})
-    notes = sorted({n for e in engines for n in e["info"].get("notes", [])})
+    engine_notes = sorted({n for e in engines for n in e["info"].get("notes", [])})
     src = spec[-1] if spec else info
-    prof = EngineProfile(
+    fields = dict(
         name=name, engine=info.get("engine", "vllm"), engine_version=info.get("engine_version", ""),
         attention_backend=src.get("attention_backend", ""), cudagraph_mode=src.get("cudagraph_mode", ""),
         model_runner=src.get("model_runner", ""), async_scheduling=bool(src.get("async_scheduling", True)),
@@ -124,5 +127,10 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
                       "period - host wait on the GPU's output; dummy weights, synthetic acceptance; "
                       f"hooks {', '.join(src.get('hooks', []))}"),
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), command_line=command_line,
-        git_commit=git_commit, notes=notes, points=sorted(pts, key=lambda p: (p.num_steps, p.batch_size, p.prompt_len)))
-    return prof.model_copy(update={"fits": fit_parts(prof)})
+        git_commit=git_commit, notes=engine_notes,
+        points=sorted(pts, key=lambda p: (p.num_steps, p.batch_size, p.prompt_len)))
+    unfitted = EngineProfile.model_construct(**fields)  # the points, to fit the parts' forms on
+    try:
+        return EngineProfile(**fields, fits=fit_parts(unfitted))
+    except ValidationError as e:
+        raise ValueError(f"the points do not make a profile: {format_validation_error(name, e)}") from None

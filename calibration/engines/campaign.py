@@ -36,7 +36,6 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
     start = time.monotonic()
     status: dict[str, str] = {}
     plan_dir = points.parent / "plans"
-    plan_dir.mkdir(parents=True, exist_ok=True)
     for plan in plans:
         left = None if deadline_s is None else deadline_s - (time.monotonic() - start)
         done = done_keys(points)
@@ -51,6 +50,7 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
             run_plan(plan, points, points.parent / "engine_models", log=log)
             status[plan.label] = "done"
             continue
+        plan_dir.mkdir(parents=True, exist_ok=True)
         f = plan_dir / f"{plan.label}.json"
         f.write_text(plan.model_dump_json(indent=1), encoding="utf-8")
         cmd = [sys.executable, "-m", "simulator.cli", "calibrate", "engine-process", str(f), str(points)]

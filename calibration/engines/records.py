@@ -39,9 +39,13 @@ def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: st
 
 
 def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: str | None = None,
-                 profile: str = "h200") -> list[tuple[str, LiveRun]]:
-    """(file name, LiveRun) per live point of the points files (points whose repeats are whole)."""
-    engines, lines = engine_lines(paths, "live")
+                 profile: str = "h200", notes: list[str] | None = None) -> list[tuple[str, LiveRun]]:
+    """(file name, LiveRun) per live point of the points files (points whose repeats are whole).
+
+    Raises:
+        UserInputError: a points file that is not one (calibration.engines.points).
+    """
+    engines, lines = engine_lines(paths, "live", notes)
     info = engines[-1]["info"] if engines else {}
     hardware = HardwareInfo(gpu_name=info.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                             torch_version=info.get("torch_version") or None,

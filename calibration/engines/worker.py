@@ -18,37 +18,20 @@ from dataclasses import asdict
 from pathlib import Path
 
 from calibration.engines.plans import ProcessPlan
+from calibration.engines.points import POINTS_SCHEMA, read_raw_text
 from calibration.engines.run_loop import measure_point, prompt_pool
 
-POINTS_SCHEMA = "engine_points/1"
-
-
-MAX_POINTS_BYTES = 1 << 30  # a points file of a whole campaign is a few MB (raw per-step times included)
 
 
 def read_lines(path: Path) -> list[dict]:
-    """The complete JSON lines of a points file, plain or gzip-compressed (`.gz`, as the shipped
-    ones are); a torn or foreign line is skipped. A missing file holds none.
-
-    Raises:
-        UserInputError: a file over 1 GiB (decompressed), or not gzip where it says so.
-    """
-    import gzip
-
-    from simulator.inputs import UserInputError
-
+    """The complete JSON lines of this project's points file (a resuming process's view: a torn or
+    foreign line is skipped; `calibration.engines.points` validates a file a user gives). A missing
+    file holds none."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         return []
-    try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
-            raw = f.read(MAX_POINTS_BYTES + 1)
-    except (OSError, EOFError) as e:
-        raise UserInputError(f"{path}: not a readable points file ({e})") from None
-    if len(raw) > MAX_POINTS_BYTES:
-        raise UserInputError(f"{path}: a points file holds at most {MAX_POINTS_BYTES >> 20} MiB")
     out = []
-    for line in raw.decode("utf-8", errors="replace").splitlines():
+    for line in read_raw_text(path).splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
@@ -63,10 +46,16 @@ def done_keys(path: Path) -> set[tuple[str, str]]:
 
 
 def append_line(path: Path, rec: dict) -> None:
-    """Append one JSON line and flush it to disk."""
+    """Append one JSON line and flush it to disk (after a newline, where a process ended while
+    writing the file's last line, so the torn line stays alone)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    torn = False
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb") as f:
+            f.seek(-1, 2)
+            torn = f.read(1) != b"\n"
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"schema": POINTS_SCHEMA, **rec}, separators=(",", ":")) + "\n")
+        f.write(("\n" if torn else "") + json.dumps({"schema": POINTS_SCHEMA, **rec}, separators=(",", ":")) + "\n")
         f.flush()
         os.fsync(f.fileno())
 

@@ -63,6 +63,7 @@ def search_command(
                          + (f"; wrote {', '.join(str(p) for p in res.paths)}" if res.paths else "")), highlight=False)
     if not res.ranked:
         fail("no configuration meets the constraints", code=1)
+    _engine_profile_note(scenario, set_)
     console.print(top_table(res, top))
     console.print(pareto_table(res))
 
@@ -125,3 +126,15 @@ def render(res: SearchResult, top: int, width: int = 80) -> str:
     c.print(top_table(res, top))
     c.print(pareto_table(res))
     return c.export_text()
+
+
+def _engine_profile_note(scenario, overrides) -> None:
+    """A note where the scenario names an engine profile (simulator.engines.native.study_note)."""
+    from simulator.engines.native import study_note
+    from simulator.scenario import load_scenario
+    try:
+        note = study_note(load_scenario(scenario, overrides))
+    except (UserInputError, ValueError, FileNotFoundError):
+        return
+    if note:
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

@@ -177,8 +177,11 @@ def print_result(r) -> None:
     console.print(b)
     if r.serving is not None:
         print_serving(r.serving, sc.get("serving") or {})
+    eprof = sc["serving_engine"].get("engine_profile")
+    native = eprof and any("priced from the engine-native profile" in n for n in r.notes)
     console.print(f"[dim]{r.num_cycles} cycles, {r.simulated_us / 1e6:.3f} s simulated, seed {r.seed}, "
-                  f"profile {escape(short_path(r.profile))}[/]")
+                  + (f"engine profile {escape(short_path(eprof))} (op-table profile {escape(short_path(r.profile))} "
+                     "not used for the cycle)" if native else f"profile {escape(short_path(r.profile))}") + "[/]")
     roof = [n for n in r.notes if n.startswith("no table for ")]
     for n in [n for n in r.notes if n not in roof]:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)

@@ -55,11 +55,21 @@ def validate(
     if engine_profile is not None:
         from simulator.engines.native import load_engine_profile
         from simulator.evidence.validate import with_engine_profile
+        from simulator.engines.native import profile_mismatch
         try:
-            load_engine_profile(engine_profile)
+            eprof = load_engine_profile(engine_profile)
             recs = with_engine_profile(recs, engine_profile)
         except (FileNotFoundError, UserInputError, ValueError) as e:
             fail(f"--engine-profile: {e}")
+        def why_not(r):
+            gpu = r.hardware.gpu_name if r.hardware else None
+            if gpu and eprof.gpu_name and gpu != eprof.gpu_name:
+                return f"it was measured on {eprof.gpu_name}, the record on {gpu}"
+            return profile_mismatch(eprof, r.scenario)
+        off = [(src, why) for src, r in recs if (why := why_not(r))]
+        if off:
+            fail(f"--engine-profile {engine_profile}: does not price {len(off)} of the {len(recs)} records "
+                 f"({off[0][1]}: {off[0][0]})")
     try:
         points = compare(recs, prof, acceptance)
     except UserInputError as e:

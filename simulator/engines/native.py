@@ -29,10 +29,10 @@ from __future__ import annotations
 import bisect
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from simulator.inputs import read_json
 from simulator.schema_base import StrictModel
@@ -74,14 +74,31 @@ class EnginePoint(StrictModel):
     host_blocked_us: Us | None = None
 
 
+FIT_PARAMS = {  # the parameters each fitted form holds (module docstring), each 0..1e7 (us or us per token)
+    "roofline": {"weights_us", "per_token_us", "kv_us_per_token", "multi_query_us_per_token", "decode_us",
+                 "verify_us", "extend_us", "step_us", "base_us", "spec_us"},
+    "linear": {"c0_us", "per_request_us", "per_draft_token_us"}}
+REQUIRED_FITS = ("target_forward_us", "sample_us", "host_busy_us_baseline")  # every profile prices a baseline
+SPECULATIVE_FITS = ("draft_us", "propose_overhead_us", "other_gpu_us", "host_busy_us")
+FitParam = Annotated[float, Field(ge=0.0, le=1e7)]
+
+
 class PartFit(StrictModel):
     """A fitted form of one part (module docstring): its parameters and how well it fits."""
 
     form: Literal["roofline", "linear"]
-    params: dict[str, float]
-    num_points: int = Field(ge=0)
-    median_abs_error_frac: float | None = None
-    max_abs_error_frac: float | None = None
+    params: dict[str, FitParam] = Field(min_length=1, max_length=16, description="Parameters, 0..1e7 each.")
+    num_points: int = Field(ge=0, le=1_000_000)
+    median_abs_error_frac: float | None = Field(None, ge=0.0, le=1e6)
+    max_abs_error_frac: float | None = Field(None, ge=0.0, le=1e6)
+
+    @model_validator(mode="after")
+    def _known_params(self) -> Self:
+        unknown = sorted(set(self.params) - FIT_PARAMS[self.form])
+        if unknown:
+            raise ValueError(f"a {self.form} fit has no parameters {unknown}; it holds "
+                             f"{', '.join(sorted(FIT_PARAMS[self.form]))}")
+        return self
 
 
 class EngineProfile(StrictModel):
@@ -110,8 +127,25 @@ class EngineProfile(StrictModel):
     command_line: str | None = None
     git_commit: str | None = None
     notes: list[str] = Field(default_factory=list)
-    points: list[EnginePoint] = Field(max_length=100_000)
+    points: list[EnginePoint] = Field(min_length=1, max_length=100_000)
     fits: dict[str, PartFit] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        sizes = self.cudagraph_capture_sizes
+        if any(n < 1 for n in sizes) or any(b <= a for a, b in zip(sizes, sizes[1:])):
+            raise ValueError("cudagraph_capture_sizes must be positive and strictly increasing")
+        need = list(REQUIRED_FITS) + (list(SPECULATIVE_FITS) if any(p.num_steps for p in self.points) else [])
+        missing = [f for f in need if f not in self.fits]
+        if missing:
+            raise ValueError(f"fits lacks {', '.join(missing)}: every part needs its fitted form to price a batch, "
+                             "num_steps or context the points do not hold (`specdecsim calibrate engine "
+                             "--from-points` rebuilds them)")
+        for name, fit in self.fits.items():
+            if name in ("target_forward_us", "draft_us", "sample_us") and fit.form != "roofline" or \
+                    name not in ("target_forward_us", "draft_us", "sample_us") and fit.form != "linear":
+                raise ValueError(f"fits.{name}: form {fit.form!r} is not this part's")
+        return self
 
     def full_graph_verify(self, batch_size: int, num_steps: int) -> bool:
         """Whether the engine replays a full CUDA graph for this verify: vLLM's model runner V2
@@ -383,13 +417,24 @@ def resolve_engine_profile(ref: str, base_dir: Path | None = None) -> Path:
         for c in ([Path(ref)] if Path(ref).is_absolute() else ([base_dir / ref] if base_dir else []) + [Path(ref)]):
             if c.is_file():
                 return c
+            if c.exists():
+                from simulator.inputs import UserInputError
+                raise UserInputError(f"engine profile {ref!r}: {c} is {'a folder' if c.is_dir() else 'not a regular file'}")
     names = sorted(x.stem for x in shipped.glob("*.json")) if shipped.is_dir() else []
     raise FileNotFoundError(f"engine profile {ref!r} not found; shipped engine profiles: {', '.join(names) or 'none'}")
 
 
 @lru_cache(maxsize=32)
 def _load(path: str, mtime_ns: int) -> EngineProfile:
-    return EngineProfile.model_validate(read_json(Path(path), "engine profile JSON"), strict=False)
+    from pydantic import ValidationError
+
+    from simulator.inputs import UserInputError, format_validation_error
+    try:
+        prof = EngineProfile.model_validate(read_json(Path(path), "engine profile JSON"), strict=False)
+    except ValidationError as e:
+        raise UserInputError(format_validation_error(path, e)) from None
+    check_catalog_gpu(prof, path)
+    return prof
 
 
 def load_engine_profile(ref: str | Path, base_dir: Path | None = None) -> EngineProfile:
@@ -399,6 +444,9 @@ def load_engine_profile(ref: str | Path, base_dir: Path | None = None) -> Engine
         FileNotFoundError, UserInputError, pydantic.ValidationError.
     """
     p = resolve_engine_profile(str(ref), base_dir)
+    if not p.is_file():
+        from simulator.inputs import UserInputError
+        raise UserInputError(f"{p}: an engine profile is a regular JSON file")
     return _load(str(p.resolve()), p.stat().st_mtime_ns)
 
 
@@ -430,6 +478,46 @@ def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
     return None
 
 
+def check_catalog_gpu(profile: EngineProfile, source: str) -> None:
+    """The profile's `catalog_gpu`, where given, names a GPU of the hardware catalog.
+
+    Raises:
+        UserInputError: naming the source and the ids the catalog holds.
+    """
+    if not profile.catalog_gpu:
+        return
+    from simulator.hardware import default_catalog
+    from simulator.inputs import UserInputError
+    gpus = default_catalog().gpus
+    if profile.catalog_gpu not in gpus:
+        raise UserInputError(f"{source}: catalog_gpu {profile.catalog_gpu!r} is not in the hardware catalog "
+                             f"({', '.join(sorted(gpus))})")
+
+
+def outside_measured(profile: EngineProfile, batch_size: int, num_steps: int, context_len: float) -> list[str]:
+    """Where a point lies outside what the profile measured (its fitted forms price it), in words."""
+    pts = profile.points
+    out = []
+    ks = sorted({p.num_steps for p in pts if p.num_steps})
+    bs = sorted({p.batch_size for p in pts})
+    cs = [p.context_len for p in pts]
+    if num_steps not in ks:
+        out.append(f"num_steps {num_steps} was not measured ({', '.join(map(str, ks))} were): fitted forms")
+    if batch_size not in bs:
+        out.append(f"batch {batch_size} was not measured ({', '.join(map(str, bs))} were): fitted forms"
+                   + (" beyond the largest" if batch_size > bs[-1] else ""))
+    if profile.max_num_seqs and batch_size > profile.max_num_seqs:
+        out.append(f"batch {batch_size} is above the max_num_seqs {profile.max_num_seqs} the engine ran with")
+    sizes = profile.cudagraph_capture_sizes
+    if sizes and batch_size * (num_steps + 1) > sizes[-1]:
+        out.append(f"a verify of {batch_size * (num_steps + 1)} tokens is above the largest CUDA-graph capture size "
+                   f"{sizes[-1]}: the engine runs it without graphs, the fitted forms price it as if with")
+    lo, hi = min(cs), max(cs)
+    if not lo * 0.9 <= context_len <= hi * 1.1:
+        out.append(f"context {context_len:,} is outside the measured {lo:,.0f}-{hi:,.0f}: fitted forms extrapolate")
+    return out
+
+
 def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
     """NativeCosts of the scenario's engine profile (`serving_engine.engine_profile`) where it prices
     this scenario as measured; None (with a note saying why) where it does not or none is given.
@@ -446,7 +534,9 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
         notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name} not used ({why}): priced by the "
                   "engine model from the profile's op tables")
         return None
-    b, k = scenario.workload.batch_size, scenario.spec.num_steps
+    b, k, c = scenario.workload.batch_size, scenario.spec.num_steps, scenario.workload.context_len
+    for why in outside_measured(profile, b, k, c):
+        notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name}: {why}")
     if profile.engine == "vllm" and not profile.full_graph_verify(b, k):
         notes.add(f"vllm: at batch {b} with num_steps {k} the verify ({b * (k + 1)} tokens) is none of the sizes "
                   "vLLM captures full decode graphs at: it runs piecewise and host-bound, and its step time "
@@ -456,3 +546,19 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
               f"{profile.cudagraph_mode or '?'} graphs, {profile.gpu_name or '?'}; {len(profile.points)} measured "
               "points, fitted forms between them)")
     return NativeCosts(profile)
+
+
+def study_note(scenario) -> str | None:
+    """One line for a sweep or search over a scenario that names an engine profile: what the
+    profile measured, and what prices the other points (`simulate` on a point names which)."""
+    ref = getattr(scenario.serving_engine, "engine_profile", None)
+    if not ref:
+        return None
+    prof = load_engine_profile(ref)
+    ks = sorted({p.num_steps for p in prof.points if p.num_steps})
+    bs = sorted({p.batch_size for p in prof.points})
+    cs = [p.context_len for p in prof.points]
+    return (f"engine profile {prof.name} ({prof.engine} {prof.engine_version}) measured num_steps "
+            f"{', '.join(map(str, ks))}, batch {', '.join(map(str, bs))}, contexts {min(cs):,.0f}-{max(cs):,.0f}, "
+            f"tp {prof.tp_size}: points between them use its fitted forms, points of another target, draft, TP "
+            "size or GPU the engine model from the op tables (`specdecsim simulate` on a point says which)")

@@ -1,0 +1,199 @@
+"""The lines of an engine points file, as schemas: what `--from-points` accepts.
+
+The GPU side writes them (calibration/engines/worker.py); a user may hand any file to
+`specdecsim calibrate engine --from-points` or `specdecsim live --from-points`, so every line is
+validated here, strictly, and a bad one is one error naming the file, its line and the field.
+A torn last line (a process killed while writing it) is the one thing skipped, and said.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, ValidationError, model_validator
+
+from simulator.inputs import UserInputError, format_validation_error
+from simulator.schema_base import StrictModel
+
+POINTS_SCHEMA = "engine_points/1"
+Us = Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False)]
+
+
+class RepeatLine(StrictModel):
+    """One timed window of a point."""
+
+    repeat_idx: int = Field(ge=0, le=1000)
+    instrumented: bool
+    num_cycles: int = Field(ge=1, le=10**7, description="Timed engine steps, 1..1e7.")
+    num_tokens: int = Field(ge=1, le=10**12)
+    elapsed_us: float = Field(gt=0.0, le=1e12, allow_inf_nan=False, description="Wall time, (0, 1e12] us.")
+    accept_length_counts: list[Annotated[int, Field(ge=0, le=10**12)]] = Field(min_length=1, max_length=65)
+    context_len: float = Field(ge=1.0, le=2**27, allow_inf_nan=False)
+    num_incomplete_steps: int = Field(ge=0, le=10**7)
+    host_busy_us: Us | None = None
+    host_blocked_us: Us | None = None
+    means: dict[str, Us | int | None] = Field(default_factory=dict, max_length=64)
+    raw: list[dict] = Field(default_factory=list, max_length=10**7)
+
+
+class PointBody(StrictModel):
+    """One measured point: a steady batch at a prompt length, its windows."""
+
+    key: str = Field(min_length=1, max_length=200)
+    num_steps: int = Field(ge=0, le=64)
+    batch_size: int = Field(ge=1, le=1_000_000)
+    prompt_len: int = Field(ge=1, le=2**27)
+    acceptance_rate: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
+    repeats: list[RepeatLine] = Field(min_length=1, max_length=1000)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        for r in self.repeats:
+            if len(r.accept_length_counts) != self.num_steps + 1:
+                raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts has {len(r.accept_length_counts)} "
+                                 f"entries; num_steps {self.num_steps} needs {self.num_steps + 1}")
+            if sum(r.accept_length_counts) > self.batch_size * r.num_cycles:
+                raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts sum past batch_size x num_cycles")
+            if r.context_len < self.prompt_len:
+                raise ValueError(f"repeat {r.repeat_idx}: context_len {r.context_len:g} below prompt_len "
+                                 f"{self.prompt_len}")
+        if (self.acceptance_rate is None) != (self.num_steps == 0):
+            raise ValueError("acceptance_rate is given for speculative points (num_steps >= 1) only")
+        return self
+
+
+class PointLine(StrictModel):
+    schema_: Literal["engine_points/1"] = Field(alias="schema")
+    kind: Literal["point"]
+    label: str = Field(min_length=1, max_length=200)
+    session: Literal["calibrate", "live"]
+    engine: str = Field(min_length=1, max_length=40)
+    engine_version: str = Field(max_length=200)
+    point: PointBody
+    wall_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
+
+
+class EngineLine(StrictModel):
+    schema_: Literal["engine_points/1"] = Field(alias="schema")
+    kind: Literal["engine"]
+    label: str = Field(min_length=1, max_length=200)
+    session: Literal["calibrate", "live"]
+    num_steps: int = Field(ge=0, le=64)
+    info: dict
+    startup_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
+    created_unix: float = Field(ge=0.0, le=1e11, allow_inf_nan=False)
+
+
+class ErrorLine(StrictModel):
+    schema_: Literal["engine_points/1"] = Field(alias="schema")
+    kind: Literal["error"]
+    label: str
+    key: str
+    error: str
+    trace: str = ""
+
+
+LINE_MODELS = {"point": PointLine, "engine": EngineLine, "error": ErrorLine}
+
+
+MAX_POINTS_BYTES = 1 << 30  # a points file of a whole campaign is a few MB (raw per-step times included)
+
+
+def read_raw_text(path: Path) -> str:
+    """A points file's text, plain or gzip-compressed (`.gz`, as the shipped ones are), read in
+    chunks up to 1 GiB decompressed.
+
+    Raises:
+        UserInputError: not a regular file, not gzip where it says so, or over the bound.
+    """
+    import gzip
+
+    from simulator.inputs import UserInputError
+
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise UserInputError(f"{path}: {'a folder' if path.is_dir() else 'not a regular file'}, not a points file")
+    chunks, total = [], 0
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+            while chunk := f.read(1 << 24):
+                total += len(chunk)
+                if total > MAX_POINTS_BYTES:
+                    raise UserInputError(f"{path}: a points file holds at most {MAX_POINTS_BYTES >> 20} MiB")
+                chunks.append(chunk)
+    except (OSError, EOFError) as e:
+        raise UserInputError(f"{path}: not a readable points file ({e})") from None
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
+    """Every line of a points file (plain or .gz), validated; a torn last line is skipped (and
+    said in `notes`).
+
+    Raises:
+        UserInputError: `file:line: ...` for a line that is not one of the schemas above, a point
+            whose num_steps is not its process's, or a point twice.
+    """
+    text = read_raw_text(Path(path))
+    lines = text.split("\n")
+    torn = lines[-1] != ""
+    out: list[dict] = []
+    steps_of: dict[str, int] = {}
+    seen: set[tuple[str, str]] = set()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if torn and i == len(lines):
+                if notes is not None:
+                    notes.append(f"{path}:{i}: a torn last line (a process ended while writing it) skipped")
+                continue
+            raise UserInputError(f"{path}:{i}: not a JSON line of an engine points file") from None
+        kind = rec.get("kind") if isinstance(rec, dict) else None
+        if not isinstance(rec, dict) or rec.get("schema") != POINTS_SCHEMA or kind not in LINE_MODELS:
+            raise UserInputError(f"{path}:{i}: not an engine points line (schema {POINTS_SCHEMA!r}, kind "
+                                 f"{', '.join(LINE_MODELS)})")
+        try:
+            LINE_MODELS[kind].model_validate(rec, strict=True)
+        except ValidationError as e:
+            raise UserInputError(format_validation_error(f"{path}:{i}", e)) from None
+        if kind == "engine":
+            steps_of[rec["label"]] = rec["num_steps"]
+        elif kind == "point":
+            k, key = rec["point"]["num_steps"], (rec["label"], rec["point"]["key"])
+            if rec["label"] in steps_of and steps_of[rec["label"]] != k:
+                raise UserInputError(f"{path}:{i}: point.num_steps {k} in process {rec['label']}, which ran "
+                                     f"num_steps {steps_of[rec['label']]}")
+            if key in seen:
+                raise UserInputError(f"{path}:{i}: point {key[1]} of {key[0]} is in the file twice")
+            seen.add(key)
+        out.append(rec)
+    return out
+
+
+def read_points_files(paths: list[Path], notes: list[str] | None = None) -> list[dict]:
+    """The lines of several points files (each file once), of one engine, no point twice.
+
+    Raises:
+        UserInputError: as read_points_file; points of more than one engine; a point in two files.
+    """
+    out: list[dict] = []
+    seen: dict[tuple[str, str], Path] = {}
+    resolved = list({Path(p).resolve(): Path(p) for p in paths}.values())
+    for p in resolved:
+        for rec in read_points_file(p, notes):
+            if rec["kind"] == "point":
+                key = (rec["label"], rec["point"]["key"])
+                if key in seen:
+                    raise UserInputError(f"{p}: point {key[1]} of {key[0]} is also in {seen[key]}")
+                seen[key] = p
+            out.append(rec)
+    engines = sorted({r["engine"] for r in out if r["kind"] == "point"})
+    if len(engines) > 1:
+        raise UserInputError(f"{', '.join(map(str, resolved))}: points of more than one engine ({', '.join(engines)}); "
+                             "a profile describes one")
+    return out
