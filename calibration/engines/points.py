@@ -64,10 +64,15 @@ class PointBody(StrictModel):
         return self
 
 
-class PointLine(StrictModel):
+class _Line(StrictModel):
+    """What every line holds: the schema, and the engine process it came from."""
+
     schema_: Literal["engine_points/1"] = Field(alias="schema")
-    kind: Literal["point"]
     label: str = Field(min_length=1, max_length=200)
+
+
+class PointLine(_Line):
+    kind: Literal["point"]
     session: Literal["calibrate", "live"]
     engine: str = Field(min_length=1, max_length=40)
     engine_version: str = Field(max_length=200)
@@ -75,10 +80,8 @@ class PointLine(StrictModel):
     wall_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
 
 
-class EngineLine(StrictModel):
-    schema_: Literal["engine_points/1"] = Field(alias="schema")
+class EngineLine(_Line):
     kind: Literal["engine"]
-    label: str = Field(min_length=1, max_length=200)
     session: Literal["calibrate", "live"]
     num_steps: int = Field(ge=0, le=64)
     info: dict
@@ -86,10 +89,8 @@ class EngineLine(StrictModel):
     created_unix: float = Field(ge=0.0, le=1e11, allow_inf_nan=False)
 
 
-class ErrorLine(StrictModel):
-    schema_: Literal["engine_points/1"] = Field(alias="schema")
+class ErrorLine(_Line):
     kind: Literal["error"]
-    label: str
     key: str
     error: str
     trace: str = ""

@@ -92,3 +92,19 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator:
     with bar:
         task = bar.add_task(escape(description), total=1.0)
         yield lambda frac: bar.update(task, completed=min(max(float(frac), 0.0), 1.0))
+
+
+def engine_profile_note(scenario, overrides) -> None:
+    """A note for a sweep or search whose scenario names an engine profile
+    (simulator.engines.native.study_note); nothing where it names none or does not load."""
+    from rich.markup import escape
+
+    from simulator.engines.native import study_note
+    from simulator.inputs import UserInputError
+    from simulator.scenario import load_scenario
+    try:
+        note = study_note(load_scenario(scenario, overrides))
+    except (UserInputError, ValueError, FileNotFoundError):
+        return
+    if note:
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console, err_console, fail
+from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console,
+                                  engine_profile_note, err_console, fail)
 from simulator.inputs import UserInputError
 from simulator.studies.objectives import OBJECTIVES
 
@@ -63,7 +64,7 @@ def search_command(
                          + (f"; wrote {', '.join(str(p) for p in res.paths)}" if res.paths else "")), highlight=False)
     if not res.ranked:
         fail("no configuration meets the constraints", code=1)
-    _engine_profile_note(scenario, set_)
+    engine_profile_note(scenario, set_)
     console.print(top_table(res, top))
     console.print(pareto_table(res))
 
@@ -126,15 +127,3 @@ def render(res: SearchResult, top: int, width: int = 80) -> str:
     c.print(top_table(res, top))
     c.print(pareto_table(res))
     return c.export_text()
-
-
-def _engine_profile_note(scenario, overrides) -> None:
-    """A note where the scenario names an engine profile (simulator.engines.native.study_note)."""
-    from simulator.engines.native import study_note
-    from simulator.scenario import load_scenario
-    try:
-        note = study_note(load_scenario(scenario, overrides))
-    except (UserInputError, ValueError, FileNotFoundError):
-        return
-    if note:
-        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

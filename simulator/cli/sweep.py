@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console, err_console, fail
+from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console,
+                                  engine_profile_note, err_console, fail)
 from simulator.inputs import UserInputError
 
 
@@ -55,7 +56,7 @@ def sweep_command(
     console.print(escape(f"{len(res.rows)} points, solver {res.solver}, {workers}, {res.elapsed_s:.2f} s; "
                          f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")),
                   highlight=False)
-    _engine_profile_note(scenario, set_)
+    engine_profile_note(scenario, set_)
     if res.des_check:
         dc = res.des_check
         console.print(f"DES spot-check on {dc['num_points']} points: DES vs closed form tok/s, "
@@ -116,15 +117,3 @@ def print_crossover(rows: list[dict]) -> None:
         t.add_row(*(escape(str(r[c])) for c in extra), "none swept" if r["crossover"] is None else str(r["crossover"]),
                   "-" if r["last_paying"] is None else str(r["last_paying"]), escape(speedups))
     console.print(t)
-
-
-def _engine_profile_note(scenario, overrides) -> None:
-    """A note where the scenario names an engine profile (simulator.engines.native.study_note)."""
-    from simulator.engines.native import study_note
-    from simulator.scenario import load_scenario
-    try:
-        note = study_note(load_scenario(scenario, overrides))
-    except (UserInputError, ValueError, FileNotFoundError):
-        return
-    if note:
-        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
