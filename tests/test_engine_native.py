@@ -362,3 +362,12 @@ def test_notes_say_where_a_scenario_leaves_the_measured_points():
     assert any("batch 3 was not measured" in n for n in notes)
     assert any("context 100,000 is outside the measured" in n for n in notes)
     assert any("none of the sizes vLLM captures full decode graphs at" in n for n in notes)
+
+
+def test_native_pricing_follows_the_what_if_compute_scale():
+    data = _load_yaml(ROOT / "scenarios" / "vllm_llama8b_h200.yaml")
+    base = CostModel(scenario_from_dict(data, "x.yaml", ROOT / "scenarios"), _profile_h200())
+    data["costs"] = {"compute_latency_scale": 0.5}
+    half = CostModel(scenario_from_dict(data, "x.yaml", ROOT / "scenarios"), _profile_h200())
+    assert half.verify_forward().gpu_us == pytest.approx(base.verify_forward().gpu_us / 2, rel=1e-12)
+    assert half.host_schedule_us == base.host_schedule_us  # host work is not compute

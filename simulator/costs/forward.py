@@ -376,7 +376,8 @@ class CostModel:
                  "draft_extend": [("draft_prefill", nat.draft_extend_us(b, k, c)),
                                   ("draft_inputs", nat.propose_overhead_us(b, k, c))],
                  "draft": [("draft_step", nat.draft_step_us(b, k, c) if k >= 2 else 0.0)]}[phase]
-        return Forward(phase, tuple(Kernel(name, phase, "compute", us, 0.0, gpus) for name, us in parts))
+        scale = self.sc.costs.compute_latency_scale
+        return Forward(phase, tuple(Kernel(name, phase, "compute", us * scale, 0.0, gpus) for name, us in parts))
 
     def _build_forward(self, phase: str, n: int) -> Forward:
         """Forward of `phase` with `n` new tokens per request (see the public methods)."""
