@@ -10,6 +10,9 @@
 #                                                           --with-live ...` with ARGS), then watch
 #   bash calibration/engines/device.sh watch [SECONDS]     watch the daemon up to SECONDS (default 540)
 #
+# RESUME_POINTS=FILE (start): the campaign appends to a copy of FILE (a committed points file, .gz
+# or plain), so the points it holds are skipped and only the rest are measured.
+#
 # Every stage that watches ends by packing /root/results (points.jsonl, campaign.log) into
 # $OUT/results.tgz. NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the rest).
 set -uo pipefail
@@ -62,6 +65,11 @@ case $stage in
       echo "bundle installed in $((SECONDS - t)) s"
     fi
     kill -- -"$(cat "$res/campaign.pid" 2>/dev/null)" 2>/dev/null && sleep 2
+    # RESUME_POINTS: a committed points file (.gz) the campaign resumes from (what it holds is skipped)
+    if [ -n "${RESUME_POINTS:-}" ] && [ ! -s "$res/points.jsonl" ]; then
+      zcat -f "$RESUME_POINTS" > "$res/points.jsonl" || exit 1
+      echo "resuming from $RESUME_POINTS: $(wc -l < "$res/points.jsonl") lines"
+    fi
     rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
     cd /root/app
