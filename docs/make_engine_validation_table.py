@@ -68,7 +68,8 @@ def main() -> None:
     full = load_engine_profile(FULL)
     no_graph = {(p.num_steps, p.batch_size) for p in full.points if p.num_steps and p.target_tokens_padded is None}
     few_keys = set(few_run_keys(sorted({p.num_steps for p in full.points if p.num_steps}),
-                                sorted({p.batch_size for p in full.points}), sorted({p.prompt_len for p in full.points})))
+                                sorted({p.batch_size for p in full.points}), sorted({p.prompt_len for p in full.points}),
+                                full.full_graph_verify))
     shipped = [(s, r.model_copy(update={"scenario": r.scenario.model_copy(update={
         "serving_engine": r.scenario.serving_engine.model_copy(update={"engine_profile": None})})})) for s, r in recs]
     runs = {

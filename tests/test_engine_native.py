@@ -245,9 +245,11 @@ def test_cli_calibrate_and_live_with_the_fake_engine(tmp_path):
 
 
 def test_shipped_vllm_campaign_validates_as_documented():
-    """docs/engine-calibration.md: the 126 fresh vLLM records from the engine-native profile alone."""
+    """docs/engine-calibration.md: the 154 fresh vLLM records (num_steps 1, 2, 3, 4, 6) from the
+    engine-native profile alone."""
     recs = load_records([ROOT / "data" / "live" / "h200_vllm_0.26.0"])
-    assert len(recs) == 126
+    assert len(recs) == 154
+    assert {r.scenario.spec.num_steps for _, r in recs if r.speculative} == {1, 2, 3, 4, 6}
     pts = compare(with_engine_profile(recs, SHIPPED), _profile_h200())
     err = np.abs([p.tok_per_s_error_frac for p in pts])
     assert np.median(err) <= 0.03
@@ -268,6 +270,45 @@ def test_full_graph_rule_matches_every_measured_vllm_cell():
         if p.num_steps and p.gpu_bound is not None:
             assert prof.full_graph_verify(p.batch_size, p.num_steps) == (p.target_tokens_padded is not None), p
     assert not prof.full_graph_verify(64, 8)  # 576 tokens: past the largest capture size
+
+
+def test_full_graph_rule_pads_requests_as_the_dispatcher_does():
+    """vLLM V2's dispatcher runs n tokens at the smallest captured count >= n: 7 requests of 3
+    tokens (21) run the 24-token uniform-decode graph of 8 requests, padded; 4 of 3 (12) fall on
+    the 16-token piecewise graph, the rounded 18 lying above it."""
+    from simulator.engines.native import full_graph_verify
+    sizes = [1, 2, 4, 8, 16, 24, 32]
+    assert full_graph_verify(7, 2, sizes) and not full_graph_verify(4, 2, sizes)
+    assert full_graph_verify(8, 2, sizes, max_num_seqs=8) and not full_graph_verify(8, 2, sizes, max_num_seqs=4)
+    assert not full_graph_verify(16, 2, sizes)  # 48 tokens: past the largest capture size
+    assert full_graph_verify(5, 0, sizes) and full_graph_verify(3, 2, [])
+
+
+def test_few_runs_stay_on_full_graph_cells():
+    """A few-run point is moved off a cell whose verify has no full CUDA graph (host-bound: it
+    says nothing of the GPU parts), to the nearest batch size that has one."""
+    ks, bs, ps = [1, 2, 3, 4, 6], [1, 2, 4, 8, 16, 32, 64], [1024, 4096]
+    plain = few_run_keys(ks, bs, ps)
+    ruled = few_run_keys(ks, bs, ps, lambda b, k: not (k == 2 and b == 4))
+    assert (2, 4, 4096) in plain and (2, 4, 4096) not in ruled and (2, 2, 4096) in ruled
+    assert len(ruled) == len(plain) == 2 + len(ks)
+    assert few_run_keys(ks, bs, ps, lambda b, k: False) == plain  # nowhere better: kept
+
+
+def test_engine_model_configs_give_their_shapes():
+    """Any target / draft pair under data/models/engine/ gives the shapes its records and profile
+    carry (a Qwen3 MoE target with its EAGLE-3 draft); names that are not file names are refused."""
+    from calibration.cli.engine import _configs
+    _, _, t, d = _configs("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
+    assert (t["name"], t["n_routed_experts"], t["num_experts_per_tok"], t["moe_intermediate_size"]) == \
+        ("qwen3-30b-a3b", 128, 8, 768)
+    assert d["name"] == "eagle3-qwen3-30b-a3b" and d["num_hidden_layers"] == 1 and not d["n_routed_experts"]
+    assert d["draft_vocab_size"] == 32000 and d["num_fc_input_hidden_states"] == 3
+    with pytest.raises(ValueError, match="a config name"):
+        model_configs("../x", "y")
+    r = CliRunner().invoke(calibrate_app, ["engine", "--engine", "fake", "--out", "/tmp/x.json", "--target",
+                                           "qwen3-30b-a3b", "--draft", "llama-3.1-8b-instruct"])
+    assert r.exit_code == 2 and "one decoder layer" in r.output, r.output
 
 
 SHIPPED_POINTS = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0" / "points.jsonl.gz"
@@ -356,12 +397,13 @@ def test_cli_refuses_bad_engine_options_in_one_line(tmp_path):
 
 def test_notes_say_where_a_scenario_leaves_the_measured_points():
     data = _load_yaml(ROOT / "scenarios" / "vllm_llama8b_h200.yaml")
-    data["workload"] = {**data["workload"], "batch_size": 3, "context_len": 100_000}
+    data["workload"] = {**data["workload"], "batch_size": 5, "context_len": 100_000}
+    data["spec"] = {**data["spec"], "num_steps": 2, "num_draft_tokens": 3}
     sc = scenario_from_dict(data, "x.yaml", ROOT / "scenarios")
     notes = CostModel(sc, _profile_h200()).notes
-    assert any("batch 3 was not measured" in n for n in notes)
+    assert any("batch 5 was not measured" in n for n in notes)
     assert any("context 100,000 is outside the measured" in n for n in notes)
-    assert any("none of the sizes vLLM captures full decode graphs at" in n for n in notes)
+    assert any("(15 tokens) gets no full CUDA graph" in n for n in notes)
 
 
 def test_native_pricing_follows_the_what_if_compute_scale():
@@ -371,3 +413,21 @@ def test_native_pricing_follows_the_what_if_compute_scale():
     half = CostModel(scenario_from_dict(data, "x.yaml", ROOT / "scenarios"), _profile_h200())
     assert half.verify_forward().gpu_us == pytest.approx(base.verify_forward().gpu_us / 2, rel=1e-12)
     assert half.host_schedule_us == base.host_schedule_us  # host work is not compute
+
+
+def test_shipped_qwen3_moe_vllm_records_load_and_are_moe():
+    """data/live/h200_vllm_0.26.0_qwen3-30b-a3b: vLLM's live runs of the MoE target (num_steps 3,
+    no baseline measured), rebuilt from the committed points file as committed."""
+    d = ROOT / "data" / "live" / "h200_vllm_0.26.0_qwen3-30b-a3b"
+    recs = load_records([d])
+    assert len(recs) == 28 and all(r.speculative and r.scenario.spec.num_steps == 3 for _, r in recs)
+    assert all(r.scenario.target.n_routed_experts == 128 for _, r in recs)
+    pts = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0_qwen3-30b-a3b" / "points.jsonl.gz"
+    _, _, t, dr = __import__("calibration.cli.engine", fromlist=["_configs"])._configs(
+        "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
+    rebuilt = dict(live_records([pts], t, dr))
+    for path, rec in recs:
+        assert rebuilt[Path(path).name].tok_per_s == pytest.approx(rec.tok_per_s, rel=1e-12)
+    for _, r in recs:  # the engine's own accept lengths, near the i.i.d. mean at rate a
+        a = r.scenario.acceptance.acceptance_rate
+        assert abs(r.mean_accept_length - (1 - a ** 4) / (1 - a)) < 0.4

@@ -37,16 +37,32 @@ def _ints(option: str, text: str, low: int, high: int) -> list[int]:
 
 
 def _configs(target: str, draft: str) -> tuple[dict, dict, dict, dict]:
-    """(target HF config, draft HF config, target ModelShape fields, draft ModelShape fields)."""
+    """(target HF config, draft HF config, target ModelShape fields, draft ModelShape fields): the
+    shapes read from the configs under data/models/engine/ (simulator.model_config), named by the
+    target's file name less a trailing '-instruct', the draft `eagle3-<target name>`."""
     from calibration.engines.plans import model_configs
-    from calibration.shapes import LLAMA_8B, eagle3_draft
+    from calibration.shapes import EAGLE3_NUM_FC_INPUT_HIDDEN_STATES
+    from simulator.config import ModelShape
+    from simulator.model_config import shape_fields_from_hf_config
     try:
         t, d = model_configs(target, draft)
     except FileNotFoundError as e:
         fail(f"--target/--draft: {e.filename}: no such model config (data/models/engine/<name>.config.json)")
-    if (target, draft) != ("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b"):
-        fail("--target/--draft: only the shipped Llama-3.1-8B + EAGLE-3 pair has a model shape here so far")
-    return t, d, LLAMA_8B.model_dump(), eagle3_draft(LLAMA_8B).model_dump()
+    except ValueError as e:
+        fail(f"--target/--draft: {e}")
+    name = target.removesuffix("-instruct")
+    try:
+        t_fields, _ = shape_fields_from_hf_config(t)
+        d_fields, _ = shape_fields_from_hf_config(d)
+        t_shape = ModelShape(name=name, **t_fields)
+        d_shape = ModelShape(name=f"eagle3-{name}", num_fc_input_hidden_states=EAGLE3_NUM_FC_INPUT_HIDDEN_STATES,
+                             **d_fields)
+    except (ValueError, TypeError) as e:
+        fail(f"--target {target} / --draft {draft}: not a model shape: {str(e).splitlines()[0]}")
+    if d_shape.num_hidden_layers != 1 or d_shape.hidden_size != t_shape.hidden_size:
+        fail(f"--draft {draft}: an EAGLE-3 draft has one decoder layer at the target's hidden_size "
+             f"{t_shape.hidden_size}; this config has {d_shape.num_hidden_layers} at {d_shape.hidden_size}")
+    return t, d, t_shape.model_dump(), d_shape.model_dump()
 
 
 MAX_MODEL_LEN = 8192  # what the engine processes start with (calibration.engines.plans.ProcessPlan)
@@ -156,7 +172,7 @@ def calibrate_engine(
     """Measure the serving engine's own cycle parts (inside it) into an engine-native profile."""
     from calibration.engines.build import build_profile
     from calibration.engines.campaign import run_processes
-    from calibration.engines.plans import calibrate_plans, few_run_keys
+    from calibration.engines.plans import calibrate_plans, few_run_keys, full_graph_rule
     from calibration.provenance import command_line, git_commit
     from simulator.files import write_json_atomic
     from simulator.inputs import UserInputError
@@ -171,12 +187,22 @@ def calibrate_engine(
     _check_deadline(deadline_s)
     _check_catalog_gpu(catalog_gpu)
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
-    keys = set(few_run_keys(ks, bs, ps)) if few else None
-    grid = None
+    grid, keys = None, None
     if from_points:
         files = _existing_points(from_points)
         _check_not_input(out, files, "--out")
-    else:
+    if few:
+        sizes, seqs = None, 64
+        if from_points:  # the capture sizes the measured engines ran with
+            from calibration.engines.build import engine_lines
+            try:
+                engines, _ = engine_lines(files, "calibrate")
+            except UserInputError as e:
+                fail(str(e))
+            sizes = sorted({s for e in engines for s in e["info"].get("cudagraph_capture_sizes", [])}) or None
+            seqs = max([int(e["info"].get("max_num_seqs") or 0) for e in engines] or [0]) or 64
+        keys = set(few_run_keys(ks, bs, ps, full_graph_rule(sizes, seqs)))
+    if not from_points:
         _check_context_lens(ps, ks)
         _check_engine_installed(engine)
         grid = {(k, b, p) for k in [0, *ks] for b in bs for p in ps}  # this run's points, not a file's older ones
@@ -213,14 +239,15 @@ def calibrate_engine(
     console.print(escape(f"wrote {out}: {prof.engine} {prof.engine_version}, {prof.attention_backend}, "
                          f"{prof.cudagraph_mode}, {prof.gpu_name}; {len(prof.points)} points"), highlight=False)
     if with_live is not None:
-        live_engine(with_live, None, None, files, str(out), None, force)
+        live_engine(with_live, None, None, files, str(out), None, force, target, draft)
     for part, fit in prof.fits.items():
         console.print(escape(f"  {part}: {fit.form} fit over {fit.num_points} points, median |err| "
                              f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
 
 
 def live_engine(out: Path, engine: str | None, points: Optional[Path], from_points: Optional[list[Path]],
-                engine_profile: Optional[str], batches: Optional[str], force: bool) -> None:
+                engine_profile: Optional[str], batches: Optional[str], force: bool,
+                target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-llama-3.1-8b") -> None:
     """`specdecsim live --engine ...` / `--from-points ...`: the engine's live grid as LiveRun records."""
     from calibration.engines.campaign import run_processes
     from calibration.engines.plans import (DEFAULT_LIVE_ACCEPTANCES, DEFAULT_NUM_STEPS, DEFAULT_PROMPT_LENS,
@@ -234,7 +261,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             fail("--engine runs the engine; --from-points builds records from points already measured: give one")
         _check_engine_installed(engine)
     bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
-    t_cfg, d_cfg, t_shape, d_shape = _configs("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b")
+    t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     if engine_profile:
         from simulator.engines.native import load_engine_profile
         try:

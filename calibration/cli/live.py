@@ -69,6 +69,10 @@ def live(
                                                                    "(plain or .gz), no engine run.")] = None,
     engine_profile: Annotated[Optional[str], typer.Option(help="With --engine / --from-points: the engine profile "
                                                                "the records' scenarios name.")] = None,
+    target: Annotated[str, typer.Option(help="With --engine / --from-points: the target config under "
+                                             "data/models/engine/.")] = "llama-3.1-8b-instruct",
+    draft: Annotated[str, typer.Option(help="With --engine / --from-points: the EAGLE-3 draft config under "
+                                            "data/models/engine/.")] = "eagle3-llama-3.1-8b",
 ) -> None:
     """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
     if engine is not None or from_points:
@@ -77,7 +81,7 @@ def live(
                  "--serving, --tp, --cycles, --warmup")
         refuse_file("--out", out)
         from calibration.cli.engine import live_engine
-        live_engine(out, engine, points, from_points, engine_profile, batches, force)
+        live_engine(out, engine, points, from_points, engine_profile, batches, force, target, draft)
         return
     if points is not None or engine_profile is not None:
         fail(f"{'--points' if points is not None else '--engine-profile'} goes with --engine or --from-points")

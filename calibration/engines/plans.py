@@ -88,17 +88,37 @@ def live_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_
     return plans
 
 
-def few_run_keys(num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int]) -> list[tuple[int, int, int]]:
+def few_run_keys(num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],
+                 full_graph=None) -> list[tuple[int, int, int]]:
     """(num_steps, batch_size, prompt_len) of the few runs: the baseline at the smallest and the
     largest batch (shortest and longest context), and one point per num_steps, the batch sizes
-    spread from the largest (with the most steps) down, the contexts alternating."""
+    spread from the largest (with the most steps) down, the contexts alternating.
+
+    Args:
+        full_graph: a predicate on (batch_size, num_steps), True where the engine replays a full
+            CUDA graph for the verify (simulator.engines.native.full_graph_verify); a run is
+            moved to the nearest batch size where it does, since a piecewise (host-bound) verify
+            says nothing of the GPU parts the rest are priced from.
+    """
     bs, ps = sorted(batch_sizes), sorted(prompt_lens)
     keys = [(0, bs[0], ps[0]), (0, bs[-1], ps[-1])]
     ks = sorted(num_steps, reverse=True)
     for i, k in enumerate(ks):
-        b = bs[max(0, len(bs) - 1 - round(i * (len(bs) - 1) / max(1, len(ks) - 1)))] if len(ks) > 1 else bs[-1]
-        keys.append((k, b, ps[i % len(ps)]))
+        j = max(0, len(bs) - 1 - round(i * (len(bs) - 1) / max(1, len(ks) - 1))) if len(ks) > 1 else len(bs) - 1
+        if full_graph is not None:
+            ok = [m for m in range(len(bs)) if full_graph(bs[m], k)]
+            j = min(ok, key=lambda m: (abs(m - j), m)) if ok else j
+        keys.append((k, bs[j], ps[i % len(ps)]))
     return keys
+
+
+def full_graph_rule(capture_sizes: list[int] | None = None, max_num_seqs: int = 64):
+    """The predicate (batch_size, num_steps) -> full CUDA graph for the verify, for an engine
+    started with these capture sizes (default: what the campaign starts vLLM with)."""
+    from calibration.engines.vllm_backend import default_capture_sizes
+    from simulator.engines.native import full_graph_verify
+    sizes = list(capture_sizes) if capture_sizes else default_capture_sizes()
+    return lambda b, k: full_graph_verify(b, k, sizes, max_num_seqs)
 
 
 DEFAULT_NUM_STEPS = [1, 2, 3, 4, 6]
@@ -109,8 +129,17 @@ DEFAULT_LIVE_ACCEPTANCES = [0.5, 0.7, 0.9]
 
 
 def model_configs(target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-llama-3.1-8b") -> tuple[dict, dict]:
-    """The shipped HF configs an engine starts from (data/models/engine/)."""
+    """The shipped HF configs an engine starts from (data/models/engine/<name>.config.json).
+
+    Raises:
+        ValueError: a name that is not a file name (letters, digits, '.', '_', '-').
+        FileNotFoundError: no such config.
+    """
     import json
+    import re
+    for n in (target, draft):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}", n):
+            raise ValueError(f"{n!r}: a config name is letters, digits, '.', '_' and '-' (a file under data/models/engine/)")
     from simulator.profile import data_dir
     d = data_dir() / "models" / "engine"
     return (json.loads((d / f"{target}.config.json").read_text(encoding="utf-8")),

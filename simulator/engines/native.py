@@ -148,24 +148,31 @@ class EngineProfile(StrictModel):
         return self
 
     def full_graph_verify(self, batch_size: int, num_steps: int) -> bool:
-        """Whether the engine replays a full CUDA graph for this verify: vLLM's model runner V2
-        captures uniform-decode graphs at each capture size rounded up to the query length
-        (vllm/v1/worker/gpu/cudagraph_utils.py), so a batch of `num_steps + 1`-token queries
-        replays one only where batch x (num_steps + 1) is such a size (at most max_num_seqs
-        requests); elsewhere it runs piecewise graphs, host-bound (True where the profile holds
-        no capture sizes: nothing to say)."""
-        q, sizes = num_steps + 1, self.cudagraph_capture_sizes
-        if not sizes or q == 1:
-            return True
-        n = batch_size * q
-        rounded = {-(-s // q) * q for s in sizes if -(-s // q) * q <= max(sizes)}
-        return n in rounded and (not self.max_num_seqs or batch_size <= self.max_num_seqs)
+        """Whether the engine replays a full CUDA graph for this verify (`full_graph_verify`)."""
+        return full_graph_verify(batch_size, num_steps, self.cudagraph_capture_sizes, self.max_num_seqs)
 
     def padded_tokens(self, tokens: int) -> int:
         """Tokens the engine runs a forward of `tokens` at: the next CUDA-graph capture size."""
         sizes = self.cudagraph_capture_sizes
         i = bisect.bisect_left(sizes, tokens)
         return sizes[i] if i < len(sizes) else int(tokens)
+
+
+def full_graph_verify(batch_size: int, num_steps: int, capture_sizes: list[int], max_num_seqs: int = 0) -> bool:
+    """Whether vLLM's model runner V2 replays a full CUDA graph for a verify of `batch_size`
+    requests of `num_steps + 1` tokens each (vllm/v1/worker/gpu/cudagraph_utils.py): it captures
+    piecewise graphs at every capture size and uniform-decode full graphs at each size rounded up
+    to the query length, and a batch of n tokens runs at the smallest captured token count >= n;
+    a full graph only where that count is a rounded one (padded requests included, at most
+    max_num_seqs); elsewhere piecewise graphs, host-bound. True where there are no capture sizes
+    (nothing to say) or the query is one token."""
+    q, sizes = num_steps + 1, sorted(capture_sizes)
+    if not sizes or q == 1:
+        return True
+    n = batch_size * q
+    rounded = {-(-s // q) * q for s in sizes if -(-s // q) * q <= sizes[-1]}
+    above = [c for c in sorted(set(sizes) | rounded) if c >= n]
+    return bool(above) and above[0] in rounded and (not max_num_seqs or above[0] // q <= max_num_seqs)
 
 
 # ---- the fitted forms ------------------------------------------------------------------------
@@ -538,8 +545,9 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
     for why in outside_measured(profile, b, k, c):
         notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name}: {why}")
     if profile.engine == "vllm" and not profile.full_graph_verify(b, k):
-        notes.add(f"vllm: at batch {b} with num_steps {k} the verify ({b * (k + 1)} tokens) is none of the sizes "
-                  "vLLM captures full decode graphs at: it runs piecewise and host-bound, and its step time "
+        notes.add(f"vllm: at batch {b} with num_steps {k} the verify ({b * (k + 1)} tokens) gets no full CUDA "
+                  "graph (the smallest size vLLM captures at or above it is a piecewise one): it runs piecewise "
+                  "and host-bound, and its step time "
                   "varied about 2x from process to process where measured (docs/engine-calibration.md)")
     notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
