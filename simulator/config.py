@@ -193,8 +193,10 @@ class HardwareConfig(StrictModel):
     box's links, with `allreduce` choosing the implementation.
     """
 
-    gpu: str | None = Field(None, description="Catalog GPU id, e.g. h100-sxm; default the box's, else the profile's.")
-    box: str | None = Field(None, description="Catalog box id, e.g. hgx-h100-8gpu: its GPU and GPU count.")
+    gpu: str | None = Field(None, min_length=1, max_length=200,
+                            description="Catalog GPU id, e.g. h100-sxm; default the box's, else the profile's.")
+    box: str | None = Field(None, min_length=1, max_length=200,
+                            description="Catalog box id, e.g. hgx-h100-8gpu: its GPU and GPU count.")
     allreduce: Literal["nccl", "custom", "auto"] = Field(
         "nccl", description="Allreduce implementation priced when `box` has another interconnect than the box the "
                             "profile's collectives were measured on (simulator.costs.collectives_model): nccl (NCCL's "

@@ -245,7 +245,7 @@ def load_entry(path: Path, model: type[GpuSpec] | type[BoxSpec]) -> GpuSpec | Bo
         raise UserInputError(f"{path}: id: {data['id']!r} differs from the file name {path.stem!r}; "
                              f"leave id out, the file name is the id")
     try:
-        return model.model_validate({**data, "id": path.stem})
+        return model.model_validate({**data, "id": path.stem}, strict=True)  # "3350" / "yes" are not numbers / booleans
     except ValidationError as e:
         raise UserInputError(format_validation_error(str(path), e)) from None
 

@@ -190,7 +190,9 @@ def load_profile_for(scenario: Scenario, override: str | None = None,
     Raises:
         UserInputError: the profile is missing, not JSON, or fails validation; bad hardware.
     """
-    ref = override or scenario.profile
+    if override is not None and not override.strip():
+        raise UserInputError(f"--profile {override!r}: a profile name (data/profiles/<name>.json) or a JSON path")
+    ref = scenario.profile if override is None else override
     try:
         path = resolve_profile_path(ref, base_dir)
     except FileNotFoundError as e:

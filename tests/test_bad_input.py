@@ -516,3 +516,47 @@ def test_an_unwritable_output_folder_is_refused_before_the_work(tmp_path, monkey
     flag = argv[argv.index("s.yaml") + 1] if argv[0] != "sweep" else "--out"
     assert code == 2 and f"{flag} " in out and "cannot write in" in out and "ro (permission denied)" in out, out
     assert list((tmp_path / "ro").iterdir()) == []
+
+
+# issue 27: silent acceptances and a traceback, each one line now
+def test_numbers_where_strings_belong_and_empty_names_are_refused(tmp_path):
+    sc = base_scenario()
+    sc["serving_engine"] = {"kind": "vllm", "version": 2026}  # YAML's bare 2026 is a number
+    write_scenario(tmp_path, sc)
+    code, out = run(tmp_path, "simulate", "s.yaml")
+    assert code == 2 and "version: 2026 is a number" in out and "'2026'" in out
+    sc = base_scenario()
+    sc["hardware"] = {"gpu": ""}
+    write_scenario(tmp_path, sc)
+    code, out = run(tmp_path, "simulate", "s.yaml")
+    assert code == 2 and "hardware.gpu" in out
+    write_scenario(tmp_path)
+    code, out = run(tmp_path, "simulate", "s.yaml", "--profile", "")
+    assert code == 2 and "--profile ''" in out
+
+
+@pytest.mark.parametrize("folder, field, value", [("gpus", "memory_bandwidth_gb_per_s", "4800"),
+                                                   ("boxes", "p2p", "yes")])
+def test_catalog_strings_are_not_numbers_or_booleans(tmp_path, folder, field, value):
+    import shutil
+
+    from simulator.hardware import hardware_dir, load_catalog
+    from simulator.inputs import UserInputError, read_yaml
+    root = tmp_path / "hw"
+    shutil.copytree(hardware_dir(), root)
+    f = sorted((root / folder).glob("*.yaml"))[0]
+    data = read_yaml(f, "catalog file")
+    assert field in data
+    f.write_text(dump_yaml({**data, field: value}))
+    with pytest.raises(UserInputError, match=field):
+        load_catalog(root)
+
+
+def test_a_poisson_rate_too_small_for_the_clock_is_refused(tmp_path):
+    """1e-30 req/s printed nan batch sizes and 0.00 latencies (the float64 us clock past 1e32);
+    the bound is 1e-6 req/s (one request in 11.6 days)."""
+    text = (Path(__file__).resolve().parents[1] / "scenarios" / "serving_poisson.yaml").read_text()
+    assert "rate_per_s: 4\n" in text
+    write_scenario(tmp_path, text=text.replace("rate_per_s: 4\n", "rate_per_s: 1.0e-30\n"))
+    code, out = run(tmp_path, "simulate", "s.yaml")
+    assert code == 2 and "serving.arrivals.rate_per_s" in out and "1e-30" in out

@@ -197,8 +197,10 @@ class EngineModel(_GraphTables, StrictModel):
             if key in data:
                 raise ValueError(f"{key} is a live_loop field; engine kinds set {instead} (to switch kind from the "
                                  "command line, replace the section: --set 'serving_engine={kind: vllm}')")
-        if isinstance(data.get("version"), int) and not isinstance(data.get("version"), bool):
-            data = {**data, "version": str(data["version"])}  # YAML reads 2026 and 2025 as integers
+        v = data.get("version")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):  # YAML reads a bare 2026 as a number
+            raise ValueError(f"version: {v!r} is a number; a release name is a string: write version: '{v}' "
+                             "(quoted)")
         kind = data.get("kind") or cls.model_fields["kind"].default
         version = data.get("version") or cls.model_fields["version"].default
         preset = VERSION_PRESETS.get((kind, version), {})
