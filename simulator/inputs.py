@@ -67,6 +67,27 @@ def read_text(path: Path | str, what: str = "file", max_bytes: int = MAX_INPUT_B
         UserInputError: missing, a folder, not a regular file (device, FIFO, socket), too large,
             unreadable or not UTF-8; the message names the file.
     """
+    path = check_regular_file(path, what, max_bytes)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
+    except OSError as e:
+        raise UserInputError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
+    if len(raw) > max_bytes:
+        raise UserInputError(f"{path}: more than {max_bytes:,} bytes; a {what} is at most that")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise UserInputError(f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+                             f"a {what} is UTF-8") from None
+
+def check_regular_file(path: Path | str, what: str = "file", max_bytes: int | None = MAX_INPUT_BYTES) -> Path:
+    """`path` as a Path, checked: it exists, is a regular file (not a folder, device, FIFO or
+    socket) and holds at most `max_bytes` (None: no bound, for files read as a stream).
+
+    Raises:
+        UserInputError: naming the file and what is wrong.
+    """
     path = Path(path)
     try:
         st = path.stat()
@@ -80,20 +101,10 @@ def read_text(path: Path | str, what: str = "file", max_bytes: int = MAX_INPUT_B
         raise UserInputError(f"{path}: is a folder, expected a {what}")
     if not stat.S_ISREG(st.st_mode):
         raise UserInputError(f"{path}: is not a regular file (a device, FIFO or socket); expected a {what}")
-    if st.st_size > max_bytes:
+    if max_bytes is not None and st.st_size > max_bytes:
         raise UserInputError(f"{path}: {st.st_size:,} bytes; a {what} is at most {max_bytes:,} bytes")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)
-    except OSError as e:
-        raise UserInputError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
-    if len(raw) > max_bytes:
-        raise UserInputError(f"{path}: more than {max_bytes:,} bytes; a {what} is at most that")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise UserInputError(f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); "
-                             f"a {what} is UTF-8") from None
+    return path
+
 
 
 def read_yaml(path: Path | str, what: str = "YAML file") -> Any:

@@ -330,3 +330,72 @@ def test_a_real_h200_live_loop_trace_imports_with_every_phase():
     assert spec.cycle_us > sum(spec.phase_span_us.values())
     base = load_runs(folder / "1b_b1_base.trace.json")[0]
     assert set(base.phase_gpu_us) >= {"decode"} and base.phase_gpu_us["decode"] < spec.phase_gpu_us["verify"]
+
+
+# ---- streaming and operating points (issue 27: a server log of a day) ----------------------------
+def _decode_line(b: int, tok_s: float, al: float | None = None) -> str:
+    acc = f"accept len: {al:.2f}, " if al is not None else ""
+    return (f"[2026-01-01 00:00:00 TP0] Decode batch. #running-req: {b}, #token: 300, token usage: 0.01, {acc}"
+            f"cuda graph: True, gen throughput (token/s): {tok_s:.2f}, #queue-req: 0,\n")
+
+
+def test_iter_runs_streams_a_server_log_as_load_runs_reads_it():
+    from simulator.engines.runs import iter_runs
+    path = DATA / "sglang_server.log"
+    assert [r.model_dump() for r in iter_runs(path)] == [r.model_dump() for r in load_runs(path)]
+    assert [r.model_dump() for r in iter_runs(DATA / "vllm_server.log")] == \
+        [r.model_dump() for r in load_runs(DATA / "vllm_server.log")]
+
+
+def test_iter_runs_names_the_line_of_bad_bytes_a_long_line_and_an_empty_log(tmp_path):
+    from simulator.engines.runs import iter_runs
+    f = tmp_path / "s.log"
+    f.write_bytes((_decode_line(4, 100.0) * 3).encode() + b"\xff\xfe Decode batch\n")
+    with pytest.raises(UserInputError, match=r"s.log:4: not UTF-8"):
+        list(iter_runs(f))
+    f.write_text(_decode_line(4, 100.0) + "x" * (2 << 20) + "\n")
+    with pytest.raises(UserInputError, match=r"s.log:2: a line of over"):
+        list(iter_runs(f, "sglang_server_log"))
+    f.write_text("[2026] Prefill batch. #new-seq: 1\n")
+    with pytest.raises(UserInputError, match="no run found"):
+        list(iter_runs(f, "sglang_server_log"))
+
+
+def test_an_out_of_range_figure_names_file_line_and_field(tmp_path):
+    f = tmp_path / "s.log"
+    f.write_text(_decode_line(4, 100.0) + _decode_line(4, -5.0))
+    with pytest.raises(UserInputError, match=r"s.log:2: output_tok_per_s: .*greater than or equal to 0 \(got -5.0\)"):
+        load_runs(f)
+
+
+def test_operating_points_average_the_lines_of_one_set_up(tmp_path):
+    from simulator.engines.runs import operating_points
+    f = tmp_path / "s.log"
+    f.write_text(_decode_line(8, 1000.0, 3.0) + _decode_line(4, 400.0) + _decode_line(8, 1200.0, 2.0)
+                 + _decode_line(8, 1100.0, 2.5) + _decode_line(4, 440.0))
+    pts = operating_points(load_runs(f))
+    assert [(p.batch_size, p.speculative, p.num_intervals, p.source_line) for p in pts] == \
+        [(8.0, True, 3, 1), (4.0, None, 2, 2)]
+    assert pts[0].output_tok_per_s == pytest.approx(1100.0) and pts[0].accept_length == pytest.approx(2.5)
+    assert pts[1].output_tok_per_s == pytest.approx(420.0) and pts[1].accept_length is None
+    assert operating_points(pts) == pts  # folding points again changes nothing
+    (trace,) = load_runs(DATA / "eagle3_trace.json")
+    assert operating_points([trace, trace]) == [trace, trace]  # traces stay whole
+
+
+def test_from_runs_fits_points_as_it_fits_their_lines(tmp_path):
+    """The weighted fit on operating points is the fit on the lines when a point's lines agree."""
+    from simulator.engines.fit import fit_engine, run_observations
+    from simulator.engines.runs import operating_points
+    from simulator.scenario import load_scenario
+    sc = load_scenario(Path(__file__).parent / "data" / "engine_fit" / "sglang_llama8b_h100.yaml")
+    f = tmp_path / "s.log"
+    f.write_text(_decode_line(1, 150.0) * 3 + _decode_line(4, 560.0) + _decode_line(1, 330.0, 2.8) * 2
+                 + _decode_line(4, 1150.0, 2.8) * 4)
+    lines, pts = load_runs(f), operating_points(load_runs(f))
+    assert len(lines) == 10 and len(pts) == 4
+    by_line = fit_engine("sglang", run_observations(sc, lines, "s"))
+    by_point = fit_engine("sglang", run_observations(sc, pts, "s"))
+    for k, v in by_line.params.items():
+        assert by_point.params[k] == pytest.approx(v, rel=1e-4)
+        assert by_point.stderr[k] == pytest.approx(by_line.stderr[k], rel=1e-3)

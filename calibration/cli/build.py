@@ -158,7 +158,7 @@ def from_runs(
     them as --out (a baseline and one speculative run are enough for the two default fields)."""
     from simulator.engines.fit import FIT_PARAMS, fit_engine, run_observations
     from simulator.engines.models import ENGINE_MODEL_KINDS
-    from simulator.engines.runs import FORMATS, load_runs
+    from simulator.engines.runs import FORMATS, iter_runs, operating_points
     from simulator.inputs import UserInputError
     from simulator.scenario import load_scenario
 
@@ -179,7 +179,9 @@ def from_runs(
             fail(f"{scenario}: serving_engine.kind {kind}: give --fit (fields to fit), or use an engine kind "
                  f"({', '.join(FIT_PARAMS)})")
         params = tuple(p.strip() for p in fit.split(",") if p.strip()) if fit else FIT_PARAMS[kind]
-        observed = [r for path in runs for r in load_runs(path, run_format)]
+        # one run per operating point of each file (a server log's lines at one batch size and set-up
+        # averaged: simulator.engines.runs.points), the logs streamed line by line
+        observed = [r for path in runs for r in operating_points(iter_runs(path, run_format))]
         other = sorted({r.engine for r in observed if r.engine not in (kind, None)})
         if other:
             console.print(f"[yellow]note:[/] runs of {', '.join(other)} fitted with a {kind} scenario", highlight=False)

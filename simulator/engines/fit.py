@@ -52,6 +52,7 @@ class Observation:
     build: Callable[[dict], object]
     speculative: bool
     tok_s: float
+    weight: float = 1.0  # log lines / records the figure averages: its residual counts that often
 
 
 @dataclass
@@ -83,10 +84,30 @@ def predict(scenario) -> tuple[float, float]:
     from simulator.analytic import analyze
     from simulator.costs.forward import CostModel
     from simulator.scenario import load_profile_for
-    profile, _ = load_profile_for(scenario)
+    profile = _profile_of(scenario, load_profile_for)
     cost = CostModel(scenario, profile)
     r = analyze(scenario, cost, build_acceptance(scenario.acceptance, scenario.spec), truncate=False)
     return r.tok_per_s, r.baseline_tok_per_s
+
+
+_PROFILES: dict[tuple, object] = {}
+
+
+def _profile_of(scenario, load):
+    """The scenario's profile, read once per (profile, hardware, file version) in this process: a
+    fit predicts every observation at every step of the least squares from one profile."""
+    from simulator.profile import resolve_profile_path
+    try:
+        path = resolve_profile_path(scenario.profile)
+        stamp = path.stat().st_mtime_ns, path.stat().st_size
+    except (FileNotFoundError, OSError):
+        return load(scenario)[0]  # the loader says what is wrong
+    key = (str(path), stamp, scenario.hardware.model_dump_json())
+    if key not in _PROFILES:
+        if len(_PROFILES) > 16:
+            _PROFILES.clear()
+        _PROFILES[key] = load(scenario)[0]
+    return _PROFILES[key]
 
 
 def predict_tok_s(scenario, speculative: bool) -> float:
@@ -116,6 +137,7 @@ def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ..
         raise UserInputError(f"cannot fit {', '.join(unknown)}; fittable: {', '.join(BOUNDS)}")
     if not params:
         raise UserInputError(f"engine kind {kind!r} has no fittable parameters (one of {', '.join(FIT_PARAMS)})")
+    w = np.sqrt(np.array([o.weight for o in observations], float))
     if len(observations) < len(params):
         raise UserInputError(f"fitting {len(params)} parameters ({', '.join(params)}) needs at least as many "
                              f"observed runs; got {len(observations)}")
@@ -128,13 +150,13 @@ def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ..
 
     def residuals(x: np.ndarray) -> np.ndarray:
         f = fields(x)
-        return np.array([predict_tok_s(o.build(f), o.speculative) / o.tok_s - 1.0 for o in observations])
+        return w * np.array([predict_tok_s(o.build(f), o.speculative) / o.tok_s - 1.0 for o in observations])
 
     x0 = np.clip(np.ones(len(params)), lo / scale, hi / scale)
     from scipy.optimize import least_squares  # here: scipy.optimize is slow to import
     sol = least_squares(residuals, x0, bounds=(lo / scale, hi / scale), method="trf", x_scale="jac",
                         diff_step=1e-4)
-    m, n = len(observations), len(params)
+    m, n = float(w @ w), len(params)  # figures: every log line a point averages counts
     dead = [p for i, p in enumerate(params) if not np.any(np.abs(sol.jac[:, i]) > 1e-9)]
     if dead and drop_no_effect and len(dead) < n:
         kept = fit_engine(kind, observations, tuple(p for p in params if p not in dead), drop_no_effect=True)
@@ -156,16 +178,19 @@ def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ..
         except np.linalg.LinAlgError:
             pass
     at_bound = [p for i, p in enumerate(params) if sol.active_mask[i] != 0]
-    worst = float(np.max(np.abs(sol.fun)))
+    unweighted = sol.fun / w
+    worst = float(np.max(np.abs(unweighted)))
     if m == n and worst < 1e-3:
         how = "exact: as many runs as parameters"
     elif m <= n:
         how = f"not determined: as many runs as parameters, largest error {worst:.1%}"
     else:
-        how = f"least squares over {m} runs, largest error {worst:.1%}"
+        how = (f"least squares over {len(observations)} runs, largest error {worst:.1%}" if m == len(observations)
+               else f"least squares over {len(observations)} operating points ({m:,.0f} log lines or records), "
+                    f"largest error {worst:.1%}")
     if at_bound:
         how += f"; at a bound: {', '.join(at_bound)}"
-    return FitResult(kind, fields(sol.x), stderr, [(o.label, float(r)) for o, r in zip(observations, sol.fun)],
+    return FitResult(kind, fields(sol.x), stderr, [(o.label, float(r)) for o, r in zip(observations, unweighted)],
                      bool(sol.success), how)
 
 
@@ -189,6 +214,8 @@ def run_observations(scenario, runs, source: str) -> list[Observation]:
     out = []
     for run in runs:
         where = f"{run.source_file}:{run.source_line}" if run.source_line else run.source_file
+        if run.num_intervals > 1:
+            where += f" (+{run.num_intervals - 1:,} more at batch {round(run.batch_size or 0)})"
         b = max(1, round(run.batch_size)) if run.batch_size else scenario.workload.batch_size
         if run.output_tok_per_s:
             tok_s = float(run.output_tok_per_s)
@@ -215,7 +242,7 @@ def run_observations(scenario, runs, source: str) -> list[Observation]:
             d = {**data, "serving_engine": {**data["serving_engine"], **fields}}
             return scenario_from_dict(d, f"{source} with {where}", Path("."))
 
-        out.append(Observation(where, build, spec_on, tok_s))
+        out.append(Observation(where, build, spec_on, tok_s, float(run.num_intervals)))
     if not out:
         raise UserInputError(f"{source}: none of the runs states a throughput (output tok/s or TPOT)")
     return out

@@ -5,6 +5,11 @@ Public API:
   text (or named). Raises `simulator.inputs.UserInputError` with one line
   '<file>:<line>: <what was found>; expected <what the engine prints>' for a file in no known
   format or a malformed line of a known one (a missing field, a value that is not a number).
+- `iter_runs(path, format="auto")`: the same runs one at a time; an SGLang server log streams
+  line by line (no size bound, never held whole, a progress bar on long files).
+- `operating_points(runs) -> list[ObservedRun]`: the runs of one file that share a set-up
+  (batch, speculation, num_steps, ...) folded into one, their figures averaged, `num_intervals`
+  counting them (what `calibrate from-runs` fits on).
 - `ObservedRun`: one observation (a log interval, a benchmark result, a trace) in the field's
   terms and units: batch_size (running requests), accept_length (mean, bonus token included),
   acceptance_rate, per_position_acceptance (unconditional, shape (num_steps,)), accepted_tokens,
@@ -36,7 +41,9 @@ Pure Python (json, re, prometheus_client's text parser, scipy for the iid solve)
 """
 
 from simulator.engines.runs.acceptance import acceptance_from_run
-from simulator.engines.runs.load import FORMATS, detect_format, load_runs
+from simulator.engines.runs.load import FORMATS, detect_format, iter_runs, load_runs
+from simulator.engines.runs.points import operating_points
 from simulator.engines.runs.observed import ObservedRun
 
-__all__ = ["FORMATS", "ObservedRun", "acceptance_from_run", "detect_format", "load_runs"]
+__all__ = ["FORMATS", "ObservedRun", "acceptance_from_run", "detect_format", "iter_runs", "load_runs",
+           "operating_points"]

@@ -74,6 +74,81 @@ def load_runs(path: Path | str, format: str = "auto") -> list[ObservedRun]:
     return runs
 
 
+HEAD_BYTES = 1 << 20  # what format detection of a streamed file reads
+MAX_LINE_BYTES = 1 << 20  # one log line, at most
+PROGRESS_MIN_BYTES = 32 << 20  # a progress bar on stderr from this size
+
+
+def iter_runs(path: Path | str, format: str = "auto", progress: bool = True):
+    """The ObservedRuns of one file, one at a time: an SGLang server log (detected from its first
+    MiB, or named) is read line by line, without a bound on its size and without holding it (a
+    progress bar on stderr from 32 MiB); every other format as load_runs reads it.
+
+    Raises:
+        UserInputError: as load_runs; a line over 1 MiB; text that is not UTF-8 ('<path>:<line>: ...').
+    """
+    from simulator.inputs import check_regular_file
+    if format != "auto" and format not in FORMATS:
+        raise UserInputError(f"format {quote(format)}: expected 'auto' or one of {', '.join(FORMATS)}")
+    p = check_regular_file(path, "engine output file", None)
+    name = str(path)
+    fmt = format
+    if fmt == "auto":
+        with open(p, "rb") as f:
+            head = f.read(HEAD_BYTES)
+        try:
+            head_text = head.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            head_text = head[:e.start].decode("utf-8-sig", errors="ignore")
+        if len(head) == HEAD_BYTES and "\n" in head_text:
+            head_text = head_text[:head_text.rindex("\n")]
+        try:
+            fmt = detect_format(head_text, name) if head_text.strip() else "auto"
+        except UserInputError:
+            fmt = "auto"
+    if fmt != "sglang_server_log":
+        yield from load_runs(p, format)
+        return
+    n = 0
+    for run in sglang.iter_server_log(_lines(p, name, progress), name):
+        n += 1
+        yield run
+    if not n:
+        raise UserInputError(f"{name}:1: no run found in this sglang_server_log file; expected {KNOWN}")
+
+
+def _lines(p: Path, name: str, progress: bool):
+    """The file's lines as text, each bounded, UTF-8 checked, with a progress bar on long files."""
+    size = p.stat().st_size
+    bar = None
+    if progress and size >= PROGRESS_MIN_BYTES:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+        bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                       TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+        task = bar.add_task(f"reading {p.name}", total=size)
+        bar.start()
+    try:
+        with open(p, "rb") as f:
+            done = 0
+            for line_no, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise UserInputError(f"{name}:{line_no}: a line of over {MAX_LINE_BYTES:,} bytes; a log line "
+                                         "is shorter")
+                try:
+                    text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+                except UnicodeDecodeError as e:
+                    raise UserInputError(f"{name}:{line_no}: not UTF-8 text (byte 0x{raw[e.start]:02x}); an "
+                                         "engine output file is UTF-8") from None
+                done += len(raw)
+                if bar is not None and line_no % 20000 == 0:
+                    bar.update(task, completed=done)
+                yield text
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
 def detect_format(text: str, path: str) -> str:
     """The source format of an engine output's text (see the module docstring): one of FORMATS, or
     'jsonl' for SGLang JSON records, whose format each record's keys decide.

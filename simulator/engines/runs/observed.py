@@ -53,6 +53,8 @@ class ObservedRun(BaseModel):
     source_file: str = Field(description="The file the run was read from.")
     source_format: SourceFormat
     source_line: int | None = Field(None, ge=1, description="Line of the file the record starts on.")
+    num_intervals: int = Field(1, ge=1, description="Log lines / records this run averages (an operating "
+                                                    "point of simulator.engines.runs.points: 1 = one as read).")
     speculative: bool | None = Field(None, description="Speculative decoding on; None = not stated.")
     batch_size: float | None = Field(
         None, ge=0.0, description="Running requests (an integer where the engine prints one; a mean "
@@ -89,3 +91,25 @@ class ObservedRun(BaseModel):
     sync_tail_us: float | None = Field(
         None, ge=0.0, description="Trace with 'sync' ranges: end of the cycle's last kernel to the end of "
                                   "the host's sync range (the device->host wake-up), mean, us.")
+
+
+def observed_run(expected: str = "", **fields) -> ObservedRun:
+    """An ObservedRun from an importer's fields, a value its schema refuses (a tok/s below 0, an
+    acceptance rate over 1) reported as '<source_file>:<source_line>: <field>: <allowed range>
+    (got <value>)[; expected ...]' instead of a validation traceback.
+
+    Raises:
+        UserInputError: naming the file, the line and the field.
+    """
+    from pydantic import ValidationError
+
+    from simulator.inputs import UserInputError
+    try:
+        return ObservedRun(**fields)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err.get("loc", ())) or "value"
+        got = str(err.get("input"))[:40]
+        raise UserInputError(f"{fields.get('source_file', '?')}:{fields.get('source_line') or 1}: {where}: "
+                             f"{err.get('msg', 'out of range')} (got {got})"
+                             + (f"; expected {expected}" if expected else "")) from None

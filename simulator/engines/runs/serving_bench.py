@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.engines.runs.observed import ObservedRun
+from simulator.engines.runs.observed import ObservedRun, observed_run
 from simulator.engines.runs.report_text import LABEL_VALUE, json_numbers, line_error, to_float, to_int
 
 HEADER = "Serving Benchmark Result"
@@ -92,7 +92,7 @@ def parse_block_text(text: str, path: str) -> list[ObservedRun]:
             batch = num("Maximum request concurrency")
             rate = num("Acceptance rate (%)")
         spec = accept_length is not None or "Drafts" in values
-        runs.append(ObservedRun(
+        runs.append(observed_run(
             engine="sglang" if is_sglang else "vllm", source_file=path,
             source_format="sglang_bench_serving" if is_sglang else "vllm_bench_serve", source_line=header_no,
             speculative=True if spec else None, batch_size=batch, accept_length=accept_length,
@@ -115,7 +115,7 @@ def sglang_record_run(rec: dict[str, Any], path: str, line_no: int) -> ObservedR
     (mean in flight), max_concurrency, accept_length (null without speculation)."""
     n = json_numbers(rec, ("output_throughput",), ("mean_tpot_ms", "concurrency", "max_concurrency", "accept_length"),
                      path, line_no, "SGLang bench_serving record", SGLANG_JSON_EXPECTED)
-    return ObservedRun(
+    return observed_run(
         engine="sglang", source_file=path, source_format="sglang_bench_serving_jsonl", source_line=line_no,
         speculative=True if "accept_length" in n else None,
         batch_size=n.get("concurrency", n.get("max_concurrency")), accept_length=n.get("accept_length"),
@@ -144,7 +144,7 @@ def vllm_record_run(rec: dict[str, Any], path: str) -> ObservedRun:
     def count(key: str) -> int | None:
         return int(n[key]) if key in n else None
 
-    return ObservedRun(
+    return observed_run(
         engine="vllm", source_file=path, source_format="vllm_bench_serve_json", source_line=1,
         speculative=True if spec else None, batch_size=n.get("max_concurrency"),
         accept_length=n.get("spec_decode_acceptance_length"),

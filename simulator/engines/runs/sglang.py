@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simulator.engines.runs.observed import ObservedRun
+from simulator.engines.runs.observed import ObservedRun, observed_run
 from simulator.engines.runs.report_text import comma_fields, line_error, to_bool, to_float, to_int
 from simulator.units import MS_PER_S
 
@@ -44,33 +44,45 @@ def parse_server_log(text: str, path: str) -> list[ObservedRun]:
         UserInputError: a decode line without '#running-req' or 'gen throughput (token/s)', or a
             field that is not a number: '<path>:<line>: ...; expected ...'.
     """
-    runs = []
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not is_server_log_line(line):
-            continue
-        m = _DECODE.search(line)
-        if m is None:
-            raise line_error(path, line_no, "SGLang 'Decode batch' line without '#running-req: N' after it",
-                             DECODE_EXPECTED)
-        fields = comma_fields(m.group("body"))
-        for need in ("#running-req", "gen throughput (token/s)"):
-            if need not in fields:
-                raise line_error(path, line_no, f"SGLang decode line without {need!r}", DECODE_EXPECTED)
+    return list(iter_server_log(text.splitlines(), path))
 
-        def num(key: str) -> float:
-            return to_float(fields[key], path, line_no, repr(key), DECODE_EXPECTED)
 
-        graph = fields.get("cuda graph")
-        accept_length = num("accept len") if "accept len" in fields else None
-        runs.append(ObservedRun(
-            engine="sglang", source_file=path, source_format="sglang_server_log", source_line=line_no,
-            speculative=True if accept_length is not None else None,
-            batch_size=to_int(fields["#running-req"], path, line_no, "'#running-req'", DECODE_EXPECTED),
-            accept_length=accept_length,
-            acceptance_rate=num("accept rate") if "accept rate" in fields else None,
-            output_tok_per_s=num("gen throughput (token/s)"),
-            cuda_graph=to_bool(graph, path, line_no, "'cuda graph'", DECODE_EXPECTED) if graph is not None else None))
-    return runs
+def iter_server_log(lines, path: str):
+    """The ObservedRuns of an SGLang server log's lines (any iterable of str, e.g. an open file),
+    one at a time: a log of a day streams through without being held (parse_server_log).
+
+    Raises:
+        UserInputError: as parse_server_log.
+    """
+    for line_no, line in enumerate(lines, 1):
+        if is_server_log_line(line):
+            yield server_log_run(line.rstrip("\n"), path, line_no)
+
+
+def server_log_run(line: str, path: str, line_no: int) -> ObservedRun:
+    """The ObservedRun of one 'Decode batch' line (parse_server_log)."""
+    m = _DECODE.search(line)
+    if m is None:
+        raise line_error(path, line_no, "SGLang 'Decode batch' line without '#running-req: N' after it",
+                         DECODE_EXPECTED)
+    fields = comma_fields(m.group("body"))
+    for need in ("#running-req", "gen throughput (token/s)"):
+        if need not in fields:
+            raise line_error(path, line_no, f"SGLang decode line without {need!r}", DECODE_EXPECTED)
+
+    def num(key: str) -> float:
+        return to_float(fields[key], path, line_no, repr(key), DECODE_EXPECTED)
+
+    graph = fields.get("cuda graph")
+    accept_length = num("accept len") if "accept len" in fields else None
+    return observed_run(
+        DECODE_EXPECTED, engine="sglang", source_file=path, source_format="sglang_server_log", source_line=line_no,
+        speculative=True if accept_length is not None else None,
+        batch_size=to_int(fields["#running-req"], path, line_no, "'#running-req'", DECODE_EXPECTED),
+        accept_length=accept_length,
+        acceptance_rate=num("accept rate") if "accept rate" in fields else None,
+        output_tok_per_s=num("gen throughput (token/s)"),
+        cuda_graph=to_bool(graph, path, line_no, "'cuda graph'", DECODE_EXPECTED) if graph is not None else None)
 
 
 _ONE_BATCH_DECODE = re.compile(r"^Decode \d+\. Batch size: (?P<bs>\S+), latency:")
@@ -111,7 +123,7 @@ def parse_bench_one_batch(text: str, path: str) -> list[ObservedRun]:
             if not in_benchmark:
                 continue
             step_ms = to_float(m.group("lat"), path, line_no, "'median latency'", ONE_BATCH_EXPECTED) * MS_PER_S
-            runs.append(ObservedRun(
+            runs.append(observed_run(
                 engine="sglang", source_file=path, source_format="sglang_bench_one_batch", source_line=line_no,
                 speculative=False, batch_size=batch_size, step_ms=step_ms, tpot_ms=step_ms,
                 output_tok_per_s=to_float(m.group("tput"), path, line_no, "'median throughput'", ONE_BATCH_EXPECTED)))
@@ -161,7 +173,7 @@ def one_batch_server_run(rec: dict[str, Any], path: str, line_no: int) -> Observ
     acc = rec.get("acc_length")
     accept_length = acc if isinstance(acc, (int, float)) and acc > 0 else None
     latency_s = rec.get("latency")
-    return ObservedRun(
+    return observed_run(
         engine="sglang", source_file=path, source_format="sglang_bench_one_batch_server", source_line=line_no,
         speculative=True if accept_length is not None else None, batch_size=rec.get("batch_size"),
         accept_length=accept_length, output_tok_per_s=rec.get("output_throughput"),
@@ -182,7 +194,7 @@ def bench_speculative_run(rec: dict[str, Any], path: str, line_no: int) -> Obser
     steps, batch_size = rec["steps"], rec["batch_size"]
     step_ms = rec["step_time"] * MS_PER_S
     spec = steps > 0
-    return ObservedRun(
+    return observed_run(
         engine="sglang", source_file=path, source_format="sglang_bench_speculative", source_line=line_no,
         speculative=spec, batch_size=batch_size, num_steps=steps if spec else None,
         topk=rec.get("topk") if spec else None, num_draft_tokens=rec.get("num_draft_tokens") if spec else None,

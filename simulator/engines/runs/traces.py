@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from simulator.engines.runs.observed import ObservedRun
+from simulator.engines.runs.observed import ObservedRun, observed_run
 from simulator.inputs import UserInputError, quote
 
 PHASES = ("draft_extend", "verify", "draft", "decode", "accept", "sync")  # matched in this order: 'draft_extend' first
@@ -196,7 +196,7 @@ def parse_trace(data: Any, path: str) -> list[ObservedRun]:
     launches = [float(ev["dur"]) for ev in events if ev.get("cat") in LAUNCH_CATS
                 and str(ev.get("name", "")) == GRAPH_LAUNCH]
     timed = host_cycles and not by_ranges
-    return [ObservedRun(
+    return [observed_run(
         engine="live_loop", source_file=path, source_format="torch_profiler_trace",
         speculative=bool(present & {"draft", "verify", "draft_extend"}),
         phase_gpu_us={p: phase_sum[p] / num_cycles for p in PHASES if p in phase_sum},

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from simulator.engines.runs.observed import ObservedRun
+from simulator.engines.runs.observed import ObservedRun, observed_run
 from simulator.engines.runs.report_text import LABEL_VALUE, line_error, to_float
 
 MARKER = "PERFORMANCE OVERVIEW"
@@ -59,7 +59,7 @@ def parse_report(text: str, path: str) -> list[ObservedRun]:
         line_no, value = table[label]
         return to_float(value, path, line_no, repr(label), EXPECTED)
 
-    return [ObservedRun(
+    return [observed_run(
         engine="trtllm", source_file=path, source_format="trtllm_bench", source_line=overview_line,
         speculative=decoding, batch_size=num(values, "Number of concurrent requests"),
         output_tok_per_s=num(values, key), tpot_ms=num(values, "Average time-per-output-token [TPOT] (ms)"),

@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from simulator.engines.runs.observed import ObservedRun
+from simulator.engines.runs.observed import ObservedRun, observed_run
 from simulator.engines.runs.report_text import json_numbers, line_error, to_float, to_int
 from simulator.inputs import quote
 from simulator.units import MS_PER_S
@@ -80,7 +80,7 @@ def parse_spec_decode_log(text: str, path: str) -> list[ObservedRun]:
             tput = to_float(s.group("tput"), path, s_no, "'Avg generation throughput'", SPEC_EXPECTED)
             running = int(s.group("running"))
             stats = None
-        runs.append(ObservedRun(
+        runs.append(observed_run(
             engine="vllm", source_file=path, source_format="vllm_spec_decode_log", source_line=line_no,
             speculative=True, batch_size=running, output_tok_per_s=tput,
             accept_length=to_float(found["Mean acceptance length"], path, line_no, "'Mean acceptance length'",
@@ -146,7 +146,7 @@ def parse_prometheus(text: str, path: str) -> list[ObservedRun]:
     positions = [per_pos[i] / drafts for i in sorted(per_pos)] if per_pos and drafts > 0 else None
     if per_pos and sorted(per_pos) != list(range(len(per_pos))):
         raise line_error(path, 1, f"per-position samples for positions {sorted(per_pos)}, not 0..k-1", PROM_EXPECTED)
-    return [ObservedRun(
+    return [observed_run(
         engine="vllm", source_file=path, source_format="vllm_prometheus", speculative=True,
         num_drafts=int(drafts),
         drafted_tokens=int(sums["drafted_tokens"]) if "drafted_tokens" in seen else None,
@@ -188,5 +188,5 @@ def latency_json_run(rec: dict[str, Any], path: str) -> ObservedRun:
 
 
 def latency_run(avg_latency_s: float, path: str, line_no: int) -> ObservedRun:
-    return ObservedRun(engine="vllm", source_file=path, source_format="vllm_bench_latency", source_line=line_no,
+    return observed_run(engine="vllm", source_file=path, source_format="vllm_bench_latency", source_line=line_no,
                        e2e_latency_ms=avg_latency_s * MS_PER_S)
