@@ -329,6 +329,9 @@ def format_validation_error(source: str, err: ValidationError, max_lines: int = 
         got_r = got_r if len(got_r) <= 80 else got_r[:77] + "..."
         got_s = "" if isinstance(got, (dict, list)) or e["type"] == "missing" else f" (got {got_r})"
         msg = " ".join(e["msg"].removeprefix("Value error, ").split())
+        if e["type"] == "extra_forbidden" and e["loc"]:
+            hint = did_you_mean(err.title, e["loc"])
+            msg += f"; did you mean {hint!r}?" if hint else ""
         msg = msg if len(msg) <= 300 else msg[:297] + "..."
         lines.append(f"{source}: {loc}: {msg}{got_s}")
     out = []
@@ -342,6 +345,47 @@ def format_validation_error(source: str, err: ValidationError, max_lines: int = 
     if len(out) > max_lines:
         out = out[:max_lines] + [f"{source}: ... and {len(out) - max_lines} more problems"]
     return "\n".join(out)
+
+
+def _model_classes(annotation) -> list[type]:
+    """The pydantic models an annotation holds (inside Optional, Union, list, dict, Annotated)."""
+    import typing
+
+    from pydantic import BaseModel
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type] = []
+    for arg in typing.get_args(annotation):
+        out += _model_classes(arg)
+    return out
+
+
+def _all_models(base: type) -> dict[str, type]:
+    out: dict[str, type] = {}
+    for sub in base.__subclasses__():
+        out.setdefault(sub.__name__, sub)
+        out.update({k: v for k, v in _all_models(sub).items() if k not in out})
+    return out
+
+
+def did_you_mean(model_name: str, loc: tuple) -> str | None:
+    """For a key a model refuses (`extra_forbidden` at `loc` of the model named `model_name`): the
+    closest field name where it was written (difflib), or None."""
+    import difflib
+
+    from pydantic import BaseModel
+    root = _all_models(BaseModel).get(model_name)
+    if root is None:
+        return None
+    models = [root]
+    for part in loc[:-1]:
+        inner = [c for m in models if isinstance(part, str) and part in m.model_fields
+                 for c in _model_classes(m.model_fields[part].annotation)]
+        models = inner or models  # a list index or a dict key: the same models hold the value
+    names = {n for m in models for n, f in m.model_fields.items()} | \
+        {f.alias for m in models for f in m.model_fields.values() if f.alias}
+    close = difflib.get_close_matches(str(loc[-1]), sorted(names), n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def refuse_nulls(data: Any, source: str, path: str = "") -> None:

@@ -560,3 +560,16 @@ def test_a_poisson_rate_too_small_for_the_clock_is_refused(tmp_path):
     write_scenario(tmp_path, text=text.replace("rate_per_s: 4\n", "rate_per_s: 1.0e-30\n"))
     code, out = run(tmp_path, "simulate", "s.yaml")
     assert code == 2 and "serving.arrivals.rate_per_s" in out and "1e-30" in out
+
+
+def test_a_mistyped_key_gets_a_did_you_mean(tmp_path):
+    sc = base_scenario()
+    sc["workload"] = {**sc["workload"], "batch_sizee": sc["workload"].pop("batch_size", 1)}
+    write_scenario(tmp_path, sc)
+    code, out = run(tmp_path, "simulate", "s.yaml")
+    assert code == 2 and "workload.batch_sizee" in out and "did you mean 'batch_size'?" in out
+    sc = base_scenario()
+    sc["spec"] = {**sc["spec"], "zzz_unrelated": 1}
+    write_scenario(tmp_path, sc)
+    code, out = run(tmp_path, "simulate", "s.yaml")
+    assert code == 2 and "spec.zzz_unrelated" in out and "did you mean" not in out
