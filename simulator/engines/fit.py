@@ -44,6 +44,9 @@ X0: dict[str, float] = {"host_decode_step_us": 100.0, "host_cycle_us": 200.0, "h
                         "kernel_efficiency": 1.0}
 
 
+MIN_TOK_S, MAX_TOK_S = 1e-6, 1e9  # a run's throughput: past these its residuals are not finite numbers
+
+
 @dataclass
 class Observation:
     """One observed figure: `build(engine_fields)` -> Scenario; `speculative` picks the metric."""
@@ -223,6 +226,9 @@ def run_observations(scenario, runs, source: str) -> list[Observation]:
             tok_s = 1000.0 * b / run.tpot_ms
         else:
             continue
+        if not (math.isfinite(tok_s) and MIN_TOK_S <= tok_s <= MAX_TOK_S):
+            raise UserInputError(f"{where}: a throughput of {tok_s:g} tok/s; a run's is {MIN_TOK_S:g}..{MAX_TOK_S:g} "
+                                 "tok/s (output tok/s, or batch / TPOT)")
         spec_on = run.speculative if run.speculative is not None else (
             run.accept_length is not None or bool(run.per_position_acceptance))
         data = {**base, "workload": {**base["workload"], "batch_size": b}}

@@ -32,7 +32,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "data" / "live" / "h200" / "1b_eager_b1_s1_a50.json"
-KINDS = tuple(range(1, 12))
+ENGINE_RUNS = ROOT / "tests" / "data" / "engine_runs"  # the importers' fixtures (kind 12)
+KINDS = tuple(range(1, 13))
 
 TINY_TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=8,
                    num_key_value_heads=2, intermediate_size=128, vocab_size=256)
@@ -746,8 +747,58 @@ def gen_messages(rng: random.Random) -> Case:
                 mention=("s.yaml",))
 
 
+IMPORTER_FIXTURES = ("sglang_server.log", "vllm_server.log", "vllm_metrics.prom", "sglang_bench_serving.txt",
+                     "sglang_bench_serving.jsonl", "sglang_bench_speculative.jsonl",
+                     "sglang_bench_one_batch_server.jsonl", "sglang_bench_one_batch_server.txt",
+                     "sglang_bench_one_batch.txt", "trtllm_bench.txt", "vllm_bench_serve.json",
+                     "vllm_bench_serve.txt", "vllm_latency.json", "vllm_latency.txt")
+IMPORTER_VALUES = ("-5", "-0.5", "nan", "NaN", "inf", "-inf", "1e400", "-1e400", "9" * 5000, "0", "-0", "1e-320",
+                   "abc", "", "[1, 2]", "{}", "2.5", "150", "1e308", "true", "null", "0x1f", "1_000", "١٢")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def gen_importers(rng: random.Random) -> Case:
+    """Kind 12: engine outputs given to `calibrate from-runs` (simulator.engines.runs), each a
+    shipped fixture with one figure replaced (negative, NaN, 1e400, 5,000 digits, a list, text),
+    a line dropped or repeated, the file cut, a bad byte, JSON nested deep or with a key twice."""
+    name = rng.choice(IMPORTER_FIXTURES)
+    text = (ENGINE_RUNS / name).read_text()
+    how = rng.choice(["number"] * 6 + ["drop_line", "repeat_line", "cut", "bad_byte", "deep", "dup_key", "empty"])
+    data: str | bytes = text
+    if how == "number":
+        spans = [m.span() for m in _NUMBER.finditer(text)]
+        a, b = rng.choice(spans)
+        value = rng.choice(IMPORTER_VALUES)
+        data, how = text[:a] + value + text[b:], f"number {text[a:b]!r}->{value[:12]!r}"
+    elif how in ("drop_line", "repeat_line"):
+        lines = text.splitlines(keepends=True)
+        i = rng.randrange(len(lines))
+        data = "".join(lines[:i] + ([lines[i]] * rng.choice([2, 50, 5000]) if how == "repeat_line" else [])
+                       + lines[i + 1:])
+    elif how == "cut":
+        data = text[:rng.randrange(1, max(2, len(text)))]
+    elif how == "bad_byte":
+        raw = text.encode()
+        i = rng.randrange(len(raw))
+        data = raw[:i] + rng.choice([b"\xff", b"\xc3", b"\x00", b"\xed\xa0\x80"]) + raw[i:]
+    elif how == "deep":
+        data = "[" * 5000 + "]" * 5000 if name.endswith((".json", ".jsonl")) else text + "{" * 5000 + "\n"
+    elif how == "dup_key":
+        data = text.replace("{", '{"batch_size": 1, ', 1) if "{" in text else text + text
+    else:
+        data = rng.choice(["", "\n", " ", "\ufeff"])
+    sc = base_scenario()
+    sc["serving_engine"] = {"kind": rng.choice(["sglang", "vllm"])}
+    run = "run" + Path(name).suffix
+    fmt = rng.choice(["auto"] * 4 + ["sglang_server_log", "vllm_prometheus"])
+    return Case(12, f"{name} {how}", ["calibrate", "from-runs", "s.yaml", run, "--out", "fitted.yaml", "--format", fmt],
+                {**scenario_files(sc), run: data}, outputs=("fitted.yaml",), mention=("run", "--format"),
+                expect="either")
+
+
 GENERATORS = {1: gen_undecodable, 2: gen_nesting, 3: gen_numbers, 4: gen_types, 5: gen_profiles,
-              6: gen_ambiguity, 7: gen_work, 8: gen_outputs, 9: gen_markup, 10: gen_round_trip, 11: gen_messages}
+              6: gen_ambiguity, 7: gen_work, 8: gen_outputs, 9: gen_markup, 10: gen_round_trip, 11: gen_messages,
+              12: gen_importers}
 
 
 def generate(kind: int, rng: random.Random) -> Case:
@@ -912,7 +963,7 @@ def classify(case: Case, exit_code: int | None, output: str, tb: str | None, fol
     if exit_code == 2:
         lines = [ln for ln in output.strip().splitlines() if ln.strip()]
         # our 'error: ...' line, or typer's usage error (Usage, Try --help, a boxed 'Error' of a line or two)
-        err = [i for i, ln in enumerate(lines) if "error:" in ln or ln.startswith("Usage: ")]
+        err = [i for i, ln in enumerate(lines) if "error:" in ln or ln.startswith("Usage: ") or "─ Error ─" in ln]
         if not err:
             return "unclear error", "no 'error:' line: " + output[-300:]
         tail = lines[err[0]:]

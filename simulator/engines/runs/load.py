@@ -183,17 +183,20 @@ def looks_like_json(text: str) -> bool:
     return re.match(r"\s*(\{|\[\s*[{\]])", text) is not None
 
 
+def _try_json(text: str) -> Any:
+    """json.loads, or None where it fails (broken JSON, integers past Python's digit limit, nesting
+    past the recursion limit): simulator.inputs.load_json then names the problem."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        return None
+
+
 def _detect_json(text: str, path: str) -> str:
     first_line = text.lstrip().split("\n", 1)[0]
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        data = None
+    data = _try_json(text)
     if data is None:  # JSON Lines, or broken JSON
-        try:
-            first = json.loads(first_line)
-        except json.JSONDecodeError:
-            first = None
+        first = _try_json(first_line)
         if not isinstance(first, dict):
             hint = "; expected a torch.profiler Chrome trace" if "traceEvents" in text[:4096] else f"; expected {KNOWN}"
             try:
@@ -228,10 +231,7 @@ def _parse(fmt: str, text: str, path: str) -> list[ObservedRun]:
 
 def _parse_json_records(text: str, path: str, fmt: str) -> list[ObservedRun]:
     """One JSON object (pretty-printed or not), or JSON Lines of records: one run per record."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        data = None
+    data = _try_json(text)
     if data is not None:
         load_json(text, path)  # the bounds and duplicate-key rules
         if not isinstance(data, dict):

@@ -6,6 +6,8 @@ The serving benchmark block is shared with SGLang and lives in `serving_bench.py
 
 from __future__ import annotations
 
+import math
+
 import re
 from typing import Any
 
@@ -132,6 +134,9 @@ def parse_prometheus(text: str, path: str) -> list[ObservedRun]:
             raise line_error(path, line_no, f"not a Prometheus sample line ({type(e).__name__}: {e})",
                              PROM_EXPECTED) from None
         for s in samples:
+            if (s.name in _COUNTERS or s.name == _PER_POS) and not (math.isfinite(s.value) and 0 <= s.value <= 1e18):
+                raise line_error(path, line_no, f"{s.name} = {s.value:g}: a counter is a finite count 0..1e18",
+                                 PROM_EXPECTED)
             if s.name in _COUNTERS:
                 sums[_COUNTERS[s.name]] += s.value
                 seen.add(_COUNTERS[s.name])
