@@ -587,3 +587,53 @@ def test_the_fuzz_as_documented_ends_clean():
                         "--jobs", "2", "--seed", "0"], capture_output=True, text=True, timeout=1200, cwd=root)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "1500 cases" in r.stdout and "0 clean errors where a run was expected, 0 runs where" in r.stdout
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads worker processes from /proc")
+def test_sigterm_to_a_parallel_sweep_ends_its_workers_and_leaves_no_output(tmp_path):
+    """SIGTERM is handled as Ctrl-C: the sweep's worker processes end with it, its temp files go,
+    the output folder is not left half-written, and the exit status is 143."""
+    import signal
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "simulator.cli", "sweep", str(root / "scenarios" / "llama8b_h200.yaml"),
+                             "--out", str(tmp_path / "sw"), "--solver", "des", "--jobs", "2",
+                             "--grid", "workload.batch_size=1..32", "--grid", "spec.num_steps=1..6"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        workers = _children(proc.pid)
+        assert len(workers) >= 2, "the sweep's workers did not start"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 143, proc.stderr.read()[-2000:]
+        time.sleep(0.5)
+        assert not [w for w in workers if Path(f"/proc/{w}").exists() and
+                    "Z" not in (Path(f"/proc/{w}") / "stat").read_text().rsplit(")", 1)[1].split()[:1]]
+        assert not (tmp_path / "sw").exists() or not any((tmp_path / "sw").iterdir())
+        assert not list(tmp_path.rglob("*.tmp"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_two_outputs_that_are_one_file_after_resolving_are_refused(tmp_path):
+    write_scenario(tmp_path)
+    (tmp_path / "out").mkdir()
+    code, out = run(tmp_path, "simulate", "s.yaml", "--json", "out/x.json", "--trace", "out/../out/x.json")
+    assert code == 2 and "--json and --trace name the same file" in out
+    assert not (tmp_path / "out" / "x.json").exists()

@@ -245,3 +245,11 @@ def test_sweep_command_bad_input_exits_2(tmp_path, args, words):
     assert r.exit_code == 2, r.output
     assert words in " ".join(r.output.split())
     assert not (tmp_path / "sweep.csv").exists()
+
+
+def test_a_best_num_steps_on_the_grid_edge_is_noted():
+    from simulator.cli.sweep import best_on_grid_edge
+    rows = [{"best_num_steps": 3}, {"best_num_steps": 2}]
+    assert "largest swept (3) in 1 of 2" in best_on_grid_edge(rows, [1, 2, 3])
+    assert best_on_grid_edge(rows, [1, 2, 3, 4]) is None
+    assert best_on_grid_edge(rows, [3]) is None  # one value: nothing to widen from

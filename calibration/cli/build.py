@@ -101,7 +101,7 @@ def merge(
     from simulator.profile import save_profile
 
     check_at_least("--gpu-count", gpu_count, 1)
-    if any(out.absolute() == p.absolute() for p in points):
+    if any(out.resolve() == p.resolve() for p in points):
         fail(f"--out {out} is one of the --points files; the profile goes to a file of its own")
     check_output("--out", out, PROFILE_OUTPUT, force)
     for p in points:

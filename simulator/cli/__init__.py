@@ -78,11 +78,33 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+SIGTERM_EXIT = 143  # 128 + SIGTERM, as a shell reports a process ended by it
+
+
+def _terminated(signum, frame) -> None:
+    """SIGTERM handled as Ctrl-C: the command's interrupt paths run (temp files removed, worker
+    processes ended, a folder left as the old run or the new one), then exit 143."""
+    global _GOT_SIGTERM
+    _GOT_SIGTERM = True
+    raise KeyboardInterrupt
+
+
+_GOT_SIGTERM = False
+
+
 def main() -> None:
     """Console-script entry point."""
+    import signal
+    signal.signal(signal.SIGTERM, _terminated)
     app = build_app(_command_named(sys.argv[1:]))
     try:
         app()
+    except SystemExit:
+        if _GOT_SIGTERM:
+            sys.exit(SIGTERM_EXIT)
+        raise
+    except KeyboardInterrupt:
+        sys.exit(SIGTERM_EXIT if _GOT_SIGTERM else 130)
     except Exception as e:
         from rich.markup import escape
 

@@ -45,7 +45,7 @@ def simulate(
     try:
         check_output_file(json_out, "--json", SIMULATION_OUTPUT, force)
         check_output_file(trace, "--trace", TRACE_OUTPUT, force)
-        if json_out is not None and trace is not None and json_out.absolute() == trace.absolute():
+        if json_out is not None and trace is not None and json_out.resolve() == trace.resolve():  # after ..
             raise UserInputError(f"--json and --trace name the same file {json_out}")
         sc = load_scenario(scenario, overrides)
         prof, prof_path = load_profile_for(sc, profile, base_dir=None if profile else scenario.parent,

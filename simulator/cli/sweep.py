@@ -63,6 +63,12 @@ def sweep_command(
                       f"max |diff| {dc['max_abs_rel_diff'] * 100:.2f}%, median {dc['median_abs_rel_diff'] * 100:.2f}%")
     if res.best_rows:
         print_best_table(res.best_rows)
+        import json
+        grids = json.loads(res.json_path.read_text(encoding="utf-8")).get("grids", []) if res.json_path else []
+        swept = [int(v) for g in grids if g.get("field") == "spec.num_steps" for v in g.get("values", [])]
+        edge = best_on_grid_edge(res.best_rows, swept)
+        if edge:
+            console.print(f"[yellow]note:[/] {escape(edge)}", highlight=False)
     if res.crossover_rows:
         print_crossover(res.crossover_rows)
     if html:
@@ -89,6 +95,19 @@ def check_html_points(grid: list[str]) -> None:
     if num_points > MAX_PLOT_POINTS:
         raise UserInputError(f"--html: the grid has {num_points:,} points; the dashboard reads a sweep of at most "
                              f"{MAX_PLOT_POINTS:,} (its sweep.csv up to 32 MiB): sweep without --html, or fewer points")
+
+
+def best_on_grid_edge(best_rows: list[dict], swept: list[int]) -> str | None:
+    """A note where the best num_steps of some combinations is the largest the grid swept (the
+    optimum may lie beyond it); None otherwise."""
+    if not best_rows or len(swept) < 2:
+        return None
+    top = max(swept)
+    hi = sum(r["best_num_steps"] == top for r in best_rows)
+    if not hi:
+        return None
+    return (f"the best num_steps is the largest swept ({top}) in {hi} of {len(best_rows)} combinations: the optimum "
+            "may lie beyond the grid (sweep spec.num_steps further)")
 
 
 def print_best_table(best_rows: list[dict], max_rows: int = 40) -> None:

@@ -109,9 +109,6 @@ class LiveRun(StrictModel):
                 raise ValueError(f"mean_accept_length={self.mean_accept_length} != {mean:.6f}, the mean of "
                                  "accept_length_counts")
         n = len(self.repeat_tok_per_s)
-        if n and not min(self.repeat_tok_per_s) * (1 - 1e-6) <= self.tok_per_s <= max(self.repeat_tok_per_s) * (1 + 1e-6):
-            raise ValueError(f"tok_per_s={self.tok_per_s} lies outside its repeats' {min(self.repeat_tok_per_s)}.."
-                             f"{max(self.repeat_tok_per_s)} (repeat_tok_per_s): the whole run's rate is between them")
         if self.repeat_num_tokens or self.repeat_elapsed_us:
             if not len(self.repeat_num_tokens) == len(self.repeat_elapsed_us) == n:
                 raise ValueError(f"repeat_tok_per_s, repeat_num_tokens and repeat_elapsed_us must have one "
@@ -127,6 +124,9 @@ class LiveRun(StrictModel):
         if abs(self.tok_per_s * self.elapsed_us / US_PER_S - self.num_tokens) > 1e-6 * self.num_tokens + 1e-3:
             raise ValueError(f"tok_per_s={self.tok_per_s} != num_tokens / elapsed = "
                              f"{self.num_tokens / self.elapsed_us * US_PER_S}")
+        if n and not min(self.repeat_tok_per_s) * (1 - 1e-6) <= self.tok_per_s <= max(self.repeat_tok_per_s) * (1 + 1e-6):
+            raise ValueError(f"tok_per_s={self.tok_per_s} lies outside its repeats' {min(self.repeat_tok_per_s)}.."
+                             f"{max(self.repeat_tok_per_s)} (repeat_tok_per_s): the whole run's rate is between them")
         return self
 
     @property

@@ -106,12 +106,27 @@ class LocalBackend:
         if self.jobs == 1:
             yield ((i, fn(c)) for i, c in enumerate(chunks))
             return
-        pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=warm_up)
+        pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_worker_init, initargs=(warm_up,))
         try:
             futures = {pool.submit(fn, c): i for i, c in enumerate(chunks)}
             yield ((futures[f], f.result()) for f in as_completed(futures))
+        except BaseException:  # Ctrl-C, SIGTERM (simulator.cli.main), an error: end the workers now
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
         finally:
             pool.shutdown(cancel_futures=True)
+
+
+def _worker_init(warm_up: Callable[[], None] | None) -> None:
+    """A pool worker: SIGTERM and Ctrl-C back to their defaults (the parent ends its workers with
+    SIGTERM; Ctrl-C in a terminal reaches the parent, which ends them), then the warm-up."""
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if warm_up is not None:
+        warm_up()
 
 
 def _run_task(fn: Callable[[Chunk], Any], chunk: Chunk, warm_up: Callable[[], None] | None) -> Any:
