@@ -57,6 +57,9 @@ def cases_command(
     console.print(f"  {'figure':27s} {'role':6s} {'published':>13s} {'predicted':>9s} {'error':>7s} {'speedup':>7s} ok",
                   highlight=False)
     console.print(f"  {'':27s} {'':6s} {'':13s} {'':9s} {'':7s} {'error':>7s}", highlight=False)
+    console.print("  [dim]role: scored = held to the bar (ok); fit = one of the runs the engine defaults are fitted "
+                  "on, not scored; leave = leave-out check (fitted on a sweep's two end runs, predicting the rest); "
+                  "n/r = not replayable (the source leaves out what a replay needs)[/]", highlight=False)
     for r in results:
         verdict = {True: "[green]passes[/]", False: "[red]fails[/]", None: "nothing scored"}[r.passed]
         console.print(f"[bold]{escape(r.id)}[/]: {verdict}", highlight=False)
