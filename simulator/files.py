@@ -303,3 +303,60 @@ def csv_lines(rows: Iterable[Sequence]) -> str:
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(rows)
     return buf.getvalue()
+
+
+class StagedFolder:
+    """Outputs of one run written beside their final names (`.NAME.staged`), then moved into place
+    together with SIGINT and SIGTERM's handlers held back, so a Ctrl-C or a SIGTERM leaves the folder as the
+    earlier run left it or as this one leaves it, never a mix (a signal that arrived meanwhile is
+    taken once the moves are done). Staged files are removed when the block raises.
+
+    Use:
+        with StagedFolder(out_dir) as stage:
+            write_csv_atomic(stage.path("sweep.csv"), ...)
+            stage.remove("best_num_steps.csv")   # a stale file of the earlier run, removed at commit
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self._staged: list[tuple[Path, Path]] = []
+        self._removed: list[Path] = []
+
+    def path(self, name: str) -> Path:
+        final = self.folder / name
+        tmp = self.folder / f".{name}.staged"
+        self._staged.append((tmp, final))
+        return tmp
+
+    def remove(self, name: str) -> None:
+        self._removed.append(self.folder / name)
+
+    def __enter__(self) -> StagedFolder:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            for tmp, _ in self._staged:
+                tmp.unlink(missing_ok=True)
+            return
+        import signal
+        pending: list[int] = []
+        saved = {}
+        try:  # Python runs signal handlers in the main thread: hold them back there while moving
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                saved[sig] = signal.signal(sig, lambda signum, frame: pending.append(signum))
+        except ValueError:  # not the main thread: nothing to hold back
+            pass
+        try:
+            for tmp, final in self._staged:
+                if tmp.exists():
+                    os.replace(tmp, final)
+            for p in self._removed:
+                if p.is_file() and not p.is_symlink():
+                    p.unlink()
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+            if pending:
+                os.kill(os.getpid(), pending[0])  # taken now, by the handler it was meant for

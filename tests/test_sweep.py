@@ -253,3 +253,42 @@ def test_a_best_num_steps_on_the_grid_edge_is_noted():
     assert "largest swept (3) in 1 of 2" in best_on_grid_edge(rows, [1, 2, 3])
     assert best_on_grid_edge(rows, [1, 2, 3, 4]) is None
     assert best_on_grid_edge(rows, [3]) is None  # one value: nothing to widen from
+
+
+def test_a_staged_folder_is_the_old_run_or_the_new_one(tmp_path, monkeypatch):
+    """simulator.files.StagedFolder: an error while writing leaves the earlier files (and no staged
+    ones); a SIGTERM that arrives while the files move in is taken after the last one moved."""
+    import os
+    import signal
+
+    from simulator.files import StagedFolder
+    for n in ("a.csv", "b.json", "stale.csv"):
+        (tmp_path / n).write_text("old")
+    with pytest.raises(RuntimeError):
+        with StagedFolder(tmp_path) as st:
+            st.path("a.csv").write_text("new")
+            raise RuntimeError("cut")
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"a.csv": "old", "b.json": "old", "stale.csv": "old"}
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    old_handler = signal.signal(signal.SIGTERM, interrupt)
+    real_replace = os.replace
+    calls = []
+
+    def replace(src, dst):
+        if not calls:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives between the moves
+        calls.append(dst)
+        real_replace(src, dst)
+    monkeypatch.setattr(os, "replace", replace)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with StagedFolder(tmp_path) as st:
+                st.path("a.csv").write_text("new")
+                st.path("b.json").write_text("new")
+                st.remove("stale.csv")
+    finally:
+        signal.signal(signal.SIGTERM, old_handler)
+    assert len(calls) == 2
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"a.csv": "new", "b.json": "new"}

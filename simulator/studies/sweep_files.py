@@ -273,27 +273,27 @@ def write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes:
                   progress: bool = False) -> None:
     """sweep.csv (rows that write themselves, GroupedRows, stream to it), best_num_steps.csv when
     the sweep has one (an earlier sweep's is removed when this one has none) and sweep.json."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stale_best = out_dir / "best_num_steps.csv"  # an earlier sweep's, when this one has no best table
+    from simulator.files import StagedFolder
     replacing_ours = is_own_output(out_dir / "sweep.json", SWEEP_OUTPUT)
-    result.csv_path = out_dir / "sweep.csv"
-    if hasattr(result.rows, "write_csv"):
-        result.rows.write_csv(result.csv_path, progress)
-    else:
-        write_csv_atomic(result.csv_path, result.rows, result.columns)
-    if result.best_rows:
-        result.best_path = out_dir / "best_num_steps.csv"
-        write_csv_atomic(result.best_path, result.best_rows, list(result.best_rows[0]))
-    result.json_path = out_dir / "sweep.json"
-    meta = SweepMeta(
-        version=__version__, scenario_path=str(scenario_path), overrides=list(overrides or []),
-        grids=[SweepGridMeta(spec=a.spec, field=a.field, values=list(a.values)) for a in axes],
-        chain_rule="spec.num_steps swept, spec.topk == 1, spec.num_draft_tokens not swept: "
-                   "num_draft_tokens = num_steps + 1",
-        solver=result.solver, backend=result.backend, jobs=result.jobs, num_points=len(result.rows), seed=seed, des_sample=des_sample,
-        profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
-        best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check,
-        serving_crossover=result.crossover_rows or None)
-    write_json_atomic(result.json_path, meta.model_dump(mode="json"), allow_nan=False)
-    if result.best_path is None and replacing_ours and stale_best.is_file() and not stale_best.is_symlink():
-        stale_best.unlink()  # it answered the earlier sweep's grid, not this one's
+    with StagedFolder(out_dir) as stage:  # the folder is the earlier sweep's or this one's, never a mix
+        result.csv_path = out_dir / "sweep.csv"
+        if hasattr(result.rows, "write_csv"):
+            result.rows.write_csv(stage.path("sweep.csv"), progress)
+        else:
+            write_csv_atomic(stage.path("sweep.csv"), result.rows, result.columns)
+        if result.best_rows:
+            result.best_path = out_dir / "best_num_steps.csv"
+            write_csv_atomic(stage.path("best_num_steps.csv"), result.best_rows, list(result.best_rows[0]))
+        elif replacing_ours:
+            stage.remove("best_num_steps.csv")  # it answered the earlier sweep's grid, not this one's
+        result.json_path = out_dir / "sweep.json"
+        meta = SweepMeta(
+            version=__version__, scenario_path=str(scenario_path), overrides=list(overrides or []),
+            grids=[SweepGridMeta(spec=a.spec, field=a.field, values=list(a.values)) for a in axes],
+            chain_rule="spec.num_steps swept, spec.topk == 1, spec.num_draft_tokens not swept: "
+                       "num_draft_tokens = num_steps + 1",
+            solver=result.solver, backend=result.backend, jobs=result.jobs, num_points=len(result.rows), seed=seed,
+            des_sample=des_sample, profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
+            best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check,
+            serving_crossover=result.crossover_rows or None)
+        write_json_atomic(stage.path("sweep.json"), meta.model_dump(mode="json"), allow_nan=False)
