@@ -172,3 +172,39 @@ def test_step_costs_grow_with_batch_and_context():
     assert c.decode_step_us(8, sc.spec, 8192) > c.decode_step_us(8, sc.spec, 512)
     assert c.prefill_us(4096, 0) > c.prefill_us(512, 0) > 0
     assert c.prefill_us(0, 0) == 0.0
+
+
+def test_estimates_read_trace_and_length_files_for_their_real_size(tmp_path):
+    """A trace's requests and output lengths, and a length file's mean, go into the estimate
+    (they were taken as 1,000 requests of 256 tokens whatever the files held)."""
+    import yaml
+
+    from simulator.serving.run import estimate_serving
+    root = Path(__file__).resolve().parents[1]
+    data = yaml.safe_load((root / "scenarios" / "serving_poisson.yaml").read_text())
+    (tmp_path / "trace.csv").write_text("arrival_s,input_tokens,output_tokens\n"
+                                        + "".join(f"{i * 0.01},128,2000\n" for i in range(20000)))
+    (tmp_path / "lengths.txt").write_text("4000\n6000\n")
+    data["serving"] = {k: v for k, v in data["serving"].items() if k not in ("num_requests", "duration_s")}
+    data["serving"]["arrivals"] = {"kind": "trace", "path": "trace.csv"}
+    data["profile"] = str(root / "data" / "profiles" / "h200.json")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    sec, mem, n = estimate_serving(load_scenario(tmp_path / "s.yaml"))
+    assert n == 20000
+    data["serving"]["arrivals"] = {"kind": "poisson", "rate_per_s": 4}
+    data["serving"]["num_requests"] = 20000
+    data["serving"]["output_len"] = {"kind": "file", "path": "lengths.txt"}
+    (tmp_path / "s2.yaml").write_text(yaml.safe_dump(data))
+    sec2, mem2, n2 = estimate_serving(load_scenario(tmp_path / "s2.yaml"))
+    assert n2 == 20000 and sec2 == pytest.approx(sec * 2.5, rel=0.01)  # 5000 tokens a request vs 2000
+
+
+def test_a_serving_sweep_is_estimated_with_its_serving_des(tmp_path):
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    root = Path(__file__).resolve().parents[1]
+    r = CliRunner().invoke(app, ["sweep", str(root / "scenarios" / "serving_poisson.yaml"), "--out", str(tmp_path / "sw"),
+                                 "--grid", "serving.num_requests=1000000"])
+    assert r.exit_code == 2 and "over the 10 min limit" in r.output, r.output
+    assert not (tmp_path / "sw").exists()

@@ -51,22 +51,41 @@ def _mean_tokens(dist) -> float:
         return (dist.min_tokens + dist.max_tokens) / 2.0
     if kind == "lognormal":
         return float(min(max(dist.mean_tokens, dist.min_tokens), dist.max_tokens))
-    return 256.0  # a file of lengths: not read here
+    if kind == "file":  # the file's own lengths (read again when the run starts)
+        from simulator.inputs import UserInputError
+        from simulator.serving.workload import read_lengths
+        try:
+            return float(read_lengths(dist.path).mean())
+        except UserInputError:
+            return 256.0  # the run names the problem
+    return 256.0
 
 
 def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
     """(seconds, bytes, requests): a rough cost of simulating the scenario's serving section, the
     speculative and the no-speculation run together, for the CLI's estimate and --force gate.
 
-    Requests: num_requests, else arrival rate x duration_s (a closed loop: concurrency x duration_s
-    x 200 tokens/s / mean output length), else 1000. Engine steps: requests x mean output tokens /
+    Requests: a trace's own (its first num_requests), else num_requests, else arrival rate x
+    duration_s (a closed loop: concurrency x duration_s x 200 tokens/s / mean output length), else
+    1000; output lengths: a trace's or a length file's mean, else the distribution's. Engine steps: requests x mean output tokens /
     the batch (a closed loop's concurrency capped by max_running_requests; 1 otherwise, the worst
     case). Per-step and per-request CPU costs from benchmarks/bench_serving.py.
     """
     sv = scenario.serving
     arrivals = sv.arrivals
     out = _mean_tokens(sv.output_len)
-    if sv.num_requests is not None:
+    trace_n = None
+    if arrivals.kind == "trace":  # the trace's own requests and output lengths
+        from simulator.inputs import UserInputError
+        from simulator.serving.workload import read_trace
+        try:
+            tr = read_trace(arrivals.path, sv.num_requests)
+            trace_n, out = len(tr.arrival_s), float(tr.output_tokens.mean())
+        except UserInputError:
+            pass  # the run names the problem
+    if trace_n is not None:
+        n = trace_n
+    elif sv.num_requests is not None:
         n = sv.num_requests
     elif sv.duration_s is not None and arrivals.kind == "poisson":
         n = arrivals.rate_per_s * sv.duration_s

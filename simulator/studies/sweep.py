@@ -122,7 +122,8 @@ def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des:
     """(seconds, peak bytes) a sweep is estimated to take: per closed-form point CLOSED_FORM_POINT_S
     and its renewal function, a cost model per cost key,
     `simulator.estimate.estimate_run` per DES point (taken on up to 16 points spread over the grid
-    and scaled), divided over `jobs` workers."""
+    and scaled), `simulator.serving.run.estimate_serving` per point with a serving section (the
+    mean of up to 64 points spread over the grid, times their number), divided over `jobs` workers."""
     from simulator.costs.forward import CostModel
     from simulator.estimate import estimate_closed_form_s, estimate_cost_model_s, estimate_run
     des_points = len(items) if solver == "des" else min(num_des, len(items))
@@ -136,6 +137,13 @@ def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des:
         ests = [estimate_run(sc, CostModel(sc, cached_profile(path))) for _, sc, path in probe]
         seconds += des_points * max(e.seconds for e in ests)
         memory = max(e.memory_bytes for e in ests) * min(jobs, des_points)
+    serving = [sc for _, sc, _ in items if sc.serving is not None]
+    if serving:  # every point with a serving section runs the serving DES, whatever the solver
+        from simulator.serving.run import estimate_serving
+        probe = [serving[i] for i in sorted({int(i) for i in np.linspace(0, len(serving) - 1, min(64, len(serving)))})]
+        ests_s = [estimate_serving(sc) for sc in probe]
+        seconds += len(serving) * float(np.mean([e[0] for e in ests_s]))
+        memory = max(memory, max(e[1] for e in ests_s) * min(jobs, len(serving)))
     return seconds / jobs, memory
 
 
