@@ -54,6 +54,12 @@ def simulate(
         fail(str(e))
     if trace is not None and sc.fidelity.granularity == "cycle":
         fail(f"{scenario}: --trace needs fidelity.granularity forward or kernel (cycle granularity keeps no spans)")
+    from simulator.memory import check_memory
+    _, too_big, tight = check_memory(sc, prof)
+    if too_big:
+        fail(f"{scenario}: {too_big}")
+    if tight:
+        console.print(f"[yellow]note:[/] {escape(tight)}", highlight=False)
     cost = CostModel(sc, prof)
     window = None
     if trace is not None:

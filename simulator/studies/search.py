@@ -273,6 +273,17 @@ def pareto_axes(objective: str) -> tuple[tuple[str, bool], tuple[str, bool]]:
 
 
 # ---- the search -----------------------------------------------------------------------------------
+def _memory_columns(rows: list[dict], items) -> None:
+    """memory_gb_per_gpu and fits_memory of each row (simulator.memory: weights and KV cache on
+    the fullest GPU; a point past the GPU's physical memory does not fit)."""
+    from simulator.memory import GB, check_memory
+    from simulator.studies.points import profile_for
+    for r, (_, sc, path) in zip(rows, items):
+        fit, too_big, _ = check_memory(sc, profile_for(sc, path))
+        r["memory_gb_per_gpu"] = fit.total_bytes / GB
+        r["fits_memory"] = too_big is None
+
+
 def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space: list[str] | None = None,
                overrides: list[str] | None = None, profile: str | None = None, max_tpot_ms: float | None = None,
                max_gpus: int | None = None, jobs: int = 1, progress: bool = False,
@@ -321,9 +332,13 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
         if serving:
             metrics = _serving(items, metrics, backend, progress, confirm)
     rows = [point_row(i, pt, sc, metrics[i]) for i, (pt, sc) in enumerate(points)]
+    _memory_columns(rows, items)
     for r in rows:
         r["feasible"] = ((max_tpot_ms is None or r["tpot_p50_us"] <= max_tpot_ms * US_PER_MS)
-                         and (max_gpus is None or r["num_gpus"] <= max_gpus))
+                         and (max_gpus is None or r["num_gpus"] <= max_gpus) and r["fits_memory"])
+    if not all(r["fits_memory"] for r in rows):
+        notes.append(f"{sum(not r['fits_memory'] for r in rows)} configurations do not fit in GPU memory (weights and "
+                     "KV cache past the GPU's): infeasible (simulator.memory)")
     ranked = rank(rows, objective)
     axes = pareto_axes(objective)
     feasible = [r for r in rows if r["feasible"] and all(r.get(c) is not None for c, _ in axes)]
