@@ -323,7 +323,15 @@ class StagedFolder:
         self._removed: list[Path] = []
 
     def path(self, name: str) -> Path:
+        """Where to write `name` (checked as atomic_file checks an output: a regular file or none).
+
+        Raises:
+            OutputPathError: the final path is a folder, a link or not a regular file.
+        """
         final = self.folder / name
+        st = _lstat(final, "output")
+        if st is not None:
+            _refuse_special(final, st, "output")
         tmp = self.folder / f".{name}.staged"
         self._staged.append((tmp, final))
         return tmp
@@ -355,6 +363,10 @@ class StagedFolder:
             for p in self._removed:
                 if p.is_file() and not p.is_symlink():
                     p.unlink()
+        except BaseException:
+            for tmp, _ in self._staged:
+                tmp.unlink(missing_ok=True)
+            raise
         finally:
             for sig, handler in saved.items():
                 signal.signal(sig, handler)

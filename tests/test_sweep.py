@@ -292,3 +292,15 @@ def test_a_staged_folder_is_the_old_run_or_the_new_one(tmp_path, monkeypatch):
         signal.signal(signal.SIGTERM, old_handler)
     assert len(calls) == 2
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {"a.csv": "new", "b.json": "new"}
+
+
+def test_a_staged_output_that_is_a_folder_is_refused_before_anything_moves(tmp_path):
+    from simulator.files import OutputPathError, StagedFolder
+    (tmp_path / "sweep.json").write_text("old")
+    (tmp_path / "sweep.csv").mkdir()
+    with pytest.raises(OutputPathError, match="sweep.csv: is a folder"):
+        with StagedFolder(tmp_path) as st:
+            st.path("sweep.json").write_text("new")
+            st.path("sweep.csv").write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.csv", "sweep.json"]
+    assert (tmp_path / "sweep.json").read_text() == "old"
