@@ -23,7 +23,7 @@ from rich.markup import escape
 from calibration.cli.common import check_batches, check_choice, check_output, console, err_console, fail
 
 ENGINE_PROFILE_OUTPUT = "engine_profile/1"
-ENGINES = ("vllm", "fake")
+ENGINES = ("vllm", "sglang", "fake")
 
 
 def _ints(option: str, text: str, low: int, high: int) -> list[int]:
@@ -69,14 +69,16 @@ MAX_MODEL_LEN = 8192  # what the engine processes start with (calibration.engine
 
 
 def _check_engine_installed(engine: str) -> None:
-    """--engine vllm needs vLLM (and torch) importable here: one line before any process starts."""
-    if engine != "vllm":
+    """--engine vllm / sglang needs the engine (and torch) importable here: one line before any
+    process starts."""
+    if engine not in ("vllm", "sglang"):
         return
     import importlib.util
-    for mod in ("torch", "vllm"):
+    for mod in ("torch", engine):
         if importlib.util.find_spec(mod) is None:
-            fail(f"--engine vllm: {mod} is not installed in this Python ({mod} runs the engine; on a GPU host "
-                 "without a package index, ../shared/engines/ builds an offline bundle)")
+            fail(f"--engine {engine}: {mod} is not installed in this Python ({mod} runs the engine; on a GPU host "
+                 "without a package index, an offline bundle brings it: ../shared/engines/ for vLLM, "
+                 "engines/build-sglang-bundle.sh for SGLang)")
 
 
 def _check_deadline(deadline_s: Optional[float]) -> None:
@@ -141,10 +143,31 @@ def _points_path(points: Optional[Path], default: Path) -> Path:
     return p
 
 
+def _variant(engine: str, topk: int, num_draft_tokens: Optional[int], no_overlap: bool, ks: list[int]) -> dict:
+    """The ProcessPlan fields of --topk / --num-draft-tokens / --no-overlap, and the label suffix
+    that keeps their processes apart in one points file."""
+    if not 1 <= topk <= 16:
+        fail(f"--topk {topk}: an integer 1..16")
+    if engine == "vllm" and (topk != 1 or num_draft_tokens is not None or no_overlap):
+        fail("--topk, --num-draft-tokens and --no-overlap are SGLang's; vLLM runs a chain of num_steps drafts "
+             "with its async scheduling")
+    if num_draft_tokens is not None:
+        if topk == 1:
+            fail(f"--num-draft-tokens {num_draft_tokens}: a chain (--topk 1) verifies num_steps + 1 tokens; "
+                 "give --num-draft-tokens with --topk > 1 only")
+        low, high = max(ks) + 1, min(256, topk * min(ks) + 1)
+        if not low <= num_draft_tokens <= high:
+            fail(f"--num-draft-tokens {num_draft_tokens}: with --topk {topk} and --num-steps {','.join(map(str, ks))}, "
+                 f"{low}..{high} (more than the deepest chain, at most the tree's nodes + 1)")
+    suffix = (f"_t{topk}" if topk > 1 else "") + (f"_n{num_draft_tokens}" if num_draft_tokens else "") + (
+        "_nooverlap" if no_overlap else "")
+    return {"plan": dict(topk=topk, num_draft_tokens=num_draft_tokens, overlap=not no_overlap), "suffix": suffix}
+
+
 def calibrate_engine(
     out: Annotated[Path, typer.Option(help="Engine profile JSON to write.")],
-    engine: Annotated[str, typer.Option(help="The engine to measure: vllm (on a GPU host where it is installed) "
-                                             "or fake (known costs, no GPU).")] = "vllm",
+    engine: Annotated[str, typer.Option(help="The engine to measure: vllm or sglang (on a GPU host where it is "
+                                             "installed) or fake (known costs, no GPU).")] = "vllm",
     points: Annotated[Optional[Path], typer.Option(help="Resumable points file (JSONL); default OUT with the "
                                                         "suffix .points.jsonl.")] = None,
     from_points: Annotated[Optional[list[Path]], typer.Option(help="Build the profile from these points files "
@@ -168,6 +191,13 @@ def calibrate_engine(
                                                            "calibration's by num_steps (a campaign cut short still "
                                                            "holds matched pairs).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an OUT that is not an engine profile.")] = False,
+    topk: Annotated[int, typer.Option(help="Draft branches per step (SGLang's speculative_eagle_topk, 1..16); "
+                                           "1 is a chain, the only shape vLLM runs.")] = 1,
+    num_draft_tokens: Annotated[Optional[int], typer.Option(help="Tokens verified per request (SGLang's "
+                                                                 "speculative_num_draft_tokens); default "
+                                                                 "num_steps + 1, more with --topk > 1.")] = None,
+    no_overlap: Annotated[bool, typer.Option("--no-overlap", help="SGLang: its overlap scheduler off "
+                                                                  "(disable_overlap_schedule).")] = False,
 ) -> None:
     """Measure the serving engine's own cycle parts (inside it) into an engine-native profile."""
     from calibration.engines.build import build_profile
@@ -180,6 +210,7 @@ def calibrate_engine(
     check_choice("--engine", engine, ENGINES)
     check_output("--out", out, ENGINE_PROFILE_OUTPUT, force)
     ks = _ints("--num-steps", num_steps, 1, 16)
+    variant = _variant(engine, topk, num_draft_tokens, no_overlap, ks)
     bs = list(check_batches("--batches", batches))
     ps = _ints("--context-lens", context_lens, 16, 65536)
     if not 0.0 < acceptance <= 1.0:
@@ -208,7 +239,7 @@ def calibrate_engine(
         grid = {(k, b, p) for k in [0, *ks] for b in bs for p in ps}  # this run's points, not a file's older ones
         from calibration.engines.plans import DEFAULT_LIVE_ACCEPTANCES, interleave, live_plans, spread_order
         pts = _points_path(points, out.with_suffix(".points.jsonl"))
-        base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg)
+        base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"])
         order = spread_order(ks)
         plans = calibrate_plans(base, order, bs, ps, acceptance)
         if keys is not None:
@@ -219,6 +250,8 @@ def calibrate_engine(
             if with_live.exists() and not with_live.is_dir():
                 fail(f"--with-live {with_live}: not a folder")
             plans = interleave(plans, live_plans(base, order, bs, ps, DEFAULT_LIVE_ACCEPTANCES), order[0])
+        if variant["suffix"]:
+            plans = [p.model_copy(update={"label": p.label + variant["suffix"]}) for p in plans]
         status = run_processes(plans, pts, deadline_s=deadline_s, in_process=engine == "fake",
                                log=lambda s: err_console.print(escape(s), highlight=False))
         bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}

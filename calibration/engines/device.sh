@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lent GPU machine, one call at a time (its tool carries at most 64 MiB a call and keeps the
-# machine 30 s after a call): bring the vLLM bundle in parts, install it, run the engine campaign
+# machine 30 s after a call): bring an engine's bundle (vLLM, or SGLang with ENGINE=sglang) in parts, install it, run the engine campaign
 # as a daemon that outlives the call, and come back for its results.
 #
 #   bash calibration/engines/device.sh stash DIR            copy DIR/part_* (carried) to /root/stash
@@ -73,7 +73,7 @@ case $stage in
     rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
     cd /root/app
-    PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m simulator.cli calibrate engine --engine vllm \
+    PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m simulator.cli calibrate engine --engine "${ENGINE:-vllm}" \
         --out "$res/engine_profile.json" --points "$res/points.jsonl" --with-live "$res/live" \
         --deadline-s "$deadline" "$@" >> "$res/campaign.log" 2>&1 < /dev/null &
     echo $! > "$res/campaign.pid"

@@ -26,13 +26,13 @@ from pydantic import Field
 from calibration.engines.run_loop import PointPlan
 from simulator.schema_base import StrictModel
 
-ENGINE_KINDS = ("vllm", "fake")
+ENGINE_KINDS = ("vllm", "sglang", "fake")
 
 
 class ProcessPlan(StrictModel):
     """One engine process: the engine, its configuration and the points it measures."""
 
-    engine: str = Field(description="vllm or fake.")
+    engine: str = Field(description="vllm, sglang or fake.")
     session: str = Field(description="'calibrate' or 'live': which set of points these are.")
     label: str = Field(description="File-name label of the process, e.g. 'calibrate_s3'.")
     num_steps: int = Field(ge=0, le=16, description="Draft tokens per step; 0 for the baseline.")
@@ -42,6 +42,12 @@ class ProcessPlan(StrictModel):
     max_num_seqs: int = Field(64, ge=1, le=4096)
     gpu_memory_utilization: float = Field(0.85, gt=0.05, le=0.95)
     capture_sizes: list[int] = Field(default_factory=list)
+    topk: int = Field(1, ge=1, le=16, description="Draft branches per step (SGLang's speculative_eagle_topk); "
+                                                  "1 is a chain.")
+    num_draft_tokens: int | None = Field(None, ge=2, le=256, description="Tokens verified per request (SGLang's "
+                                                                         "speculative_num_draft_tokens); default "
+                                                                         "num_steps + 1.")
+    overlap: bool = Field(True, description="SGLang's overlap scheduler (off: disable_overlap_schedule).")
     prompt_seed: int = 0
     points: list[dict] = Field(description="PointPlan fields, one dict per point.")
 

@@ -22,6 +22,24 @@ from simulator.profile import HardwareInfo
 from simulator.units import US_PER_S
 
 
+def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> dict:
+    """The acceptance the engine was forced to: vLLM's synthetic sampler accepts each draft i.i.d.
+    per request; SGLang's SGLANG_SIMULATE_ACC_LEN (match-expected) draws one length per verify step,
+    the floor or the ceiling of the i.i.d. mean, weighted so the mean is exact (sglang
+    srt/speculative/spec_utils.py), which is this pmf."""
+    if not num_steps or engine != "sglang":
+        return {"kind": "iid", "acceptance_rate": acceptance_rate if num_steps else 0.0}
+    from calibration.engines.sglang_backend import iid_accept_length
+    mean = min(float(num_steps + 1), max(1.0, iid_accept_length(acceptance_rate, num_steps)))
+    lo = int(mean)
+    probs = [0.0] * (num_steps + 1)
+    if lo >= num_steps + 1:
+        probs[num_steps] = 1.0
+    else:
+        probs[lo - 1], probs[lo] = 1.0 - (mean - lo), mean - lo
+    return {"kind": "empirical", "accept_length_probs": probs}
+
+
 def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,
               profile: str) -> Scenario:
     k, b = point["num_steps"], point["batch_size"]
@@ -34,7 +52,7 @@ def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: st
         "profile": profile, "target": target, "draft": draft, "tp_size": 1, "placement": "shared_tp",
         "serving_engine": serving,
         "spec": {"method": "eagle3", "num_steps": steps, "topk": 1, "num_draft_tokens": steps + 1},
-        "acceptance": {"kind": "iid", "acceptance_rate": point["acceptance_rate"] if k else 0.0},
+        "acceptance": _acceptance(engine, k, point["acceptance_rate"]),
         "workload": {"batch_size": b, "context_len": max(1, round(rep_ctx))}})
 
 

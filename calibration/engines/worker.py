@@ -72,7 +72,16 @@ def start_backend(plan: ProcessPlan, workdir: Path):
         return VllmBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
                            max_num_seqs=plan.max_num_seqs, gpu_memory_utilization=plan.gpu_memory_utilization,
                            capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed)
-    raise ValueError(f"engine {plan.engine!r}: one of vllm, fake")
+    if plan.engine == "sglang":
+        from calibration.engines.sglang_backend import SglangBackend
+        from calibration.engines.vllm_backend import write_model_dirs
+        target, draft = write_model_dirs(workdir / plan.label, plan.target_config,
+                                         plan.draft_config if plan.num_steps else None)
+        return SglangBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
+                             max_num_seqs=plan.max_num_seqs, mem_fraction_static=plan.gpu_memory_utilization,
+                             topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
+                             seed=plan.prompt_seed)
+    raise ValueError(f"engine {plan.engine!r}: one of vllm, sglang, fake")
 
 
 def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:

@@ -151,9 +151,14 @@ class EngineProfile(StrictModel):
         """Whether the engine replays a full CUDA graph for this verify (`full_graph_verify`)."""
         return full_graph_verify(batch_size, num_steps, self.cudagraph_capture_sizes, self.max_num_seqs)
 
-    def padded_tokens(self, tokens: int) -> int:
-        """Tokens the engine runs a forward of `tokens` at: the next CUDA-graph capture size."""
+    def padded_tokens(self, tokens: int, batch_size: int | None = None) -> int:
+        """Tokens the engine runs a forward of `tokens` (over `batch_size` requests) at: vLLM pads the
+        token count to the next CUDA-graph capture size; SGLang captures by batch size (its
+        cuda_graph_bs, what its profiles record as capture sizes) and pads the batch."""
         sizes = self.cudagraph_capture_sizes
+        if self.engine == "sglang" and batch_size:
+            i = bisect.bisect_left(sizes, batch_size)
+            return (sizes[i] if i < len(sizes) else int(batch_size)) * (int(tokens) // int(batch_size))
         i = bisect.bisect_left(sizes, tokens)
         return sizes[i] if i < len(sizes) else int(tokens)
 
@@ -199,15 +204,15 @@ def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
             continue
         k, b = pt.num_steps, pt.batch_size
         if part == "target_forward_us" and pt.target_forward_us:
-            t = pt.target_tokens_padded or profile.padded_tokens(b * (k + 1))
+            t = pt.target_tokens_padded or profile.padded_tokens(b * (k + 1), b)
             rows.append((t, b, pt.context_len, pt.target_forward_us, "decode_us" if k == 0 else "verify_us"))
         elif part == "draft_extend_us" and k and pt.draft_extend_us:
-            t = pt.draft_extend_tokens_padded or profile.padded_tokens(b * (k + 1))
+            t = pt.draft_extend_tokens_padded or profile.padded_tokens(b * (k + 1), b)
             rows.append((t, b, pt.context_len, pt.draft_extend_us, "extend_us"))
         elif part == "draft_step_us" and k >= 2 and pt.draft_steps_us:
-            rows.append((profile.padded_tokens(b), b, pt.context_len, pt.draft_steps_us / (k - 1), "step_us"))
+            rows.append((profile.padded_tokens(b, b), b, pt.context_len, pt.draft_steps_us / (k - 1), "step_us"))
         elif part == "sample_us" and pt.sample_us:
-            t = profile.padded_tokens(b * (k + 1))
+            t = profile.padded_tokens(b * (k + 1), b)
             rows.append((t, b, 0.0, pt.sample_us, "base_us" if k == 0 else "spec_us"))
     return rows
 
@@ -256,8 +261,8 @@ def _fit_linear(points: list[EnginePoint], part: str, speculative: bool) -> Part
         cols.append(np.array([p.batch_size * p.num_steps for p in pts], float))
         names.append("per_draft_token_us")
     names, cols = names[:max(1, min(len(names), len(pts)))], cols[:max(1, min(len(cols), len(pts)))]
-    y = np.array([getattr(p, part) for p in pts])
-    a = np.stack(cols, axis=1) / y[:, None]  # relative residuals
+    y = np.maximum(np.array([getattr(p, part) for p in pts], float), 1.0)  # a part measured 0 (SGLang's
+    a = np.stack(cols, axis=1) / y[:, None]  # relative residuals              propose overhead) counts as 1 us
     coef, _ = nnls(a, np.ones(len(pts)))
     pred = np.stack(cols, axis=1) @ coef
     err = np.abs(pred / y - 1.0)
@@ -337,7 +342,7 @@ class NativeCosts:
         fit = self.profile.fits.get(fit_name)
         if fit is None or offset not in fit.params:
             return None
-        t = self.profile.padded_tokens(tokens)
+        t = self.profile.padded_tokens(tokens, batch_size)
         return lambda c: float(_roofline(fit.params, t, batch_size, c, offset, multi_token=multi))
 
     def _lin(self, fit_name: str, batch_size: int, num_steps: int):
@@ -516,7 +521,10 @@ def outside_measured(profile: EngineProfile, batch_size: int, num_steps: int, co
     if profile.max_num_seqs and batch_size > profile.max_num_seqs:
         out.append(f"batch {batch_size} is above the max_num_seqs {profile.max_num_seqs} the engine ran with")
     sizes = profile.cudagraph_capture_sizes
-    if sizes and batch_size * (num_steps + 1) > sizes[-1]:
+    if sizes and profile.engine == "sglang" and batch_size > sizes[-1]:
+        out.append(f"batch {batch_size} is above the largest CUDA-graph batch size {sizes[-1]}: the engine runs it "
+                   "without graphs, the fitted forms price it as if with")
+    elif sizes and profile.engine != "sglang" and batch_size * (num_steps + 1) > sizes[-1]:
         out.append(f"a verify of {batch_size * (num_steps + 1)} tokens is above the largest CUDA-graph capture size "
                    f"{sizes[-1]}: the engine runs it without graphs, the fitted forms price it as if with")
     lo, hi = min(cs), max(cs)

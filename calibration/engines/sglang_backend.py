@@ -1,0 +1,368 @@
+"""SGLang as an engine backend: its own scheduler (event loop, overlap scheduling, CUDA graphs,
+EAGLE worker), started in this process and fed requests directly, with timers around its phases.
+
+Started as a user would start `python -m sglang.launch_server` for an EAGLE-3 draft
+(`speculative_algorithm EAGLE3`, `speculative_num_steps`, `speculative_eagle_topk`,
+`speculative_num_draft_tokens`), with these things fixed for measuring:
+- dummy weights from a folder holding only config.json (`load_format="dummy"`, the draft
+  inherits it), no tokenizer (`skip_tokenizer_init`), no grammar backend;
+- forced acceptance through SGLang's own `SGLANG_SIMULATE_ACC_LEN` (the mean accept length,
+  bonus token included; `match-expected` draws the floor or the ceiling so the mean is exact).
+  SGLang draws ONE length per verify step for the whole batch, where vLLM draws per request: the
+  points record what was drawn (the tokens each request emitted per step);
+- the scheduler (`sglang.srt.managers.scheduler.Scheduler`) in this process, its own event loop
+  (`run_event_loop`: the overlap loop unless `disable_overlap_schedule`) in a thread; requests go
+  in through its request receiver and come out through its output sender, both replaced by
+  queues, in place of the tokenizer manager and detokenizer processes of `launch_server`;
+- the watchdog off (it would signal this process's parent).
+
+Timers, all in the scheduler's thread: CUDA events at the EAGLE worker's (or, for the baseline,
+the target worker's) `forward_batch_generation` entry for a decode batch (the step's start on the
+GPU stream), around `draft` (the num_steps - 1 draft forwards from the last draft extend's
+output), the target model runner's `forward` (the verify over batch x num_draft_tokens tokens, or
+the baseline decode), `eagle_sample` (or the baseline's `sample`), and `_draft_extend_for_decode`
+(the draft over the verified tokens, which proposes the next first draft token); on the host, the
+time `process_batch_result_decode` waits for the GPU's output copy (`copy_done`). The step clock
+is the scheduler thread's own: the time each step's output left the scheduler.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from array import array
+from pathlib import Path
+
+from calibration.engines.backend import EngineInfo, StepTimes
+
+US_PER_S = 1e6
+US_PER_MS = 1e3
+STEP_TIMEOUT_S = 300.0  # an engine step that takes this long has hung
+ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
+       "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
+
+
+def iid_accept_length(acceptance_rate: float, num_steps: int) -> float:
+    """The mean accept length (bonus token included) of a chain of num_steps drafts accepted
+    i.i.d. at `acceptance_rate`: (1 - a^(k+1)) / (1 - a)."""
+    a = float(acceptance_rate)
+    if a >= 1.0:
+        return float(num_steps + 1)
+    return (1.0 - a ** (num_steps + 1)) / (1.0 - a)
+
+
+def _stub_dsa_backend() -> str | None:
+    """Without nvidia-cutlass-dsl (left out of the bundle: Blackwell / DSA kernels), SGLang's draft
+    graph capture still imports its DeepSeek-sparse-attention backend for an isinstance test; a
+    stand-in class that no backend is an instance of lets a dense or MLA model start. Returns the
+    note to record, or None where CuTe DSL is installed."""
+    import importlib.util
+    import sys
+    import types
+    if importlib.util.find_spec("cutlass") is not None:
+        return None
+    name = "sglang.srt.layers.attention.dsa_backend"
+    mod = types.ModuleType(name)
+    mod.DeepseekSparseAttnBackend = type("DeepseekSparseAttnBackend", (), {})
+    sys.modules.setdefault(name, mod)
+    return (f"{name} stood in by an empty class (nvidia-cutlass-dsl not installed; DSA attention is not used "
+            "by this model)")
+
+
+class SglangBackend:
+    """One SGLang scheduler (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process."""
+
+    def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
+                 max_num_seqs: int, mem_fraction_static: float, topk: int = 1, num_draft_tokens: int | None = None,
+                 overlap: bool = True, seed: int = 0, initial_acceptance: float = 0.7):
+        for k, v in ENV.items():
+            os.environ.setdefault(k, v)
+        self.num_steps, self.topk = num_steps, topk
+        self.num_draft_tokens = (num_draft_tokens or num_steps + 1) if num_steps else 1
+        if num_steps:  # read when SGLang's speculative modules are first imported
+            os.environ["SGLANG_SIMULATE_ACC_LEN"] = f"{iid_accept_length(initial_acceptance, num_steps):.6f}"
+        import torch
+        import sglang
+        from sglang.srt.entrypoints import engine as sgl_engine
+        from sglang.srt.managers.scheduler import Scheduler
+        from sglang.srt.server_args import PortArgs, ServerArgs
+
+        self._torch = torch
+        stubbed = _stub_dsa_backend()
+        kwargs = dict(model_path=str(target_dir), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
+                      context_length=max_model_len, max_running_requests=max_num_seqs,
+                      mem_fraction_static=mem_fraction_static, random_seed=seed,
+                      disable_overlap_schedule=not overlap, watchdog_timeout=1e9, grammar_backend="none",
+                      log_level="warning")
+        if num_steps:
+            kwargs.update(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(draft_dir),
+                          speculative_num_steps=num_steps, speculative_eagle_topk=topk,
+                          speculative_num_draft_tokens=self.num_draft_tokens)
+        t0 = time.perf_counter()
+        sa = ServerArgs(**kwargs)
+        from sglang.srt.utils.common import configure_logger
+        configure_logger(sa)
+        sgl_engine._set_envs_and_config(sa)
+        sa.check_server_args()
+        pa = PortArgs.init_new(sa)
+        self.sched = Scheduler(sa, pa, gpu_id=0, tp_rank=0, moe_ep_rank=0, pp_rank=0, attn_cp_rank=0,
+                               moe_dp_rank=0, dp_rank=None)
+        self.server_args = sa
+        self.vocab_size = int(self.sched.model_config.vocab_size)
+        self._info = EngineInfo(engine="sglang", engine_version=sglang.__version__,
+                                gpu_name=torch.cuda.get_device_name(), torch_version=torch.__version__,
+                                cuda_version=str(torch.version.cuda), max_num_seqs=max_num_seqs,
+                                async_scheduling=bool(overlap))
+        if stubbed:
+            self._info.notes.append(stubbed)
+        self._next_id = 0
+        self._recording = False
+        self._instrument = False
+        self._steps: list[dict] = []
+        self._clock_s = time.perf_counter()
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._describe()
+        self._install_hooks()
+        self._install_io()
+        self._thread = threading.Thread(target=self._loop, name="sglang-scheduler", daemon=True)
+        self._thread.start()
+        self._info.startup_s = time.perf_counter() - t0
+
+    # ---- set-up ------------------------------------------------------------------------------
+    def _describe(self) -> None:
+        info, sa, s = self._info, self.server_args, self.sched
+        info.attention_backend = str(getattr(sa, "attention_backend", "") or "")
+        worker = getattr(s, "draft_worker", None) if self.num_steps else None
+        info.model_runner = f"{type(s).__module__}.{type(s).__name__} + " + (
+            f"{type(worker).__name__}" if worker is not None else type(s.tp_worker).__name__)
+        info.notes.append(f"overlap scheduler {'on' if s.enable_overlap else 'off'}; topk {self.topk}, "
+                          f"num_draft_tokens {self.num_draft_tokens}")
+        runner = s.tp_worker.model_runner
+        graphs = getattr(runner, "decode_cuda_graph_runner", None)
+        sizes = list(getattr(graphs, "capture_bs", None) or [])
+        info.cudagraph_capture_sizes = [int(b) for b in sizes]  # batch sizes (SGLang's cuda_graph_bs), not tokens
+        info.cudagraph_mode = (f"decode graphs by batch size ({min(sizes)}-{max(sizes)}, "
+                               f"{self.num_draft_tokens} tokens each)" if sizes else "no decode graphs")
+
+    def _wrap(self, obj, name: str, label: str, before=None, after=None) -> bool:
+        orig = getattr(obj, name, None) if obj is not None else None
+        if orig is None:
+            self._info.notes.append(f"hook {label}: {name} not found")
+            return False
+
+        def wrapped(*args, **kwargs):
+            if before is not None and self._recording:
+                before(args, kwargs)
+            out = orig(*args, **kwargs)
+            if after is not None and self._recording:
+                after(args, kwargs, out)
+            return out
+        setattr(obj, name, wrapped)
+        self._info.hooks.append(label)
+        return True
+
+    def _install_hooks(self) -> None:
+        s = self.sched
+        target = s.tp_worker
+        runner = target.model_runner
+        if self.num_steps:
+            spec = s.draft_worker
+            self._wrap(spec, "forward_batch_generation", "spec_step", before=self._on_step)
+            dw = spec.draft_worker
+            self._wrap(dw, "draft", "draft", before=self._ev("dec0"), after=self._ev("dec1"))
+            self._wrap(dw, "_draft_extend_for_decode", "draft_extend", before=self._ev("ext0"), after=self._ev("ext1"))
+            try:
+                from sglang.srt.speculative import eagle_worker_v2
+                orig_sample = eagle_worker_v2.eagle_sample
+                backend = self
+
+                def eagle_sample(*args, **kwargs):
+                    backend._ev("smp0")(args, kwargs)
+                    out = orig_sample(*args, **kwargs)
+                    backend._ev("smp1")(args, kwargs, out)
+                    return out
+                eagle_worker_v2.eagle_sample = eagle_sample
+                self._info.hooks.append("eagle_sample")
+            except Exception as e:  # noqa: BLE001 - recorded, not fatal
+                self._info.notes.append(f"hook eagle_sample not installed: {e!r}")
+        else:
+            self._wrap(target, "forward_batch_generation", "decode_step", before=self._on_step)
+            self._wrap(runner, "sample", "sample", before=self._ev("smp0"), after=self._ev("smp1"))
+        self._wrap(runner, "forward", "target_forward", before=self._ev("fwd0"), after=self._on_forward_done)
+        cls = type(s.batch_result_processor)  # a frozen, slotted dataclass: patched on the class
+        orig_decode = cls.process_batch_result_decode
+        backend = self
+
+        def process_batch_result_decode(proc, batch, result, *args, **kwargs):
+            if backend._recording and backend._steps and getattr(result, "copy_done", None) is not None:
+                t0 = time.perf_counter()
+                result.copy_done.synchronize()
+                backend._steps[-1]["blocked_s"] = backend._steps[-1].get("blocked_s", 0.0) + time.perf_counter() - t0
+            return orig_decode(proc, batch, result, *args, **kwargs)
+        cls.process_batch_result_decode = process_batch_result_decode
+        self._info.hooks.append("host_blocked")
+
+    def _install_io(self) -> None:
+        from sglang.srt.managers.scheduler_components.request_receiver import SchedulerRequestReceiver
+        backend = self
+
+        def recv_requests(_self):
+            out = []
+            while True:
+                try:
+                    out.append(backend._inbox.get_nowait())
+                except queue.Empty:
+                    return out
+        SchedulerRequestReceiver.recv_requests = recv_requests  # frozen, slotted: patched on the class
+        ch = self.sched.ipc_channels
+
+        def send_output(output, recv_obj=None):
+            if hasattr(output, "rids") and getattr(output, "output_ids", None) is not None:
+                backend._outbox.put((time.perf_counter(), output))
+        ch.send_to_detokenizer.send_output = send_output
+        ch.send_to_tokenizer.send_output = send_output
+
+    def _loop(self) -> None:
+        try:
+            self._torch.cuda.set_device(0)
+            self.sched.run_event_loop()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's next step
+            self._error = e
+        finally:
+            self._outbox.put(None)
+
+    # ---- hooks (scheduler thread) --------------------------------------------------------------
+    def _on_step(self, args, kwargs) -> None:
+        batch = args[0] if args else kwargs.get("batch")
+        mode = getattr(batch, "forward_mode", None)
+        if mode is None or not mode.is_decode():
+            return
+        step = {"host_t": time.perf_counter()}
+        self._steps.append(step)
+        if self._instrument:
+            ev = self._torch.cuda.Event(enable_timing=True)
+            ev.record()
+            step["ev"] = {"exec": ev}
+
+    def _ev(self, name: str):
+        def hook(args, kwargs, out=None):
+            if not self._instrument or not self._steps or "ev" not in self._steps[-1]:
+                return
+            evs = self._steps[-1]["ev"]
+            if name in evs:  # the first forward of the step only (a prefill inside a step is not one)
+                return
+            ev = self._torch.cuda.Event(enable_timing=True)
+            ev.record()
+            evs[name] = ev
+        return hook
+
+    def _on_forward_done(self, args, kwargs, out) -> None:
+        self._ev("fwd1")(args, kwargs, out)
+        if not self._steps or "tokens" in self._steps[-1]:
+            return
+        graphs = getattr(self.sched.tp_worker.model_runner, "decode_cuda_graph_runner", None)
+        if getattr(out, "can_run_graph", False) and graphs is not None and getattr(graphs, "bs", None):
+            self._steps[-1]["tokens"] = int(graphs.bs) * self.num_draft_tokens
+        else:
+            self._steps[-1]["tokens"] = None
+
+    # ---- EngineBackend -----------------------------------------------------------------------
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def clock_us(self) -> float:
+        """The time the last step's output left the scheduler (its thread's clock), us."""
+        return self._clock_s * US_PER_S
+
+    def set_acceptance(self, acceptance_rate: float | None) -> None:
+        if not self.num_steps or acceptance_rate is None:
+            return
+        from sglang.srt.speculative import spec_utils
+        spec_utils.SIMULATE_ACC_LEN = iid_accept_length(acceptance_rate, self.num_steps)  # read per verify
+
+    def add_requests(self, prompts: list[list[int]], max_tokens: int) -> list[str]:
+        from sglang.srt.managers.io_struct import TokenizedGenerateReqInput
+        from sglang.srt.sampling.sampling_params import SamplingParams
+        ids = []
+        for p in prompts:
+            rid = f"r{self._next_id:09d}#"  # SGLang aborts by rid prefix: fixed width and an end mark
+            self._next_id += 1
+            sp = SamplingParams(max_new_tokens=max_tokens, temperature=0.0, ignore_eos=True, stream_interval=1)
+            sp.normalize(None)
+            sp.verify(self.vocab_size)
+            self._inbox.put(TokenizedGenerateReqInput(
+                rid=rid, input_text=None, input_ids=array("q", p), input_embeds=None, mm_inputs=None,
+                token_type_ids=None, sampling_params=sp, return_logprob=False, logprob_start_len=-1,
+                top_logprobs_num=0, token_ids_logprob=None, stream=True))
+            ids.append(rid)
+        return ids
+
+    def _next_output(self, timeout_s: float):
+        msg = self._outbox.get(timeout=timeout_s)
+        if msg is None:
+            self._outbox.put(None)
+            raise RuntimeError(f"SGLang's scheduler stopped: {self._error!r}")
+        return msg
+
+    def step(self) -> dict[str, int]:
+        t, out = self._next_output(STEP_TIMEOUT_S)
+        self._clock_s = t
+        counts: dict[str, int] = {}
+        for rid, ids in zip(out.rids, out.output_ids):
+            counts[rid] = counts.get(rid, 0) + len(ids)
+        return counts
+
+    def abort(self, request_ids: list[str]) -> None:
+        from sglang.srt.managers.io_struct import AbortReq
+        for rid in request_ids:
+            self._inbox.put(AbortReq(rid=rid))
+        left, deadline = set(request_ids), time.monotonic() + 120.0
+        while left and time.monotonic() < deadline:
+            try:
+                _, out = self._next_output(0.5)
+            except queue.Empty:
+                s = self.sched
+                if s.running_batch.is_empty() and not s.waiting_queue:
+                    return
+                continue
+            for rid, fin in zip(out.rids, out.finished_reasons):
+                if fin is not None:
+                    left.discard(rid)
+
+    def start_window(self, instrument: bool) -> None:
+        self._steps = []
+        self._instrument = instrument
+        self._recording = True
+
+    def end_window(self) -> list[StepTimes]:
+        self._recording = False
+        self._instrument = False
+        self._torch.cuda.synchronize()
+        steps, out = list(self._steps), []
+        for i, s in enumerate(steps):
+            nxt = steps[i + 1] if i + 1 < len(steps) else None
+            t = StepTimes(host_period_us=(nxt["host_t"] - s["host_t"]) * US_PER_S if nxt else None,
+                          host_blocked_us=s.get("blocked_s", 0.0) * US_PER_S, target_tokens_padded=s.get("tokens"))
+            ev = s.get("ev")
+            if ev:
+                def span(a, b):
+                    return ev[a].elapsed_time(ev[b]) * US_PER_MS if a in ev and b in ev else None
+                t.target_forward_us = span("fwd0", "fwd1")
+                t.sample_us = span("smp0", "smp1")
+                t.draft_extend_us = span("ext0", "ext1")
+                t.draft_steps_us = span("dec0", "dec1")
+                if t.draft_extend_us is not None or t.draft_steps_us is not None:
+                    t.propose_us = (t.draft_extend_us or 0.0) + (t.draft_steps_us or 0.0)
+                if nxt and "ev" in nxt:
+                    t.gpu_period_us = ev["exec"].elapsed_time(nxt["ev"]["exec"]) * US_PER_MS
+            out.append(t)
+        self._steps = []
+        return out
+
+    def shutdown(self) -> None:
+        self.sched.gracefully_exit = True
+        self._thread.join(timeout=10.0)
