@@ -55,6 +55,27 @@ class EngineInfo:
     notes: list[str] = field(default_factory=list)
 
 
+def wrap_method(obj, name: str, label: str, info: EngineInfo, recording, before=None, after=None) -> bool:
+    """Replace obj.name with a wrapper that, while `recording()` is true, calls `before(args,
+    kwargs)` ahead of it and `after(args, kwargs, result)` after it. A missing attribute is noted
+    in `info.notes` (the points then lack that part); a hook installed is named in `info.hooks`."""
+    orig = getattr(obj, name, None) if obj is not None else None
+    if orig is None:
+        info.notes.append(f"hook {label}: {name} not found")
+        return False
+
+    def wrapped(*args, **kwargs):
+        if before is not None and recording():
+            before(args, kwargs)
+        out = orig(*args, **kwargs)
+        if after is not None and recording():
+            after(args, kwargs, out)
+        return out
+    setattr(obj, name, wrapped)
+    info.hooks.append(label)
+    return True
+
+
 class EngineBackend(Protocol):
     """One started engine configuration, driven step by step by `calibration.engines.run_loop`."""
 

@@ -35,7 +35,7 @@ import time
 from array import array
 from pathlib import Path
 
-from calibration.engines.backend import EngineInfo, StepTimes
+from calibration.engines.backend import EngineInfo, StepTimes, wrap_method
 
 US_PER_S = 1e6
 US_PER_MS = 1e3
@@ -149,21 +149,7 @@ class SglangBackend:
                                f"{self.num_draft_tokens} tokens each)" if sizes else "no decode graphs")
 
     def _wrap(self, obj, name: str, label: str, before=None, after=None) -> bool:
-        orig = getattr(obj, name, None) if obj is not None else None
-        if orig is None:
-            self._info.notes.append(f"hook {label}: {name} not found")
-            return False
-
-        def wrapped(*args, **kwargs):
-            if before is not None and self._recording:
-                before(args, kwargs)
-            out = orig(*args, **kwargs)
-            if after is not None and self._recording:
-                after(args, kwargs, out)
-            return out
-        setattr(obj, name, wrapped)
-        self._info.hooks.append(label)
-        return True
+        return wrap_method(obj, name, label, self._info, lambda: self._recording, before, after)
 
     def _install_hooks(self) -> None:
         s = self.sched

@@ -29,7 +29,7 @@ import os
 import time
 from pathlib import Path
 
-from calibration.engines.backend import EngineInfo, StepTimes
+from calibration.engines.backend import EngineInfo, StepTimes, wrap_method
 
 US_PER_S = 1e6
 US_PER_MS = 1e3  # torch.cuda.Event.elapsed_time is in ms
@@ -125,21 +125,7 @@ class VllmBackend:
             info.notes.append(f"attention backend not read: {e!r}")
 
     def _wrap(self, obj, name: str, label: str, before=None, after=None) -> bool:
-        orig = getattr(obj, name, None) if obj is not None else None
-        if orig is None:
-            self._info.notes.append(f"hook {label}: {name} not found")
-            return False
-
-        def wrapped(*args, **kwargs):
-            if before is not None and self._recording:
-                before(args, kwargs)
-            out = orig(*args, **kwargs)
-            if after is not None and self._recording:
-                after(args, kwargs)
-            return out
-        setattr(obj, name, wrapped)
-        self._info.hooks.append(label)
-        return True
+        return wrap_method(obj, name, label, self._info, lambda: self._recording, before, after)
 
     def _install_hooks(self) -> None:
         r = self.runner
@@ -187,7 +173,7 @@ class VllmBackend:
             step["ev"] = {"exec": ev}
 
     def _ev(self, name: str, pad: bool = False, first: bool = False, key: str = "fwd"):
-        def hook(args, kwargs):
+        def hook(args, kwargs, out=None):
             if not self._instrument or not self._steps or "ev" not in self._steps[-1]:
                 return
             evs = self._steps[-1]["ev"]
