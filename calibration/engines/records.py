@@ -29,8 +29,8 @@ def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> d
     srt/speculative/spec_utils.py), which is this pmf."""
     if not num_steps or engine != "sglang":
         return {"kind": "iid", "acceptance_rate": acceptance_rate if num_steps else 0.0}
-    from calibration.engines.sglang_backend import iid_accept_length
-    mean = min(float(num_steps + 1), max(1.0, iid_accept_length(acceptance_rate, num_steps)))
+    from simulator.acceptance import iid_mean_accept_length
+    mean = min(float(num_steps + 1), max(1.0, iid_mean_accept_length(acceptance_rate, num_steps)))
     lo = int(mean)
     probs = [0.0] * (num_steps + 1)
     if lo >= num_steps + 1:

@@ -36,6 +36,7 @@ from array import array
 from pathlib import Path
 
 from calibration.engines.backend import EngineInfo, StepTimes, wrap_method
+from simulator.acceptance import iid_mean_accept_length
 
 US_PER_S = 1e6
 US_PER_MS = 1e3
@@ -44,13 +45,7 @@ ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHME
        "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
 
 
-def iid_accept_length(acceptance_rate: float, num_steps: int) -> float:
-    """The mean accept length (bonus token included) of a chain of num_steps drafts accepted
-    i.i.d. at `acceptance_rate`: (1 - a^(k+1)) / (1 - a)."""
-    a = float(acceptance_rate)
-    if a >= 1.0:
-        return float(num_steps + 1)
-    return (1.0 - a ** (num_steps + 1)) / (1.0 - a)
+iid_accept_length = iid_mean_accept_length  # the mean accept length SGLANG_SIMULATE_ACC_LEN is set to
 
 
 def _stub_dsa_backend() -> str | None:
