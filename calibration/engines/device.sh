@@ -8,6 +8,8 @@
 #                                                           code to /root/app, start the campaign daemon
 #                                                           (`specdecsim calibrate engine --engine vllm
 #                                                           --with-live ...` with ARGS), then watch
+#   QUEUE=DIR bash calibration/engines/device.sh start DEADLINE_S   the same, running DIR's ProcessPlan
+#                                                           files in name order instead (calibration/engines/queue.py)
 #   bash calibration/engines/device.sh watch [SECONDS]     watch the daemon up to SECONDS (default 540)
 #
 # RESUME_POINTS=FILE (start): the campaign appends to a copy of FILE (a committed points file, .gz
@@ -72,10 +74,17 @@ case $stage in
     fi
     rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+    if [ -n "${QUEUE:-}" ]; then  # a queue of ProcessPlan files (calibration/engines/queue.py), run in name order
+      cp -r "$QUEUE" /root/app/queue
+      cd /root/app
+      PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m calibration.engines.campaign /root/app/queue \
+          "$res/points.jsonl" "$deadline" >> "$res/campaign.log" 2>&1 < /dev/null &
+    else
     cd /root/app
     PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m simulator.cli calibrate engine --engine "${ENGINE:-vllm}" \
         --out "$res/engine_profile.json" --points "$res/points.jsonl" --with-live "$res/live" \
         --deadline-s "$deadline" "$@" >> "$res/campaign.log" 2>&1 < /dev/null &
+    fi
     echo $! > "$res/campaign.pid"
     cd - > /dev/null
     sleep 2

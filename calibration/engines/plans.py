@@ -21,6 +21,8 @@ tokens of the same prompts) find their prefill in the prefix cache.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from calibration.engines.run_loop import PointPlan
@@ -48,6 +50,13 @@ class ProcessPlan(StrictModel):
                                                                          "speculative_num_draft_tokens); default "
                                                                          "num_steps + 1.")
     overlap: bool = Field(True, description="SGLang's overlap scheduler (off: disable_overlap_schedule).")
+    engine_env: dict[Annotated[str, Field(pattern=r"^(SGLANG|VLLM)_[A-Z0-9_]{1,64}$")],
+                     Annotated[str, Field(max_length=256)]] = Field(
+        default_factory=dict, description="Engine settings read from the environment at import (SGLANG_* / VLLM_*), "
+                                          "set before the engine starts.")
+    uniform_expert_routing: bool = Field(False, description="MoE targets: each token's experts drawn uniformly at "
+                                                            "random in the router (dummy weights route every token "
+                                                            "alike; real traffic spreads over the experts).")
     prompt_seed: int = 0
     points: list[dict] = Field(description="PointPlan fields, one dict per point.")
 

@@ -66,12 +66,39 @@ def _stub_dsa_backend() -> str | None:
             "by this model)")
 
 
+ROUTING_SPREAD = 4.0  # router logits + uniform(-4, 4): sigmoid or softmax scores far apart, none saturated
+
+
+def _uniform_routing() -> str:
+    """Every token's experts drawn uniformly at random: SGLang's TopK (patched on the class before
+    the model is built, which binds its forward) sees its router logits plus uniform noise far
+    larger than dummy weights' logits (about 1e-3), so each token's top-k is a fresh uniform draw,
+    inside CUDA graphs too (the noise is drawn on the GPU at every replay). Dummy weights would
+    otherwise send the same tokens to the same experts, and a verify's tokens touch fewer distinct
+    experts than real traffic does (E (1 - (1 - k/E)^T) for T tokens)."""
+    from sglang.srt.layers.moe.topk import TopK
+    orig = TopK.forward_cuda
+    if getattr(orig, "_specdecsim_uniform", False):
+        return "uniform expert routing (router logits + uniform noise)"
+
+    def forward_cuda(self, hidden_states, router_logits, **kwargs):
+        noise = (self._torch_rand(router_logits) * 2.0 - 1.0) * ROUTING_SPREAD
+        return orig(self, hidden_states, router_logits + noise, **kwargs)
+    import torch
+    TopK._torch_rand = staticmethod(lambda t: torch.rand_like(t, dtype=torch.float32).to(t.dtype))
+    forward_cuda._specdecsim_uniform = True
+    TopK.forward_cuda = forward_cuda
+    return (f"uniform expert routing: router logits + uniform(-{ROUTING_SPREAD:g}, {ROUTING_SPREAD:g}) noise in "
+            "SGLang's TopK (each token's experts a fresh uniform draw)")
+
+
 class SglangBackend:
     """One SGLang scheduler (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process."""
 
     def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
                  max_num_seqs: int, mem_fraction_static: float, topk: int = 1, num_draft_tokens: int | None = None,
-                 overlap: bool = True, seed: int = 0, initial_acceptance: float = 0.7):
+                 overlap: bool = True, seed: int = 0, initial_acceptance: float = 0.7,
+                 capture_sizes: list[int] | None = None, uniform_expert_routing: bool = False):
         for k, v in ENV.items():
             os.environ.setdefault(k, v)
         self.num_steps, self.topk = num_steps, topk
@@ -86,11 +113,14 @@ class SglangBackend:
 
         self._torch = torch
         stubbed = _stub_dsa_backend()
+        routing_note = _uniform_routing() if uniform_expert_routing else None
         kwargs = dict(model_path=str(target_dir), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
                       context_length=max_model_len, max_running_requests=max_num_seqs,
                       mem_fraction_static=mem_fraction_static, random_seed=seed,
                       disable_overlap_schedule=not overlap, watchdog_timeout=1e9, grammar_backend="none",
                       log_level="warning")
+        if capture_sizes:
+            kwargs.update(cuda_graph_bs_decode=sorted(capture_sizes))
         if num_steps:
             kwargs.update(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(draft_dir),
                           speculative_num_steps=num_steps, speculative_eagle_topk=topk,
@@ -110,8 +140,11 @@ class SglangBackend:
                                 gpu_name=torch.cuda.get_device_name(), torch_version=torch.__version__,
                                 cuda_version=str(torch.version.cuda), max_num_seqs=max_num_seqs,
                                 async_scheduling=bool(overlap))
-        if stubbed:
-            self._info.notes.append(stubbed)
+        for note in (stubbed, routing_note):
+            if note:
+                self._info.notes.append(note)
+        engine_env = {k: v for k, v in os.environ.items() if k.startswith("SGLANG_")}
+        self._info.notes.append("SGLANG_* settings: " + ", ".join(f"{k}={v}" for k, v in sorted(engine_env.items())))
         self._next_id = 0
         self._recording = False
         self._instrument = False

@@ -62,6 +62,7 @@ def append_line(path: Path, rec: dict) -> None:
 
 def start_backend(plan: ProcessPlan, workdir: Path):
     """The plan's engine, started (vLLM: folders of config.json written under workdir)."""
+    os.environ.update(plan.engine_env)  # read by the engine when it is imported
     if plan.engine == "fake":
         from calibration.engines.fake_backend import FakeBackend
         return FakeBackend(plan.num_steps, seed=plan.prompt_seed + plan.num_steps, max_model_len=plan.max_model_len)
@@ -80,7 +81,8 @@ def start_backend(plan: ProcessPlan, workdir: Path):
         return SglangBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
                              max_num_seqs=plan.max_num_seqs, mem_fraction_static=plan.gpu_memory_utilization,
                              topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
-                             seed=plan.prompt_seed)
+                             seed=plan.prompt_seed, capture_sizes=plan.capture_sizes or None,
+                             uniform_expert_routing=plan.uniform_expert_routing)
     raise ValueError(f"engine {plan.engine!r}: one of vllm, sglang, fake")
 
 

@@ -381,8 +381,17 @@ class CostModel:
 
     def _build_forward(self, phase: str, n: int) -> Forward:
         """Forward of `phase` with `n` new tokens per request (see the public methods)."""
-        if self.native is not None:
-            return self._native_forward(phase)
+        if self.native is None:
+            return self._model_forward(phase, n)
+        fwd = self._native_forward(phase)
+        if self.native.profile.collectives_measured:
+            return fwd
+        # a per-rank shard's profile: its TP group's collectives priced from the box's links
+        comms = tuple(k for k in self._model_forward(phase, n).kernels if k.category == "comm")
+        return Forward(phase, fwd.kernels + comms)
+
+    def _model_forward(self, phase: str, n: int) -> Forward:
+        """The engine model's forward of `phase` (op tables, collectives from the box's links)."""
         sc, b, c = self.sc, self.b, self.c
         if phase in ("verify", "decode"):
             aux = sc.draft.num_fc_input_hidden_states if phase == "verify" else 0

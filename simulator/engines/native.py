@@ -120,6 +120,10 @@ class EngineProfile(StrictModel):
     target: dict = Field(description="The target's ModelShape fields.")
     draft: dict | None = Field(None, description="The draft's ModelShape fields.")
     tp_size: int = Field(1, ge=1, le=1024)
+    collectives_measured: bool = Field(True, description="The TP group's collectives are in the measured parts. "
+                                                         "False for one rank's shard measured alone on one GPU "
+                                                         "(calibration/engines/shard.py): the simulator adds them "
+                                                         "from the box's links.")
     max_num_seqs: int = Field(0, ge=0)
     cudagraph_capture_sizes: list[int] = Field(default_factory=list, max_length=4096)
     how_measured: str = ""

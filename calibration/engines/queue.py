@@ -1,0 +1,81 @@
+"""A device session's engine processes, written beforehand as ProcessPlan JSON files in the
+order they run (`python -m calibration.engines.campaign DIR POINTS DEADLINE_S` runs them;
+`bash calibration/engines/device.sh start` with QUEUE=DIR).
+
+    python -m calibration.engines.queue sglang-h200 OUT_DIR
+
+`sglang-h200`: what SGLang 0.5.15 on the H200 still needs after the first session (issue 25), in
+priority order: a second calibration process of num_steps 3 (the first ran slower than its live
+process at the same points); the chain grid's num_steps 6, 2 and 4 (calibration then live); a
+tree (topk 4, 8 draft tokens, num_steps 3); the seed case's TP8 rank of Kimi-K2 (3 and 9
+layers, baseline and 5 steps); the overlap scheduler off (baseline and num_steps 3); the seed
+shard at 2 and 3 steps (the best step count). Processes whose points are already in the
+points file are skipped when the queue runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from calibration.engines.plans import (DEFAULT_BATCH_SIZES, DEFAULT_CALIBRATE_ACCEPTANCE, DEFAULT_LIVE_ACCEPTANCES,
+                                       DEFAULT_PROMPT_LENS, ProcessPlan, calibrate_plans, interleave, live_plans,
+                                       model_configs, spread_order)
+from calibration.engines.shard import shard_plans
+from simulator.acceptance import iid_mean_accept_length
+
+SEED_ACCEPT_LENGTH, SEED_STEPS, SEED_CONTEXT = 2.1, 5, 2048  # ../shared/CASES.md (the context is assumed)
+
+
+def _variant(plans: list[ProcessPlan], suffix: str, **fields) -> list[ProcessPlan]:
+    return [p.model_copy(update={"label": p.label + suffix, **fields}) for p in plans if p.num_steps]
+
+
+def seed_acceptance() -> float:
+    """The iid per-token rate whose mean accept length at 5 steps is the seed's 2.1."""
+    from scipy.optimize import brentq
+    return brentq(lambda a: iid_mean_accept_length(a, SEED_STEPS) - SEED_ACCEPT_LENGTH, 1e-9, 1 - 1e-9)
+
+
+def sglang_h200() -> list[ProcessPlan]:
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine="sglang", target_config=t_cfg, draft_config=d_cfg)
+    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
+    out = [p.model_copy(update={"label": "calibrate_s3_r2"}) for p in
+           calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE) if p.num_steps == 3]
+    order = spread_order([1, 2, 3, 4, 6])
+    chain = interleave(calibrate_plans(base, order, bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE),
+                       live_plans(base, order, bs, ps, DEFAULT_LIVE_ACCEPTANCES), order[0])
+    out += chain
+    tree = interleave(calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE),
+                      live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES), 3)
+    out += _variant(tree, "_t4_n8", topk=4, num_draft_tokens=8)
+    k_t, k_d = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    a = seed_acceptance()
+    out += shard_plans(k_t, k_d, 8, [3, 9], [SEED_STEPS], [1], SEED_CONTEXT, a)
+    no_overlap = interleave(calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE),
+                            live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES), 3)
+    out += [p.model_copy(update={"label": p.label + "_nooverlap", "overlap": False}) for p in no_overlap]
+    extra = shard_plans(k_t, k_d, 8, [3, 9], [2, 3], [1], SEED_CONTEXT, a)
+    out += [p for p in extra if p.num_steps]
+    return out
+
+
+QUEUES = {"sglang-h200": sglang_h200}
+
+
+def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for i, p in enumerate(plans):
+        f = out / f"{i:03d}_{p.label}.json"
+        f.write_text(json.dumps(p.model_dump(mode="json"), indent=1), encoding="utf-8")
+        files.append(f)
+    return files
+
+
+if __name__ == "__main__":
+    name, folder = sys.argv[1], Path(sys.argv[2])
+    for f in write_queue(QUEUES[name](), folder):
+        print(f)

@@ -1,0 +1,122 @@
+"""The per-rank TP shard an engine measures (calibration/engines/shard.py), the session queue of
+engine processes (calibration/engines/queue.py, campaign.run_queue) and SGLang's uniform expert
+routing patch, without SGLang or a GPU."""
+
+import sys
+import types
+
+import pytest
+
+from calibration.engines.campaign import run_queue
+from calibration.engines.plans import ProcessPlan, model_configs
+from calibration.engines.queue import seed_acceptance, sglang_h200, write_queue
+from calibration.engines.shard import moe_layers, scale_to_layers, shard_plans, tp_shard_config
+from calibration.engines.worker import read_lines
+from simulator.acceptance import iid_mean_accept_length
+
+
+def test_kimi_k2_tp8_rank_has_sglangs_split():
+    t, d = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    s = tp_shard_config(t, 8, 3)
+    assert (s["num_attention_heads"], s["num_key_value_heads"]) == (8, 8)
+    assert (s["moe_intermediate_size"], s["intermediate_size"], s["vocab_size"]) == (256, 2304, 20480)
+    assert (s["kv_lora_rank"], s["q_lora_rank"], s["n_routed_experts"], s["hidden_size"]) == (512, 1536, 384, 7168)
+    assert s["num_hidden_layers"] == 3 and moe_layers(s) == 2
+    assert "head_dim" not in s  # MLA's head widths are its own fields
+    ds = tp_shard_config(d, 8)
+    assert (ds["num_attention_heads"], ds["num_key_value_heads"], ds["head_dim"]) == (8, 8, 128)
+    assert (ds["draft_vocab_size"], ds["intermediate_size"]) == (4000, 2304)
+    assert t["num_attention_heads"] == 64  # the full config is untouched
+
+
+def test_gqa_draft_keeps_one_kv_head_below_tp_and_head_width():
+    cfg = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 4, "intermediate_size": 14336,
+           "vocab_size": 128256, "num_hidden_layers": 1}
+    s = tp_shard_config(cfg, 8)
+    assert (s["num_attention_heads"], s["num_key_value_heads"], s["head_dim"]) == (4, 1, 128)
+
+
+@pytest.mark.parametrize("cfg,tp,layers,msg", [
+    ({"num_attention_heads": 12, "hidden_size": 768}, 8, None, "num_attention_heads 12"),
+    ({"num_attention_heads": 8, "hidden_size": 768, "first_k_dense_replace": 3}, 1, 2, "num_layers 2"),
+    ({"num_attention_heads": 8, "hidden_size": 768}, 0, None, "tp 0"),
+])
+def test_shard_refuses_what_tp_does_not_split(cfg, tp, layers, msg):
+    with pytest.raises(ValueError, match=msg):
+        tp_shard_config(cfg, tp, layers)
+
+
+def test_scale_to_layers_is_linear_in_the_moe_layers():
+    # 1000 us of rest, 50 us a layer: shards of 2 and 8 MoE layers carry to 60 exactly
+    assert scale_to_layers(1100.0, 2, 1400.0, 8, 60) == pytest.approx(1000.0 + 50.0 * 60)
+    with pytest.raises(ValueError):
+        scale_to_layers(1.0, 2, 2.0, 2, 60)
+
+
+def test_seed_acceptance_gives_the_published_accept_length():
+    assert iid_mean_accept_length(seed_acceptance(), 5) == pytest.approx(2.1)
+
+
+def test_shard_plans_route_uniformly_without_deepgemm():
+    t, d = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    plans = shard_plans(t, d, 8, [3, 9], [5], [1], 2048, 0.5)
+    assert [p.label for p in plans] == ["shard8_l3_s0", "shard8_l3_s5", "shard8_l9_s0", "shard8_l9_s5"]
+    assert all(p.uniform_expert_routing and p.engine_env == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"} for p in plans)
+    assert plans[2].target_config["num_hidden_layers"] == 9 and plans[0].capture_sizes == [1]
+
+
+def test_engine_env_names_are_engine_settings():
+    base = dict(engine="fake", session="calibrate", label="x", num_steps=0, target_config={}, points=[])
+    ProcessPlan(**base, engine_env={"SGLANG_X": "1"})
+    with pytest.raises(ValueError):
+        ProcessPlan(**base, engine_env={"LD_PRELOAD": "/tmp/x.so"})
+
+
+def test_sglang_h200_queue_is_unique_and_ordered(tmp_path):
+    plans = sglang_h200()
+    labels = [p.label for p in plans]
+    assert len(set(labels)) == len(labels)
+    assert labels[0] == "calibrate_s3_r2" and labels.index("calibrate_s6") < labels.index("shard8_l3_s0")
+    tree = [p for p in plans if p.label.endswith("_t4_n8")]
+    assert tree and all(p.topk == 4 and p.num_draft_tokens == 8 and p.num_steps == 3 for p in tree)
+    assert all(not p.overlap for p in plans if p.label.endswith("_nooverlap"))
+    files = write_queue(plans, tmp_path / "q")
+    assert [f.name for f in files][:2] == ["000_calibrate_s3_r2.json", "001_calibrate_s3.json"]
+
+
+def test_run_queue_runs_fake_processes_in_name_order_and_resumes(tmp_path):
+    from calibration.engines.plans import calibrate_plans
+    plans = calibrate_plans(dict(engine="fake", target_config={}, draft_config={}), [2], [1, 4], [256], 0.7,
+                            timed_steps=8, repeats=1)
+    write_queue(list(reversed(plans)), tmp_path / "q")  # s2 first, then the baseline
+    pts = tmp_path / "points.jsonl"
+    status = run_queue(tmp_path / "q", pts, deadline_s=600, log=lambda s: None)
+    assert status == {"calibrate_s2": "done", "calibrate_s0": "done"}
+    engines = [r["label"] for r in read_lines(pts) if r["kind"] == "engine"]
+    assert engines == ["calibrate_s2", "calibrate_s0"]
+    assert run_queue(tmp_path / "q", pts, log=lambda s: None) == {"calibrate_s2": "skipped", "calibrate_s0": "skipped"}
+
+
+def test_uniform_routing_patch_adds_noise_once(monkeypatch):
+    torch = pytest.importorskip("torch")
+    seen = []
+
+    class TopK:
+        def forward_cuda(self, hidden_states, router_logits, **kw):
+            seen.append(router_logits)
+            return router_logits
+    mod = types.ModuleType("sglang.srt.layers.moe.topk")
+    mod.TopK = TopK
+    for name in ("sglang", "sglang.srt", "sglang.srt.layers", "sglang.srt.layers.moe"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "sglang.srt.layers.moe.topk", mod)
+    from calibration.engines.sglang_backend import ROUTING_SPREAD, _uniform_routing
+    assert "uniform" in _uniform_routing()
+    first = TopK.forward_cuda
+    _uniform_routing()
+    assert TopK.forward_cuda is first  # patched once
+    logits = torch.zeros(6, 384)
+    TopK().forward_cuda(None, logits)
+    noisy = seen[-1]
+    assert noisy.abs().max() <= ROUTING_SPREAD and noisy.std() > 1.0
+    assert len({tuple(r.topk(8).indices.tolist()) for r in noisy}) == 6  # each token its own experts
