@@ -120,3 +120,28 @@ def test_uniform_routing_patch_adds_noise_once(monkeypatch):
     noisy = seen[-1]
     assert noisy.abs().max() <= ROUTING_SPREAD and noisy.std() > 1.0
     assert len({tuple(r.topk(8).indices.tolist()) for r in noisy}) == 6  # each token its own experts
+
+
+def test_carry_points_scales_the_target_and_keeps_the_draft():
+    from calibration.engines.shard import carry_points
+    from simulator.engines.native import EnginePoint
+
+    def pt(layers, k):
+        fwd = 1000.0 + 100.0 * layers + 20.0 * k
+        draft = 300.0 if k else None
+        period = fwd + 50.0 + (draft or 0.0) + 30.0
+        return EnginePoint(num_steps=k, batch_size=1, prompt_len=2048, context_len=2100.0,
+                           acceptance_rate=0.5 if k else None, step_us=period + 5.0, instrumented_step_us=period + 8.0,
+                           mean_accept_length=1.0, accept_length_counts=[10] + [0] * k, gpu_bound=True,
+                           target_forward_us=fwd, sample_us=50.0, propose_us=draft, draft_extend_us=draft,
+                           gpu_period_us=period, host_busy_us=400.0 + layers, host_blocked_us=period - 400.0)
+    short, long = [pt(2, 0), pt(2, 5)], [pt(8, 5), pt(8, 0)]
+    out = carry_points(short, long, 2, 8, 60)
+    base, spec = out
+    assert base.target_forward_us == pytest.approx(1000.0 + 100.0 * 60)
+    assert spec.target_forward_us == pytest.approx(1000.0 + 100.0 * 60 + 100.0)
+    assert spec.draft_extend_us == pytest.approx(300.0) and spec.host_busy_us == pytest.approx(405.0)
+    assert spec.other_gpu_us == pytest.approx(30.0)
+    assert spec.accept_length_counts == [20, 0, 0, 0, 0, 0]
+    with pytest.raises(ValueError, match="one shard only"):
+        carry_points(short, long[:1], 2, 8, 60)

@@ -97,3 +97,53 @@ def shard_plans(target: dict, draft: dict, tp: int, layer_counts: list[int], num
                                      engine_env={"SGLANG_ENABLE_JIT_DEEPGEMM": "0"},
                                      uniform_expert_routing=True, points=pts))
     return plans
+
+
+DEPTH_PARTS = ("target_forward_us", "gpu_period_us", "step_us", "instrumented_step_us", "host_blocked_us")
+SHARED_PARTS = ("sample_us", "propose_us", "draft_extend_us", "draft_steps_us", "host_busy_us", "gpu_parts_scale")
+
+
+def carry_points(short: list, long: list, moe_short: int, moe_long: int, moe_target: int) -> list:
+    """EnginePoints of the whole depth from two shards' points (simulator.engines.native.EnginePoint,
+    paired by num_steps, batch and prompt): the parts that run through the target's layers (its
+    forward, the GPU's step period, the step's wall time, the host's wait on the GPU) carried
+    linearly in the MoE layers to `moe_target` (`scale_to_layers`); the draft's, the sampler's and
+    the host's own work the two shards' mean; the other GPU work the carried period less the parts.
+
+    Raises:
+        ValueError: a point of one shard without its pair in the other.
+    """
+    from simulator.engines.native import EnginePoint
+
+    def key(p):
+        return (p.num_steps, p.batch_size, p.prompt_len)
+    by_key = {key(p): p for p in long}
+    missing = [key(p) for p in short if key(p) not in by_key] + [k for k in by_key if k not in {key(p) for p in short}]
+    if missing:
+        raise ValueError(f"points of one shard only (num_steps, batch, prompt): {sorted(set(missing))}")
+    out = []
+    for a in short:
+        b = by_key[key(a)]
+        f = a.model_dump()
+        for name in DEPTH_PARTS:
+            va, vb = getattr(a, name), getattr(b, name)
+            f[name] = None if va is None or vb is None else max(0.0, scale_to_layers(va, moe_short, vb, moe_long,
+                                                                                     moe_target))
+        for name in SHARED_PARTS:
+            va, vb = getattr(a, name), getattr(b, name)
+            f[name] = None if va is None or vb is None else (va + vb) / 2.0
+        if f["gpu_period_us"] is not None and f["target_forward_us"] is not None and f["sample_us"] is not None:
+            f["other_gpu_us"] = max(0.0, f["gpu_period_us"] - f["target_forward_us"] - f["sample_us"]
+                                    - (f["propose_us"] or 0.0))
+        else:
+            f["other_gpu_us"] = None
+        counts = [x + y for x, y in zip(a.accept_length_counts, b.accept_length_counts)]
+        f["accept_length_counts"] = counts
+        f["mean_accept_length"] = (sum((i + 1) * c for i, c in enumerate(counts)) / sum(counts)
+                                   if sum(counts) else a.mean_accept_length)
+        f["context_len"] = (a.context_len + b.context_len) / 2.0
+        f["gpu_bound"] = None if a.gpu_bound is None or b.gpu_bound is None else bool(a.gpu_bound and b.gpu_bound)
+        if f["gpu_parts_scale"] is not None:
+            f["gpu_parts_scale"] = min(2.0, max(0.5, f["gpu_parts_scale"]))
+        out.append(EnginePoint(**f))
+    return out

@@ -99,7 +99,11 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
     log(f"{plan.label}: engine up in {time.perf_counter() - t0:.1f} s ({info.engine} {info.engine_version}, "
         f"{info.attention_backend}, {info.cudagraph_mode}, runner {info.model_runner}, hooks {','.join(info.hooks)})")
     append_line(out, dict(kind="engine", label=plan.label, session=plan.session, num_steps=plan.num_steps,
-                          info=asdict(info), startup_s=time.perf_counter() - t0, created_unix=time.time()))
+                          info={**asdict(info), "variant": dict(
+                              topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
+                              uniform_expert_routing=plan.uniform_expert_routing, engine_env=plan.engine_env,
+                              num_hidden_layers=plan.target_config.get("num_hidden_layers"))},
+                          startup_s=time.perf_counter() - t0, created_unix=time.time()))
     pool = prompt_pool(max(p.batch_size for p in todo), max(p.prompt_len for p in todo), seed=plan.prompt_seed)
     n = 0
     try:
