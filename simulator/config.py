@@ -408,8 +408,9 @@ class Scenario(StrictModel):
         # grouped sweeps check a group once per signature, not once per point
         acc = self.acceptance
         s = self.spec.num_steps
-        if self.spec.topk > 1 and acc.kind != "tree":
-            raise ValueError(f"topk={self.spec.topk} needs acceptance kind 'tree', got {acc.kind!r}")
+        if self.spec.topk > 1 and acc.kind not in ("tree", "empirical"):
+            raise ValueError(f"topk={self.spec.topk} needs acceptance kind 'tree' (a rate per candidate) or "
+                             f"'empirical' (the tree's measured accept lengths), got {acc.kind!r}")
         if acc.kind == "tree" and self.spec.topk == 1:
             raise ValueError("acceptance kind 'tree' needs spec.topk > 1")
         if acc.kind == "positional" and len(acc.acceptance_rates) != s:

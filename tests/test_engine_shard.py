@@ -84,6 +84,19 @@ def test_sglang_h200_queue_is_unique_and_ordered(tmp_path):
     assert [f.name for f in files][:2] == ["000_calibrate_s3_r2.json", "001_calibrate_s3.json"]
 
 
+def test_engine_queue_cli_writes_and_runs_a_queue(tmp_path):
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    r = CliRunner().invoke(app, ["calibrate", "engine-queue", "sglang-h200", str(tmp_path / "q")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "q" / "000_calibrate_s3_r2.json").is_file()
+    r = CliRunner().invoke(app, ["calibrate", "engine-queue", "nosuch", str(tmp_path / "q2")])
+    assert r.exit_code != 0 and "sglang-h200" in r.output
+    r = CliRunner().invoke(app, ["calibrate", "engine-queue-run", str(tmp_path / "none"), str(tmp_path / "p.jsonl")])
+    assert r.exit_code != 0 and "not a folder" in r.output
+
+
 def test_run_queue_runs_fake_processes_in_name_order_and_resumes(tmp_path):
     from calibration.engines.plans import calibrate_plans
     plans = calibrate_plans(dict(engine="fake", target_config={}, draft_config={}), [2], [1, 4], [256], 0.7,
@@ -145,3 +158,19 @@ def test_carry_points_scales_the_target_and_keeps_the_draft():
     assert spec.accept_length_counts == [20, 0, 0, 0, 0, 0]
     with pytest.raises(ValueError, match="one shard only"):
         carry_points(short, long[:1], 2, 8, 60)
+
+
+def test_next_queue_runs_the_seed_rank_first_and_repeats_each_configuration():
+    from calibration.engines.build import label_variant
+    from calibration.engines.queue import sglang_h200_next
+    labels = [p.label for p in sglang_h200_next()]
+    assert labels[:4] == ["shard8_l3_s0", "shard8_l3_s5", "shard8_l9_s0", "shard8_l9_s5"]
+    assert len(set(labels)) == len(labels)
+    assert all(label_variant(x) is not None for x in labels if not x.startswith("shard"))
+    assert "live_s3_r2" in labels and "calibrate_s3_t4_n8_r2" in labels and "live_s0_nooverlap_r2" in labels
+
+
+def test_shard_drops_token_ids_past_its_vocabulary():
+    t, _ = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    s = tp_shard_config(t, 8, 3)
+    assert "bos_token_id" not in s and "eos_token_id" not in s

@@ -226,3 +226,21 @@ def test_plot_command_bad_inputs_exit_2(tmp_path, sweep_dir):
     r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "figs"),
                                     "--validate-json", str(bad)])
     assert r.exit_code == 2 and "measured_tok_per_s" in r.output
+
+
+def test_the_same_sweep_gives_the_same_page_byte_for_byte(tmp_path, sweep_dir):
+    for name in ("a", "b"):
+        r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / name), "--no-png"])
+        assert r.exit_code == 0, r.output
+    a, b = ((tmp_path / n / "index.html").read_bytes() for n in ("a", "b"))
+    assert a == b and b'id="tok_per_s_vs_acceptance-0"' in a
+
+
+def test_a_tp8_dashboard_says_its_collective_line_is_not_measured(tmp_path):
+    out = tmp_path / "sweep"
+    run_sweep(ROOT / "scenarios" / "tp8_draft.yaml", ["spec.num_steps=1,2"], out_dir=out, des_sample=0,
+              progress=False)
+    r = CliRunner().invoke(_app(), ["plot", str(out), "--out", str(tmp_path / "figs"), "--no-png"])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "figs" / "index.html").read_text()
+    assert "no measured allreduce table at world size 8" in text and "world size 8 (model)" in text

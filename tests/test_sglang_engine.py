@@ -50,3 +50,104 @@ def test_sglang_only_options_are_checked(tmp_path, args, msg):
     res = CliRunner().invoke(app, ["calibrate", "engine", "--out", str(tmp_path / "p.json"), *args])
     assert res.exit_code != 0
     assert msg in res.output
+
+
+def test_variant_of_a_label():
+    from calibration.engines.build import label_variant
+    assert label_variant("calibrate_s3") == (1, None, True)
+    assert label_variant("calibrate_s3_r2") == (1, None, True)
+    assert label_variant("live_s3_t4_n8") == (4, 8, True)
+    assert label_variant("calibrate_s0_nooverlap") == (1, None, False)
+    assert label_variant("shard8_l3_s5") is None
+
+
+P = ROOT / "data/engine_runs/h200_sglang_0.5.15/points.jsonl.gz"
+
+
+def _shapes():
+    from calibration.cli.engine import _configs
+    return _configs("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b")[2:]
+
+
+def test_profiles_are_built_per_variant():
+    from calibration.engines.build import build_profile
+    t, d = _shapes()
+    chain = build_profile([P], "c", t, d)
+    tree = build_profile([P], "t", t, d, variant=(4, 8, True))
+    sync = build_profile([P], "n", t, d, variant=(1, None, False))
+    assert {p.num_steps for p in chain.points} == {0, 1, 2, 3, 4, 6} and chain.topk == 1
+    assert {p.num_steps for p in tree.points} == {0, 3} and (tree.topk, tree.num_draft_tokens) == (4, 8)
+    assert tree.attention_backend == "flashinfer"  # SGLang's own choice for topk > 1 on Hopper
+    assert not sync.async_scheduling and {p.num_steps for p in sync.points} == {0, 3}
+    # without its overlap scheduler the host's work is the step less the timed graph replays
+    p = next(p for p in sync.points if p.num_steps == 3 and p.batch_size == 8)
+    assert p.host_busy_us == pytest.approx(p.step_us - p.target_forward_us - p.sample_us - p.propose_us)
+    left = build_profile([P], "x", t, d, exclude_labels=("calibrate_s3_r2",))
+    assert len(left.points) == len(chain.points) - 14 and any("calibrate_s3_r2" in n for n in left.notes)
+
+
+def test_tree_and_sync_records_name_their_shape():
+    from calibration.engines.records import live_records
+    t, d = _shapes()
+    tree = live_records([P], t, d, variant=(4, 8, True))
+    assert len(tree) == 28 and all(r.scenario.spec.topk == 4 and r.scenario.spec.num_draft_tokens == 8
+                                   and r.paired_baseline_tok_per_s for _, r in tree)
+    sync = live_records([P], t, d, variant=(1, None, False))
+    assert len(sync) == 42 and all(n.endswith("_nooverlap.json") for n, _ in sync)
+    assert all(not r.scenario.serving_engine.overlapped for _, r in sync)
+
+
+def test_a_chain_profile_does_not_price_a_tree_or_a_sync_engine():
+    from simulator.config import Scenario
+    from simulator.engines.native import profile_mismatch
+    t, d = _shapes()
+    from calibration.engines.records import live_records
+    _, rec = live_records([P], t, d, variant=(4, 8, True))[0]
+    chain = load_engine_profile("sglang-0.5.15-h200-llama-3.1-8b-eagle3")
+    assert "topk 1" in profile_mismatch(chain, rec.scenario)
+    tree = load_engine_profile("sglang-0.5.15-h200-llama-3.1-8b-eagle3-tree-t4-n8")
+    assert profile_mismatch(tree, rec.scenario) is None
+    _, srec = live_records([P], t, d, variant=(1, None, False))[-1]
+    assert "overlap scheduling on" in profile_mismatch(chain, srec.scenario)
+    data = rec.scenario.model_dump(mode="json")
+    data["acceptance"] = {"kind": "iid", "acceptance_rate": 0.7}
+    with pytest.raises(ValueError, match="'tree'.*'empirical'"):
+        Scenario.model_validate(data)
+
+
+def test_exclude_process_needs_from_points(tmp_path):
+    res = CliRunner().invoke(app, ["calibrate", "engine", "--engine", "fake", "--out", str(tmp_path / "p.json"),
+                                   "--exclude-process", "calibrate_s3"])
+    assert res.exit_code != 0 and "--from-points" in res.output
+
+
+def test_transformers_fallback_is_refused():
+    from calibration.engines.sglang_backend import _check_sglang_model
+    fallback = type("TransformersForCausalLM", (), {"__module__": "sglang.srt.models.transformers"})
+    own = type("DeepseekV3ForCausalLM", (), {"__module__": "sglang.srt.models.deepseek_v2"})
+    with pytest.raises(RuntimeError, match="Transformers fallback"):
+        _check_sglang_model(fallback())
+    assert _check_sglang_model(own()).endswith("DeepseekV3ForCausalLM")
+
+
+@pytest.mark.parametrize("folder,profile", [("h200_sglang_0.5.15_tree", "tree"), ("h200_sglang_0.5.15_no_overlap", "sync")])
+def test_committed_variant_records_validate(folder, profile):
+    res = CliRunner().invoke(app, ["validate", str(ROOT / "data/live" / folder), "--profile", "h200"])
+    assert res.exit_code in (0, 1), res.output
+    assert "batch bar" in res.output and "Traceback" not in res.output
+
+
+def test_dsa_stand_ins_keep_deepseek_importable(monkeypatch):
+    import importlib.util
+    import sys
+    if importlib.util.find_spec("cutlass") is not None:
+        pytest.skip("CuTe DSL installed: no stand-in is needed")
+    for name in ("sglang.srt.layers.attention.dsa_backend", "sglang.jit_kernel.dsa.cutedsl_paged_mqa_logits"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    from calibration.engines.sglang_backend import _stub_dsa_backend
+    note = _stub_dsa_backend()
+    assert "cutedsl_paged_mqa_logits" in note
+    kmod = sys.modules["sglang.jit_kernel.dsa.cutedsl_paged_mqa_logits"]
+    assert isinstance(kmod.CuteDSLPagedMQALogitsRunner, type)
+    with pytest.raises(RuntimeError, match="nvidia-cutlass-dsl"):
+        kmod.pick_dsl_expand()

@@ -161,7 +161,8 @@ def _variant(engine: str, topk: int, num_draft_tokens: Optional[int], no_overlap
                  f"{low}..{high} (more than the deepest chain, at most the tree's nodes + 1)")
     suffix = (f"_t{topk}" if topk > 1 else "") + (f"_n{num_draft_tokens}" if num_draft_tokens else "") + (
         "_nooverlap" if no_overlap else "")
-    return {"plan": dict(topk=topk, num_draft_tokens=num_draft_tokens, overlap=not no_overlap), "suffix": suffix}
+    return {"plan": dict(topk=topk, num_draft_tokens=num_draft_tokens, overlap=not no_overlap), "suffix": suffix,
+            "key": (topk, num_draft_tokens, not no_overlap)}
 
 
 def calibrate_engine(
@@ -198,6 +199,9 @@ def calibrate_engine(
                                                                  "num_steps + 1, more with --topk > 1.")] = None,
     no_overlap: Annotated[bool, typer.Option("--no-overlap", help="SGLang: its overlap scheduler off "
                                                                   "(disable_overlap_schedule).")] = False,
+    exclude_process: Annotated[Optional[list[str]], typer.Option(
+        help="With --from-points: leave out this engine process's points (its label, e.g. calibrate_s3_r2; "
+             "repeatable); the profile's notes name it.")] = None,
 ) -> None:
     """Measure the serving engine's own cycle parts (inside it) into an engine-native profile."""
     from calibration.engines.build import build_profile
@@ -217,6 +221,8 @@ def calibrate_engine(
         fail(f"--acceptance {acceptance}: a rate in (0, 1]")
     _check_deadline(deadline_s)
     _check_catalog_gpu(catalog_gpu)
+    if exclude_process and not from_points:
+        fail("--exclude-process goes with --from-points (it leaves a measured process out of the profile)")
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     grid, keys = None, None
     if from_points:
@@ -263,7 +269,8 @@ def calibrate_engine(
     notes: list[str] = []
     try:
         prof = build_profile(files, name or out.stem, t_shape, d_shape, keep=keep, command_line=command_line(),
-                             git_commit=git_commit(), catalog_gpu=catalog_gpu, notes=notes)
+                             git_commit=git_commit(), catalog_gpu=catalog_gpu, notes=notes, variant=variant["key"],
+                             exclude_labels=tuple(exclude_process or ()))
     except (ValueError, UserInputError) as e:
         fail(str(e))
     for n in notes:
@@ -272,7 +279,8 @@ def calibrate_engine(
     console.print(escape(f"wrote {out}: {prof.engine} {prof.engine_version}, {prof.attention_backend}, "
                          f"{prof.cudagraph_mode}, {prof.gpu_name}; {len(prof.points)} points"), highlight=False)
     if with_live is not None:
-        live_engine(with_live, None, None, files, str(out), None, force, target, draft)
+        live_engine(with_live, None, None, files, str(out), None, force, target, draft, topk=topk,
+                    num_draft_tokens=num_draft_tokens, no_overlap=no_overlap)
     for part, fit in prof.fits.items():
         console.print(escape(f"  {part}: {fit.form} fit over {fit.num_points} points, median |err| "
                              f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
@@ -280,7 +288,8 @@ def calibrate_engine(
 
 def live_engine(out: Path, engine: str | None, points: Optional[Path], from_points: Optional[list[Path]],
                 engine_profile: Optional[str], batches: Optional[str], force: bool,
-                target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-llama-3.1-8b") -> None:
+                target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-llama-3.1-8b", topk: int = 1,
+                num_draft_tokens: Optional[int] = None, no_overlap: bool = False) -> None:
     """`specdecsim live --engine ...` / `--from-points ...`: the engine's live grid as LiveRun records."""
     from calibration.engines.campaign import run_processes
     from calibration.engines.plans import (DEFAULT_LIVE_ACCEPTANCES, DEFAULT_NUM_STEPS, DEFAULT_PROMPT_LENS,
@@ -294,6 +303,9 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             fail("--engine runs the engine; --from-points builds records from points already measured: give one")
         _check_engine_installed(engine)
     bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
+    # the num_steps come from the points files (or the grid below): any num_draft_tokens a tree can verify passes
+    variant = _variant(engine or "sglang", topk, num_draft_tokens, no_overlap,
+                       [num_draft_tokens - 1] if num_draft_tokens else [1])
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     if engine_profile:
         from simulator.engines.native import load_engine_profile
@@ -305,14 +317,18 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         files = _existing_points(from_points)
     else:
         pts = _points_path(points, out / "points.jsonl")
-        plans = live_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg), DEFAULT_NUM_STEPS, bs,
-                           DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES)
+        plans = live_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"]),
+                           DEFAULT_NUM_STEPS, bs, DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES)
+        if variant["suffix"]:  # the variant's speculative processes where it can run (a tree's tokens fit num_steps)
+            n = num_draft_tokens
+            plans = [p.model_copy(update={"label": p.label + variant["suffix"]}) for p in plans if p.num_steps
+                     and (n is None or p.num_steps + 1 <= n <= topk * p.num_steps + 1)]
         run_processes(plans, pts, in_process=engine == "fake",
                       log=lambda s: err_console.print(escape(s), highlight=False))
         files = [pts]
     notes: list[str] = []
     try:
-        recs = live_records(files, t_shape, d_shape, engine_profile=engine_profile, notes=notes)
+        recs = live_records(files, t_shape, d_shape, engine_profile=engine_profile, notes=notes, variant=variant["key"])
     except (ValueError, UserInputError) as e:
         fail(str(e))
     for n in notes:
@@ -346,3 +362,36 @@ def engine_process(
     except ValidationError as e:
         fail(format_validation_error(str(plan), e))
     run_plan(p, points, points.parent / "engine_models", log=lambda s: print(s, flush=True))
+
+
+def engine_queue(
+    name: Annotated[str, typer.Argument(help="The queue: sglang-h200 (calibration/engines/queue.py).")],
+    out: Annotated[Path, typer.Argument(help="Folder to write its ProcessPlan files into, in run order.")],
+) -> None:
+    """Write a device session's engine processes as ProcessPlan files (run by engine-queue-run)."""
+    from calibration.engines.queue import QUEUES, write_queue
+    check_choice("NAME", name, tuple(QUEUES))
+    if out.exists() and not out.is_dir():
+        fail(f"{out}: not a folder")
+    for f in write_queue(QUEUES[name](), out):
+        console.print(escape(str(f)), highlight=False)
+
+
+def engine_queue_run(
+    plans: Annotated[Path, typer.Argument(help="Folder of ProcessPlan files (engine-queue), run in name order.")],
+    points: Annotated[Path, typer.Argument(help="Points file to append to (resumes: measured points are skipped).")],
+    deadline_s: Annotated[Optional[float], typer.Option(help="Start no engine process after this many seconds, "
+                                                             "and end one still running then.")] = None,
+) -> None:
+    """Run a queue of engine processes one after another (calibration/engines/campaign.run_queue)."""
+    from pydantic import ValidationError
+
+    from calibration.engines.campaign import run_queue
+    from simulator.inputs import format_validation_error
+    if not plans.is_dir():
+        fail(f"{plans}: not a folder of ProcessPlan files")
+    _check_deadline(deadline_s)
+    try:
+        run_queue(plans, points, deadline_s, log=lambda s: print(s, flush=True))
+    except ValidationError as e:
+        fail(format_validation_error(str(plans), e))

@@ -73,6 +73,12 @@ def live(
                                              "data/models/engine/.")] = "llama-3.1-8b-instruct",
     draft: Annotated[str, typer.Option(help="With --engine / --from-points: the EAGLE-3 draft config under "
                                             "data/models/engine/.")] = "eagle3-llama-3.1-8b",
+    topk: Annotated[int, typer.Option(help="With --engine sglang / --from-points: draft branches per step "
+                                           "(SGLang's speculative_eagle_topk); 1 is a chain.")] = 1,
+    num_draft_tokens: Annotated[Optional[int], typer.Option(help="With --topk > 1: tokens verified per request "
+                                                                 "(SGLang's speculative_num_draft_tokens).")] = None,
+    no_overlap: Annotated[bool, typer.Option("--no-overlap", help="With --engine sglang / --from-points: SGLang's "
+                                                                  "overlap scheduler off.")] = False,
 ) -> None:
     """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
     if engine is not None or from_points:
@@ -81,8 +87,11 @@ def live(
                  "--serving, --tp, --cycles, --warmup")
         refuse_file("--out", out)
         from calibration.cli.engine import live_engine
-        live_engine(out, engine, points, from_points, engine_profile, batches, force, target, draft)
+        live_engine(out, engine, points, from_points, engine_profile, batches, force, target, draft,
+                    topk=topk, num_draft_tokens=num_draft_tokens, no_overlap=no_overlap)
         return
+    if topk != 1 or num_draft_tokens is not None or no_overlap:
+        fail("--topk, --num-draft-tokens and --no-overlap go with --engine sglang or --from-points")
     if points is not None or engine_profile is not None:
         fail(f"{'--points' if points is not None else '--engine-profile'} goes with --engine or --from-points")
     if quick + noise + batch_grid + serving > 1:

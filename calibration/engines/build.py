@@ -15,6 +15,7 @@ over every repeat.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from calibration.engines.points import read_points_files
 from simulator.inputs import format_validation_error
 from simulator.engines.native import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, fit_parts
 
-SGLANG_GPU_BUSY_FRAC = 0.95  # timed GPU phases / GPU period at which an SGLang speculative step is GPU-bound
+SGLANG_PERIOD_MATCH_FRAC = 0.02  # an SGLang speculative step's GPU period within this of its wall period
 GPU_PARTS = ("target_forward_us", "sample_us", "propose_us", "draft_extend_us", "draft_steps_us", "gpu_period_us")
 
 
@@ -33,8 +34,13 @@ def _mean(vals) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def engine_point(point: dict, engine: str | None = None) -> EnginePoint | None:
-    """One measured point (a worker line's `point`) as an EnginePoint; None if no repeat is whole."""
+def engine_point(point: dict, engine: str | None = None, overlap: bool = True) -> EnginePoint | None:
+    """One measured point (a worker line's `point`) as an EnginePoint; None if no repeat is whole.
+
+    `overlap` False: the engine ran its scheduler synchronously (SGLang with the overlap scheduler
+    off), so the host waits for the GPU inside the step, where no hook times the wait: the step is
+    the host's work and the GPU's in turn, and the host's work is the step less the timed GPU parts
+    (each a graph replay), with no other GPU work beside them."""
     reps = [r for r in point["repeats"] if r["num_incomplete_steps"] == 0 and r["num_cycles"] > 0]
     if not reps:
         return None
@@ -62,22 +68,56 @@ def engine_point(point: dict, engine: str | None = None) -> EnginePoint | None:
         fields["gpu_bound"] = blocked is not None and blocked > GPU_BOUND_BLOCKED_FRAC * period
         if not fields["gpu_bound"] and engine == "sglang" and point["num_steps"]:
             # SGLang's EAGLE worker (spec v2) waits for the GPU inside run_batch, not where the hook
-            # times the output copy; its step is taken as GPU-bound where the timed GPU phases fill
-            # the GPU's period and the period is the step's (calibration/engines/sglang_backend.py)
+            # times the output copy, so the wait says nothing here. Its verify, draft and draft
+            # extend are each one CUDA-graph replay: the span of an event pair around a replay is
+            # the GPU's time in it whatever paced the launch, so the parts are kept as GPU time
+            # where the instrumented GPU period is the step's (the events did not shift it); the
+            # other GPU work (period less the parts) then holds any idle gap, and the host's
+            # work (which holds its waits) prices the step where it is the longer
             gp = fields.get("gpu_period_us")
-            busy = sum(fields.get(n) or 0.0 for n in ("target_forward_us", "sample_us", "propose_us"))
-            fields["gpu_bound"] = bool(gp) and busy >= SGLANG_GPU_BUSY_FRAC * gp and abs(period - gp) <= 0.02 * gp
+            fields["gpu_bound"] = bool(gp) and abs(period - gp) <= SGLANG_PERIOD_MATCH_FRAC * gp
         parts = [fields.get(n) for n in ("target_forward_us", "sample_us")]
         if fields.get("gpu_period_us") and all(p is not None for p in parts):
             rest = fields["gpu_period_us"] - sum(parts) - (fields.get("propose_us") or 0.0)
             fields["other_gpu_us"] = max(0.0, rest)
-        if fields["gpu_bound"] and fields["instrumented_step_us"]:
+        if not overlap and engine == "sglang":
+            timed = [fields.get(n) for n in ("target_forward_us", "sample_us")]
+            if all(t is not None for t in timed):
+                fields["gpu_bound"] = True  # the parts are graph spans; the step is theirs plus the host's
+                fields["other_gpu_us"] = 0.0
+                fields["host_busy_us"] = max(0.0, fields["step_us"] - sum(timed) - (fields.get("propose_us") or 0.0))
+        if fields["gpu_bound"] and fields["instrumented_step_us"] and overlap:
             scale = fields["step_us"] / fields["instrumented_step_us"]
             fields["gpu_parts_scale"] = scale
             for name in (*GPU_PARTS, "other_gpu_us"):
                 if fields.get(name) is not None:
                     fields[name] *= scale
     return EnginePoint(**fields)
+
+
+CHAIN = (1, None, True)  # (topk, num_draft_tokens, overlap): a chain with the engine's overlap / async scheduling
+_LABEL = re.compile(r"^(?:calibrate|live)_s(\d+)(?:_t(\d+))?(?:_n(\d+))?(_nooverlap)?(?:_r\d+)?$")
+
+
+def label_variant(label: str) -> tuple[int, int | None, bool] | None:
+    """(topk, num_draft_tokens, overlap) of a campaign process from its label (the suffixes
+    `_t{topk}`, `_n{num_draft_tokens}`, `_nooverlap` that `specdecsim calibrate engine` adds; `_r{i}`
+    marks a repeated process of the same configuration); None for a label of another kind."""
+    m = _LABEL.match(label)
+    if not m:
+        return None
+    return (int(m.group(2) or 1), int(m.group(3)) if m.group(3) else None, m.group(4) is None)
+
+
+def _wanted(line: dict, variant: tuple[int, int | None, bool]) -> bool:
+    """A point line of this variant; a baseline (num_steps 0) of the same overlap setting serves
+    every topk."""
+    v = label_variant(line["label"])
+    if v is None:
+        return False
+    if line["point"]["num_steps"] == 0:
+        return v[2] == variant[2]
+    return v == variant
 
 
 def engine_lines(paths: list[Path], session: str | None = None,
@@ -97,23 +137,32 @@ def engine_lines(paths: list[Path], session: str | None = None,
 
 def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None,
                   keep=None, command_line: str | None = None, git_commit: str | None = None,
-                  catalog_gpu: str | None = None, notes: list[str] | None = None) -> EngineProfile:
+                  catalog_gpu: str | None = None, notes: list[str] | None = None,
+                  variant: tuple[int, int | None, bool] = CHAIN,
+                  exclude_labels: tuple[str, ...] = ()) -> EngineProfile:
     """The engine-native profile of the calibration points in `paths`.
 
     Args:
         target, draft: the ModelShape fields the engine ran (recorded in the profile).
         keep: a predicate on (num_steps, batch_size, prompt_len) choosing the points (few runs).
+        variant: (topk, num_draft_tokens, overlap) of the processes to build from (`label_variant`):
+            their speculative points and the baselines of the same overlap setting.
+        exclude_labels: engine processes left out by name (`--exclude-process`: a process known
+            to be off, such as the first one on a cold machine; the profile's notes name them).
 
     Raises:
         ValueError: no calibration point in the files.
     """
     engines, lines = engine_lines(paths, "calibrate", notes)
+    lines = [ln for ln in lines if _wanted(ln, variant) and ln["label"] not in exclude_labels]
+    labels = {ln["label"] for ln in lines}
+    engines = [e for e in engines if e["label"] in labels]
     pts = []
     for ln in lines:
         pt = ln["point"]
         if keep is not None and not keep((pt["num_steps"], pt["batch_size"], pt["prompt_len"])):
             continue
-        ep = engine_point(pt, ln.get("engine"))
+        ep = engine_point(pt, ln.get("engine"), overlap=variant[2])
         if ep is not None:
             pts.append(ep)
     if not pts:
@@ -126,16 +175,18 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
     fields = dict(
         name=name, engine=info.get("engine", "vllm"), engine_version=info.get("engine_version", ""),
         attention_backend=src.get("attention_backend", ""), cudagraph_mode=src.get("cudagraph_mode", ""),
-        model_runner=src.get("model_runner", ""), async_scheduling=bool(src.get("async_scheduling", True)),
+        model_runner=src.get("model_runner", ""), async_scheduling=variant[2] and bool(src.get("async_scheduling", True)),
         gpu_name=info.get("gpu_name", ""), catalog_gpu=catalog_gpu, torch_version=info.get("torch_version", ""),
         cuda_version=info.get("cuda_version", ""), target=target, draft=draft,
         max_num_seqs=int(info.get("max_num_seqs", 0)), cudagraph_capture_sizes=sizes,
+        topk=variant[0], num_draft_tokens=variant[1],
         how_measured=("inside the engine: CUDA events at the model runner's step start, around the target's graph "
                       "replay, the sampler, the draft's propose, prefill graph and decode graphs; host work = step "
                       "period - host wait on the GPU's output; dummy weights, synthetic acceptance; "
                       f"hooks {', '.join(src.get('hooks', []))}"),
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), command_line=command_line,
-        git_commit=git_commit, notes=engine_notes,
+        git_commit=git_commit, notes=engine_notes + ([f"engine processes left out: {', '.join(exclude_labels)}"]
+                                                     if exclude_labels else []),
         points=sorted(pts, key=lambda p: (p.num_steps, p.batch_size, p.prompt_len)))
     unfitted = EngineProfile.model_construct(**fields)  # the points, to fit the parts' forms on
     try:

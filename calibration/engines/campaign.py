@@ -67,14 +67,10 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
 
 def run_queue(plan_dir: Path, points: Path, deadline_s: float | None = None, log=print) -> dict[str, str]:
     """Run the ProcessPlan JSON files of `plan_dir` in name order (a session's queue, written
-    beforehand: `calibration/engines/queue.py`), resuming from `points`."""
+    beforehand: `specdecsim calibrate engine-queue`), resuming from `points`."""
     files = sorted(Path(plan_dir).glob("*.json"))
     plans = [ProcessPlan.model_validate_json(f.read_text(encoding="utf-8")) for f in files]
     status = run_processes(plans, Path(points), deadline_s=deadline_s, log=log)
     log(f"queue done: {status}")
     return status
 
-
-if __name__ == "__main__":  # python -m calibration.engines.campaign PLAN_DIR POINTS DEADLINE_S
-    run_queue(Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else None,
-              log=lambda s: print(s, flush=True))

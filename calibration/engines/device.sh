@@ -77,8 +77,8 @@ case $stage in
     if [ -n "${QUEUE:-}" ]; then  # a queue of ProcessPlan files (calibration/engines/queue.py), run in name order
       cp -r "$QUEUE" /root/app/queue
       cd /root/app
-      PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m calibration.engines.campaign /root/app/queue \
-          "$res/points.jsonl" "$deadline" >> "$res/campaign.log" 2>&1 < /dev/null &
+      PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m simulator.cli calibrate engine-queue-run /root/app/queue \
+          "$res/points.jsonl" --deadline-s "$deadline" >> "$res/campaign.log" 2>&1 < /dev/null &
     else
     cd /root/app
     PYTHONPATH=/root/app:/tmp/site setsid nohup python3 -m simulator.cli calibrate engine --engine "${ENGINE:-vllm}" \

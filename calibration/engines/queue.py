@@ -1,8 +1,8 @@
 """A device session's engine processes, written beforehand as ProcessPlan JSON files in the
-order they run (`python -m calibration.engines.campaign DIR POINTS DEADLINE_S` runs them;
+order they run (`specdecsim calibrate engine-queue-run DIR POINTS --deadline-s S` runs them;
 `bash calibration/engines/device.sh start` with QUEUE=DIR).
 
-    python -m calibration.engines.queue sglang-h200 OUT_DIR
+    specdecsim calibrate engine-queue sglang-h200 OUT_DIR
 
 `sglang-h200`: what SGLang 0.5.15 on the H200 still needs after the first session (issue 25), in
 priority order: a second calibration process of num_steps 3 (the first ran slower than its live
@@ -16,7 +16,6 @@ points file are skipped when the queue runs.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from calibration.engines.plans import (DEFAULT_BATCH_SIZES, DEFAULT_CALIBRATE_ACCEPTANCE, DEFAULT_LIVE_ACCEPTANCES,
@@ -62,7 +61,30 @@ def sglang_h200() -> list[ProcessPlan]:
     return out
 
 
-QUEUES = {"sglang-h200": sglang_h200}
+def sglang_h200_next() -> list[ProcessPlan]:
+    """After the second session: the seed case's TP8 rank (3 and 9 layers; baseline, 5, 2 and 3
+    steps), then a second process of each chain, tree and no-overlap configuration, calibration and
+    live (labels `_r2`), so that profiles and checks average over processes and the process-to-
+    process spread (benchmarks/bench_engine_process_spread.py) is measured for every configuration."""
+    t_cfg, d_cfg = model_configs()
+    k_t, k_d = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    a = seed_acceptance()
+    out = shard_plans(k_t, k_d, 8, [3, 9], [SEED_STEPS], [1], SEED_CONTEXT, a)
+    out += [p for p in shard_plans(k_t, k_d, 8, [3, 9], [2, 3], [1], SEED_CONTEXT, a) if p.num_steps]
+    base = dict(engine="sglang", target_config=t_cfg, draft_config=d_cfg)
+    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
+    order = spread_order([1, 2, 3, 4, 6])
+    chain = interleave(calibrate_plans(base, order, bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE),
+                       live_plans(base, order, bs, ps, DEFAULT_LIVE_ACCEPTANCES), order[0])
+    out += [p.model_copy(update={"label": p.label + "_r2"}) for p in chain if p.label != "calibrate_s3"]
+    tree = interleave(calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE),
+                      live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES), 3)
+    out += _variant(tree, "_t4_n8_r2", topk=4, num_draft_tokens=8)
+    out += [p.model_copy(update={"label": p.label + "_nooverlap_r2", "overlap": False}) for p in tree if not p.topk > 1]
+    return out
+
+
+QUEUES = {"sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next}
 
 
 def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:
@@ -74,8 +96,3 @@ def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:
         files.append(f)
     return files
 
-
-if __name__ == "__main__":
-    name, folder = sys.argv[1], Path(sys.argv[2])
-    for f in write_queue(QUEUES[name](), folder):
-        print(f)

@@ -12,9 +12,10 @@ prompt length, from the same live session's baseline process, is each speculativ
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
-from calibration.engines.build import engine_lines
+from calibration.engines.build import CHAIN, _wanted, engine_lines
 from simulator.config import Scenario
 from simulator.files import write_json_atomic
 from simulator.evidence.live_records import LiveRun
@@ -41,29 +42,39 @@ def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> d
 
 
 def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,
-              profile: str) -> Scenario:
+              profile: str, variant: tuple[int, int | None, bool] = CHAIN) -> Scenario:
     k, b = point["num_steps"], point["batch_size"]
     steps = max(1, k)
+    topk, ndt, overlap = variant
     serving = {"kind": engine if engine != "fake" else "vllm", "version": "2026"}
+    if not overlap:
+        serving["overlap_scheduler"] = False
     if engine_profile:
         serving["engine_profile"] = engine_profile
     return Scenario.model_validate({
         "name": f"{engine}_{'s%d' % k if k else 'baseline'}_b{b}_p{point['prompt_len']}",
         "profile": profile, "target": target, "draft": draft, "tp_size": 1, "placement": "shared_tp",
         "serving_engine": serving,
-        "spec": {"method": "eagle3", "num_steps": steps, "topk": 1, "num_draft_tokens": steps + 1},
+        "spec": {"method": "eagle3", "num_steps": steps, "topk": topk if k else 1,
+                 "num_draft_tokens": (ndt or steps + 1) if k else steps + 1},
         "acceptance": _acceptance(engine, k, point["acceptance_rate"]),
         "workload": {"batch_size": b, "context_len": max(1, round(rep_ctx))}})
 
 
 def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: str | None = None,
-                 profile: str = "h200", notes: list[str] | None = None) -> list[tuple[str, LiveRun]]:
-    """(file name, LiveRun) per live point of the points files (points whose repeats are whole).
+                 profile: str = "h200", notes: list[str] | None = None,
+                 variant: tuple[int, int | None, bool] = CHAIN) -> list[tuple[str, LiveRun]]:
+    """(file name, LiveRun) per live point of the points files (points whose repeats are whole) of
+    one variant (topk, num_draft_tokens, overlap: calibration.engines.build.label_variant): its
+    speculative points, and the baselines of the same overlap setting as their pairs.
 
     Raises:
         UserInputError: a points file that is not one (calibration.engines.points).
     """
     engines, lines = engine_lines(paths, "live", notes)
+    lines = [ln for ln in lines if _wanted(ln, variant)]
+    labels = {ln["label"] for ln in lines}
+    engines = [e for e in engines if e["label"] in labels] or engines
     info = engines[-1]["info"] if engines else {}
     hardware = HardwareInfo(gpu_name=info.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                             torch_version=info.get("torch_version") or None,
@@ -82,8 +93,10 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
         if not reps:
             continue
         k = pt["num_steps"]
+        if k == 0 and variant[0] > 1:  # a tree's records are its speculative points (the baselines pair them)
+            continue
         ctx = sum(r["context_len"] for r in reps) / len(reps)
-        sc = _scenario(pt, ctx, target, draft, ln.get("engine", "vllm"), engine_profile, profile)
+        sc = _scenario(pt, ctx, target, draft, ln.get("engine", "vllm"), engine_profile, profile, variant)
         counts = [sum(r["accept_length_counts"][i] for r in reps) for i in range(k + 1)] if k else []
         total = sum(counts)
         ntok, el = [r["num_tokens"] for r in reps], [r["elapsed_us"] for r in reps]
@@ -101,7 +114,10 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
                                                                     dt.timezone.utc).isoformat(timespec="seconds")
             if ln.get("created_unix") else None,
             command_line=f"specdecsim live --engine {ln.get('engine', 'vllm')} (engine process {ln['label']})")
-        out.append((f"{ln.get('engine', 'vllm')}_{pt['key']}_s{k}.json", rec))
+        suffix = ("" if variant[0] == 1 or not k else f"_t{variant[0]}_n{variant[1]}") + ("" if variant[2] else "_nooverlap")
+        repeat = re.search(r"_r\d+$", ln["label"])  # a second process of the same configuration
+        suffix += repeat.group(0) if repeat else ""
+        out.append((f"{ln.get('engine', 'vllm')}_{pt['key']}_s{k}{suffix}.json", rec))
     return out
 
 

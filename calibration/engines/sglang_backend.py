@@ -62,8 +62,30 @@ def _stub_dsa_backend() -> str | None:
     mod = types.ModuleType(name)
     mod.DeepseekSparseAttnBackend = type("DeepseekSparseAttnBackend", (), {})
     sys.modules.setdefault(name, mod)
-    return (f"{name} stood in by an empty class (nvidia-cutlass-dsl not installed; DSA attention is not used "
-            "by this model)")
+    # DeepSeek-V2/V3 (models/deepseek_v2.py) imports the DSA indexer at module level, which imports
+    # its CuTe DSL logits kernel: without the stand-in SGLang drops its own DeepSeek class and falls
+    # back to the Transformers implementation
+    kernel = "sglang.jit_kernel.dsa.cutedsl_paged_mqa_logits"
+    kmod = types.ModuleType(kernel)
+    kmod.CuteDSLPagedMQALogitsRunner = type("CuteDSLPagedMQALogitsRunner", (), {})
+
+    def pick_dsl_expand(*args, **kwargs):
+        raise RuntimeError("DSA's CuTe DSL kernel is not installed (nvidia-cutlass-dsl)")
+    kmod.pick_dsl_expand = pick_dsl_expand
+    sys.modules.setdefault(kernel, kmod)
+    return (f"{name} and {kernel} stood in by empty stand-ins (nvidia-cutlass-dsl not installed; DSA sparse "
+            "attention is not used by this model)")
+
+
+def _check_sglang_model(model) -> str:
+    """The class SGLang runs the target as; refuses its Transformers fallback (the measurement would
+    not be SGLang's own kernels)."""
+    cls = type(model)
+    where = f"{cls.__module__}.{cls.__name__}"
+    if "transformers" in cls.__module__.split(".")[-1] or cls.__module__.startswith("transformers"):
+        raise RuntimeError(f"SGLang runs the target through its Transformers fallback ({where}), not its own "
+                           "implementation: a module it imports failed (see 'Ignore import error' in the log)")
+    return where
 
 
 ROUTING_SPREAD = 4.0  # router logits + uniform(-4, 4): sigmoid or softmax scores far apart, none saturated
@@ -135,11 +157,13 @@ class SglangBackend:
         self.sched = Scheduler(sa, pa, gpu_id=0, tp_rank=0, moe_ep_rank=0, pp_rank=0, attn_cp_rank=0,
                                moe_dp_rank=0, dp_rank=None)
         self.server_args = sa
+        model_class = _check_sglang_model(self.sched.tp_worker.model_runner.model)
         self.vocab_size = int(self.sched.model_config.vocab_size)
         self._info = EngineInfo(engine="sglang", engine_version=sglang.__version__,
                                 gpu_name=torch.cuda.get_device_name(), torch_version=torch.__version__,
                                 cuda_version=str(torch.version.cuda), max_num_seqs=max_num_seqs,
                                 async_scheduling=bool(overlap))
+        self._info.notes.append(f"target class {model_class}")
         for note in (stubbed, routing_note):
             if note:
                 self._info.notes.append(note)

@@ -50,6 +50,9 @@ def tp_shard_config(config: dict, tp: int, num_layers: int | None = None) -> dic
         out["num_key_value_heads"] = kv // tp if kv >= tp and kv % tp == 0 else 1
     if not mla and "head_dim" not in config:  # the heads' width stays the whole model's
         out["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
+    for k in ("bos_token_id", "eos_token_id", "pad_token_id"):  # ids past the rank's vocabulary slice
+        if isinstance(out.get(k), int) and "vocab_size" in out and out[k] >= out["vocab_size"]:
+            out.pop(k)
     if num_layers is not None:
         dense = int(config.get("first_k_dense_replace", 0))
         if num_layers < max(1, dense):

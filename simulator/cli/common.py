@@ -58,21 +58,41 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def check_work(what: str, seconds: float, memory_bytes: float, force: bool, hint: str) -> bool:
+def _free_bytes(out: Path | None) -> float | None:
+    """Free space where `out` will be written (its nearest existing folder); None if unknown."""
+    import shutil
+    if out is None:
+        return None
+    p = Path(out).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return float(shutil.disk_usage(p).free)
+    except OSError:
+        return None
+
+
+def check_work(what: str, seconds: float, memory_bytes: float, force: bool, hint: str,
+               disk_bytes: float = 0.0, out: Path | None = None) -> bool:
     """Print the estimate of a long run and refuse one above the limits unless `force`.
 
     Args:
         what: the work, for messages ('the simulation'). seconds, memory_bytes: its estimate.
         force: the user insists (`--force`). hint: how to make it smaller.
+        disk_bytes, out: what the run writes and where: refused when it exceeds the free space there.
 
     Returns:
         Whether to show progress (the run is estimated longer than SHOW_ESTIMATE_S).
     """
     too_long, too_big = seconds > MAX_RUN_S, memory_bytes > MAX_RUN_BYTES
-    estimate = f"{what}: estimated {_duration(seconds)}, {memory_bytes / 2**30:.1f} GiB"
-    if (too_long or too_big) and not force:
+    free = _free_bytes(out) if disk_bytes else None
+    too_much_disk = free is not None and disk_bytes > free
+    estimate = f"{what}: estimated {_duration(seconds)}, {memory_bytes / 2**30:.1f} GiB" + (
+        f", writes {disk_bytes / 2**20:,.0f} MiB" if disk_bytes else "")
+    if (too_long or too_big or too_much_disk) and not force:
         limit = (f"over the {_duration(MAX_RUN_S)} limit" if too_long
-                 else f"over the {MAX_RUN_BYTES / 2**30:.0f} GiB limit")
+                 else f"over the {MAX_RUN_BYTES / 2**30:.0f} GiB limit" if too_big
+                 else f"more than the {free / 2**20:,.0f} MiB free at {out}")
         fail(f"{estimate}, {limit}; {hint}, or add --force to run it anyway")
     if seconds > SHOW_ESTIMATE_S:
         err_console.print(escape(estimate), highlight=False)
@@ -96,10 +116,10 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator:
 
 def engine_profile_note(scenario, overrides) -> None:
     """A note for a sweep or search whose scenario names an engine profile
-    (simulator.engines.native.study_note); nothing where it names none or does not load."""
+    (simulator.engines.native_notes.study_note); nothing where it names none or does not load."""
     from rich.markup import escape
 
-    from simulator.engines.native import study_note
+    from simulator.engines.native_notes import study_note
     from simulator.inputs import UserInputError
     from simulator.scenario import load_scenario
     try:

@@ -39,9 +39,10 @@ def sweep_command(
     if engine is not None:
         fail("--engine was renamed --solver (closed_form or des; 'analytic' is now 'closed_form')")
 
-    def confirm(seconds: float, memory_bytes: float) -> None:
+    def confirm(seconds: float, memory_bytes: float, disk_bytes: float = 0.0) -> None:
         check_work(f"sweep of {scenario}", seconds, memory_bytes, force,
-                   "sweep fewer points, or lower workload.max_new_tokens, fidelity.num_cycles or --des-sample")
+                   "sweep fewer points, or lower workload.max_new_tokens, fidelity.num_cycles or --des-sample",
+                   disk_bytes=disk_bytes, out=out)
 
     try:
         check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)

@@ -120,6 +120,11 @@ class EngineProfile(StrictModel):
     target: dict = Field(description="The target's ModelShape fields.")
     draft: dict | None = Field(None, description="The draft's ModelShape fields.")
     tp_size: int = Field(1, ge=1, le=1024)
+    topk: int = Field(1, ge=1, le=16, description="Draft branches per step the engine ran (SGLang's "
+                                                  "speculative_eagle_topk); 1 is a chain.")
+    num_draft_tokens: int | None = Field(None, ge=2, le=256, description="Tokens verified per request (SGLang's "
+                                                                         "speculative_num_draft_tokens); None: "
+                                                                         "num_steps + 1 (a chain).")
     collectives_measured: bool = Field(True, description="The TP group's collectives are in the measured parts. "
                                                          "False for one rank's shard measured alone on one GPU "
                                                          "(calibration/engines/shard.py): the simulator adds them "
@@ -214,7 +219,8 @@ def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
             t = pt.draft_extend_tokens_padded or profile.padded_tokens(b * (k + 1), b)
             rows.append((t, b, pt.context_len, pt.draft_extend_us, "extend_us"))
         elif part == "draft_step_us" and k >= 2 and pt.draft_steps_us:
-            rows.append((profile.padded_tokens(b, b), b, pt.context_len, pt.draft_steps_us / (k - 1), "step_us"))
+            rows.append((profile.padded_tokens(b * profile.topk, b), b, pt.context_len, pt.draft_steps_us / (k - 1),
+                         "step_us"))
         elif part == "sample_us" and pt.sample_us:
             t = profile.padded_tokens(b * (k + 1), b)
             rows.append((t, b, 0.0, pt.sample_us, "base_us" if k == 0 else "spec_us"))
@@ -358,10 +364,18 @@ class NativeCosts:
             + p.get("per_draft_token_us", 0.0) * batch_size * num_steps
         return lambda c: v
 
+    def verify_tokens(self, num_steps: int) -> int:
+        """Tokens per request the target's forward runs at num_steps (1 for the baseline decode)."""
+        if num_steps == 0:
+            return 1
+        return self.profile.num_draft_tokens if self.profile.topk > 1 and self.profile.num_draft_tokens \
+            else num_steps + 1
+
     def target_forward_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         off = "decode_us" if num_steps == 0 else "verify_us"
         return self._price("target forward", lambda p: p.target_forward_us,
-                           self._roof("target_forward_us", off, batch_size * (num_steps + 1), batch_size),
+                           self._roof("target_forward_us", off, batch_size * self.verify_tokens(num_steps),
+                                      batch_size),
                            batch_size, num_steps, context_len)
 
     def sample_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
@@ -379,7 +393,8 @@ class NativeCosts:
         """One draft forward after the first (num_steps >= 2)."""
         return self._price("draft step", lambda p: p.draft_steps_us / (p.num_steps - 1) if p.draft_steps_us
                            and p.num_steps >= 2 else None,
-                           self._roof("draft_us", "step_us", batch_size, batch_size, multi=False),
+                           self._roof("draft_us", "step_us", batch_size * self.profile.topk, batch_size,
+                                      multi=False),
                            batch_size, num_steps, context_len)
 
     def propose_overhead_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
@@ -392,9 +407,16 @@ class NativeCosts:
                            batch_size, num_steps, context_len)
 
     def other_gpu_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        """The GPU's step less its timed parts; none where no GPU-bound point measured it (a
+        host-bound engine's GPU period holds its idle gaps, not work)."""
         name = "other_gpu_us" if num_steps else "other_gpu_us_baseline"
+        fitted = self._lin(name, batch_size, num_steps)
+        if fitted is None and self._measured(lambda p: p.other_gpu_us if p.gpu_bound else None, batch_size, num_steps,
+                                             context_len) is None:
+            self.sources.add("other GPU work: none (no GPU-bound point measured it)")
+            return 0.0
         return self._price("other GPU work", lambda p: p.other_gpu_us if p.gpu_bound else None,
-                           self._lin(name, batch_size, num_steps), batch_size, num_steps, context_len)
+                           fitted, batch_size, num_steps, context_len)
 
     def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         name = "host_busy_us" if num_steps else "host_busy_us_baseline"
@@ -486,8 +508,16 @@ def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
         return f"its draft is another shape than {scenario.draft.name}"
     if scenario.tp_size != profile.tp_size:
         return f"it was measured at tp {profile.tp_size}, the scenario runs tp {scenario.tp_size}"
-    if scenario.spec.topk != 1 or scenario.spec.method != profile.method:
-        return f"it was measured with {profile.method} chains (topk 1)"
+    spec = scenario.spec
+    if spec.method != profile.method:
+        return f"it was measured with {profile.method} drafts"
+    if spec.topk != profile.topk or (profile.topk > 1 and spec.num_draft_tokens != profile.num_draft_tokens):
+        shape = (f"trees of topk {profile.topk}, {profile.num_draft_tokens} draft tokens" if profile.topk > 1
+                 else "chains (topk 1)")
+        return f"it was measured with {shape}"
+    if profile.engine != "fake" and bool(profile.async_scheduling) != bool(scenario.serving_engine.overlapped):
+        return (f"it was measured with the engine's overlap scheduling {'on' if profile.async_scheduling else 'off'}, "
+                f"the scenario's is {'on' if scenario.serving_engine.overlapped else 'off'}")
     gpu = getattr(scenario.hardware, "gpu", None) if getattr(scenario, "hardware", None) else None
     if gpu and profile.catalog_gpu and gpu != profile.catalog_gpu:
         return f"it was measured on {profile.catalog_gpu}, the scenario's GPU is {gpu}"
@@ -566,19 +596,3 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
               f"{profile.cudagraph_mode or '?'} graphs, {profile.gpu_name or '?'}; {len(profile.points)} measured "
               "points, fitted forms between them)")
     return NativeCosts(profile)
-
-
-def study_note(scenario) -> str | None:
-    """One line for a sweep or search over a scenario that names an engine profile: what the
-    profile measured, and what prices the other points (`simulate` on a point names which)."""
-    ref = getattr(scenario.serving_engine, "engine_profile", None)
-    if not ref:
-        return None
-    prof = load_engine_profile(ref)
-    ks = sorted({p.num_steps for p in prof.points if p.num_steps})
-    bs = sorted({p.batch_size for p in prof.points})
-    cs = [p.context_len for p in prof.points]
-    return (f"engine profile {prof.name} ({prof.engine} {prof.engine_version}) measured num_steps "
-            f"{', '.join(map(str, ks))}, batch {', '.join(map(str, bs))}, contexts {min(cs):,.0f}-{max(cs):,.0f}, "
-            f"tp {prof.tp_size}: points between them use its fitted forms, points of another target, draft, TP "
-            "size or GPU the engine model from the op tables (`specdecsim simulate` on a point says which)")

@@ -79,8 +79,9 @@ def dashboard_html(sections: list[tuple[str, str, list[go.Figure]]], title: str,
         body.append(f'<section id="{esc(anchor)}"><h2>{esc(sec_title)}</h2>')
         if anchor in SECTION_NOTES:
             body.append(f'<p class="what">{esc(SECTION_NOTES[anchor])}</p>')
+        # ids from the section and the figure's place: the same sweep gives the same page, byte for byte
         body += [fig.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False,
-                             config={"displaylogo": False}) for fig in figs]
+                             config={"displaylogo": False}, div_id=f"{anchor}-{i}") for i, fig in enumerate(figs)]
         body.append("</section>")
     if notes:
         body.append('<section id="notes"><h2>notes</h2><ul>' + "".join(f"<li>{esc(n)}</li>" for n in notes)
@@ -144,7 +145,8 @@ def export_png(fig: go.Figure, path: Path) -> str | None:
 
 def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), collective_rows: list[dict] = (),
                 verify_rows: list[dict] = (), validate_records: list[dict] = (), png: bool = True,
-                console: Console | None = None, crossover_rows: list[dict] = (), summary: str = "") -> Path:
+                console: Console | None = None, crossover_rows: list[dict] = (), summary: str = "",
+                extra_notes: list[str] = ()) -> Path:
     """Write the dashboard, index.html: every figure kind as a section of one self-contained page
     (plotly.js inlined once, a table of contents, notes), plus `{kind}_{i}.png` per figure when
     `png` and kaleido finds a browser. A sweep with serving columns also gets the serving charts
@@ -152,6 +154,7 @@ def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), co
 
     Args:
         summary: a line under the page title (what the figures come from).
+        extra_notes: lines for the page's notes (what a chart is drawn from, where it is not measured).
     """
     out_dir = Path(out_dir)
     kinds: list[tuple[str, str, list[go.Figure]]] = []
@@ -172,7 +175,7 @@ def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), co
     if validate_records:
         kinds.append(("predicted_vs_measured", "Predicted vs measured", [validation_figure(validate_records)]))
     notes = [f"{title}: not drawn (the table lacks the varying columns it needs)" for _, title, figs in kinds
-             if not figs]
+             if not figs] + list(extra_notes)
     if png:
         why = export_pngs([(f, out_dir / f"{name}_{i}.png") for name, _, figs in kinds for i, f in enumerate(figs)])
         if why:
@@ -215,8 +218,11 @@ def _sweep_inputs(results: Path) -> tuple[list[dict], list[str], dict]:
     return rows, fields, meta
 
 
-def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: Path) -> tuple[list[dict], list[dict]]:
-    """Calibration-curve tables for the sweep's scenario on its (or the given) profile."""
+def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: Path,
+                  notes: list[str] | None = None) -> tuple[list[dict], list[dict]]:
+    """Calibration-curve tables for the sweep's scenario on its (or the given) profile; the
+    collective chart also draws the model's line at each TP size the sweep runs, and `notes` says
+    where that size has no measured table (the line is then the collective model's alone)."""
     from simulator.studies.calibration_curves import collective_curve_table, verify_curve_table
     from simulator.scenario import load_profile_for
     if not rows and profile is None:
@@ -231,7 +237,16 @@ def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: P
     except ValidationError as e:
         raise UserInputError(format_validation_error(str(ref), e)) from None
     mode = "graph" if sc is None else sc.serving_engine.collective_mode(sc.workload.batch_size)
-    coll = collective_curve_table(prof, "allreduce", mode)
+    measured = sorted({t.world_size for t in prof.collectives if t.op == "allreduce"})
+    tps = sorted({int(r["tp_size"]) for r in rows if str(r.get("tp_size", "")).isdigit() and int(r["tp_size"]) > 1}
+                 | ({sc.tp_size} if sc is not None and sc.tp_size > 1 else set()))
+    coll = collective_curve_table(prof, "allreduce", mode,
+                                  world_sizes=tuple(sorted(set(measured) | set(tps))) if measured else None)
+    unmeasured = [w for w in tps if w not in measured]
+    if unmeasured and notes is not None:
+        notes.append(f"Collective latency: profile {prof.name} has no measured allreduce table at world size "
+                     f"{', '.join(map(str, unmeasured))} (measured: {', '.join(map(str, measured)) or 'none'}); "
+                     "that line is the collective model's, from the box's links")
     verify = [] if sc is None else verify_curve_table(sc, prof, batch_sizes=tuple(distinct_values(rows, "batch_size")))
     return coll, verify
 
@@ -245,7 +260,8 @@ def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_js
     """
     rows, fields, meta = _sweep_inputs(Path(results))
     csv_path = Path(results) / "sweep.csv" if Path(results).is_dir() else Path(results)
-    coll, verify = _curve_inputs(rows, meta, profile, csv_path)
+    curve_notes: list[str] = []
+    coll, verify = _curve_inputs(rows, meta, profile, csv_path, curve_notes)
     records = load_validate_records(validate_json) if validate_json is not None else []
     summary = (f"{csv_path}: {len(rows):,} points"
                + (f" of {meta['scenario_path']}" if meta.get("scenario_path") else "")
@@ -253,4 +269,4 @@ def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_js
                + (f"; swept: {', '.join(fields)}" if fields else "")
                + (f"; validate records: {validate_json}" if validate_json is not None else ""))
     return write_plots(rows, out, fields, coll, verify, records, png=png, console=console,
-                       crossover_rows=meta.get("serving_crossover") or [], summary=summary)
+                       crossover_rows=meta.get("serving_crossover") or [], summary=summary, extra_notes=curve_notes)

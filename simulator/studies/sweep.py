@@ -115,11 +115,21 @@ def cycle_breakdown_table(rows: list[dict]) -> list[dict]:
 
 # ---- the sweep --------------------------------------------------------------------------------------
 CLOSED_FORM_POINT_S = 0.015  # closed form of one point, a new cost model included (2-core CI machine)
+CSV_NUMBERS_BYTES = 1024  # a sweep.csv row's columns beside scenario_json (about 30 numbers of up to 33 characters)
+
+
+def sweep_disk_bytes(num_points: int, probe: list[Scenario]) -> float:
+    """Bytes a sweep writes: per point the scenario_json column (the mean of the probed points'
+    compact JSON) and the numbers beside it (CSV_NUMBERS_BYTES), plus sweep.json and the best table."""
+    import json
+    per_point = float(np.mean([len(json.dumps(sc.model_dump(mode="json"), separators=(",", ":"))) for sc in probe])) \
+        if probe else 0.0
+    return num_points * (per_point + CSV_NUMBERS_BYTES) + 64 * 1024
 
 
 def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des: int,
-                   jobs: int) -> tuple[float, float]:
-    """(seconds, peak bytes) a sweep is estimated to take: per closed-form point CLOSED_FORM_POINT_S
+                   jobs: int) -> tuple[float, float, float]:
+    """(seconds, peak bytes, disk bytes: `sweep_disk_bytes`) a sweep is estimated to take: per closed-form point CLOSED_FORM_POINT_S
     and its renewal function, a cost model per cost key,
     `simulator.estimate.estimate_run` per DES point (taken on up to 16 points spread over the grid
     and scaled), `simulator.serving.run.estimate_serving` per point with a serving section (the
@@ -144,13 +154,15 @@ def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des:
         ests_s = [estimate_serving(sc) for sc in probe]
         seconds += len(serving) * float(np.mean([e[0] for e in ests_s]))
         memory = max(memory, max(e[1] for e in ests_s) * min(jobs, len(serving)))
-    return seconds / jobs, memory
+    probe = [items[i][1] for i in sorted({int(i) for i in np.linspace(0, len(items) - 1, min(16, len(items)))})] \
+        if items else []
+    return seconds / jobs, memory, sweep_disk_bytes(len(items), probe)
 
 
 def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form", jobs: int = 1,
               out_dir: Path | None = None, des_sample: int = 5, overrides: list[str] | None = None,
               profile: str | None = None, seed: int | None = None, progress: bool = True,
-              confirm: Callable[[float, float], None] | None = None, backend: Backend | None = None,
+              confirm: Callable[[float, float, float], None] | None = None, backend: Backend | None = None,
               point_by_point: bool = False) -> SweepResult:
     """Expand the grids over a scenario, run every point, write the outputs.
 
