@@ -152,3 +152,32 @@ def test_seed_a1_with_sglangs_measured_moe_over_predicts():
     assert row["spec"] > 1.3 * PUB_SPEC_TOK_PER_S and row["verify_ms"] < 21.0
     none = seed.predict(a1_moe, pub=True)
     assert none["efficiency"] != none["efficiency"] and none["baseline_at_20"] < PUB_BASELINE_TOK_PER_S
+
+
+def test_the_sglang_native_seed_pipeline_prices_a_rank_and_adds_the_groups_collectives(tmp_path):
+    """docs/cases/make_seed_sglang.py on shard points of the fake engine (known costs, no GPU): the
+    61-layer per-rank profile is built from two layer counts, the seed scenario takes it (its
+    compute from the profile), and the TP8 collectives are added from the box's links."""
+    import importlib.util
+    import sys
+    sys.path.insert(0, str(ROOT / "docs" / "cases"))
+    spec = importlib.util.spec_from_file_location("seed_sglang", ROOT / "docs" / "cases" / "make_seed_sglang.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    from calibration.engines.plans import model_configs
+    from calibration.engines.shard import shard_plans
+    from calibration.engines.worker import run_plan
+    from simulator.files import write_json_atomic
+    t, d = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    pts = tmp_path / "points.jsonl"
+    for p in shard_plans(t, d, 8, [3, 9], [2, 5], [1], 2048, 0.535, timed_steps=8, repeats=2, engine="fake"):
+        run_plan(p, pts, tmp_path / "m", log=lambda s: None)
+    prof, info = m.build_profile([pts])
+    assert prof.tp_size == 8 and not prof.collectives_measured and (info["moe_short"], info["moe_long"]) == (2, 8)
+    path = tmp_path / "prof.json"
+    write_json_atomic(path, prof.model_dump(mode="json", exclude_none=True))
+    r = m.predict("S1", False, path, [2, 5])
+    assert r["baseline"] > 0 and r["spec"] > 0 and r["verify_comm_ms"] > 0
+    assert any("priced from the engine-native profile" in n for n in r["notes"])
+    with pytest.raises(SystemExit, match="two layer counts"):
+        m.build_profile([ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15" / "points.jsonl.gz"])
