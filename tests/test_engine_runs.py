@@ -399,3 +399,16 @@ def test_from_runs_fits_points_as_it_fits_their_lines(tmp_path):
     for k, v in by_line.params.items():
         assert by_point.params[k] == pytest.approx(v, rel=1e-4)
         assert by_point.stderr[k] == pytest.approx(by_line.stderr[k], rel=1e-3)
+
+
+def test_a_vllm_server_log_streams_without_being_held(tmp_path, monkeypatch):
+    """A vLLM log is read line by line (load.STREAMED), so a log past load_runs' bound still reads."""
+    from simulator.engines.runs import iter_runs, load
+    src = (DATA / "vllm_server.log").read_text()
+    f = tmp_path / "big.log"
+    f.write_text(src * 3)
+    one = len(load_runs(DATA / "vllm_server.log"))
+    monkeypatch.setattr(load, "MAX_TRACE_BYTES", 10)  # load_runs would refuse the file whole
+    runs = list(iter_runs(f))
+    assert one and len(runs) == 3 * one
+    assert all(r.source_format == "vllm_spec_decode_log" for r in runs)

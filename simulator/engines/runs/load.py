@@ -79,10 +79,14 @@ MAX_LINE_BYTES = 1 << 20  # one log line, at most
 PROGRESS_MIN_BYTES = 32 << 20  # a progress bar on stderr from this size
 
 
+STREAMED = {"sglang_server_log": sglang.iter_server_log, "vllm_spec_decode_log": vllm.iter_spec_decode_log}
+
+
 def iter_runs(path: Path | str, format: str = "auto", progress: bool = True):
-    """The ObservedRuns of one file, one at a time: an SGLang server log (detected from its first
-    MiB, or named) is read line by line, without a bound on its size and without holding it (a
-    progress bar on stderr from 32 MiB); every other format as load_runs reads it.
+    """The ObservedRuns of one file, one at a time: a server log (SGLang's or vLLM's, STREAMED;
+    detected from its first MiB, or named) is read line by line, without a bound on its size and
+    without holding it (a progress bar on stderr from 32 MiB); every other format (result files
+    and traces of bounded size) as load_runs reads it.
 
     Raises:
         UserInputError: as load_runs; a line over 1 MiB; text that is not UTF-8 ('<path>:<line>: ...').
@@ -106,15 +110,15 @@ def iter_runs(path: Path | str, format: str = "auto", progress: bool = True):
             fmt = detect_format(head_text, name) if head_text.strip() else "auto"
         except UserInputError:
             fmt = "auto"
-    if fmt != "sglang_server_log":
+    if fmt not in STREAMED:
         yield from load_runs(p, format)
         return
     n = 0
-    for run in sglang.iter_server_log(_lines(p, name, progress), name):
+    for run in STREAMED[fmt](_lines(p, name, progress), name):
         n += 1
         yield run
     if not n:
-        raise UserInputError(f"{name}:1: no run found in this sglang_server_log file; expected {KNOWN}")
+        raise UserInputError(f"{name}:1: no run found in this {fmt} file; expected {KNOWN}")
 
 
 def _lines(p: Path, name: str, progress: bool):

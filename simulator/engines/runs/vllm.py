@@ -57,8 +57,13 @@ def parse_spec_decode_log(text: str, path: str) -> list[ObservedRun]:
         UserInputError: a spec-decode line without 'Mean acceptance length', 'Accepted: N tokens' or
             'Drafted: N tokens', or a value that is not a number.
     """
-    runs, stats = [], None
-    for line_no, line in enumerate(text.splitlines(), 1):
+    return list(iter_spec_decode_log(text.splitlines(), path))
+
+
+def iter_spec_decode_log(lines, path: str):
+    """`parse_spec_decode_log` one line at a time (a server log of any length, not held whole)."""
+    stats = None
+    for line_no, line in enumerate(lines, 1):
         if (m := _STATS.search(line)) is not None:
             stats = (line_no, m)
         if SPEC_MARKER not in line:
@@ -82,7 +87,7 @@ def parse_spec_decode_log(text: str, path: str) -> list[ObservedRun]:
             tput = to_float(s.group("tput"), path, s_no, "'Avg generation throughput'", SPEC_EXPECTED)
             running = int(s.group("running"))
             stats = None
-        runs.append(observed_run(
+        yield observed_run(
             engine="vllm", source_file=path, source_format="vllm_spec_decode_log", source_line=line_no,
             speculative=True, batch_size=running, output_tok_per_s=tput,
             accept_length=to_float(found["Mean acceptance length"], path, line_no, "'Mean acceptance length'",
@@ -91,8 +96,7 @@ def parse_spec_decode_log(text: str, path: str) -> list[ObservedRun]:
             drafted_tokens=to_int(found["Drafted"], path, line_no, "'Drafted'", SPEC_EXPECTED),
             acceptance_rate=(to_float(rate_text, path, line_no, "'Draft acceptance rate'", SPEC_EXPECTED) / 100.0
                              if rate_text is not None else None),
-            per_position_acceptance=per_pos, num_steps=len(per_pos) if per_pos else None))
-    return runs
+            per_position_acceptance=per_pos, num_steps=len(per_pos) if per_pos else None)
 
 
 PROM_PREFIX = "vllm:spec_decode_"
