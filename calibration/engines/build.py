@@ -175,7 +175,8 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
     fields = dict(
         name=name, engine=info.get("engine", "vllm"), engine_version=info.get("engine_version", ""),
         attention_backend=src.get("attention_backend", ""), cudagraph_mode=src.get("cudagraph_mode", ""),
-        model_runner=src.get("model_runner", ""), async_scheduling=variant[2] and bool(src.get("async_scheduling", True)),
+        model_runner=src.get("model_runner", ""),
+        async_scheduling=variant[2] and bool(src.get("async_scheduling", True)),
         gpu_name=info.get("gpu_name", ""), catalog_gpu=catalog_gpu, torch_version=info.get("torch_version", ""),
         cuda_version=info.get("cuda_version", ""), target=target, draft=draft,
         max_num_seqs=int(info.get("max_num_seqs", 0)), cudagraph_capture_sizes=sizes,

@@ -114,7 +114,8 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
                                                                     dt.timezone.utc).isoformat(timespec="seconds")
             if ln.get("created_unix") else None,
             command_line=f"specdecsim live --engine {ln.get('engine', 'vllm')} (engine process {ln['label']})")
-        suffix = ("" if variant[0] == 1 or not k else f"_t{variant[0]}_n{variant[1]}") + ("" if variant[2] else "_nooverlap")
+        suffix = ("" if variant[0] == 1 or not k else f"_t{variant[0]}_n{variant[1]}") \
+            + ("" if variant[2] else "_nooverlap")
         repeat = re.search(r"_r\d+$", ln["label"])  # a second process of the same configuration
         suffix += repeat.group(0) if repeat else ""
         out.append((f"{ln.get('engine', 'vllm')}_{pt['key']}_s{k}{suffix}.json", rec))

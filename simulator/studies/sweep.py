@@ -41,7 +41,7 @@ from simulator.studies.grid import (MAX_GRID_POINTS, NUM_STEPS_FIELD, GridAxis, 
 from simulator.studies.points import cached_profile, cost_key, des_agreement, point_items, run_points
 from simulator.studies.sweep_files import (BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS, SweepMeta, SweepResult,
                                            SweepRow, cell_key, describe, read_sweep_meta, read_sweep_table,
-                                           row_scenario, write_outputs)
+                                           row_scenario, write_outputs, sweep_disk_bytes)
 from simulator.studies.sweep_grouped import MAX_GROUPED_GRID_POINTS, point_by_point_reason, run_grouped
 
 __all__ = ["GridAxis", "SweepResult", "SweepMeta", "SweepRow", "parse_grid", "parse_grids", "expand", "run_sweep",
@@ -115,22 +115,12 @@ def cycle_breakdown_table(rows: list[dict]) -> list[dict]:
 
 # ---- the sweep --------------------------------------------------------------------------------------
 CLOSED_FORM_POINT_S = 0.015  # closed form of one point, a new cost model included (2-core CI machine)
-CSV_NUMBERS_BYTES = 1024  # a sweep.csv row's columns beside scenario_json (about 30 numbers of up to 33 characters)
-
-
-def sweep_disk_bytes(num_points: int, probe: list[Scenario]) -> float:
-    """Bytes a sweep writes: per point the scenario_json column (the mean of the probed points'
-    compact JSON) and the numbers beside it (CSV_NUMBERS_BYTES), plus sweep.json and the best table."""
-    import json
-    per_point = float(np.mean([len(json.dumps(sc.model_dump(mode="json"), separators=(",", ":"))) for sc in probe])) \
-        if probe else 0.0
-    return num_points * (per_point + CSV_NUMBERS_BYTES) + 64 * 1024
 
 
 def estimate_sweep(items: list[tuple[int, Scenario, str]], solver: str, num_des: int,
                    jobs: int) -> tuple[float, float, float]:
-    """(seconds, peak bytes, disk bytes: `sweep_disk_bytes`) a sweep is estimated to take: per closed-form point CLOSED_FORM_POINT_S
-    and its renewal function, a cost model per cost key,
+    """(seconds, peak bytes, disk bytes: `sweep_disk_bytes`) a sweep is estimated to take: per
+    closed-form point CLOSED_FORM_POINT_S and its renewal function, a cost model per cost key,
     `simulator.estimate.estimate_run` per DES point (taken on up to 16 points spread over the grid
     and scaled), `simulator.serving.run.estimate_serving` per point with a serving section (the
     mean of up to 64 points spread over the grid, times their number), divided over `jobs` workers."""

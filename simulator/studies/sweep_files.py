@@ -297,3 +297,14 @@ def write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes:
             best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check,
             serving_crossover=result.crossover_rows or None)
         write_json_atomic(stage.path("sweep.json"), meta.model_dump(mode="json"), allow_nan=False)
+
+
+CSV_NUMBERS_BYTES = 1024  # a sweep.csv row's columns beside scenario_json (about 30 numbers of up to 33 characters)
+
+
+def sweep_disk_bytes(num_points: int, probe: list[Scenario]) -> float:
+    """Bytes a sweep writes: per point the scenario_json column (the mean of the probed points'
+    compact JSON) and the numbers beside it (CSV_NUMBERS_BYTES), plus sweep.json and the best table."""
+    per_point = (sum(len(json.dumps(sc.model_dump(mode="json"), separators=(",", ":"))) for sc in probe)
+                 / len(probe)) if probe else 0.0
+    return num_points * (per_point + CSV_NUMBERS_BYTES) + 64 * 1024

@@ -402,7 +402,8 @@ def best_num_steps_rows(numbers: GroupedNumbers, grid_fields: list[str]) -> list
 
 
 def estimate(grid: GroupedGrid, profile_paths: list[str], des_sample: int, jobs: int) -> tuple[float, float, float]:
-    """(seconds, peak bytes, disk bytes: `simulator.studies.sweep.sweep_disk_bytes`) of a grouped sweep: a cost model per distinct cost key
+    """(seconds, peak bytes, disk bytes: `simulator.studies.sweep_files.sweep_disk_bytes`) of a
+    grouped sweep: a cost model per distinct cost key
     (`simulator.estimate.estimate_cost_model_s`), `analyze` per point with rate classes
     (`estimate_closed_form_s`), the renewal function per (spec, max_new_tokens) over the other
     points, GROUPED_POINT_S and GROUPED_POINT_BYTES per point, and the DES
@@ -431,7 +432,7 @@ def estimate(grid: GroupedGrid, profile_paths: list[str], des_sample: int, jobs:
             ests.append(estimate_run(sc, CostModel(sc, cached_profile(profile_paths[g]))))
         seconds += num_des * max(e.seconds for e in ests) / jobs
         memory += max(e.memory_bytes for e in ests) * min(jobs, num_des)
-    from simulator.studies.sweep import sweep_disk_bytes
+    from simulator.studies.sweep_files import sweep_disk_bytes
     probe = sorted({int(i) for i in np.linspace(0, grid.num_points - 1, min(16, grid.num_points))}) \
         if grid.num_points else []
     return seconds, memory, sweep_disk_bytes(grid.num_points, [grid.point(p)[1] for p in probe])
