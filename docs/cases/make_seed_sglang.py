@@ -23,11 +23,7 @@ sys.path.insert(0, str(ROOT / "docs" / "cases"))
 
 from calibration.engines.build import engine_lines, engine_point  # noqa: E402
 from calibration.engines.shard import carry_points, moe_layers  # noqa: E402
-from make_seed_hypotheses import (ALPHA, FP8, PUB_AL, PUB_BASELINE, PUB_SPEC, PUBLISHED_ALLREDUCE,  # noqa: E402
-                                  STEPS, box_profile, scenario)
-from simulator.acceptance import build_acceptance  # noqa: E402
-from simulator.analytic import analyze  # noqa: E402
-from simulator.costs.forward import CostModel  # noqa: E402
+from make_seed_hypotheses import ALPHA, FP8, PUB_AL, PUB_BASELINE, PUB_SPEC, STEPS, run, scenario  # noqa: E402
 from simulator.engines.native import EngineProfile, fit_parts  # noqa: E402
 from simulator.files import write_json_atomic  # noqa: E402
 
@@ -89,15 +85,6 @@ def build_profile(paths: list[Path]) -> tuple[EngineProfile, dict]:
     prof = EngineProfile(**fields, fits=fit_parts(EngineProfile.model_construct(**fields)))
     raw = {n: {(p.num_steps, p.batch_size): p for p in by_layers[n]} for n in (short, long)}
     return prof, {"short": short, "long": long, "moe_short": moe_s, "moe_long": moe_l, "raw": raw}
-
-
-def run(sc, published: bool):
-    profile = box_profile(sc)
-    if published:
-        profile = profile.model_copy(update={"collectives_on": None,
-                                             "collectives": [PUBLISHED_ALLREDUCE, *profile.collectives]})
-    cost = CostModel(sc, profile)
-    return analyze(sc, cost, build_acceptance(sc.acceptance, sc.spec), truncate=False), cost
 
 
 def predict(hid: str, published: bool, profile_path: Path, steps_measured: list[int]) -> dict:
