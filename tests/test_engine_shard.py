@@ -174,3 +174,70 @@ def test_shard_drops_token_ids_past_its_vocabulary():
     t, _ = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
     s = tp_shard_config(t, 8, 3)
     assert "bos_token_id" not in s and "eos_token_id" not in s
+
+
+def _cli(*args):
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    return CliRunner().invoke(app, list(map(str, args)))
+
+
+def test_engine_queue_refuses_a_folder_that_holds_files(tmp_path):
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "mine.json").write_text('{"mine": 1}')
+    r = _cli("calibrate", "engine-queue", "sglang-h200", tmp_path / "q")
+    assert r.exit_code != 0 and "not empty" in r.output
+    assert (tmp_path / "q" / "mine.json").read_text() == '{"mine": 1}'
+
+
+def test_engine_queue_run_refuses_what_it_cannot_run_and_never_appends_to_a_foreign_file(tmp_path):
+    from calibration.engines.plans import calibrate_plans
+    q = tmp_path / "q"
+    write_queue(calibrate_plans(dict(engine="fake", target_config={}, draft_config={}), [2], [1], [256], 0.7,
+                                timed_steps=8, repeats=1), q)
+    foreign = tmp_path / "profile.json"
+    foreign.write_text('{"name": "mine"}\n')
+    r = _cli("calibrate", "engine-queue-run", q, foreign)
+    assert r.exit_code != 0 and "not an engine points file" in r.output
+    assert foreign.read_text() == '{"name": "mine"}\n'
+    r = _cli("calibrate", "engine-queue-run", q, tmp_path / "p.jsonl.gz")
+    assert r.exit_code != 0 and "compressed" in r.output
+    r = _cli("calibrate", "engine-queue-run", q, tmp_path / "p.jsonl", "--deadline-s", "5")
+    assert r.exit_code != 0 and "at least 20" in r.output
+    (tmp_path / "empty").mkdir()
+    r = _cli("calibrate", "engine-queue-run", tmp_path / "empty", tmp_path / "p.jsonl")
+    assert r.exit_code != 0 and "no ProcessPlan files" in r.output
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    plan = (q / "000_calibrate_s0.json").read_text()
+    for name, text in (("a.json", plan.replace('"calibrate_s0"', '"../../escape"')),
+                       ("b.json", plan.replace('"engine": "fake"', '"engine": "tensorrt"')),
+                       ("c.json", "{not json")):
+        for f in bad.iterdir():
+            f.unlink()
+        (bad / name).write_text(text)
+        r = _cli("calibrate", "engine-queue-run", bad, tmp_path / "p.jsonl")
+        assert r.exit_code != 0 and name in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "escape.json").exists()
+
+
+def test_live_refuses_an_engine_profile_of_another_shape(tmp_path):
+    from pathlib import Path
+    P = Path(__file__).resolve().parent.parent / "data/engine_runs/h200_sglang_0.5.15/points.jsonl.gz"
+    r = _cli("live", "--from-points", P, "--out", tmp_path / "w",
+             "--engine-profile", "sglang-0.5.15-h200-llama-3.1-8b-eagle3-tree-t4-n8")
+    assert r.exit_code != 0 and "does not price 154 of the 154 records" in r.output
+    assert not (tmp_path / "w").exists() or not any((tmp_path / "w").iterdir())
+    r = _cli("live", "--from-points", P, "--out", tmp_path / "w", "--engine-profile", "")
+    assert r.exit_code != 0 and "--engine-profile ''" in r.output
+
+
+def test_a_tree_may_verify_as_many_tokens_as_its_nodes():
+    from calibration.cli.engine import _variant
+    assert _variant("sglang", 4, 16, False, [3])["key"] == (4, 16, True)  # 1 + 4 + 2 * 16 = 37 nodes at most
+    import typer
+    with pytest.raises(typer.Exit):
+        _variant("sglang", 4, 40, False, [3])
+    with pytest.raises(typer.Exit):
+        _variant("fake", 4, 8, False, [3])

@@ -148,17 +148,21 @@ def _variant(engine: str, topk: int, num_draft_tokens: Optional[int], no_overlap
     that keeps their processes apart in one points file."""
     if not 1 <= topk <= 16:
         fail(f"--topk {topk}: an integer 1..16")
-    if engine == "vllm" and (topk != 1 or num_draft_tokens is not None or no_overlap):
+    if engine != "sglang" and (topk != 1 or num_draft_tokens is not None or no_overlap):
         fail("--topk, --num-draft-tokens and --no-overlap are SGLang's; vLLM runs a chain of num_steps drafts "
-             "with its async scheduling")
+             "with its async scheduling (and the fake engine stands in for it)")
     if num_draft_tokens is not None:
         if topk == 1:
             fail(f"--num-draft-tokens {num_draft_tokens}: a chain (--topk 1) verifies num_steps + 1 tokens; "
                  "give --num-draft-tokens with --topk > 1 only")
-        low, high = max(ks) + 1, min(256, topk * min(ks) + 1)
+        # SGLang's tree: topk candidates at the first step, topk^2 at each later one, the best
+        # num_draft_tokens - 1 of them verified with the root (simulator.config.SpecConfig's bound)
+        low, high = max(ks) + 1, min(256, 1 + topk + (min(ks) - 1) * topk * topk)
         if not low <= num_draft_tokens <= high:
             fail(f"--num-draft-tokens {num_draft_tokens}: with --topk {topk} and --num-steps {','.join(map(str, ks))}, "
-                 f"{low}..{high} (more than the deepest chain, at most the tree's nodes + 1)")
+                 + (f"{low}..{high} (at least the deepest chain num_steps + 1, at most the tree's nodes + 1)"
+                    if low <= high else f"no value fits (num_steps {max(ks)} needs at least {low}, num_steps "
+                                        f"{min(ks)} allows at most {high}): give --num-steps"))
     suffix = (f"_t{topk}" if topk > 1 else "") + (f"_n{num_draft_tokens}" if num_draft_tokens else "") + (
         "_nooverlap" if no_overlap else "")
     return {"plan": dict(topk=topk, num_draft_tokens=num_draft_tokens, overlap=not no_overlap), "suffix": suffix,
@@ -173,8 +177,9 @@ def calibrate_engine(
                                                         "suffix .points.jsonl.")] = None,
     from_points: Annotated[Optional[list[Path]], typer.Option(help="Build the profile from these points files "
                                                                    "(plain or .gz) without running an engine.")] = None,
-    num_steps: Annotated[str, typer.Option(help="num_speculative_tokens to calibrate, comma-separated 1..16 "
-                                                "(one engine process each, and one for the baseline).")] = "1,2,3,4,6",
+    num_steps: Annotated[Optional[str], typer.Option(
+        help="num_speculative_tokens to calibrate, comma-separated 1..16 (one engine process each, and one for the "
+             "baseline; default 1,2,3,4,6); with --from-points, the ones to build from (default: all).")] = None,
     batches: Annotated[str, typer.Option(help="Batch sizes, comma-separated.")] = "1,2,4,8,16,32,64",
     context_lens: Annotated[str, typer.Option(help="Prompt lengths (the context each point decodes at), "
                                                    "comma-separated 16..65536.")] = "1024,4096",
@@ -213,7 +218,8 @@ def calibrate_engine(
 
     check_choice("--engine", engine, ENGINES)
     check_output("--out", out, ENGINE_PROFILE_OUTPUT, force)
-    ks = _ints("--num-steps", num_steps, 1, 16)
+    ks_given = num_steps is not None
+    ks = _ints("--num-steps", num_steps if ks_given else "1,2,3,4,6", 1, 16)
     variant = _variant(engine, topk, num_draft_tokens, no_overlap, ks)
     bs = list(check_batches("--batches", batches))
     ps = _ints("--context-lens", context_lens, 16, 65536)
@@ -228,6 +234,16 @@ def calibrate_engine(
     if from_points:
         files = _existing_points(from_points)
         _check_not_input(out, files, "--out")
+        if exclude_process:
+            from calibration.engines.build import engine_lines
+            try:
+                labels = sorted({ln["label"] for ln in engine_lines(files, "calibrate")[1]})
+            except UserInputError as e:
+                fail(str(e))
+            unknown = [x for x in dict.fromkeys(exclude_process) if x not in labels]
+            if unknown:
+                fail(f"--exclude-process {', '.join(map(repr, unknown))}: no such calibration process in "
+                     f"{', '.join(map(str, files))} (processes: {', '.join(labels)})")
     if few:
         sizes, seqs = None, 64
         if from_points:  # the capture sizes the measured engines ran with
@@ -266,15 +282,24 @@ def calibrate_engine(
         files = [pts]
     wanted = keys if keys is not None else grid
     keep = (lambda key: key in wanted) if wanted is not None else None
+    if from_points and ks_given and not few:  # the speculative points of these num_steps, and the baseline
+        keep = lambda key: key[0] == 0 or key[0] in ks  # noqa: E731
     notes: list[str] = []
     try:
         prof = build_profile(files, name or out.stem, t_shape, d_shape, keep=keep, command_line=command_line(),
                              git_commit=git_commit(), catalog_gpu=catalog_gpu, notes=notes, variant=variant["key"],
-                             exclude_labels=tuple(exclude_process or ()))
+                             exclude_labels=tuple(dict.fromkeys(exclude_process or ())))
     except (ValueError, UserInputError) as e:
         fail(str(e))
     for n in notes:
         err_console.print(escape(f"note: {n}"), highlight=False)
+    missing = sorted(set(ks) - {p.num_steps for p in prof.points}) if from_points and ks_given else []
+    if missing:
+        from calibration.engines.build import engine_lines
+        held = sorted({ln["point"]["num_steps"] for ln in engine_lines(files, "calibrate")[1]} - {0})
+        fail(f"--num-steps {','.join(map(str, missing))}: no calibration points of "
+             f"{'that num_steps' if len(missing) == 1 else 'those num_steps'} of this shape in "
+             f"{', '.join(map(str, files))} (the file holds num_steps {', '.join(map(str, held)) or 'none'})")
     write_json_atomic(out, prof.model_dump(mode="json", exclude_none=True))
     console.print(escape(f"wrote {out}: {prof.engine} {prof.engine_version}, {prof.attention_backend}, "
                          f"{prof.cudagraph_mode}, {prof.gpu_name}; {len(prof.points)} points"), highlight=False)
@@ -307,6 +332,8 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
     variant = _variant(engine or "sglang", topk, num_draft_tokens, no_overlap,
                        [num_draft_tokens - 1] if num_draft_tokens else [1])
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
+    if engine_profile is not None and not engine_profile.strip():
+        fail("--engine-profile '': give a shipped engine profile's name or a path")
     if engine_profile:
         from simulator.engines.native import load_engine_profile
         try:
@@ -334,7 +361,16 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
     for n in notes:
         err_console.print(escape(f"note: {n}"), highlight=False)
     if not recs:
-        fail(f"no live points in {', '.join(map(str, files))}")
+        fail(f"no live points in {', '.join(map(str, files))}" + (
+            f" of topk {variant['key'][0]}, num_draft_tokens {variant['key'][1]}, overlap "
+            f"{'on' if variant['key'][2] else 'off'}" if variant["suffix"] else ""))
+    if engine_profile:
+        from simulator.engines.native import load_engine_profile, profile_mismatch
+        prof = load_engine_profile(engine_profile)
+        whys = [w for _, r in recs if (w := profile_mismatch(prof, r.scenario))]
+        if whys:
+            fail(f"--engine-profile {engine_profile}: does not price {len(whys)} of the {len(recs)} records "
+                 f"({whys[0]}); give the profile of these records' shape")
     existing = [out / n for n, _ in recs if (out / n).exists()]
     if existing and not force:
         from simulator.evidence.validate import load_records
@@ -373,6 +409,9 @@ def engine_queue(
     check_choice("NAME", name, tuple(QUEUES))
     if out.exists() and not out.is_dir():
         fail(f"{out}: not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        fail(f"{out}: not empty; a queue is written into a new or empty folder (its files run in name order, "
+             "so two queues in one folder would interleave)")
     for f in write_queue(QUEUES[name](), out):
         console.print(escape(str(f)), highlight=False)
 
@@ -384,14 +423,19 @@ def engine_queue_run(
                                                              "and end one still running then.")] = None,
 ) -> None:
     """Run a queue of engine processes one after another (calibration/engines/campaign.run_queue)."""
-    from pydantic import ValidationError
-
-    from calibration.engines.campaign import run_queue
-    from simulator.inputs import format_validation_error
+    from calibration.engines.campaign import MIN_PROCESS_S, load_queue, run_queue
+    from simulator.inputs import UserInputError
     if not plans.is_dir():
         fail(f"{plans}: not a folder of ProcessPlan files")
     _check_deadline(deadline_s)
+    if deadline_s is not None and deadline_s < MIN_PROCESS_S:
+        fail(f"--deadline-s {deadline_s:g}: at least {MIN_PROCESS_S:g} (no engine process is started with less)")
+    _points_path(points, points)
     try:
-        run_queue(plans, points, deadline_s, log=lambda s: print(s, flush=True))
-    except ValidationError as e:
-        fail(format_validation_error(str(plans), e))
+        queue = load_queue(plans)
+    except UserInputError as e:
+        fail(str(e))
+    status = run_queue(plans, points, deadline_s, log=lambda s: print(s, flush=True), plans=queue)
+    bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
+    if bad:
+        fail(f"engine processes not finished: {bad} (their lines in {points} say why)")

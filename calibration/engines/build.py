@@ -154,7 +154,8 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
         ValueError: no calibration point in the files.
     """
     engines, lines = engine_lines(paths, "calibrate", notes)
-    lines = [ln for ln in lines if _wanted(ln, variant) and ln["label"] not in exclude_labels]
+    lines = [ln for ln in lines if _wanted(ln, variant) and ln["label"] not in exclude_labels and (
+        keep is None or keep((ln["point"]["num_steps"], ln["point"]["batch_size"], ln["point"]["prompt_len"])))]
     labels = {ln["label"] for ln in lines}
     engines = [e for e in engines if e["label"] in labels]
     pts = []
@@ -167,6 +168,12 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
             pts.append(ep)
     if not pts:
         raise ValueError(f"no calibration points in {', '.join(map(str, paths))}")
+    if variant != CHAIN and not any(p.num_steps for p in pts):
+        there = sorted({str(v) for ln in engine_lines(paths, "calibrate")[1]
+                        if ln["point"]["num_steps"] and (v := label_variant(ln["label"])) is not None})
+        raise ValueError(f"no speculative calibration points of topk {variant[0]}, num_draft_tokens {variant[1]}, "
+                         f"overlap {'on' if variant[2] else 'off'} in {', '.join(map(str, paths))} (there: "
+                         f"{', '.join(there) or 'none'} as (topk, num_draft_tokens, overlap))")
     info = (engines[-1]["info"] if engines else {})
     spec = [e["info"] for e in engines if e.get("num_steps")]
     sizes = sorted({s for e in engines for s in e["info"].get("cudagraph_capture_sizes", [])})

@@ -65,11 +65,37 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
     return status
 
 
-def run_queue(plan_dir: Path, points: Path, deadline_s: float | None = None, log=print) -> dict[str, str]:
+def load_queue(plan_dir: Path) -> list[ProcessPlan]:
+    """The ProcessPlan files of `plan_dir` in name order, each validated.
+
+    Raises:
+        UserInputError: no plan file, or one that is not a ProcessPlan (naming the file and field).
+    """
+    from pydantic import ValidationError
+
+    from simulator.inputs import UserInputError, format_validation_error, read_text
+    files = sorted(Path(plan_dir).glob("*.json"))
+    if not files:
+        raise UserInputError(f"{plan_dir}: holds no ProcessPlan files (*.json; `specdecsim calibrate engine-queue` "
+                             "writes them)")
+    plans = []
+    for f in files:
+        try:
+            plans.append(ProcessPlan.model_validate_json(read_text(f, "engine process plan")))
+        except ValidationError as e:
+            raise UserInputError(format_validation_error(str(f), e)) from None
+    labels = [p.label for p in plans]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise UserInputError(f"{plan_dir}: more than one plan labelled {', '.join(twice)}")
+    return plans
+
+
+def run_queue(plan_dir: Path, points: Path, deadline_s: float | None = None, log=print,
+              plans: list[ProcessPlan] | None = None) -> dict[str, str]:
     """Run the ProcessPlan JSON files of `plan_dir` in name order (a session's queue, written
     beforehand: `specdecsim calibrate engine-queue`), resuming from `points`."""
-    files = sorted(Path(plan_dir).glob("*.json"))
-    plans = [ProcessPlan.model_validate_json(f.read_text(encoding="utf-8")) for f in files]
+    plans = load_queue(plan_dir) if plans is None else plans
     status = run_processes(plans, Path(points), deadline_s=deadline_s, log=log)
     log(f"queue done: {status}")
     return status

@@ -21,7 +21,7 @@ tokens of the same prompts) find their prefill in the prefix cache.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -34,9 +34,11 @@ ENGINE_KINDS = ("vllm", "sglang", "fake")
 class ProcessPlan(StrictModel):
     """One engine process: the engine, its configuration and the points it measures."""
 
-    engine: str = Field(description="vllm, sglang or fake.")
-    session: str = Field(description="'calibrate' or 'live': which set of points these are.")
-    label: str = Field(description="File-name label of the process, e.g. 'calibrate_s3'.")
+    engine: Literal["vllm", "sglang", "fake"] = Field(description="vllm, sglang or fake.")
+    session: Literal["calibrate", "live"] = Field(description="'calibrate' or 'live': which set of points these are.")
+    label: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$",
+                       description="File-name label of the process, e.g. 'calibrate_s3' (letters, digits, '.', '_', "
+                                   "'-'; no path).")
     num_steps: int = Field(ge=0, le=16, description="Draft tokens per step; 0 for the baseline.")
     target_config: dict = Field(description="The target's HF config.json.")
     draft_config: dict | None = Field(None, description="The EAGLE-3 draft's HF config.json.")

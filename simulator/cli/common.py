@@ -67,9 +67,10 @@ def _free_bytes(out: Path | None) -> float | None:
     while not p.exists() and p != p.parent:
         p = p.parent
     try:
-        return float(shutil.disk_usage(p).free)
+        usage = shutil.disk_usage(p)
     except OSError:
         return None
+    return float(usage.free) if usage.total else None  # a pseudo file system (/proc) has no size
 
 
 def check_work(what: str, seconds: float, memory_bytes: float, force: bool, hint: str,
@@ -87,7 +88,7 @@ def check_work(what: str, seconds: float, memory_bytes: float, force: bool, hint
     too_long, too_big = seconds > MAX_RUN_S, memory_bytes > MAX_RUN_BYTES
     free = _free_bytes(out) if disk_bytes else None
     too_much_disk = free is not None and disk_bytes > free
-    estimate = f"{what}: estimated {_duration(seconds)}, {memory_bytes / 2**30:.1f} GiB" + (
+    estimate = f"{what}: estimated {_duration(seconds)}, {memory_bytes / 2**30:.1f} GiB of memory" + (
         f", writes {disk_bytes / 2**20:,.0f} MiB" if disk_bytes else "")
     if (too_long or too_big or too_much_disk) and not force:
         limit = (f"over the {_duration(MAX_RUN_S)} limit" if too_long
