@@ -9,7 +9,8 @@ Exact, for deterministic costs and without per-rank jitter, for the quantities b
   d = d2h_sync_us and e the draft-extend length (the longest accept_length of the previous
   cycle in the batch).
 - Each slot's accept_length ~ pmf (occupancy-weighted across request rates), independent
-  across slots, so P(e <= j) = CDF(j)^batch_size.
+  across slots, so P(e <= j) = CDF(j)^batch_size; drawn once for the whole batch
+  (`draw: per_batch_step`, SGLang's forced acceptance), e is that one draw: P(e <= j) = CDF(j).
 - Requests stop at max_new_tokens (the final cycle's surplus is discarded): the expected
   cycles a request needs is the renewal function m(M), m(x) = 1 + sum_j p_j m(x - j),
   m(x <= 0) = 0 (Feller, An Introduction to Probability Theory, vol. 1, ch. XIII).
@@ -143,7 +144,7 @@ def analyze(scenario: Scenario, cost: CostModel, acceptance: AcceptanceModel,
         occupancy = request_w * m_r / float(request_w @ m_r)
         slot_pmf = occupancy @ rows
         cycles_per_request = float(request_w @ m_r)
-    ext = extend_length_pmf(slot_pmf, b)
+    ext = extend_length_pmf(slot_pmf, 1 if acceptance.batch_wide else b)
     cycle = float(sum(p * cycle_time_us(cost, j) for j, p in enumerate(ext, start=1) if p > 0))
     tok_per_s = b * M / cycles_per_request / cycle * US_PER_S
     step = baseline_step_us(cost)
@@ -214,7 +215,7 @@ def mean_accept_lengths(pmfs: np.ndarray) -> np.ndarray:
 
 
 def closed_form_columns(cost: CostModel, pmfs: np.ndarray, batch_size: int, max_new_tokens: int,
-                        cycles_per_request: np.ndarray) -> ClosedFormColumns:
+                        cycles_per_request: np.ndarray, batch_wide: np.ndarray | None = None) -> ClosedFormColumns:
     """The closed form of points with alike requests that share `cost` and batch_size, as arrays.
 
     Each number is computed with the operations of `analyze` in the same order (extend-length pmf,
@@ -223,11 +224,13 @@ def closed_form_columns(cost: CostModel, pmfs: np.ndarray, batch_size: int, max_
 
     Args:
         pmfs: (n, k) accept_length pmfs (one rate class each). cycles_per_request: (n,)
-            `renewal_cycles_many(pmfs, max_new_tokens)`.
+            `renewal_cycles_many(pmfs, max_new_tokens)`. batch_wide: (n,) bool, points whose batch
+            draws one accept length per step (the extend length is that draw), or None (none do).
     """
     b, M = batch_size, max_new_tokens
     n, k = pmfs.shape
-    ext = np.diff(np.concatenate([np.zeros((n, 1)), np.cumsum(pmfs, axis=1) ** b], axis=1), axis=1)
+    power = np.full((n, 1), float(b)) if batch_wide is None else np.where(np.asarray(batch_wide)[:, None], 1.0, b)
+    ext = np.diff(np.concatenate([np.zeros((n, 1)), np.cumsum(pmfs, axis=1) ** power], axis=1), axis=1)
     positive = ext > 0
     cycle = np.zeros(n)
     buckets: dict[str, np.ndarray] = {}
@@ -290,7 +293,8 @@ def analyze_many(scenarios: list[Scenario], cost: CostModel,
         raise ValueError("analyze_many: points differ in batch_size or max_new_tokens, or have rate classes")
     pmfs = np.stack([acc.base_pmf for acc in acceptances])  # (num_points, k)
     cycles_per_request = renewal_cycles_many(pmfs, M)
-    cols = closed_form_columns(cost, pmfs, b, M, cycles_per_request)
+    cols = closed_form_columns(cost, pmfs, b, M, cycles_per_request,
+                               np.array([acc.batch_wide for acc in acceptances], dtype=bool))
     means = mean_accept_lengths(pmfs)
     out = []
     for i in range(len(pmfs)):

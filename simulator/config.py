@@ -58,10 +58,17 @@ class IidAcceptance(StrictModel):
         None, ge=0.01, le=1e6, description="Per-request heterogeneity, 0.01..1e6: each request draws its rate "
                                            "from Beta(alpha*c, (1-alpha)*c); left out = every request has alpha. "
                                            "Below 0.01 the Beta's quantiles underflow; above 1e6 requests are alike.")
+    draw: Literal["per_request", "per_batch_step"] = Field(
+        "per_request", description="per_request: each request's accept length drawn on its own (real drafts; "
+                                   "vLLM's synthetic acceptance); per_batch_step: one accept length drawn per verify "
+                                   "step for the whole batch (SGLang's SGLANG_SIMULATE_ACC_LEN).")
 
     @model_validator(mode="after")
     def _check_beta(self) -> Self:
         a, c = self.acceptance_rate, self.rate_concentration
+        if c is not None and self.draw == "per_batch_step":
+            raise ValueError("rate_concentration draws a rate per request; draw per_batch_step draws one accept "
+                             "length for the whole batch: give one of them")
         if c is not None and 0.0 < a < 1.0 and min(a, 1.0 - a) * c < MIN_BETA_PARAM:
             raise ValueError(f"rate_concentration={c:g} with acceptance_rate={a:g} gives Beta({a * c:.3g}, "
                              f"{(1 - a) * c:.3g}); both must be >= {MIN_BETA_PARAM:g} (write acceptance_rate 0 or 1, "
@@ -75,6 +82,10 @@ class PositionalAcceptance(StrictModel):
     kind: Literal["positional"] = "positional"
     acceptance_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
         min_length=1, max_length=64, description="a_d for depth d = 1..num_steps.")
+    draw: Literal["per_request", "per_batch_step"] = Field(
+        "per_request", description="per_request: each request's accept length drawn on its own (real drafts; "
+                                   "vLLM's synthetic acceptance); per_batch_step: one accept length drawn per verify "
+                                   "step for the whole batch (SGLang's SGLANG_SIMULATE_ACC_LEN).")
 
 
 class EmpiricalAcceptance(StrictModel):
@@ -83,6 +94,10 @@ class EmpiricalAcceptance(StrictModel):
     kind: Literal["empirical"] = "empirical"
     accept_length_probs: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
         min_length=2, max_length=65, description="P(accept_length = 1), P(= 2), ..., P(= num_steps + 1).")
+    draw: Literal["per_request", "per_batch_step"] = Field(
+        "per_request", description="per_request: each request's accept length drawn on its own (real drafts; "
+                                   "vLLM's synthetic acceptance); per_batch_step: one accept length drawn per verify "
+                                   "step for the whole batch (SGLang's SGLANG_SIMULATE_ACC_LEN).")
 
     @model_validator(mode="after")
     def _check_sum(self) -> Self:

@@ -38,7 +38,7 @@ def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> d
         probs[num_steps] = 1.0
     else:
         probs[lo - 1], probs[lo] = 1.0 - (mean - lo), mean - lo
-    return {"kind": "empirical", "accept_length_probs": probs}
+    return {"kind": "empirical", "accept_length_probs": probs, "draw": "per_batch_step"}
 
 
 def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,

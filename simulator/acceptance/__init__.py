@@ -67,10 +67,12 @@ class AcceptanceModel:
     Attributes:
         base_pmf: (num_steps + 1,) P(accept_length = 1..num_steps+1) of a typical request.
         beta_ab: (alpha, beta) of the per-request iid acceptance-rate distribution, or None.
+        batch_wide: one accept length per verify step for the whole batch (`draw: per_batch_step`).
     """
 
     base_pmf: np.ndarray
     beta_ab: tuple[float, float] | None = None
+    batch_wide: bool = False
 
     @property
     def num_steps(self) -> int:
@@ -107,6 +109,13 @@ class AcceptanceModel:
         accepted = u < np.asarray(request_rates)[:, None]
         # accepted drafts = length of the leading run of successes
         return np.argmin(np.concatenate([accepted, np.zeros((size, 1), bool)], axis=1), axis=1) + 1
+
+    def sample_cycles(self, rng: np.random.Generator, num_cycles: int, batch_size: int) -> np.ndarray:
+        """(num_cycles, batch_size) accept lengths of alike requests: independent per request, or
+        with `batch_wide` one draw per cycle shared by the whole batch."""
+        if self.batch_wide:
+            return np.repeat(self.sample(rng, num_cycles)[:, None], batch_size, axis=1)
+        return self.sample(rng, num_cycles * batch_size).reshape(num_cycles, batch_size)
 
     def _rate_quadrature(self, num_points: int = 256) -> tuple[np.ndarray, np.ndarray]:
         """Equal-probability nodes of the Beta rate distribution (midpoint quantiles).
@@ -145,16 +154,17 @@ def build_acceptance(config: AcceptanceConfig, spec: SpecConfig) -> AcceptanceMo
         beta_ab = None
         if config.rate_concentration is not None and 0.0 < a < 1.0:
             beta_ab = (a * config.rate_concentration, (1.0 - a) * config.rate_concentration)
-        return AcceptanceModel(base, beta_ab)
+        return AcceptanceModel(base, beta_ab, batch_wide=config.draw == "per_batch_step")
     if isinstance(config, PositionalAcceptance):
         if len(config.acceptance_rates) != s:
             raise ValueError(f"acceptance_rates has {len(config.acceptance_rates)} entries, num_steps={s}")
-        return AcceptanceModel(pmf_from_conditional(np.asarray(config.acceptance_rates)))
+        return AcceptanceModel(pmf_from_conditional(np.asarray(config.acceptance_rates)),
+                               batch_wide=config.draw == "per_batch_step")
     if isinstance(config, EmpiricalAcceptance):
         p = np.asarray(config.accept_length_probs, dtype=float)
         if len(p) != s + 1:
             raise ValueError(f"accept_length_probs has {len(p)} entries, num_steps + 1 = {s + 1}")
-        return AcceptanceModel(p / p.sum())
+        return AcceptanceModel(p / p.sum(), batch_wide=config.draw == "per_batch_step")
     if isinstance(config, TreeAcceptance):
         c = tree_candidates_per_depth(spec)
         rates = 1.0 - (1.0 - config.acceptance_rate) ** c

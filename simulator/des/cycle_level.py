@@ -93,7 +93,10 @@ def run_cycle_level(cost: CostModel, acceptance: AcceptanceModel | None, rng: np
     else:
         cols = []
         for slot in range(b):
-            cols.append(_slot_sequence(acceptance, rng, total, max_new))
+            if acceptance.batch_wide and cols:  # one accept length per step for the whole batch
+                cols.append(cols[0])
+            else:
+                cols.append(_slot_sequence(acceptance, rng, total, max_new))
             if progress is not None:
                 progress((slot + 1) / b)
         acc = np.stack([c[0] for c in cols], axis=1)

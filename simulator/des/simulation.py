@@ -209,7 +209,7 @@ class DesRun:
         if rates is not None:
             return self.acceptance.sample(self.rng_accept, b, rates)
         if not self._accept_block:
-            self._accept_block = list(self.acceptance.sample(self.rng_accept, 4096 * b).reshape(4096, b)[::-1])
+            self._accept_block = list(self.acceptance.sample_cycles(self.rng_accept, 4096, b)[::-1])
         return self._accept_block.pop()
 
     def _cycle_busy(self) -> dict[str, float]:

@@ -183,7 +183,8 @@ def _evaluate_group(out: GroupedNumbers, g: int, sc, cost, pmfs: dict) -> None:
     n_a = len(models)
     b, M = sc.workload.batch_size, sc.workload.max_new_tokens
     if len(alike):
-        cols = closed_form_columns(cost, rows, b, M, cycles_per_request)
+        cols = closed_form_columns(cost, rows, b, M, cycles_per_request,
+                                   np.array([models[i].batch_wide for i in alike], dtype=bool))
         out.tok_per_s[g, alike] = cols.tok_per_s
         out.baseline_tok_per_s[g] = cols.baseline_tok_per_s
         out.speedup[g, alike] = cols.speedup
