@@ -109,7 +109,7 @@ def label_variant(label: str) -> tuple[int, int | None, bool] | None:
     return (int(m.group(2) or 1), int(m.group(3)) if m.group(3) else None, m.group(4) is None)
 
 
-def _wanted(line: dict, variant: tuple[int, int | None, bool]) -> bool:
+def of_variant(line: dict, variant: tuple[int, int | None, bool]) -> bool:
     """A point line of this variant; a baseline (num_steps 0) of the same overlap setting serves
     every topk."""
     v = label_variant(line["label"])
@@ -154,16 +154,13 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
         ValueError: no calibration point in the files.
     """
     engines, lines = engine_lines(paths, "calibrate", notes)
-    lines = [ln for ln in lines if _wanted(ln, variant) and ln["label"] not in exclude_labels and (
+    lines = [ln for ln in lines if of_variant(ln, variant) and ln["label"] not in exclude_labels and (
         keep is None or keep((ln["point"]["num_steps"], ln["point"]["batch_size"], ln["point"]["prompt_len"])))]
     labels = {ln["label"] for ln in lines}
     engines = [e for e in engines if e["label"] in labels]
     pts = []
     for ln in lines:
-        pt = ln["point"]
-        if keep is not None and not keep((pt["num_steps"], pt["batch_size"], pt["prompt_len"])):
-            continue
-        ep = engine_point(pt, ln.get("engine"), overlap=variant[2])
+        ep = engine_point(ln["point"], ln.get("engine"), overlap=variant[2])
         if ep is not None:
             pts.append(ep)
     if not pts:

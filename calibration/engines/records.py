@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from calibration.engines.build import CHAIN, _wanted, engine_lines
+from calibration.engines.build import CHAIN, of_variant, engine_lines
 from simulator.config import Scenario
 from simulator.files import write_json_atomic
 from simulator.evidence.live_records import LiveRun
@@ -72,7 +72,7 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
         UserInputError: a points file that is not one (calibration.engines.points).
     """
     engines, lines = engine_lines(paths, "live", notes)
-    lines = [ln for ln in lines if _wanted(ln, variant)]
+    lines = [ln for ln in lines if of_variant(ln, variant)]
     labels = {ln["label"] for ln in lines}
     engines = [e for e in engines if e["label"] in labels] or engines
     info = engines[-1]["info"] if engines else {}
