@@ -151,3 +151,20 @@ def test_dsa_stand_ins_keep_deepseek_importable(monkeypatch):
     assert isinstance(kmod.CuteDSLPagedMQALogitsRunner, type)
     with pytest.raises(RuntimeError, match="nvidia-cutlass-dsl"):
         kmod.pick_dsl_expand()
+
+
+def test_from_points_builds_from_the_batches_contexts_and_steps_asked_for(tmp_path):
+    import json
+    r = CliRunner().invoke(app, ["calibrate", "engine", "--engine", "sglang", "--from-points", str(P), "--out",
+                                 str(tmp_path / "p.json"), "--batches", "1,8", "--context-lens", "1024",
+                                 "--num-steps", "2"])
+    assert r.exit_code == 0, r.output
+    pts = json.loads((tmp_path / "p.json").read_text())["points"]
+    assert {(p["num_steps"], p["batch_size"], p["prompt_len"]) for p in pts} == {
+        (k, b, 1024) for k in (0, 2) for b in (1, 8)}
+    r = CliRunner().invoke(app, ["calibrate", "engine", "--engine", "sglang", "--from-points", str(P), "--out",
+                                 str(tmp_path / "q.json"), "--batches", "3"])
+    assert r.exit_code != 0 and "at --batches 3" in r.output
+    r = CliRunner().invoke(app, ["calibrate", "engine", "--engine", "sglang", "--from-points", str(P), "--out",
+                                 str(tmp_path / "q.json"), "--num-steps", "5"])
+    assert r.exit_code != 0 and "holds num_steps 1, 2, 3, 4, 6" in r.output

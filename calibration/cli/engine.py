@@ -180,9 +180,13 @@ def calibrate_engine(
     num_steps: Annotated[Optional[str], typer.Option(
         help="num_speculative_tokens to calibrate, comma-separated 1..16 (one engine process each, and one for the "
              "baseline; default 1,2,3,4,6); with --from-points, the ones to build from (default: all).")] = None,
-    batches: Annotated[str, typer.Option(help="Batch sizes, comma-separated.")] = "1,2,4,8,16,32,64",
-    context_lens: Annotated[str, typer.Option(help="Prompt lengths (the context each point decodes at), "
-                                                   "comma-separated 16..65536.")] = "1024,4096",
+    batches: Annotated[Optional[str], typer.Option(help="Batch sizes, comma-separated (default 1,2,4,8,16,32,64); "
+                                                        "with --from-points, the ones to build from (default: "
+                                                        "all).")] = None,
+    context_lens: Annotated[Optional[str], typer.Option(help="Prompt lengths (the context each point decodes at), "
+                                                             "comma-separated 16..65536 (default 1024,4096); with "
+                                                             "--from-points, the ones to build from (default: "
+                                                             "all).")] = None,
     acceptance: Annotated[float, typer.Option(help="Forced per-position acceptance rate, in (0, 1].")] = 0.7,
     few: Annotated[bool, typer.Option("--few", help="Only the few runs a busy box affords: the baseline at the "
                                                     "smallest and largest batch, one point per num_steps.")] = False,
@@ -221,8 +225,8 @@ def calibrate_engine(
     ks_given = num_steps is not None
     ks = _ints("--num-steps", num_steps if ks_given else "1,2,3,4,6", 1, 16)
     variant = _variant(engine, topk, num_draft_tokens, no_overlap, ks)
-    bs = list(check_batches("--batches", batches))
-    ps = _ints("--context-lens", context_lens, 16, 65536)
+    bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
+    ps = _ints("--context-lens", context_lens or "1024,4096", 16, 65536)
     if not 0.0 < acceptance <= 1.0:
         fail(f"--acceptance {acceptance}: a rate in (0, 1]")
     _check_deadline(deadline_s)
@@ -282,15 +286,19 @@ def calibrate_engine(
         files = [pts]
     wanted = keys if keys is not None else grid
     keep = (lambda key: key in wanted) if wanted is not None else None
-    if from_points and ks_given and not few:  # the speculative points of these num_steps, and the baseline
-        keep = lambda key: key[0] == 0 or key[0] in ks  # noqa: E731
+    if from_points and not few and (ks_given or batches or context_lens):  # the points asked for
+        def keep(key):
+            return ((not ks_given or key[0] == 0 or key[0] in ks) and (not batches or key[1] in bs)
+                    and (not context_lens or key[2] in ps))
     notes: list[str] = []
     try:
         prof = build_profile(files, name or out.stem, t_shape, d_shape, keep=keep, command_line=command_line(),
                              git_commit=git_commit(), catalog_gpu=catalog_gpu, notes=notes, variant=variant["key"],
                              exclude_labels=tuple(dict.fromkeys(exclude_process or ())))
     except (ValueError, UserInputError) as e:
-        fail(str(e))
+        asked = [f"{o} {v}" for o, v in (("--num-steps", num_steps), ("--batches", batches),
+                                         ("--context-lens", context_lens)) if v is not None and from_points]
+        fail(str(e) + (f" at {', '.join(asked)}" if asked and str(e).startswith("no calibration points") else ""))
     for n in notes:
         err_console.print(escape(f"note: {n}"), highlight=False)
     missing = sorted(set(ks) - {p.num_steps for p in prof.points}) if from_points and ks_given else []
