@@ -244,3 +244,29 @@ def test_a_tp8_dashboard_says_its_collective_line_is_not_measured(tmp_path):
     assert r.exit_code == 0, r.output
     text = (tmp_path / "figs" / "index.html").read_text()
     assert "no measured allreduce table at world size 8" in text and "world size 8 (model)" in text
+
+
+def test_plotlyjs_beside_the_page_or_from_the_cdn_makes_small_pages(tmp_path, sweep_dir):
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "f"), "--no-png",
+                                    "--plotlyjs", "file"])
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "f" / "index.html").read_text()
+    assert len(page) < 500_000 and 'src="plotly.min.js"' in page
+    assert (tmp_path / "f" / "plotly.min.js").stat().st_size > 1_000_000
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "f"), "--no-png",
+                                    "--plotlyjs", "file"])  # again: plotly.js kept, the page replaced
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "c"), "--no-png",
+                                    "--plotlyjs", "cdn"])
+    assert r.exit_code == 0 and "https://cdn.plot.ly/plotly-" in (tmp_path / "c" / "index.html").read_text()
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "plotly.min.js").write_text("my own script")
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "x"), "--no-png",
+                                    "--plotlyjs", "file"])
+    assert r.exit_code != 0 and "--force" in r.output  # a folder of someone else's files
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "x"), "--no-png",
+                                    "--plotlyjs", "file", "--force"])
+    assert r.exit_code != 0 and "not plotly.js" in r.output  # --force writes the page, never over that file
+    assert (tmp_path / "x" / "plotly.min.js").read_text() == "my own script"
+    r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "y"), "--plotlyjs", "web"])
+    assert r.exit_code != 0 and "--plotlyjs" in r.output

@@ -56,8 +56,46 @@ _CSS = ("body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;pa
         "section{border-top:1px solid #ddd;margin-top:1.5em}p.what{color:#555}.plotly-graph-div{margin:1em 0}")
 
 
+PLOTLYJS_MODES = ("inline", "file", "cdn")
+PLOTLYJS_FILE = "plotly.min.js"
+
+
+def _plotlyjs_script(mode: str) -> str:
+    """The page's plotly.js: inlined (offline, about 4.7 MB a page), a file beside the page
+    (offline, PLOTLYJS_FILE written once per folder), or plotly's CDN (small pages; needs network)."""
+    from plotly.offline import get_plotlyjs
+    if mode == "inline":
+        return f'<script type="text/javascript">{get_plotlyjs()}</script>'
+    if mode == "file":
+        return f'<script type="text/javascript" src="{PLOTLYJS_FILE}"></script>'
+    if mode == "cdn":
+        from plotly.offline.offline import get_plotlyjs_version
+        return f'<script type="text/javascript" src="https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js"></script>'
+    raise ValueError(f"plotly.js mode {mode!r}: one of {', '.join(PLOTLYJS_MODES)}")
+
+
+def write_plotlyjs(out_dir: Path) -> None:
+    """plotly.js beside the pages of `out_dir` (mode 'file'): written once; an existing file that is
+    not this plotly.js bundle is not replaced.
+
+    Raises:
+        UserInputError: a foreign file holds the name.
+    """
+    from plotly.offline import get_plotlyjs
+    path = Path(out_dir) / PLOTLYJS_FILE
+    js = get_plotlyjs()
+    if path.is_file():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(200)
+        if head == js[:200] and path.stat().st_size == len(js.encode("utf-8")):
+            return
+        if "plotly.js" not in head:
+            raise UserInputError(f"{path}: exists and is not plotly.js; move it, or give another --out")
+    write_text_atomic(path, js)
+
+
 def dashboard_html(sections: list[tuple[str, str, list[go.Figure]]], title: str, notes: list[str] = (),
-                   summary: str = "", generator: bool = True, toc: bool = True) -> str:
+                   summary: str = "", generator: bool = True, toc: bool = True, plotlyjs: str = "inline") -> str:
     """One self-contained page: a table of contents, one section per (anchor, title, figures)
     with its `SECTION_NOTES` line, then `notes`; plotly.js inlined once in the head, no external
     URL (works offline). Sections without figures are left out (say why in `notes`).
@@ -66,8 +104,9 @@ def dashboard_html(sections: list[tuple[str, str, list[go.Figure]]], title: str,
         summary: a line under the title (what the figures come from).
         generator: mark the page as specdecsim's (`HTML_GENERATOR`: an output folder it may replace).
         toc: list the sections (and notes) at the top.
+        plotlyjs: 'inline' (the default: one self-contained page), 'file' (PLOTLYJS_FILE beside the
+            page, `write_plotlyjs`) or 'cdn' (`_plotlyjs_script`).
     """
-    from plotly.offline import get_plotlyjs
     sections = [(a, t, figs) for a, t, figs in sections if figs]
     esc = html.escape
     contents = "".join(f'<li><a href="#{esc(a)}">{esc(t)}</a> ({len(figs)} figure{"s" * (len(figs) > 1)})</li>'
@@ -86,7 +125,7 @@ def dashboard_html(sections: list[tuple[str, str, list[go.Figure]]], title: str,
     if notes:
         body.append('<section id="notes"><h2>notes</h2><ul>' + "".join(f"<li>{esc(n)}</li>" for n in notes)
                     + "</ul></section>")
-    script = f'<script type="text/javascript">{get_plotlyjs()}</script>' if sections else ""
+    script = _plotlyjs_script(plotlyjs) if sections else ""
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">" + (HTML_GENERATOR if generator else "")
             + f"<title>{esc(title)}</title><style>{_CSS}</style>\n{script}\n</head>\n<body><h1>{esc(title)}</h1>\n"
             + (f"<p>{esc(summary)}</p>\n" if summary else "")
@@ -146,7 +185,7 @@ def export_png(fig: go.Figure, path: Path) -> str | None:
 def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), collective_rows: list[dict] = (),
                 verify_rows: list[dict] = (), validate_records: list[dict] = (), png: bool = True,
                 console: Console | None = None, crossover_rows: list[dict] = (), summary: str = "",
-                extra_notes: list[str] = ()) -> Path:
+                extra_notes: list[str] = (), plotlyjs: str = "inline") -> Path:
     """Write the dashboard, index.html: every figure kind as a section of one self-contained page
     (plotly.js inlined once, a table of contents, notes), plus `{kind}_{i}.png` per figure when
     `png` and kaleido finds a browser. A sweep with serving columns also gets the serving charts
@@ -181,7 +220,9 @@ def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), co
         if why:
             notes.append(why)
     index = out_dir / "index.html"
-    write_text_atomic(index, dashboard_html(kinds, "specdecsim figures", notes, summary))
+    if plotlyjs == "file" and any(figs for _, _, figs in kinds):
+        write_plotlyjs(out_dir)
+    write_text_atomic(index, dashboard_html(kinds, "specdecsim figures", notes, summary, plotlyjs=plotlyjs))
     if console is not None:
         for n in notes:
             console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
@@ -252,7 +293,7 @@ def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: P
 
 
 def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_json: Path | None = None,
-               png: bool = True, console: Console | None = None) -> Path:
+               png: bool = True, console: Console | None = None, plotlyjs: str = "inline") -> Path:
     """All figures of a sweep folder/CSV (+ calibration curves, + validate records); returns index.html.
 
     Raises:
@@ -269,4 +310,5 @@ def plot_sweep(results: Path, out: Path, profile: str | None = None, validate_js
                + (f"; swept: {', '.join(fields)}" if fields else "")
                + (f"; validate records: {validate_json}" if validate_json is not None else ""))
     return write_plots(rows, out, fields, coll, verify, records, png=png, console=console,
-                       crossover_rows=meta.get("serving_crossover") or [], summary=summary, extra_notes=curve_notes)
+                       crossover_rows=meta.get("serving_crossover") or [], summary=summary, extra_notes=curve_notes,
+                       plotlyjs=plotlyjs)
