@@ -168,3 +168,17 @@ def test_from_points_builds_from_the_batches_contexts_and_steps_asked_for(tmp_pa
     r = CliRunner().invoke(app, ["calibrate", "engine", "--engine", "sglang", "--from-points", str(P), "--out",
                                  str(tmp_path / "q.json"), "--num-steps", "5"])
     assert r.exit_code != 0 and "holds num_steps 1, 2, 3, 4, 6" in r.output
+
+
+def test_sglang_cells_are_told_apart_by_the_forced_rate(tmp_path):
+    """SGLang's records carry an empirical pmf that differs by num_steps; validate keys its cells by
+    the rate the engine was forced to, so the three rates are three cells (28 in all, as vLLM's
+    grid), and no record is taken for a second take of another."""
+    import json
+    r = CliRunner().invoke(app, ["validate", str(ROOT / "data/live/h200_sglang_0.5.15"), "--profile", "h200",
+                                 "--json", str(tmp_path / "v.json")])
+    assert r.exit_code in (0, 1), r.output
+    assert "more than one record in one folder" not in r.output
+    assert "empirical (forced 0.5)" in r.output and "empirical (forced 0.9)" in r.output
+    summary = json.loads((tmp_path / "v.json").read_text())["summaries"][0]
+    assert summary["best_num_steps_cells"] == 28

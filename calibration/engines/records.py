@@ -108,7 +108,7 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
             paired_baseline_tok_per_s=baselines.get((pt["batch_size"], pt["prompt_len"])) if k else None,
             prompt_len=pt["prompt_len"],
             mean_accept_length=(sum(i * c for i, c in enumerate(counts, start=1)) / total) if k and total else 1.0,
-            accept_length_counts=counts,
+            accept_length_counts=counts, forced_acceptance_rate=pt["acceptance_rate"] if k else None,
             phase_us={"host": sum(r["host_busy_us"] or 0.0 for r in reps) / len(reps)},
             hardware=hardware, created_utc=dt.datetime.fromtimestamp(ln.get("created_unix", 0) or 0,
                                                                     dt.timezone.utc).isoformat(timespec="seconds")

@@ -71,6 +71,11 @@ class LiveRun(StrictModel):
     mean_accept_length: float = Field(ge=1.0, le=65.0, description="1..num_steps+1.")
     accept_length_counts: list[Annotated[int, Field(ge=0, le=10**15)]] = Field(
         default_factory=list, max_length=65, description="Count of accept_length 1..num_steps+1.")
+    forced_acceptance_rate: float | None = Field(
+        None, ge=0.0, le=1.0, allow_inf_nan=False,
+        description="The per-token acceptance rate the engine's synthetic acceptance was set to, 0..1, where the "
+                    "scenario's acceptance is what that forced (SGLang's empirical floor/ceil pmf): `validate` "
+                    "groups cells by it, as by an iid rate.")
     phase_us: dict[str, Annotated[float, Field(ge=0, le=1e12)]] = Field(
         default_factory=dict, description="Mean us per cycle by phase, 0..1e12.")
     hardware: HardwareInfo | None = None

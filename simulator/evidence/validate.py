@@ -154,6 +154,8 @@ def _acceptance_label(rec: LiveRun) -> str:
     a = rec.scenario.acceptance
     if a.kind in ("iid", "tree"):
         return f"{a.kind} {a.acceptance_rate:g}"
+    if rec.forced_acceptance_rate is not None:  # the same label at every num_steps of one forced rate
+        return f"{a.kind} (forced {rec.forced_acceptance_rate:g})"
     return a.kind
 
 
@@ -218,7 +220,9 @@ def compare(records: list[tuple[str, LiveRun]], profile: CalibrationProfile,
         out.append(PointComparison(
             label=f"{sc.target.name} {mode} b{sc.workload.batch_size} "
                   f"{f'ctx{rec.prompt_len} ' if rec.prompt_len else ''}{where}"
-                  + (f"steps={sc.spec.num_steps} {_acceptance_label(rec)}" if rec.speculative else "baseline"),
+                  + (f"steps={sc.spec.num_steps}"
+                     + (f" topk={sc.spec.topk}/{sc.spec.num_draft_tokens}" if sc.spec.topk > 1 else "")
+                     + f" {_acceptance_label(rec)}" if rec.speculative else "baseline"),
             tp_size=sc.tp_size, placement=sc.placement.label, record_set=str(Path(src).parent),
             source=Path(src).name, target=sc.target.name, mode=mode, speculative=rec.speculative,
             num_steps=sc.spec.num_steps if rec.speculative else 0, acceptance=_acceptance_label(rec),

@@ -207,6 +207,16 @@ def _chunks(items: list, num_chunks: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+def points_bar(progress: bool):
+    """A rich progress bar of points on stderr; none where stderr is not a terminal (a transient
+    bar there leaves blank lines behind) or `progress` is off."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    err = Console(stderr=True)
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, disable=not progress or not err.is_terminal, transient=True)
+
+
 def run_points(solver: str, items: list[tuple[int, Scenario, str]], backend: Backend,
                progress: bool = True, label: str = "", with_serving: bool = True) -> dict[int, dict]:
     """Metrics per point index, run in chunks on `backend` (entered by the caller).
@@ -221,9 +231,7 @@ def run_points(solver: str, items: list[tuple[int, Scenario, str]], backend: Bac
     chunks = [c for c in chunks for c in _chunks(c, -(-len(c) // 64))]  # progress every <= 64 points
     out: dict[int, dict] = {}
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   disable=not progress, transient=True)
+    bar = points_bar(progress)
     warm_up = partial(init_worker, sorted({it[2] for it in items}))
     with backend.submit(partial(run_chunk, solver, with_serving=with_serving), chunks, warm_up) as done, bar:
         task = bar.add_task(escape(label) or solver, total=len(items))  # submitted (forked) before the bar's thread

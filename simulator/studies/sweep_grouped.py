@@ -34,8 +34,8 @@ import numpy as np
 
 from simulator.scenario import UserInputError
 from simulator.studies.grid import NUM_STEPS_FIELD, GroupedGrid
-from simulator.studies.points import (build_cost_model, cached_profile, cost_key, des_agreement, point_items, run_chunk,
-                                      run_points)
+from simulator.studies.points import (build_cost_model, cached_profile, cost_key, des_agreement, point_items, points_bar,
+                                      run_chunk, run_points)
 from simulator.studies.sweep_files import (BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS, SweepResult, cell_key,
                                            describe, write_outputs)
 
@@ -138,7 +138,6 @@ def evaluate(grid: GroupedGrid, profile_paths: list[str], progress: bool = True)
         UserInputError: a point whose numbers are not finite or positive, named as the
             point-by-point path names it.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     n_g, n_a = len(grid.groups), len(grid.acceptances)
     out = GroupedNumbers(grid, profile_paths, tok_per_s=np.zeros((n_g, n_a)), baseline_tok_per_s=np.zeros(n_g),
@@ -147,8 +146,7 @@ def evaluate(grid: GroupedGrid, profile_paths: list[str], progress: bool = True)
     order = sorted(range(n_g), key=lambda g: (profile_paths[g], cost_key(grid.groups[g])))  # a cost model at a time
     pmfs: dict[tuple, tuple] = {}  # (spec, max_new_tokens) -> acceptance models, renewal, mean accept length
     cost, cost_id = None, None
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   disable=not progress, transient=True)
+    bar = points_bar(progress)
     with bar, np.errstate(all="ignore"):
         task = bar.add_task(f"closed form, {n_g:,} groups x {n_a:,} acceptances", total=n_g)
         for g in order:
@@ -294,11 +292,9 @@ class GroupedRows(Sequence):
     def write_csv(self, path: Path, progress: bool = True) -> None:
         """sweep.csv, as `simulator.files.write_csv_atomic` writes `build_rows`' rows, streamed in
         chunks of CHUNK_ROWS rows to a temp file moved over `path` at the end."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from simulator.files import atomic_file, csv_lines
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       disable=not progress, transient=True)
+        bar = points_bar(progress)
         with atomic_file(path) as f, bar:
             task = bar.add_task(f"writing {path.name}", total=len(self))
             f.write(csv_lines([self.columns]).encode("utf-8"))
