@@ -182,3 +182,44 @@ def test_sglang_cells_are_told_apart_by_the_forced_rate(tmp_path):
     assert "empirical (forced 0.5)" in r.output and "empirical (forced 0.9)" in r.output
     summary = json.loads((tmp_path / "v.json").read_text())["summaries"][0]
     assert summary["best_num_steps_cells"] == 28
+
+
+def test_a_window_turns_recorded_steps_and_events_into_step_times():
+    """The hooked engines' shared window (calibration.engines.backend): host periods from the step
+    starts, spans from event pairs (ms -> us), the GPU period from one step's start to the next."""
+    from calibration.engines.backend import RecordingWindow, window_step_times
+
+    class Ev:
+        def __init__(self, ms):
+            self.ms = ms
+
+        def elapsed_time(self, other):
+            return other.ms - self.ms
+
+    steps = [{"host_t": 1.0, "blocked_s": 0.001, "tokens": 16,
+              "ev": {"exec": Ev(0.0), "fwd0": Ev(0.5), "fwd1": Ev(4.5), "ext0": Ev(5.0), "ext1": Ev(5.25)}},
+             {"host_t": 1.006, "ev": {"exec": Ev(6.0)}}]
+    out = window_step_times(steps, {"target_tokens_padded": "tokens"})
+    assert out[0].host_period_us == pytest.approx(6000.0) and out[0].host_blocked_us == pytest.approx(1000.0)
+    assert out[0].target_forward_us == pytest.approx(4000.0) and out[0].draft_extend_us == pytest.approx(250.0)
+    assert out[0].gpu_period_us == pytest.approx(6000.0) and out[0].target_tokens_padded == 16
+    assert out[0].sample_us is None and out[1].host_period_us is None and out[1].gpu_period_us is None
+
+    class Torch:
+        class cuda:
+            synced = 0
+
+            @classmethod
+            def synchronize(cls):
+                cls.synced += 1
+
+    w = RecordingWindow()
+    w._torch = Torch
+    w.start_window(True)
+    assert w._recording and w._instrument and w._steps == []
+    w._instrument = False
+    w._begin_step()
+    closed = w._close_window()
+    assert len(closed) == 1 and "host_t" in closed[0] and "ev" not in closed[0]
+    assert not w._recording and w._steps == []
+    assert Torch.cuda.synced == 1

@@ -7,8 +7,11 @@ that the run loop drives step by step. Times are microseconds on the backend's o
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from simulator.units import US_PER_MS, US_PER_S
 
 
 @dataclass
@@ -33,6 +36,64 @@ class StepTimes:
     host_blocked_us: float | None = None
     target_tokens_padded: int | None = None
     draft_extend_tokens_padded: int | None = None
+
+
+SPANS = {"target_forward_us": ("fwd0", "fwd1"), "sample_us": ("smp0", "smp1"), "propose_us": ("prop0", "prop1"),
+         "draft_extend_us": ("ext0", "ext1"), "draft_steps_us": ("dec0", "dec1")}
+
+
+def window_step_times(steps: list[dict], tokens: dict[str, str]) -> list[StepTimes]:
+    """StepTimes of a window's recorded steps (a real engine's hooks: each step a dict of its
+    host start `host_t` (s), host wait `blocked_s`, CUDA events `ev` by name - `exec` at the step's
+    start, SPANS' pairs around its phases - and padded token counts), the events already complete.
+
+    Args:
+        tokens: StepTimes field -> the step's key holding it (e.g. target_tokens_padded -> 'tokens').
+    """
+    out = []
+    for i, s in enumerate(steps):
+        nxt = steps[i + 1] if i + 1 < len(steps) else None
+        t = StepTimes(host_period_us=(nxt["host_t"] - s["host_t"]) * US_PER_S if nxt else None,
+                      host_blocked_us=s.get("blocked_s", 0.0) * US_PER_S,
+                      **{name: s.get(key) for name, key in tokens.items()})
+        ev = s.get("ev")
+        if ev:
+            for name, (a, b) in SPANS.items():
+                if a in ev and b in ev:
+                    setattr(t, name, ev[a].elapsed_time(ev[b]) * US_PER_MS)
+            if nxt and "ev" in nxt:
+                t.gpu_period_us = ev["exec"].elapsed_time(nxt["ev"]["exec"]) * US_PER_MS
+        out.append(t)
+    return out
+
+
+class RecordingWindow:
+    """start_window / the start of end_window of a hooked engine: its hooks record into `_steps`
+    while `_recording`, with CUDA events while `_instrument`."""
+
+    _torch = None
+
+    def start_window(self, instrument: bool) -> None:
+        self._steps = []
+        self._instrument = instrument
+        self._recording = True
+
+    def _begin_step(self) -> None:
+        """A step starts: its host time, and where instrumented a CUDA event at its start."""
+        step = {"host_t": time.perf_counter()}
+        self._steps.append(step)
+        if self._instrument:
+            ev = self._torch.cuda.Event(enable_timing=True)
+            ev.record()
+            step["ev"] = {"exec": ev}
+
+    def _close_window(self) -> list[dict]:
+        """Stop recording, wait for the GPU (the events complete), and hand over the steps."""
+        self._recording = False
+        self._instrument = False
+        self._torch.cuda.synchronize()
+        steps, self._steps = list(self._steps), []
+        return steps
 
 
 @dataclass

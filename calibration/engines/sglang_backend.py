@@ -35,11 +35,10 @@ import time
 from array import array
 from pathlib import Path
 
-from calibration.engines.backend import EngineInfo, StepTimes, wrap_method
+from calibration.engines.backend import EngineInfo, RecordingWindow, StepTimes, wrap_method, window_step_times
 from simulator.acceptance import iid_mean_accept_length
 
 US_PER_S = 1e6
-US_PER_MS = 1e3
 STEP_TIMEOUT_S = 300.0  # an engine step that takes this long has hung
 ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
        "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
@@ -114,7 +113,7 @@ def _uniform_routing() -> str:
             "SGLang's TopK (each token's experts a fresh uniform draw)")
 
 
-class SglangBackend:
+class SglangBackend(RecordingWindow):
     """One SGLang scheduler (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process."""
 
     def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
@@ -279,12 +278,7 @@ class SglangBackend:
         mode = getattr(batch, "forward_mode", None)
         if mode is None or not mode.is_decode():
             return
-        step = {"host_t": time.perf_counter()}
-        self._steps.append(step)
-        if self._instrument:
-            ev = self._torch.cuda.Event(enable_timing=True)
-            ev.record()
-            step["ev"] = {"exec": ev}
+        self._begin_step()
 
     def _ev(self, name: str):
         def hook(args, kwargs, out=None):
@@ -371,34 +365,11 @@ class SglangBackend:
                 if fin is not None:
                     left.discard(rid)
 
-    def start_window(self, instrument: bool) -> None:
-        self._steps = []
-        self._instrument = instrument
-        self._recording = True
-
     def end_window(self) -> list[StepTimes]:
-        self._recording = False
-        self._instrument = False
-        self._torch.cuda.synchronize()
-        steps, out = list(self._steps), []
-        for i, s in enumerate(steps):
-            nxt = steps[i + 1] if i + 1 < len(steps) else None
-            t = StepTimes(host_period_us=(nxt["host_t"] - s["host_t"]) * US_PER_S if nxt else None,
-                          host_blocked_us=s.get("blocked_s", 0.0) * US_PER_S, target_tokens_padded=s.get("tokens"))
-            ev = s.get("ev")
-            if ev:
-                def span(a, b):
-                    return ev[a].elapsed_time(ev[b]) * US_PER_MS if a in ev and b in ev else None
-                t.target_forward_us = span("fwd0", "fwd1")
-                t.sample_us = span("smp0", "smp1")
-                t.draft_extend_us = span("ext0", "ext1")
-                t.draft_steps_us = span("dec0", "dec1")
-                if t.draft_extend_us is not None or t.draft_steps_us is not None:
-                    t.propose_us = (t.draft_extend_us or 0.0) + (t.draft_steps_us or 0.0)
-                if nxt and "ev" in nxt:
-                    t.gpu_period_us = ev["exec"].elapsed_time(nxt["ev"]["exec"]) * US_PER_MS
-            out.append(t)
-        self._steps = []
+        out = window_step_times(self._close_window(), {"target_tokens_padded": "tokens"})
+        for t in out:  # SGLang's draft phase is its draft extend and its draft steps
+            if t.draft_extend_us is not None or t.draft_steps_us is not None:
+                t.propose_us = (t.draft_extend_us or 0.0) + (t.draft_steps_us or 0.0)
         return out
 
     def shutdown(self) -> None:

@@ -29,10 +29,9 @@ import os
 import time
 from pathlib import Path
 
-from calibration.engines.backend import EngineInfo, StepTimes, wrap_method
+from calibration.engines.backend import EngineInfo, RecordingWindow, StepTimes, wrap_method, window_step_times
 
 US_PER_S = 1e6
-US_PER_MS = 1e3  # torch.cuda.Event.elapsed_time is in ms
 ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
        "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 EVENT_NAMES = ("exec", "fwd0", "fwd1", "smp0", "smp1", "prop0", "prop1", "ext0", "ext1", "dec0", "dec1")
@@ -59,7 +58,7 @@ def write_model_dirs(root: Path, target_config: dict, draft_config: dict | None)
     return out[0], out[1]
 
 
-class VllmBackend:
+class VllmBackend(RecordingWindow):
     """One vLLM engine (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process."""
 
     def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
@@ -165,12 +164,7 @@ class VllmBackend:
     def _on_exec(self, args, kwargs) -> None:
         if kwargs.get("dummy_run"):
             return
-        step = {"host_t": time.perf_counter()}
-        self._steps.append(step)
-        if self._instrument:
-            ev = self._torch.cuda.Event(enable_timing=True)
-            ev.record()
-            step["ev"] = {"exec": ev}
+        self._begin_step()
 
     def _ev(self, name: str, pad: bool = False, first: bool = False, key: str = "fwd"):
         def hook(args, kwargs, out=None):
@@ -226,34 +220,9 @@ class VllmBackend:
                 return
             self.engine.step()
 
-    def start_window(self, instrument: bool) -> None:
-        self._steps = []
-        self._instrument = instrument
-        self._recording = True
-
     def end_window(self) -> list[StepTimes]:
-        self._recording = False
-        self._instrument = False
-        self._torch.cuda.synchronize()
-        steps, out = self._steps, []
-        for i, s in enumerate(steps):
-            nxt = steps[i + 1] if i + 1 < len(steps) else None
-            t = StepTimes(host_period_us=(nxt["host_t"] - s["host_t"]) * US_PER_S if nxt else None,
-                          host_blocked_us=s.get("blocked_s", 0.0) * US_PER_S,
-                          target_tokens_padded=s.get("fwd_tokens"), draft_extend_tokens_padded=s.get("ext_tokens"))
-            ev = s.get("ev")
-            if ev:
-                span = lambda a, b: ev[a].elapsed_time(ev[b]) * US_PER_MS if a in ev and b in ev else None  # noqa: E731
-                t.target_forward_us = span("fwd0", "fwd1")
-                t.sample_us = span("smp0", "smp1")
-                t.propose_us = span("prop0", "prop1")
-                t.draft_extend_us = span("ext0", "ext1")
-                t.draft_steps_us = span("dec0", "dec1")
-                if nxt and "ev" in nxt:
-                    t.gpu_period_us = ev["exec"].elapsed_time(nxt["ev"]["exec"]) * US_PER_MS
-            out.append(t)
-        self._steps = []
-        return out
+        return window_step_times(self._close_window(), {"target_tokens_padded": "fwd_tokens",
+                                                        "draft_extend_tokens_padded": "ext_tokens"})
 
     def shutdown(self) -> None:
         try:
