@@ -9,7 +9,7 @@ import pytest
 
 from calibration.engines.campaign import run_queue
 from calibration.engines.plans import ProcessPlan, model_configs
-from calibration.engines.queue import seed_acceptance, sglang_h200, write_queue
+from calibration.engines.queue import MOE_POINTS, seed_acceptance, sglang_h200, sglang_h200_moe, write_queue
 from calibration.engines.shard import moe_layers, scale_to_layers, shard_plans, tp_shard_config
 from calibration.engines.worker import read_lines
 from simulator.acceptance import iid_mean_accept_length
@@ -108,6 +108,37 @@ def test_run_queue_runs_fake_processes_in_name_order_and_resumes(tmp_path):
     engines = [r["label"] for r in read_lines(pts) if r["kind"] == "engine"]
     assert engines == ["calibrate_s2", "calibrate_s0"]
     assert run_queue(tmp_path / "q", pts, log=lambda s: None) == {"calibrate_s2": "skipped", "calibrate_s0": "skipped"}
+
+
+def test_a_process_with_its_own_points_file_writes_there_and_resumes_from_it(tmp_path):
+    from calibration.engines.plans import calibrate_plans
+    plans = calibrate_plans(dict(engine="fake", target_config={}, draft_config={}), [2], [1], [256], 0.7,
+                            timed_steps=8, repeats=1)
+    other = [p.model_copy(update={"points_file": "other.points.jsonl"}) for p in plans]
+    write_queue(plans, tmp_path / "q")
+    write_queue(other, tmp_path / "q2")
+    pts = tmp_path / "points.jsonl"
+    assert set(run_queue(tmp_path / "q", pts, log=lambda s: None).values()) == {"done"}
+    # the same labels, another model: not skipped, written beside the queue's file
+    assert set(run_queue(tmp_path / "q2", pts, log=lambda s: None).values()) == {"done"}
+    assert set(run_queue(tmp_path / "q2", pts, log=lambda s: None).values()) == {"skipped"}
+    mine = [r["label"] for r in read_lines(tmp_path / "other.points.jsonl") if r["kind"] == "engine"]
+    assert mine == ["calibrate_s0", "calibrate_s2"]
+    assert len([r for r in read_lines(pts) if r["kind"] == "engine"]) == 2
+    with pytest.raises(ValueError, match="points_file"):
+        plans[0].model_copy(update={"points_file": None}).model_validate({**plans[0].model_dump(),
+                                                                           "points_file": "../x.jsonl"})
+
+
+def test_moe_queue_keeps_the_moe_target_in_its_own_points_file():
+    plans = sglang_h200_moe()
+    assert plans[0].label == "shard8_l3_s0"
+    moe = [p for p in plans if p.points_file]
+    assert {p.points_file for p in moe} == {MOE_POINTS} and len(moe) == 4
+    assert all(p.target_config["model_type"] == "qwen3_moe" and p.uniform_expert_routing for p in moe)
+    for group in ([p for p in plans if p.points_file], [p for p in plans if not p.points_file]):
+        labels = [p.label for p in group]
+        assert len(set(labels)) == len(labels)
 
 
 def test_uniform_routing_patch_adds_noise_once(monkeypatch):

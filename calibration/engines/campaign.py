@@ -36,7 +36,9 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
     start = time.monotonic()
     status: dict[str, str] = {}
     plan_dir = points.parent / "plans"
+    queue_points = points
     for plan in plans:
+        points = queue_points.parent / plan.points_file if plan.points_file else queue_points
         left = None if deadline_s is None else deadline_s - (time.monotonic() - start)
         done = done_keys(points)
         if all((plan.label, p.key) in done for p in plan.point_plans()):

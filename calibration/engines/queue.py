@@ -24,6 +24,7 @@ from calibration.engines.plans import (DEFAULT_BATCH_SIZES, DEFAULT_CALIBRATE_AC
 from calibration.engines.shard import shard_plans
 from simulator.acceptance import iid_mean_accept_length
 
+MOE_POINTS = "qwen3-30b-a3b.points.jsonl"  # sglang_h200_moe's MoE processes (their labels are the chain's)
 SEED_ACCEPT_LENGTH, SEED_STEPS, SEED_CONTEXT = 2.1, 5, 2048  # ../shared/CASES.md (the context is assumed)
 
 
@@ -84,7 +85,25 @@ def sglang_h200_next() -> list[ProcessPlan]:
     return out
 
 
-QUEUES = {"sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next}
+def sglang_h200_moe() -> list[ProcessPlan]:
+    """The third session: the seed case's TP8 rank (3 and 9 layers, baseline and 5 steps), then a
+    MoE target on SGLang (Qwen3-30B-A3B with its EAGLE-3 draft, experts routed uniformly as the
+    shard's are; baseline and num_steps 3, calibration then live: issue 26), then the seed rank at 2
+    and 3 steps, then the `_r2` repeats of `sglang-h200-next`."""
+    k_t, k_d = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    a = seed_acceptance()
+    out = shard_plans(k_t, k_d, 8, [3, 9], [SEED_STEPS], [1], SEED_CONTEXT, a)
+    q_t, q_d = model_configs("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
+    base = dict(engine="sglang", target_config=q_t, draft_config=q_d, uniform_expert_routing=True)
+    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
+    moe = interleave(calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE),
+                     live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES), 3)
+    out += [p.model_copy(update={"points_file": MOE_POINTS}) for p in moe]
+    out += [p for p in shard_plans(k_t, k_d, 8, [3, 9], [2, 3], [1], SEED_CONTEXT, a) if p.num_steps]
+    return out + [p for p in sglang_h200_next() if p.label.endswith("_r2")]
+
+
+QUEUES = {"sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next, "sglang-h200-moe": sglang_h200_moe}
 
 
 def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:
