@@ -223,3 +223,28 @@ def test_a_window_turns_recorded_steps_and_events_into_step_times():
     assert len(closed) == 1 and "host_t" in closed[0] and "ev" not in closed[0]
     assert not w._recording and w._steps == []
     assert Torch.cuda.synced == 1
+
+
+def test_a_repeated_process_pairs_with_its_own_baseline(tmp_path):
+    import gzip
+    import json
+
+    from calibration.engines.records import live_records
+    t, d = _shapes()
+    lines = [json.loads(s) for s in gzip.open(P, "rt")]
+    again = []
+    for ln in lines:
+        if ln.get("label") in ("live_s0", "live_s3"):
+            ln = json.loads(json.dumps(ln))
+            ln["label"] += "_r2"
+            if ln["kind"] == "point" and ln["point"]["num_steps"] == 0:
+                for r in ln["point"]["repeats"]:
+                    r["elapsed_us"] *= 2.0  # the second baseline process ran at half the speed
+            again.append(ln)
+    f = tmp_path / "points.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines + again))
+    recs = dict(live_records([f], t, d))
+    first, second = recs["sglang_b8_p1024_a0.7_t40x2_s3.json"], recs["sglang_b8_p1024_a0.7_t40x2_s3_r2.json"]
+    assert second.paired_baseline_tok_per_s == pytest.approx(first.paired_baseline_tok_per_s / 2.0)
+    assert recs["sglang_b8_p1024_a0.7_t40x2_s1.json"].paired_baseline_tok_per_s == first.paired_baseline_tok_per_s
+    assert "sglang_b8_p1024_base_t40x2_s0_r2.json" in recs
