@@ -272,3 +272,15 @@ def test_a_tree_may_verify_as_many_tokens_as_its_nodes():
         _variant("sglang", 4, 40, False, [3])
     with pytest.raises(typer.Exit):
         _variant("fake", 4, 8, False, [3])
+
+
+def test_shard_prompts_stay_inside_the_ranks_vocabulary_and_its_kv_pool_is_bounded():
+    from calibration.engines.run_loop import prompt_pool
+    k_t, k_d = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    plan = shard_plans(k_t, k_d, 8, [3], [5], [1], 2048, 0.5)[1]
+    vocab = plan.target_config["vocab_size"]
+    pool = prompt_pool(1, 2048, vocab_size=vocab)
+    assert max(pool[0]) < vocab == 20480 and min(pool[0]) >= 0
+    assert plan.max_total_tokens and plan.max_total_tokens <= 65536
+    # a full vocabulary keeps the prompts the earlier campaigns drew
+    assert prompt_pool(2, 64, vocab_size=128256) == prompt_pool(2, 64)

@@ -13,7 +13,8 @@
 #   bash calibration/engines/device.sh watch [SECONDS]     watch the daemon up to SECONDS (default 540)
 #
 # RESUME_POINTS=FILE (start): the campaign appends to a copy of FILE (a committed points file, .gz
-# or plain), so the points it holds are skipped and only the rest are measured.
+# or plain), so the points it holds are skipped and only the rest are measured; RESUME_FILES="NAME=FILE ..."
+# does the same for the points files of plans with a points_file of their own.
 #
 # Every stage that watches ends by packing /root/results (points.jsonl, campaign.log) into
 # $OUT/results.tgz. NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the rest).
@@ -72,6 +73,10 @@ case $stage in
       zcat -f "$RESUME_POINTS" > "$res/points.jsonl" || exit 1
       echo "resuming from $RESUME_POINTS: $(wc -l < "$res/points.jsonl") lines"
     fi
+    # RESUME_FILES="NAME=FILE ...": more points files to resume from, as $res/NAME (a ProcessPlan's points_file)
+    for nf in ${RESUME_FILES:-}; do
+      [ -s "$res/${nf%%=*}" ] || { zcat -f "${nf#*=}" > "$res/${nf%%=*}" || exit 1; echo "resuming ${nf%%=*} from ${nf#*=}"; }
+    done
     rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
     if [ -n "${QUEUE:-}" ]; then  # a queue of ProcessPlan files (calibration/engines/queue.py), run in name order

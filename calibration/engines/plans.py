@@ -46,6 +46,9 @@ class ProcessPlan(StrictModel):
     max_num_seqs: int = Field(64, ge=1, le=4096)
     gpu_memory_utilization: float = Field(0.85, gt=0.05, le=0.95)
     capture_sizes: list[int] = Field(default_factory=list)
+    max_total_tokens: int | None = Field(None, ge=256, le=2**26, description=(
+        "SGLang's KV pool in tokens (max_total_tokens; default: what memory allows). The draft's pool takes "
+        "the target's token count: an MLA shard's small latent would size a GQA draft's pool past the GPU."))
     topk: int = Field(1, ge=1, le=16, description="Draft branches per step (SGLang's speculative_eagle_topk); "
                                                   "1 is a chain.")
     num_draft_tokens: int | None = Field(None, ge=2, le=256, description="Tokens verified per request (SGLang's "

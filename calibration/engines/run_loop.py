@@ -42,11 +42,14 @@ class PointPlan:
         return f"b{self.batch_size}_p{self.prompt_len}_{a}_t{self.timed_steps}x{self.repeats}"
 
 
-def prompt_pool(num_prompts: int, prompt_len: int, seed: int = 0) -> list[list[int]]:
-    """Distinct random prompts (token ids); a point at a shorter prompt takes their first tokens,
-    so an engine with prefix caching computes each prompt's prefill once per process."""
+def prompt_pool(num_prompts: int, prompt_len: int, seed: int = 0, vocab_size: int | None = None) -> list[list[int]]:
+    """Distinct random prompts (token ids below `vocab_size`: a TP shard's embedding holds its
+    slice of the vocabulary only); a point at a shorter prompt takes their first tokens, so an engine
+    with prefix caching computes each prompt's prefill once per process."""
+    high = PROMPT_TOKEN_HIGH if vocab_size is None else min(PROMPT_TOKEN_HIGH, int(vocab_size))
+    low = min(PROMPT_TOKEN_LOW, high // 2)
     rng = np.random.default_rng(seed)
-    return rng.integers(PROMPT_TOKEN_LOW, PROMPT_TOKEN_HIGH, size=(num_prompts, prompt_len)).tolist()
+    return rng.integers(low, high, size=(num_prompts, prompt_len)).tolist()
 
 
 def max_tokens_for(plan: PointPlan, num_steps: int, max_model_len: int) -> int:

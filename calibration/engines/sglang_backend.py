@@ -119,7 +119,8 @@ class SglangBackend(RecordingWindow):
     def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
                  max_num_seqs: int, mem_fraction_static: float, topk: int = 1, num_draft_tokens: int | None = None,
                  overlap: bool = True, seed: int = 0, initial_acceptance: float = 0.7,
-                 capture_sizes: list[int] | None = None, uniform_expert_routing: bool = False):
+                 capture_sizes: list[int] | None = None, uniform_expert_routing: bool = False,
+                 max_total_tokens: int | None = None):
         for k, v in ENV.items():
             os.environ.setdefault(k, v)
         self.num_steps, self.topk = num_steps, topk
@@ -142,6 +143,8 @@ class SglangBackend(RecordingWindow):
                       log_level="warning")
         if capture_sizes:
             kwargs.update(cuda_graph_bs_decode=sorted(capture_sizes))
+        if max_total_tokens:
+            kwargs.update(max_total_tokens=max_total_tokens)
         if num_steps:
             kwargs.update(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(draft_dir),
                           speculative_num_steps=num_steps, speculative_eagle_topk=topk,

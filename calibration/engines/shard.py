@@ -97,6 +97,7 @@ def shard_plans(target: dict, draft: dict, tp: int, layer_counts: list[int], num
                                      num_steps=k, target_config=t_cfg, draft_config=d_cfg,
                                      max_model_len=max_model_len, max_num_seqs=max(batch_sizes),
                                      gpu_memory_utilization=0.80, capture_sizes=sorted(set(batch_sizes)),
+                                     max_total_tokens=max(32768, max(batch_sizes) * max_model_len * 2),
                                      engine_env={"SGLANG_ENABLE_JIT_DEEPGEMM": "0"},
                                      uniform_expert_routing=True, points=pts))
     return plans

@@ -82,7 +82,8 @@ def start_backend(plan: ProcessPlan, workdir: Path):
                              max_num_seqs=plan.max_num_seqs, mem_fraction_static=plan.gpu_memory_utilization,
                              topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
                              seed=plan.prompt_seed, capture_sizes=plan.capture_sizes or None,
-                             uniform_expert_routing=plan.uniform_expert_routing)
+                             uniform_expert_routing=plan.uniform_expert_routing,
+                             max_total_tokens=plan.max_total_tokens)
     raise ValueError(f"engine {plan.engine!r}: one of vllm, sglang, fake")
 
 
@@ -104,7 +105,8 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
                               uniform_expert_routing=plan.uniform_expert_routing, engine_env=plan.engine_env,
                               num_hidden_layers=plan.target_config.get("num_hidden_layers"))},
                           startup_s=time.perf_counter() - t0, created_unix=time.time()))
-    pool = prompt_pool(max(p.batch_size for p in todo), max(p.prompt_len for p in todo), seed=plan.prompt_seed)
+    pool = prompt_pool(max(p.batch_size for p in todo), max(p.prompt_len for p in todo), seed=plan.prompt_seed,
+                       vocab_size=plan.target_config.get("vocab_size"))
     n = 0
     try:
         for p in todo:
