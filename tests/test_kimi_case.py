@@ -179,5 +179,11 @@ def test_the_sglang_native_seed_pipeline_prices_a_rank_and_adds_the_groups_colle
     r = m.predict("S1", False, path, [2, 5])
     assert r["baseline"] > 0 and r["spec"] > 0 and r["verify_comm_ms"] > 0
     assert any("priced from the engine-native profile" in n for n in r["notes"])
+    one = tmp_path / "one.jsonl"
+    one.write_text("".join(ln for ln in pts.read_text().splitlines(keepends=True) if "shard8_l9" not in ln))
     with pytest.raises(SystemExit, match="two layer counts"):
-        m.build_profile([ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15" / "points.jsonl.gz"])
+        m.build_profile([one])
+    real, info = m.build_profile([ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15" / "points.jsonl.gz"])
+    assert (info["short"], info["long"]) == (3, 9) and {p.num_steps for p in real.points} == {0, 2, 3, 5}
+    # the carried step is the GPU's parts or the host's work, never below either
+    assert all(p.step_us >= max(p.gpu_period_us, p.host_busy_us) - 1e-6 for p in real.points)

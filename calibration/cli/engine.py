@@ -303,8 +303,9 @@ def calibrate_engine(
         err_console.print(escape(f"note: {n}"), highlight=False)
     missing = sorted(set(ks) - {p.num_steps for p in prof.points}) if from_points and ks_given else []
     if missing:
-        from calibration.engines.build import engine_lines
-        held = sorted({ln["point"]["num_steps"] for ln in engine_lines(files, "calibrate")[1]} - {0})
+        from calibration.engines.build import engine_lines, of_variant
+        held = sorted({ln["point"]["num_steps"] for ln in engine_lines(files, "calibrate")[1]
+                       if of_variant(ln, variant["key"])} - {0})
         fail(f"--num-steps {','.join(map(str, missing))}: no calibration points of "
              f"{'that num_steps' if len(missing) == 1 else 'those num_steps'} of this shape in "
              f"{', '.join(map(str, files))} (the file holds num_steps {', '.join(map(str, held)) or 'none'})")

@@ -55,6 +55,8 @@ class ProcessPlan(StrictModel):
                                                                          "speculative_num_draft_tokens); default "
                                                                          "num_steps + 1.")
     overlap: bool = Field(True, description="SGLang's overlap scheduler (off: disable_overlap_schedule).")
+    cuda_graphs: bool = Field(True, description="SGLang's CUDA graphs (off: disable_cuda_graph; every kernel "
+                                                "launched by the host).")
     engine_env: dict[Annotated[str, Field(pattern=r"^(SGLANG|VLLM)_[A-Z0-9_]{1,64}$")],
                      Annotated[str, Field(max_length=256)]] = Field(
         default_factory=dict, description="Engine settings read from the environment at import (SGLANG_* / VLLM_*), "

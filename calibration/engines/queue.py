@@ -103,7 +103,24 @@ def sglang_h200_moe() -> list[ProcessPlan]:
     return out + [p for p in sglang_h200_next() if p.label.endswith("_r2")]
 
 
-QUEUES = {"sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next, "sglang-h200-moe": sglang_h200_moe}
+def sglang_h200_eager() -> list[ProcessPlan]:
+    """The fourth session: the seed rank without CUDA graphs (hypothesis S3 of
+    docs/cases/seed-sglang-native.md: 3 and 9 layers, baseline and 5 steps); then the num_steps-3
+    chain's live process before its calibration (`_r3`: both earlier calibrations ran slower than
+    both live processes; this order tells a process's role from its place in the machine's
+    session); then the `_r2` repeats not yet run."""
+    k_t, k_d = model_configs("kimi-k2-instruct", "eagle3-kimi-k2")
+    out = shard_plans(k_t, k_d, 8, [3, 9], [SEED_STEPS], [1], SEED_CONTEXT, seed_acceptance(), cuda_graphs=False)
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine="sglang", target_config=t_cfg, draft_config=d_cfg)
+    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
+    s3 = [p for p in live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES) if p.num_steps == 3] + \
+        [p for p in calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE) if p.num_steps == 3]
+    out += [p.model_copy(update={"label": p.label + "_r3"}) for p in s3]
+    return out + [p for p in sglang_h200_next() if p.label.endswith("_r2")]
+
+
+QUEUES = {"sglang-h200-eager": sglang_h200_eager, "sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next, "sglang-h200-moe": sglang_h200_moe}
 
 
 def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:

@@ -120,7 +120,7 @@ class SglangBackend(RecordingWindow):
                  max_num_seqs: int, mem_fraction_static: float, topk: int = 1, num_draft_tokens: int | None = None,
                  overlap: bool = True, seed: int = 0, initial_acceptance: float = 0.7,
                  capture_sizes: list[int] | None = None, uniform_expert_routing: bool = False,
-                 max_total_tokens: int | None = None):
+                 max_total_tokens: int | None = None, cuda_graphs: bool = True):
         for k, v in ENV.items():
             os.environ.setdefault(k, v)
         self.num_steps, self.topk = num_steps, topk
@@ -145,6 +145,8 @@ class SglangBackend(RecordingWindow):
             kwargs.update(cuda_graph_bs_decode=sorted(capture_sizes))
         if max_total_tokens:
             kwargs.update(max_total_tokens=max_total_tokens)
+        if not cuda_graphs:
+            kwargs.update(disable_cuda_graph=True)
         if num_steps:
             kwargs.update(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(draft_dir),
                           speculative_num_steps=num_steps, speculative_eagle_topk=topk,

@@ -79,11 +79,12 @@ def scale_to_layers(value_a: float, layers_a: int, value_b: float, layers_b: int
 
 def shard_plans(target: dict, draft: dict, tp: int, layer_counts: list[int], num_steps: list[int],
                 batch_sizes: list[int], prompt_len: int, acceptance_rate: float, timed_steps: int = 48,
-                repeats: int = 2, engine: str = "sglang", max_model_len: int = 4096) -> list[ProcessPlan]:
+                repeats: int = 2, engine: str = "sglang", max_model_len: int = 4096,
+                cuda_graphs: bool = True) -> list[ProcessPlan]:
     """The engine processes that measure a TP shard: per layer count, the baseline and each
     num_steps (chain), at `batch_sizes` x one context, instrumented as a calibration (labels
-    `shard{tp}_l{layers}_s{k}`). Experts are routed uniformly at random (dummy weights would send a
-    verify's tokens to the same experts); SGLang's DeepGEMM JIT is off (its per-shape compile at
+    `shard{tp}_l{layers}_s{k}`, `_eager` without CUDA graphs). Experts are routed uniformly at
+    random (dummy weights would send a verify's tokens to the same experts); SGLang's DeepGEMM JIT is off (its per-shape compile at
     start-up outlasts a lease), so fp8 linears run its Triton block-fp8 kernels."""
     from calibration.engines.plans import _points
     plans = []
@@ -93,7 +94,9 @@ def shard_plans(target: dict, draft: dict, tp: int, layer_counts: list[int], num
         for k in [0, *num_steps]:
             pts = _points(batch_sizes, [prompt_len], [None if k == 0 else acceptance_rate], timed_steps=timed_steps,
                           repeats=repeats, instrument_first=True)
-            plans.append(ProcessPlan(engine=engine, session="calibrate", label=f"shard{tp}_l{layers}_s{k}",
+            plans.append(ProcessPlan(engine=engine, session="calibrate",
+                                     label=f"shard{tp}_l{layers}_s{k}" + ("" if cuda_graphs else "_eager"),
+                                     cuda_graphs=cuda_graphs,
                                      num_steps=k, target_config=t_cfg, draft_config=d_cfg,
                                      max_model_len=max_model_len, max_num_seqs=max(batch_sizes),
                                      gpu_memory_utilization=0.80, capture_sizes=sorted(set(batch_sizes)),
@@ -103,16 +106,30 @@ def shard_plans(target: dict, draft: dict, tp: int, layer_counts: list[int], num
     return plans
 
 
-DEPTH_PARTS = ("target_forward_us", "gpu_period_us", "step_us", "instrumented_step_us", "host_blocked_us")
+DEPTH_PARTS = ("target_forward_us",)
 SHARED_PARTS = ("sample_us", "propose_us", "draft_extend_us", "draft_steps_us", "host_busy_us", "gpu_parts_scale")
+
+
+def _other_gpu_us(p) -> float | None:
+    """The GPU's work in a step outside its timed parts (gaps between graph replays, small
+    kernels), known only where the step was GPU-bound: a host-bound step's period is the host's pace."""
+    if not p.gpu_bound or p.gpu_period_us is None or p.target_forward_us is None or p.sample_us is None:
+        return None
+    return max(0.0, p.gpu_period_us - p.target_forward_us - p.sample_us - (p.propose_us or 0.0))
 
 
 def carry_points(short: list, long: list, moe_short: int, moe_long: int, moe_target: int) -> list:
     """EnginePoints of the whole depth from two shards' points (simulator.engines.native.EnginePoint,
-    paired by num_steps, batch and prompt): the parts that run through the target's layers (its
-    forward, the GPU's step period, the step's wall time, the host's wait on the GPU) carried
+    paired by num_steps, batch and prompt).
+
+    The target's forward (one CUDA-graph replay: GPU time whatever paced its launch) is carried
     linearly in the MoE layers to `moe_target` (`scale_to_layers`); the draft's, the sampler's and
-    the host's own work the two shards' mean; the other GPU work the carried period less the parts.
+    the host's own work, which do not run through the target's layers, are the two shards' mean;
+    the GPU's other work is the mean over the GPU-bound shards (0 where neither was). The step's
+    GPU period is then the sum of those, and its wall time the longer of that period and the host's
+    work (an overlapped engine). A shard's own period and wall time are not carried: where the
+    shard was host-bound they are the host's pace, and a line through two noisy host paces
+    carried to 60 layers is noise multiplied, not GPU work.
 
     Raises:
         ValueError: a point of one shard without its pair in the other.
@@ -136,17 +153,24 @@ def carry_points(short: list, long: list, moe_short: int, moe_long: int, moe_tar
         for name in SHARED_PARTS:
             va, vb = getattr(a, name), getattr(b, name)
             f[name] = None if va is None or vb is None else (va + vb) / 2.0
-        if f["gpu_period_us"] is not None and f["target_forward_us"] is not None and f["sample_us"] is not None:
-            f["other_gpu_us"] = max(0.0, f["gpu_period_us"] - f["target_forward_us"] - f["sample_us"]
-                                    - (f["propose_us"] or 0.0))
-        else:
-            f["other_gpu_us"] = None
+        others = [o for o in (_other_gpu_us(a), _other_gpu_us(b)) if o is not None]
+        f["other_gpu_us"] = sum(others) / len(others) if others else 0.0
+        parts = [f["target_forward_us"], f["sample_us"]]
+        if None in parts:
+            raise ValueError(f"shard point {key(a)}: no target forward or sample time to carry")
+        period = sum(parts) + (f["propose_us"] or 0.0) + f["other_gpu_us"]
+        host = f["host_busy_us"] or 0.0
+        f["gpu_period_us"] = period
+        f["step_us"] = max(period, host)
+        lengthen = (a.instrumented_step_us / a.step_us) if a.instrumented_step_us and a.step_us else None
+        f["instrumented_step_us"] = f["step_us"] * lengthen if lengthen else None
+        f["host_blocked_us"] = max(0.0, period - host)
+        f["gpu_bound"] = period >= host
         counts = [x + y for x, y in zip(a.accept_length_counts, b.accept_length_counts)]
         f["accept_length_counts"] = counts
         f["mean_accept_length"] = (sum((i + 1) * c for i, c in enumerate(counts)) / sum(counts)
                                    if sum(counts) else a.mean_accept_length)
         f["context_len"] = (a.context_len + b.context_len) / 2.0
-        f["gpu_bound"] = None if a.gpu_bound is None or b.gpu_bound is None else bool(a.gpu_bound and b.gpu_bound)
         if f["gpu_parts_scale"] is not None:
             f["gpu_parts_scale"] = min(2.0, max(0.5, f["gpu_parts_scale"]))
         out.append(EnginePoint(**f))

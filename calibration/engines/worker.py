@@ -83,7 +83,7 @@ def start_backend(plan: ProcessPlan, workdir: Path):
                              topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
                              seed=plan.prompt_seed, capture_sizes=plan.capture_sizes or None,
                              uniform_expert_routing=plan.uniform_expert_routing,
-                             max_total_tokens=plan.max_total_tokens)
+                             max_total_tokens=plan.max_total_tokens, cuda_graphs=plan.cuda_graphs)
     raise ValueError(f"engine {plan.engine!r}: one of vllm, sglang, fake")
 
 
@@ -103,6 +103,7 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
                           info={**asdict(info), "variant": dict(
                               topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
                               uniform_expert_routing=plan.uniform_expert_routing, engine_env=plan.engine_env,
+                              cuda_graphs=plan.cuda_graphs,
                               num_hidden_layers=plan.target_config.get("num_hidden_layers"))},
                           startup_s=time.perf_counter() - t0, created_unix=time.time()))
     pool = prompt_pool(max(p.batch_size for p in todo), max(p.prompt_len for p in todo), seed=plan.prompt_seed,

@@ -139,6 +139,37 @@ def verdict(rows: list[dict]) -> str:
                        "and the verify inside 21-28 ms.")
 
 
+def account(prof: EngineProfile, rows: list[dict]) -> str:
+    """Which part of the cycle the measured rank leaves short of the published figures."""
+    by_k = {p.num_steps: p for p in prof.points if p.batch_size == 1}
+    if 0 not in by_k or STEPS not in by_k:
+        return ""
+    dec, ver = by_k[0], by_k[STEPS]
+    s1 = rows[0]
+    pub_step_ms = 1000.0 / PUB_BASELINE
+    pub_cycle_ms = 1000.0 * PUB_AL / PUB_SPEC
+    draft_ms = ((ver.draft_extend_us or 0.0) + (ver.draft_steps_us or 0.0)) / 1000.0
+    return (
+        "\n### What is missing (S1)\n\n"
+        f"- The rank's target forward, carried to 61 layers: {dec.target_forward_us / 1000:.2f} ms for the 1-token "
+        f"decode, {ver.target_forward_us / 1000:.2f} ms for the 6-token verify ({ver.target_forward_us / dec.target_forward_us:.2f}x). "
+        f"With the group's collectives S1 prices the decode step at {1000.0 / s1['baseline']:.2f} ms (published "
+        f"{pub_step_ms:.2f} ms) and the verify at {s1['verify_ms']:.1f} ms, of it {s1['verify_comm_ms']:.1f} ms "
+        f"collectives; the published verify (21-28 ms) is {21 / pub_step_ms:.1f}-{28 / pub_step_ms:.1f}x the "
+        f"published decode step, the measured one {s1['verify_ms'] * s1['baseline'] / 1000.0:.2f}x.\n"
+        f"- The cycle at {STEPS} steps: S1 {s1['cycle_ms']:.1f} ms, published {pub_cycle_ms:.1f} ms (accept length "
+        f"{PUB_AL} at {PUB_SPEC} tok/s): {pub_cycle_ms - s1['cycle_ms']:.1f} ms missing. The draft is not where it "
+        f"is: its measured GPU parts on the rank are {draft_ms:.2f} ms, {s1['draft_share']:.0%} of S1's cycle with "
+        "its collectives, against the published < 5%. The host's work per speculative step is "
+        f"{(ver.host_busy_us or 0) / 1000:.1f} ms, under the GPU's, so it does not pace the 61-layer step.\n"
+        f"- So the missing time is in the verify: {21 - s1['verify_ms']:.1f}-{28 - s1['verify_ms']:.1f} ms more than "
+        "SGLang's own kernels take for 6 tokens in one CUDA graph on an H200-class GPU with uniformly routed "
+        "experts. What would settle it: the seed box's verify measured (a torch profiler trace of one verify on "
+        "that box), or, for the hypotheses this GPU can test, S3 (the same rank without CUDA graphs: "
+        "`specdecsim calibrate engine-queue sglang-h200-eager DIR`), and the GPU of the B hypotheses of "
+        "seed-hypotheses.md (RTX PRO 6000 Blackwell, INT4 experts), which is not lent.\n")
+
+
 def main() -> None:
     prof, info = build_profile([POINTS])
     steps = sorted({p.num_steps for p in prof.points if p.num_steps})
@@ -155,7 +186,7 @@ def main() -> None:
             f"attention, {prof.cudagraph_mode}, {prof.gpu_name}); measured step counts {', '.join(map(str, steps))}. "
             f"Acceptance iid {ALPHA:.4f} (accept length {PUB_AL} at {STEPS} steps). Nothing fitted.\n\n"
             "What SGLang measured on the two shards (batch 1, context 2048):\n\n" + shard_table(info) + "\n\n"
-            + table(rows) + "\n\n" + verdict(rows) + "\n")
+            + table(rows) + "\n\n" + verdict(rows) + "\n" + account(prof, rows))
     print(body)
     for r in rows:
         for n in r["notes"]:

@@ -86,8 +86,8 @@ def validate(
     counts = Counter((p.record_set, p.label) for p in points)
     twice = [label for (_, label), n in counts.items() if n > 1]
     if twice:
-        console.print(f"[yellow]note: more than one record in one folder for {len(twice)} point(s) (e.g. a quick "
-                      f"and a noise take); each record is compared: {escape(', '.join(twice[:3]))}"
+        console.print(f"[yellow]note: more than one record in one folder for {len(twice)} point(s) (e.g. a second "
+                      f"engine process of the same configuration, or a quick and a noise take); each record is compared: {escape(', '.join(twice[:3]))}"
                       f"{' ...' if len(twice) > 3 else ''}[/]")
     if json_out is not None:
         console.print(f"wrote {escape(str(json_out))}", highlight=False)

@@ -1,0 +1,48 @@
+"""Table of docs/engine-calibration.md: SGLang's live records predicted from its engine-native
+profiles (each record names the profile of its shape).
+
+    python docs/make_sglang_validation_table.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs"))
+
+from make_engine_validation_table import row, stats  # noqa: E402
+from simulator.evidence.validate import compare, load_records  # noqa: E402
+from simulator.profile import load_profile, resolve_profile_path  # noqa: E402
+
+LIVE = ROOT / "data" / "live"
+FOLDERS = {
+    "Llama-3.1-8B chain, overlap on": "h200_sglang_0.5.15",
+    "Llama-3.1-8B tree (topk 4, 8 draft tokens, num_steps 3)": "h200_sglang_0.5.15_tree",
+    "Llama-3.1-8B, overlap scheduler off": "h200_sglang_0.5.15_no_overlap",
+    "Qwen3-30B-A3B (MoE) chain, overlap on": "h200_sglang_0.5.15_qwen3-30b-a3b",
+}
+
+
+def main() -> None:
+    prof = load_profile(resolve_profile_path("h200"))
+    print("| records | records | median abs err | max abs err | within 8% | best num_steps (cells) | "
+          "batch sizes with every cell's best num_steps right | speedup within 0.05 | crossover within one step |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    chain = None
+    for label, folder in FOLDERS.items():
+        pts = compare(load_records([LIVE / folder]), prof)
+        chain = chain or pts
+        print(row(label, stats(pts)))
+    for k in sorted({p.num_steps for p in chain}):
+        sub = [p for p in chain if p.num_steps == k]
+        print(row(f"  chain, num_steps {k}", stats(sub)))
+    second = [p for p in chain if p.source.endswith("_r2.json")]
+    if second:
+        print(row("  chain, second processes (`_r2`)", stats(second)))
+
+
+if __name__ == "__main__":
+    main()
