@@ -179,6 +179,13 @@ def test_the_sglang_native_seed_pipeline_prices_a_rank_and_adds_the_groups_colle
     r = m.predict("S1", False, path, [2, 5])
     assert r["baseline"] > 0 and r["spec"] > 0 and r["verify_comm_ms"] > 0
     assert any("priced from the engine-native profile" in n for n in r["notes"])
+    for p in shard_plans(t, d, 8, [3, 9], [5], [1], 2048, 0.535, timed_steps=8, repeats=2, engine="fake",
+                         cuda_graphs=False):
+        run_plan(p, pts, tmp_path / "m", log=lambda s: None)
+    graphed, _ = m.build_profile([pts])
+    assert {p.num_steps for p in graphed.points} == {0, 2, 5}  # the eager shards stay out of S1
+    eager, einfo = m.build_profile([pts], eager=True)
+    assert eager.name.endswith("-eager") and {p.num_steps for p in eager.points} == {0, 5}
     one = tmp_path / "one.jsonl"
     one.write_text("".join(ln for ln in pts.read_text().splitlines(keepends=True) if "shard8_l9" not in ln))
     with pytest.raises(SystemExit, match="two layer counts"):

@@ -30,29 +30,36 @@ from simulator.files import write_json_atomic  # noqa: E402
 DOC = ROOT / "docs" / "cases" / "seed-sglang-native.md"
 POINTS = ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15" / "points.jsonl.gz"
 PROFILE = ROOT / "data" / "engine_profiles" / "sglang-0.5.15-kimi-k2-tp8-rank-h200.json"
+PROFILE_EAGER = ROOT / "data" / "engine_profiles" / "sglang-0.5.15-kimi-k2-tp8-rank-h200-eager.json"  # S3
 BOX = "h200-nvl-pcie-8gpu"
 TP = 8
-LABEL = re.compile(rf"^shard{TP}_l(\d+)_s(\d+)$")
+LABEL = re.compile(rf"^shard{TP}_l(\d+)_s(\d+)(_eager)?$")
 TARGET_LAYERS = 61
 
 
-def shard_points(paths: list[Path]) -> tuple[dict[int, list], list[dict]]:
-    """{decoder layers: EnginePoints} of the shard processes, and their engine lines."""
+def _shard(label: str, eager: bool):
+    m = LABEL.match(label)
+    return m if m and bool(m.group(3)) == eager else None
+
+
+def shard_points(paths: list[Path], eager: bool = False) -> tuple[dict[int, list], list[dict]]:
+    """{decoder layers: EnginePoints} of the shard processes (those without CUDA graphs, labels
+    `_eager`, for S3), and their engine lines."""
     engines, lines = engine_lines(paths, "calibrate")
     out: dict[int, list] = {}
     for ln in lines:
-        m = LABEL.match(ln["label"])
+        m = _shard(ln["label"], eager)
         if not m:
             continue
         ep = engine_point(ln["point"], "sglang")
         if ep is not None:
             out.setdefault(int(m.group(1)), []).append(ep)
-    return out, [e for e in engines if LABEL.match(e["label"])]
+    return out, [e for e in engines if _shard(e["label"], eager)]
 
 
-def build_profile(paths: list[Path]) -> tuple[EngineProfile, dict]:
+def build_profile(paths: list[Path], eager: bool = False) -> tuple[EngineProfile, dict]:
     """The 61-layer profile and what it was carried from."""
-    by_layers, engines = shard_points(paths)
+    by_layers, engines = shard_points(paths, eager)
     if len(by_layers) < 2:
         raise SystemExit(f"{', '.join(map(str, paths))}: shard points of two layer counts are needed, found "
                          f"{sorted(by_layers)}")
@@ -65,7 +72,7 @@ def build_profile(paths: list[Path]) -> tuple[EngineProfile, dict]:
     spec = [e["info"] for e in engines if e["num_steps"]]
     src = spec[-1] if spec else cfg
     fields = dict(
-        name=PROFILE.stem, engine="sglang", engine_version=cfg.get("engine_version", ""),
+        name=(PROFILE_EAGER if eager else PROFILE).stem, engine="sglang", engine_version=cfg.get("engine_version", ""),
         attention_backend=src.get("attention_backend", ""), cudagraph_mode=src.get("cudagraph_mode", ""),
         model_runner=src.get("model_runner", ""), async_scheduling=bool(src.get("async_scheduling", True)),
         gpu_name=cfg.get("gpu_name", ""), catalog_gpu="h200-nvl", torch_version=cfg.get("torch_version", ""),
@@ -170,23 +177,36 @@ def account(prof: EngineProfile, rows: list[dict]) -> str:
         "seed-hypotheses.md (RTX PRO 6000 Blackwell, INT4 experts), which is not lent.\n")
 
 
+def _profile_file(prof: EngineProfile, dest: Path) -> Path:
+    """Where the profile is written: `dest` with --write, a temporary file otherwise."""
+    if "--write" not in sys.argv:
+        import tempfile
+        dest = Path(tempfile.mkdtemp()) / dest.name
+    write_json_atomic(dest, prof.model_dump(mode="json", exclude_none=True))
+    return dest
+
+
 def main() -> None:
     prof, info = build_profile([POINTS])
     steps = sorted({p.num_steps for p in prof.points if p.num_steps})
-    if "--write" in sys.argv:
-        write_json_atomic(PROFILE, prof.model_dump(mode="json", exclude_none=True))
-        path = PROFILE
-    else:
-        import tempfile
-        path = Path(tempfile.mkdtemp()) / (PROFILE.stem + ".json")
-        write_json_atomic(path, prof.model_dump(mode="json", exclude_none=True))
+    path = _profile_file(prof, PROFILE)
     rows = [predict("S1", False, path, steps), predict("S2 (published allreduce)", True, path, steps)]
+    by_eager, _ = shard_points([POINTS], eager=True)
+    if len(by_eager) >= 2:  # S3: the rank without CUDA graphs
+        eager, eager_info = build_profile([POINTS], eager=True)
+        rows.append(predict("S3 (no CUDA graphs)", False, _profile_file(eager, PROFILE_EAGER),
+                            sorted({p.num_steps for p in eager.points if p.num_steps})))
+        eager_text = ("\nS3's shards (no CUDA graphs; profile "
+                      f"{PROFILE_EAGER.relative_to(ROOT)}):\n\n" + shard_table(eager_info) + "\n")
+    else:
+        eager_text = ("\nS3 (no CUDA graphs) is not measured yet: its shard processes (`shard8_l{3,9}_s{0,5}_eager`, "
+                      "`specdecsim calibrate engine-queue sglang-h200-eager DIR`) are not in the points file.\n")
     body = ("\n## Results (written by `python docs/cases/make_seed_sglang.py --write`)\n\n"
             f"Profile {PROFILE.relative_to(ROOT)} ({prof.engine} {prof.engine_version}, {prof.attention_backend} "
             f"attention, {prof.cudagraph_mode}, {prof.gpu_name}); measured step counts {', '.join(map(str, steps))}. "
             f"Acceptance iid {ALPHA:.4f} (accept length {PUB_AL} at {STEPS} steps). Nothing fitted.\n\n"
-            "What SGLang measured on the two shards (batch 1, context 2048):\n\n" + shard_table(info) + "\n\n"
-            + table(rows) + "\n\n" + verdict(rows) + "\n" + account(prof, rows))
+            "What SGLang measured on the two shards (batch 1, context 2048):\n\n" + shard_table(info) + "\n"
+            + eager_text + "\n" + table(rows) + "\n\n" + verdict(rows) + "\n" + account(prof, rows))
     print(body)
     for r in rows:
         for n in r["notes"]:
