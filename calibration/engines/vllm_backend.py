@@ -20,6 +20,12 @@ the GPU stream), around the target's graph replay (`cudagraph_manager.run_fullgr
 decode graphs (the other num_steps - 1 draft forwards); on the host, the time `AsyncOutput.
 get_output` waits for the GPU's output copy. Every hook that could not be installed is named in
 `EngineInfo.hooks` / `notes`, and the points then lack that part rather than carry a wrong one.
+
+Model runner V1 (vllm/v1/worker/gpu_model_runner.py: what 0.26 runs MoE targets such as
+Qwen3-30B-A3B on) is timed at the same places by its own names: `execute_model`, `_model_forward`
+(the target's forward; padded tokens from its `input_ids`), `_sample`, `propose_draft_token_ids`
+(the drafter), the drafter's model calls (the first of a step its draft prefill over the verified
+tokens, the rest its decode steps) and `AsyncGPUModelRunnerOutput.get_output`'s wait.
 """
 
 from __future__ import annotations
@@ -128,6 +134,9 @@ class VllmBackend(RecordingWindow):
 
     def _install_hooks(self) -> None:
         r = self.runner
+        if getattr(r, "speculator", None) is None and hasattr(r, "_model_forward"):
+            self._install_v1_hooks()
+            return
         self._wrap(r, "execute_model", "execute_model", before=self._on_exec)
         cg = getattr(r, "cudagraph_manager", None)
         self._wrap(cg, "run_fullgraph", "target_full_graph", before=self._ev("fwd0", pad=True), after=self._ev("fwd1"))
@@ -159,6 +168,50 @@ class VllmBackend(RecordingWindow):
             self._info.hooks.append("host_blocked")
         except Exception as e:  # noqa: BLE001
             self._info.notes.append(f"hook host_blocked not installed: {e!r}")
+
+    def _install_v1_hooks(self) -> None:
+        """Model runner V1's phases (module docstring)."""
+        r, backend = self.runner, self
+        self._info.notes.append("model runner V1 (vllm/v1/worker/gpu_model_runner.py)")
+        self._wrap(r, "execute_model", "execute_model", before=self._on_exec)
+        self._wrap(r, "_model_forward", "target_forward", before=self._ev_kw("fwd0", "fwd"), after=self._ev("fwd1"))
+        self._wrap(r, "_sample", "sample", before=self._ev("smp0"), after=self._ev("smp1"))
+        if self.num_steps:
+            self._wrap(r, "propose_draft_token_ids", "propose", before=self._ev("prop0"), after=self._ev("prop1"))
+            drafter = getattr(r, "drafter", None)
+            model = getattr(drafter, "model", None)
+            if model is not None:
+                drafter.model = _TimedDraftModel(model, self)
+                self._info.hooks.append("draft_forwards")
+            else:
+                self._info.notes.append("hook draft_forwards: the drafter's model not found")
+        try:
+            from vllm.v1.worker import gpu_model_runner as gmr
+            orig = gmr.AsyncGPUModelRunnerOutput.get_output
+
+            def get_output(out_self):
+                if backend._recording and backend._steps:
+                    t0 = time.perf_counter()
+                    out_self.async_copy_ready_event.synchronize()
+                    backend._steps[-1]["blocked_s"] = backend._steps[-1].get("blocked_s", 0.0) + time.perf_counter() - t0
+                return orig(out_self)
+            gmr.AsyncGPUModelRunnerOutput.get_output = get_output
+            self._info.hooks.append("host_blocked")
+        except Exception as e:  # noqa: BLE001
+            self._info.notes.append(f"hook host_blocked not installed: {e!r}")
+
+    def _ev_kw(self, name: str, key: str):
+        """An event hook that also records the forward's padded tokens from its `input_ids`."""
+        ev = self._ev(name)
+
+        def hook(args, kwargs, out=None):
+            ev(args, kwargs, out)
+            ids = kwargs.get("input_ids")
+            if ids is None:
+                ids = kwargs.get("positions")
+            if self._instrument and self._steps and "ev" in self._steps[-1] and hasattr(ids, "shape"):
+                self._steps[-1][f"{key}_tokens"] = int(ids.shape[-1])
+        return hook
 
     # ---- hooks -------------------------------------------------------------------------------
     def _on_exec(self, args, kwargs) -> None:
@@ -229,3 +282,30 @@ class VllmBackend(RecordingWindow):
             self.engine.engine_core.shutdown()
         except Exception:  # noqa: BLE001 - the process ends next
             pass
+
+
+class _TimedDraftModel:
+    """Stands in for model runner V1's drafter model: its first call in a step is the draft prefill
+    (events ext0/ext1 and its padded tokens), the later ones the draft decode steps (dec0 at the
+    first, dec1 after the last); everything else is the model's own."""
+
+    def __init__(self, model, backend: VllmBackend):
+        object.__setattr__(self, "_model", model)
+        object.__setattr__(self, "_backend", backend)
+
+    def __call__(self, *args, **kwargs):
+        b = self._backend
+        live = b._recording and b._instrument and b._steps and "ev" in b._steps[-1]
+        first = live and "ext0" not in b._steps[-1]["ev"]
+        if live:
+            (b._ev_kw("ext0", "ext") if first else b._ev("dec0", first=True))(args, kwargs)
+        out = self._model(*args, **kwargs)
+        if live:
+            b._ev("ext1" if first else "dec1")(args, kwargs, out)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._model, name, value)
