@@ -66,7 +66,8 @@ def test_shard_plans_route_uniformly_without_deepgemm():
 
 
 def test_engine_env_names_are_engine_settings():
-    base = dict(engine="fake", session="calibrate", label="x", num_steps=0, target_config={}, points=[])
+    base = dict(engine="fake", session="calibrate", label="x", num_steps=0, target_config={},
+                points=[{"batch_size": 1, "prompt_len": 64, "acceptance_rate": None}])
     ProcessPlan(**base, engine_env={"SGLANG_X": "1"})
     with pytest.raises(ValueError):
         ProcessPlan(**base, engine_env={"LD_PRELOAD": "/tmp/x.so"})
@@ -258,7 +259,7 @@ def test_engine_queue_run_refuses_what_it_cannot_run_and_never_appends_to_a_fore
     r = _cli("calibrate", "engine-queue-run", q, tmp_path / "p.jsonl.gz")
     assert r.exit_code != 0 and "compressed" in r.output
     r = _cli("calibrate", "engine-queue-run", q, tmp_path / "p.jsonl", "--deadline-s", "5")
-    assert r.exit_code != 0 and "at least 20" in r.output
+    assert r.exit_code != 0 and "more than 21" in r.output
     (tmp_path / "empty").mkdir()
     r = _cli("calibrate", "engine-queue-run", tmp_path / "empty", tmp_path / "p.jsonl")
     assert r.exit_code != 0 and "no ProcessPlan files" in r.output
@@ -321,3 +322,81 @@ def test_eager_queue_measures_the_seed_rank_without_graphs_then_orders_live_befo
     labels = [p.label for p in plans]
     assert labels.index("live_s3_r3") < labels.index("calibrate_s3_r3") and len(set(labels)) == len(labels)
     assert label_variant("calibrate_s3_r3") == (1, None, True) and label_variant("shard8_l3_s5_eager") is None
+
+
+@pytest.mark.parametrize("point,msg", [
+    ({"batch_size": 1, "prompt_len": 64, "acceptance_rate": None, "bogus": 1}, "points[0].bogus"),
+    ({"batch_size": 0, "prompt_len": 64, "acceptance_rate": None}, "points[0].batch_size"),
+    ({"batch_size": "abc", "prompt_len": 64, "acceptance_rate": None}, "points[0].batch_size"),
+    ({"batch_size": 1, "prompt_len": 10**9, "acceptance_rate": None}, "points[0].prompt_len"),
+    ({"batch_size": 1, "prompt_len": 64, "acceptance_rate": 2.0}, "points[0].acceptance_rate"),
+    ({"batch_size": 1, "prompt_len": 64, "acceptance_rate": None, "timed_steps": 0}, "points[0].timed_steps"),
+    ({"batch_size": 1, "prompt_len": 64, "acceptance_rate": None, "repeats": 0}, "points[0].repeats"),
+    ({"batch_size": 1, "prompt_len": 9000, "acceptance_rate": None}, "max_model_len"),
+    ({"batch_size": 100, "prompt_len": 64, "acceptance_rate": None}, "max_num_seqs"),
+    ({"batch_size": 1, "prompt_len": 64, "acceptance_rate": 0.5}, "None exactly when num_steps is 0"),
+])
+def test_a_queue_with_a_bad_point_is_refused_before_anything_runs(tmp_path, point, msg):
+    import json
+
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    q = tmp_path / "q"
+    q.mkdir()
+    good = dict(engine="fake", session="calibrate", label="a", num_steps=0, target_config={},
+                points=[{"batch_size": 1, "prompt_len": 64, "acceptance_rate": None, "timed_steps": 4, "repeats": 1}])
+    (q / "000_a.json").write_text(json.dumps(good))
+    (q / "001_b.json").write_text(json.dumps({**good, "label": "b", "points": [point]}))
+    r = CliRunner().invoke(app, ["calibrate", "engine-queue-run", str(q), str(tmp_path / "o" / "p.jsonl"),
+                                 "--deadline-s", "60"])
+    assert r.exit_code == 2 and msg in r.output and "001_b.json" in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "o" / "p.jsonl").exists()  # the good plan did not run either
+
+
+def test_queue_strings_are_not_numbers_and_points_files_are_not_appended_to_foreign_files(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    q = tmp_path / "q"
+    q.mkdir()
+    plan = dict(engine="fake", session="calibrate", label="a", num_steps=0, target_config={},
+                points=[{"batch_size": 1, "prompt_len": 64, "acceptance_rate": None, "timed_steps": 4, "repeats": 1}])
+    (q / "000_a.json").write_text(json.dumps({**plan, "max_total_tokens": "300"}))
+    r = CliRunner().invoke(app, ["calibrate", "engine-queue-run", str(q), str(tmp_path / "p.jsonl"), "--deadline-s", "60"])
+    assert r.exit_code == 2 and "max_total_tokens" in r.output, r.output
+    (q / "000_a.json").write_text(json.dumps({**plan, "points_file": "other.jsonl"}))
+    (tmp_path / "other.jsonl").write_text("precious\n")
+    r = CliRunner().invoke(app, ["calibrate", "engine-queue-run", str(q), str(tmp_path / "p.jsonl"), "--deadline-s", "60"])
+    assert r.exit_code == 2 and "points_file" in r.output and "not an engine points file" in r.output, r.output
+    assert (tmp_path / "other.jsonl").read_text() == "precious\n"
+    r = CliRunner().invoke(app, ["calibrate", "engine-queue-run", str(q), str(tmp_path / "p.jsonl"), "--deadline-s", "21"])
+    assert r.exit_code == 2 and "more than 21" in r.output
+
+
+def test_a_queue_folder_named_plans_beside_its_points_resumes(tmp_path):
+    import json
+    q = tmp_path / "plans"
+    q.mkdir()
+    plan = dict(engine="fake", session="calibrate", label="a", num_steps=0, target_config={},
+                points=[{"batch_size": 1, "prompt_len": 64, "acceptance_rate": None, "timed_steps": 4, "repeats": 1}])
+    (q / "000_a.json").write_text(json.dumps(plan))
+    pts = tmp_path / "points.jsonl"
+    assert run_queue(q, pts, log=lambda s: None) == {"a": "done"}
+    assert run_queue(q, pts, log=lambda s: None) == {"a": "skipped"}
+    assert [f.name for f in q.iterdir()] == ["000_a.json"]
+
+
+def test_a_process_whose_points_failed_is_not_reported_done(tmp_path):
+    import json
+    q = tmp_path / "q"
+    q.mkdir()
+    plan = dict(engine="fake", session="calibrate", label="a", num_steps=0, target_config={}, max_model_len=256,
+                points=[{"batch_size": 1, "prompt_len": 64, "acceptance_rate": None, "timed_steps": 20000,
+                         "repeats": 1}])
+    (q / "000_a.json").write_text(json.dumps(plan))
+    pts = tmp_path / "points.jsonl"
+    assert run_queue(q, pts, log=lambda s: None) == {"a": "points failed (error lines)"}
+    assert [r["kind"] for r in read_lines(pts)] == ["engine", "error"]

@@ -98,7 +98,7 @@ def _check_context_lens(ps: list[int], ks: list[int]) -> None:
             fail(f"--context-lens {p}: {e}")
 
 
-def _check_points_output(pts: Path) -> None:
+def _check_points_output(pts: Path, name: str = "--points") -> None:
     """--points is new, empty, or an engine points file (never appended to another file)."""
     from calibration.engines.points import POINTS_SCHEMA
     if not pts.exists() or pts.stat().st_size == 0:
@@ -106,7 +106,7 @@ def _check_points_output(pts: Path) -> None:
     with open(pts, "rb") as f:
         head = f.readline(1 << 16)
     if b'"schema":"engine_points/1"' not in head.replace(b" ", b""):
-        fail(f"--points {pts}: exists and is not an engine points file ({POINTS_SCHEMA} lines); give a new path")
+        fail(f"{name} {pts}: exists and is not an engine points file ({POINTS_SCHEMA} lines); give a new path")
 
 
 def _check_not_input(out: Path, inputs: list[Path], option: str) -> None:
@@ -133,13 +133,13 @@ def _existing_points(paths: list[Path]) -> list[Path]:
     return list(paths)
 
 
-def _points_path(points: Optional[Path], default: Path) -> Path:
+def _points_path(points: Optional[Path], default: Path, name: str = "--points") -> Path:
     p = points or default
     if p.exists() and not p.is_file():
-        fail(f"--points {p}: not a regular file")
+        fail(f"{name} {p}: not a regular file")
     if p.suffix == ".gz":
-        fail(f"--points {p}: a compressed points file is read with --from-points, not appended to")
-    _check_points_output(p)
+        fail(f"{name} {p}: a compressed points file is read with --from-points, not appended to")
+    _check_points_output(p, name)
     return p
 
 
@@ -403,14 +403,20 @@ def engine_process(
     from simulator.inputs import format_validation_error, read_text
 
     try:
-        p = ProcessPlan.model_validate_json(read_text(plan, "engine process plan"))
+        p = ProcessPlan.model_validate_json(read_text(plan, "ProcessPlan file"), strict=True)
     except ValidationError as e:
         fail(format_validation_error(str(plan), e))
     run_plan(p, points, points.parent / "engine_models", log=lambda s: print(s, flush=True))
+    from calibration.engines.campaign import POINTS_FAILED_RC
+    from calibration.engines.worker import done_keys
+    done = done_keys(points)
+    if any((p.label, q.key) not in done for q in p.point_plans()):
+        raise typer.Exit(POINTS_FAILED_RC)  # some point failed: its error line says why
 
 
 def engine_queue(
-    name: Annotated[str, typer.Argument(help="The queue: sglang-h200 (calibration/engines/queue.py).")],
+    name: Annotated[str, typer.Argument(help="The queue: sglang-h200-eager, sglang-h200-moe, sglang-h200-next or "
+                                             "sglang-h200 (calibration/engines/queue.py).")],
     out: Annotated[Path, typer.Argument(help="Folder to write its ProcessPlan files into, in run order.")],
 ) -> None:
     """Write a device session's engine processes as ProcessPlan files (run by engine-queue-run)."""
@@ -437,14 +443,20 @@ def engine_queue_run(
     if not plans.is_dir():
         fail(f"{plans}: not a folder of ProcessPlan files")
     _check_deadline(deadline_s)
-    if deadline_s is not None and deadline_s < MIN_PROCESS_S:
-        fail(f"--deadline-s {deadline_s:g}: at least {MIN_PROCESS_S:g} (no engine process is started with less)")
-    _points_path(points, points)
+    if deadline_s is not None and deadline_s <= MIN_PROCESS_S + 1:
+        fail(f"--deadline-s {deadline_s:g}: more than {MIN_PROCESS_S + 1:g} (no engine process is started with "
+             f"less than {MIN_PROCESS_S:g} s left)")
+    _points_path(points, points, "POINTS")
     try:
         queue = load_queue(plans)
     except UserInputError as e:
         fail(str(e))
+    for f in sorted({p.points_file for p in queue if p.points_file}):
+        _points_path(points.parent / f, points.parent / f, "points_file")
     status = run_queue(plans, points, deadline_s, log=lambda s: print(s, flush=True), plans=queue)
     bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
     if bad:
-        fail(f"engine processes not finished: {bad} (their lines in {points} say why)")
+        files = sorted({str(points.parent / p.points_file) if p.points_file else str(points)
+                        for p in queue if p.label in bad})
+        fail(f"engine processes not finished: {bad} (the log above says why; points, and a failed point's "
+             f"error line, in {', '.join(files)})")

@@ -23,6 +23,7 @@ from calibration.engines.worker import done_keys, run_plan
 ENGINE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
               "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "PYTHONUNBUFFERED": "1"}
 MIN_PROCESS_S = 20.0  # a process given less time than this is not started
+POINTS_FAILED_RC = 3  # an engine process whose engine ran but left some of its points unmeasured
 
 
 def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | None = None,
@@ -35,7 +36,7 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
     """
     start = time.monotonic()
     status: dict[str, str] = {}
-    plan_dir = points.parent / "plans"
+    plan_dir = points.parent / f"{points.name}.plans"  # the plan each process ran, beside its points
     queue_points = points
     for plan in plans:
         points = queue_points.parent / plan.points_file if plan.points_file else queue_points
@@ -60,7 +61,8 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
         t0 = time.monotonic()
         try:
             rc = subprocess.run(cmd, env={**os.environ, **ENGINE_ENV}, timeout=left).returncode
-            status[plan.label] = "done" if rc == 0 else f"failed rc={rc}"
+            status[plan.label] = ("done" if rc == 0 else "points failed (error lines)" if rc == POINTS_FAILED_RC
+                                  else f"failed rc={rc}")
         except subprocess.TimeoutExpired:
             status[plan.label] = "timeout"
         log(f"{plan.label}: {status[plan.label]} after {time.monotonic() - t0:.0f} s")
@@ -83,7 +85,7 @@ def load_queue(plan_dir: Path) -> list[ProcessPlan]:
     plans = []
     for f in files:
         try:
-            plans.append(ProcessPlan.model_validate_json(read_text(f, "engine process plan")))
+            plans.append(ProcessPlan.model_validate_json(read_text(f, "ProcessPlan file"), strict=True))
         except ValidationError as e:
             raise UserInputError(format_validation_error(str(f), e)) from None
     labels = [p.label for p in plans]

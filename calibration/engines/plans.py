@@ -23,12 +23,24 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from calibration.engines.run_loop import PointPlan
 from simulator.schema_base import StrictModel
 
 ENGINE_KINDS = ("vllm", "sglang", "fake")
+
+
+class PointFields(StrictModel):
+    """One point of a process (calibration.engines.run_loop.PointPlan's fields, bounded)."""
+
+    batch_size: int = Field(ge=1, le=4096)
+    prompt_len: int = Field(ge=1, le=2**20)
+    acceptance_rate: float | None = Field(ge=0.0, le=1.0, description="None for the baseline.")
+    timed_steps: int = Field(48, ge=1, le=100_000)
+    warmup_steps: int = Field(8, ge=0, le=100_000)
+    repeats: int = Field(2, ge=1, le=100)
+    instrument_first: bool = False
 
 
 class ProcessPlan(StrictModel):
@@ -69,6 +81,32 @@ class ProcessPlan(StrictModel):
                                                 "another model's processes, whose labels would mix with the queue's.")
     prompt_seed: int = 0
     points: list[dict] = Field(description="PointPlan fields, one dict per point.")
+
+    @field_validator("points")
+    @classmethod
+    def _points_are_point_plans(cls, v: list[dict]) -> list[dict]:
+        if not v:
+            raise ValueError("at least one point")
+        out = []
+        for i, p in enumerate(v):
+            try:
+                out.append(PointFields.model_validate(p, strict=True).model_dump())
+            except ValueError as e:
+                first = e.errors()[0] if hasattr(e, "errors") else {"loc": (), "msg": str(e)}
+                where = ".".join(str(x) for x in first.get("loc", ()))
+                raise ValueError(f"points[{i}]{'.' + where if where else ''}: {first['msg']}") from None
+        return out
+
+    @model_validator(mode="after")
+    def _points_fit_the_engine(self):
+        for i, p in enumerate(self.points):
+            if p["batch_size"] > self.max_num_seqs:
+                raise ValueError(f"points[{i}].batch_size {p['batch_size']} > max_num_seqs {self.max_num_seqs}")
+            if p["prompt_len"] >= self.max_model_len:
+                raise ValueError(f"points[{i}].prompt_len {p['prompt_len']} >= max_model_len {self.max_model_len}")
+            if (p["acceptance_rate"] is None) != (self.num_steps == 0):
+                raise ValueError(f"points[{i}].acceptance_rate: None exactly when num_steps is 0 (the baseline)")
+        return self
 
     def point_plans(self) -> list[PointPlan]:
         return [PointPlan(**p) for p in self.points]
