@@ -253,3 +253,25 @@ def test_a_repeated_process_pairs_with_its_own_baseline(tmp_path):
     assert second.paired_baseline_tok_per_s == pytest.approx(first.paired_baseline_tok_per_s / 2.0)
     assert recs["sglang_b8_p1024_a0.7_t40x2_s1.json"].paired_baseline_tok_per_s == first.paired_baseline_tok_per_s
     assert "sglang_b8_p1024_base_t40x2_s0_r9.json" in recs
+
+
+def test_host_paced_sglang_spans_are_kept_and_busy_ones_scaled():
+    """A speculative step whose GPU waited for the host (the seed shard at batch 1) keeps its graph
+    spans as measured and counts no idle GPU work; a GPU-busy one (the 8B target at batch 64) has
+    its parts scaled to the event-free step."""
+    import gzip
+    import json
+
+    from calibration.engines.build import engine_point
+    lines = [json.loads(s) for s in gzip.open(P, "rt")]
+
+    def point(label, batch):
+        return next(ln["point"] for ln in lines if ln["kind"] == "point" and ln["label"] == label
+                    and ln["point"]["batch_size"] == batch)
+    raw = point("shard8_l3_s5", 1)
+    ep = engine_point(raw, "sglang")
+    inst = next(r for r in raw["repeats"] if r["instrumented"])["means"]
+    assert ep.gpu_bound and ep.gpu_parts_scale is None and ep.other_gpu_us == 0.0
+    assert ep.target_forward_us == pytest.approx(inst["target_forward_us"])
+    busy = engine_point(point("calibrate_s3", 64), "sglang")
+    assert busy.gpu_bound and busy.gpu_parts_scale is not None and 0.9 < busy.gpu_parts_scale < 1.1

@@ -26,6 +26,10 @@ from simulator.inputs import format_validation_error
 from simulator.engines.native import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, fit_parts
 
 SGLANG_PERIOD_MATCH_FRAC = 0.02  # an SGLang speculative step's GPU period within this of its wall period
+# an SGLang step whose instrumented GPU period holds more than this outside its timed graph replays
+# waited for the host: the CUDA events' lengthening of that step is the host's, so the replays' spans
+# (GPU time) are kept as measured, not scaled by it, and the idle gap is not GPU work
+SGLANG_GPU_IDLE_FRAC = 0.10
 GPU_PARTS = ("target_forward_us", "sample_us", "propose_us", "draft_extend_us", "draft_steps_us", "gpu_period_us")
 
 
@@ -86,7 +90,11 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True) -
                 fields["gpu_bound"] = True  # the parts are graph spans; the step is theirs plus the host's
                 fields["other_gpu_us"] = 0.0
                 fields["host_busy_us"] = max(0.0, fields["step_us"] - sum(timed) - (fields.get("propose_us") or 0.0))
-        if fields["gpu_bound"] and fields["instrumented_step_us"] and overlap:
+        idle = (fields.get("other_gpu_us") or 0.0) / fields["gpu_period_us"] if fields.get("gpu_period_us") else 0.0
+        host_paced = engine == "sglang" and overlap and idle > SGLANG_GPU_IDLE_FRAC
+        if host_paced and fields["gpu_bound"]:
+            fields["other_gpu_us"] = 0.0
+        if fields["gpu_bound"] and fields["instrumented_step_us"] and overlap and not host_paced:
             scale = fields["step_us"] / fields["instrumented_step_us"]
             fields["gpu_parts_scale"] = scale
             for name in (*GPU_PARTS, "other_gpu_us"):

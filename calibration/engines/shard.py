@@ -113,7 +113,11 @@ SHARED_PARTS = ("sample_us", "propose_us", "draft_extend_us", "draft_steps_us", 
 def _other_gpu_us(p) -> float | None:
     """The GPU's work in a step outside its timed parts (gaps between graph replays, small
     kernels), known only where the step was GPU-bound: a host-bound step's period is the host's pace."""
-    if not p.gpu_bound or p.gpu_period_us is None or p.target_forward_us is None or p.sample_us is None:
+    if not p.gpu_bound:
+        return None
+    if p.other_gpu_us is not None:  # calibration.engines.build: 0 where the GPU waited for the host
+        return p.other_gpu_us
+    if p.gpu_period_us is None or p.target_forward_us is None or p.sample_us is None:
         return None
     return max(0.0, p.gpu_period_us - p.target_forward_us - p.sample_us - (p.propose_us or 0.0))
 
