@@ -153,25 +153,29 @@ class VllmBackend(RecordingWindow):
                        after=self._ev("dec1"))
         elif self.num_steps:
             self._info.notes.append("no V2 speculator on the model runner: draft phases not timed")
+        self._time_output_wait("vllm.v1.worker.gpu.async_utils", "AsyncOutput", "copy_event")
+
+    def _time_output_wait(self, module: str, owner: str, event: str) -> None:
+        """The host's wait on the GPU's output copy: `module.owner.get_output` waits on its `event`."""
         try:
-            from vllm.v1.worker.gpu import async_utils
-            orig = async_utils.AsyncOutput.get_output
-            backend = self
+            import importlib
+            cls = getattr(importlib.import_module(module), owner)
+            orig, backend = cls.get_output, self
 
             def get_output(out_self):
                 if backend._recording and backend._steps:
                     t0 = time.perf_counter()
-                    out_self.copy_event.synchronize()
+                    getattr(out_self, event).synchronize()
                     backend._steps[-1]["blocked_s"] = backend._steps[-1].get("blocked_s", 0.0) + time.perf_counter() - t0
                 return orig(out_self)
-            async_utils.AsyncOutput.get_output = get_output
+            cls.get_output = get_output
             self._info.hooks.append("host_blocked")
         except Exception as e:  # noqa: BLE001
             self._info.notes.append(f"hook host_blocked not installed: {e!r}")
 
     def _install_v1_hooks(self) -> None:
         """Model runner V1's phases (module docstring)."""
-        r, backend = self.runner, self
+        r = self.runner
         self._info.notes.append("model runner V1 (vllm/v1/worker/gpu_model_runner.py)")
         self._wrap(r, "execute_model", "execute_model", before=self._on_exec)
         self._wrap(r, "_model_forward", "target_forward", before=self._ev_kw("fwd0", "fwd"), after=self._ev("fwd1"))
@@ -185,20 +189,7 @@ class VllmBackend(RecordingWindow):
                 self._info.hooks.append("draft_forwards")
             else:
                 self._info.notes.append("hook draft_forwards: the drafter's model not found")
-        try:
-            from vllm.v1.worker import gpu_model_runner as gmr
-            orig = gmr.AsyncGPUModelRunnerOutput.get_output
-
-            def get_output(out_self):
-                if backend._recording and backend._steps:
-                    t0 = time.perf_counter()
-                    out_self.async_copy_ready_event.synchronize()
-                    backend._steps[-1]["blocked_s"] = backend._steps[-1].get("blocked_s", 0.0) + time.perf_counter() - t0
-                return orig(out_self)
-            gmr.AsyncGPUModelRunnerOutput.get_output = get_output
-            self._info.hooks.append("host_blocked")
-        except Exception as e:  # noqa: BLE001
-            self._info.notes.append(f"hook host_blocked not installed: {e!r}")
+        self._time_output_wait("vllm.v1.worker.gpu_model_runner", "AsyncGPUModelRunnerOutput", "async_copy_ready_event")
 
     def _ev_kw(self, name: str, key: str):
         """An event hook that also records the forward's padded tokens from its `input_ids`."""
