@@ -120,7 +120,8 @@ def sglang_h200_eager() -> list[ProcessPlan]:
     return out + [p for p in sglang_h200_next() if p.label.endswith("_r2")]
 
 
-QUEUES = {"sglang-h200-eager": sglang_h200_eager, "sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next, "sglang-h200-moe": sglang_h200_moe}
+QUEUES = {"sglang-h200-eager": sglang_h200_eager, "sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next,
+          "sglang-h200-moe": sglang_h200_moe}
 
 
 def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:
