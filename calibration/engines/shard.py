@@ -85,8 +85,8 @@ def shard_plans(target: dict, draft: dict, tp: int, layer_counts: list[int], num
     num_steps (chain), at `batch_sizes` x one context, instrumented as a calibration (labels
     `shard{tp}_l{layers}_s{k}`, `_eager` without CUDA graphs). Experts are routed uniformly at
     random (dummy weights would send a verify's tokens to the same experts); SGLang's DeepGEMM JIT
-    is off (its per-shape compile at
-    start-up outlasts a lease), so fp8 linears run its Triton block-fp8 kernels."""
+    is off (its per-shape compile at start-up outlasts a lease), so fp8 linears run its Triton
+    block-fp8 kernels."""
     from calibration.engines.plans import _points
     plans = []
     for layers in layer_counts:
