@@ -400,3 +400,12 @@ def test_a_process_whose_points_failed_is_not_reported_done(tmp_path):
     pts = tmp_path / "points.jsonl"
     assert run_queue(q, pts, log=lambda s: None) == {"a": "points failed (error lines)"}
     assert [r["kind"] for r in read_lines(pts)] == ["engine", "error"]
+
+
+def test_engine_queue_help_names_every_queue():
+    from typer.testing import CliRunner
+
+    from calibration.engines.queue import QUEUES
+    from simulator.cli import app
+    r = CliRunner().invoke(app, ["calibrate", "engine-queue", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and all(name in r.output for name in QUEUES), r.output
