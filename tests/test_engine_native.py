@@ -295,6 +295,19 @@ def test_few_runs_stay_on_full_graph_cells():
     assert few_run_keys(ks, bs, ps, lambda b, k: False) == plain  # nowhere better: kept
 
 
+def test_few_runs_measure_the_two_largest_verifies():
+    """The two largest num_steps both run at the largest batch (two points on the roofline's
+    compute-bound side), the others below it, down to the smallest batch; one run per num_steps."""
+    ks, bs, ps = [1, 2, 3, 4, 6], [1, 2, 4, 8, 16, 32, 64], [1024, 4096]
+    keys = few_run_keys(ks, bs, ps)
+    spec = {k: b for k, b, _ in keys if k}
+    assert sorted(spec) == ks and spec[6] == spec[4] == 64
+    assert all(spec[k] < 64 for k in (1, 2, 3)) and spec[1] == 1
+    assert {p for k, _, p in keys if k in (6, 4)} == set(ps)  # the two at both contexts
+    assert {k: b for k, b, _ in few_run_keys([2, 5], bs, ps) if k} == {5: 64, 2: 64}
+    assert {k: b for k, b, _ in few_run_keys([3], [8], ps) if k} == {3: 8}
+
+
 def test_engine_model_configs_give_their_shapes():
     """Any target / draft pair under data/models/engine/ gives the shapes its records and profile
     carry (a Qwen3 MoE target with its EAGLE-3 draft); names that are not file names are refused."""

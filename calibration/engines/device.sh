@@ -16,8 +16,8 @@
 # or plain), so the points it holds are skipped and only the rest are measured; RESUME_FILES="NAME=FILE ..."
 # does the same for the points files of plans with a points_file of their own.
 #
-# Every stage that watches ends by packing /root/results (points.jsonl, campaign.log) into
-# $OUT/results.tgz. NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the rest).
+# Every stage that watches packs /root/results (points.jsonl, campaign.log) into $OUT/results.tgz
+# every minute and when it ends. NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the rest).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 stage=${1:?stage}
@@ -26,13 +26,15 @@ out=${OUT:-/tmp/out}
 mkdir -p "$res" "$out" /root/stash
 
 pack() {
-  tar czf "$out/results.tgz" -C "$res" . 2>/dev/null
+  tar czf "$out/results.tgz.part" -C "$res" . 2>/dev/null; mv -f "$out/results.tgz.part" "$out/results.tgz"
   ls -l "$res"
 }
 
 watch() {
-  local limit=${1:-540} t0=$SECONDS seen=0
+  local limit=${1:-540} t0=$SECONDS seen=0 packed=$SECONDS
   while :; do
+    # pack every minute: a call cut off by the device's time still brings back what was measured
+    if [ $((SECONDS - packed)) -ge 60 ]; then pack > /dev/null; packed=$SECONDS; fi
     if [ -f "$res/campaign.log" ]; then
       local n; n=$(wc -l < "$res/campaign.log")
       if [ "$n" -gt "$seen" ]; then sed -n "$((seen + 1)),${n}p" "$res/campaign.log" | cut -c1-300; seen=$n; fi

@@ -10,8 +10,9 @@ tokens of the same prompts) find their prefill in the prefix cache.
   window of each point records the GPU phases (CUDA events), the second is left untouched and
   gives the step period and the host's work;
 - few runs (`few_run_keys`): what a user with a busy box measures: the baseline at two batch sizes
-  and one speculative point per num_steps, spread over batch and context, picked from a
-  calibration's points (so the same runs can be compared against the rest);
+  and one speculative point per num_steps (the two largest num_steps at the largest batch, the rest
+  spread down over batch and context), picked from a calibration's points (so the same runs can be
+  compared against the rest);
 - live grid (`live_plans`): the validation grid, uninstrumented, in processes of its own;
 - the order (`spread_order`, `interleave`): the middle num_steps first, then from the ends
   inwards, each configuration's calibration process followed by its live one, so that a campaign
@@ -154,8 +155,14 @@ def live_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_
 def few_run_keys(num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],
                  full_graph=None) -> list[tuple[int, int, int]]:
     """(num_steps, batch_size, prompt_len) of the few runs: the baseline at the smallest and the
-    largest batch (shortest and longest context), and one point per num_steps, the batch sizes
-    spread from the largest (with the most steps) down, the contexts alternating.
+    largest batch (shortest and longest context), and one point per num_steps: the two largest
+    num_steps both at the largest batch, the others spread over the smaller batch sizes from there
+    down to the smallest, the contexts alternating (the largest num_steps at the shortest).
+
+    Two runs at the largest batch put two points on the compute-bound side of the target's
+    roofline, the largest verifies any record has, so its slope there is measured, not read off
+    one point: with one (vLLM 0.26's 448-token verify, where its forward jumps), the few-run
+    profile priced the 256-320-token verifies 10-15% too slow.
 
     Args:
         full_graph: a predicate on (batch_size, num_steps), True where the engine replays a full
@@ -166,8 +173,13 @@ def few_run_keys(num_steps: list[int], batch_sizes: list[int], prompt_lens: list
     bs, ps = sorted(batch_sizes), sorted(prompt_lens)
     keys = [(0, bs[0], ps[0]), (0, bs[-1], ps[-1])]
     ks = sorted(num_steps, reverse=True)
+    top, rest = len(bs) - 1, len(ks) - 2
     for i, k in enumerate(ks):
-        j = max(0, len(bs) - 1 - round(i * (len(bs) - 1) / max(1, len(ks) - 1))) if len(ks) > 1 else len(bs) - 1
+        if i < 2:
+            j = top
+        else:  # from one below the top's neighbour (the top holds two runs) down to the smallest
+            lo_top = max(0, top - 2)
+            j = round(lo_top * (1 - (i - 2) / (rest - 1))) if rest > 1 else lo_top
         if full_graph is not None:
             ok = [m for m in range(len(bs)) if full_graph(bs[m], k)]
             j = min(ok, key=lambda m: (abs(m - j), m)) if ok else j
