@@ -186,6 +186,12 @@ def test_the_sglang_native_seed_pipeline_prices_a_rank_and_adds_the_groups_colle
     assert {p.num_steps for p in graphed.points} == {0, 2, 5}  # the eager shards stay out of S1
     eager, einfo = m.build_profile([pts], eager=True)
     assert eager.name.endswith("-eager") and {p.num_steps for p in eager.points} == {0, 5}
+    epath = tmp_path / "eager.json"
+    write_json_atomic(epath, eager.model_dump(mode="json", exclude_none=True))
+    text = m.account_eager(einfo, m.predict("S3", False, epath, [5]), info)
+    raw = einfo["raw"]
+    per_layer = (raw[9][(0, 1)].target_forward_us - raw[3][(0, 1)].target_forward_us) / 6 / 1000.0
+    assert f"each MoE layer takes {per_layer:.2f} ms at the 1-token decode" in text
     one = tmp_path / "one.jsonl"
     one.write_text("".join(ln for ln in pts.read_text().splitlines(keepends=True) if "shard8_l9" not in ln))
     with pytest.raises(SystemExit, match="two layer counts"):

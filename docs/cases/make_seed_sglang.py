@@ -172,9 +172,41 @@ def account(prof: EngineProfile, rows: list[dict]) -> str:
         f"- So the missing time is in the verify: {21 - s1['verify_ms']:.1f}-{28 - s1['verify_ms']:.1f} ms more than "
         "SGLang's own kernels take for 6 tokens in one CUDA graph on an H200-class GPU with uniformly routed "
         "experts. What would settle it: the seed box's verify measured (a torch profiler trace of one verify on "
-        "that box), or, for the hypotheses this GPU can test, S3 (the same rank without CUDA graphs: "
-        "`specdecsim calibrate engine-queue sglang-h200-eager DIR`), and the GPU of the B hypotheses of "
-        "seed-hypotheses.md (RTX PRO 6000 Blackwell, INT4 experts), which is not lent.\n")
+        "that box), and the GPU of the B hypotheses of seed-hypotheses.md (RTX PRO 6000 Blackwell, INT4 "
+        "experts), which is not lent.\n")
+
+
+def account_eager(info: dict, row: dict, graphed: dict) -> str:
+    """What S3's shards (the rank without CUDA graphs) say of the published figures."""
+    raw, s, lg = info["raw"], info["short"], info["long"]
+    dm = info["moe_long"] - info["moe_short"]
+    if (0, 1) not in raw[s] or (0, 1) not in raw[lg] or dm <= 0:
+        return ""
+
+    def per_layer(k):
+        a, b = raw[s].get((k, 1)), raw[lg].get((k, 1))
+        return None if a is None or b is None else (b.target_forward_us - a.target_forward_us) / dm / 1000.0
+
+    def host_share(k):
+        p = raw[lg].get((k, 1))
+        return None if p is None or not p.step_us else (p.host_busy_us or 0.0) / p.step_us
+    g0 = (graphed["raw"][graphed["long"]][(0, 1)].target_forward_us
+          - graphed["raw"][graphed["short"]][(0, 1)].target_forward_us) / dm / 1000.0
+    ver = per_layer(STEPS)
+    return (
+        "\n### What S3 says\n\n"
+        f"- Without CUDA graphs SGLang launches the rank's forward kernel by kernel from the host: each MoE layer "
+        f"takes {per_layer(0):.2f} ms at the 1-token decode"
+        + (f" and {ver:.2f} ms at the {STEPS + 1}-token verify" if ver is not None else "")
+        + f" (the two shards' difference over their {dm} MoE layers), against {g0:.3f} ms in a CUDA graph; the "
+        f"host is busy {host_share(0):.0%} of the {lg}-layer shard's decode step, so the step is the host's "
+        "launch pace, not the GPU's.\n"
+        f"- Carried to 61 layers that is a {1000.0 / row['baseline']:.0f} ms decode step ({row['baseline']:.1f} "
+        f"tok/s, published 90) and a {row['verify_ms']:.0f} ms verify (published 21-28 ms): {PUB_BASELINE / row['baseline']:.0f}x "
+        "and more than 5x too slow. So the seed box did not run this rank uncaptured: with SGLang 0.5.15's kernels "
+        f"an eager decode or verify is far slower than anything it published, unless its host launched kernels "
+        f"{PUB_BASELINE / row['baseline']:.0f}x faster than the lent machine's. The hypothesis is rejected; the "
+        "missing verify time of S1 is not explained by the graph mode.\n")
 
 
 def _profile_file(prof: EngineProfile, dest: Path) -> Path:
@@ -202,15 +234,18 @@ def main() -> None:
                             sorted({p.num_steps for p in eager.points if p.num_steps})))
         eager_text = ("\nS3's shards (no CUDA graphs; profile "
                       f"{PROFILE_EAGER.relative_to(ROOT)}):\n\n" + shard_table(eager_info) + "\n")
+        eager_account = account_eager(eager_info, rows[-1], info)
     else:
         eager_text = ("\nS3 (no CUDA graphs) is not measured yet: its shard processes (`shard8_l{3,9}_s{0,5}_eager`, "
                       "`specdecsim calibrate engine-queue sglang-h200-eager DIR`) are not in the points file.\n")
+        eager_account = ""
     body = ("\n## Results (written by `python docs/cases/make_seed_sglang.py --write`)\n\n"
             f"Profile {PROFILE.relative_to(ROOT)} ({prof.engine} {prof.engine_version}, {prof.attention_backend} "
             f"attention, {prof.cudagraph_mode}, {prof.gpu_name}); measured step counts {', '.join(map(str, steps))}. "
             f"Acceptance iid {ALPHA:.4f} (accept length {PUB_AL} at {STEPS} steps). Nothing fitted.\n\n"
             "What SGLang measured on the two shards (batch 1, context 2048):\n\n" + shard_table(info) + "\n"
-            + eager_text + "\n" + table(rows) + "\n\n" + verdict(rows) + "\n" + account(prof, rows))
+            + eager_text + "\n" + table(rows) + "\n\n" + verdict(rows) + "\n" + account(prof, rows)
+            + eager_account)
     print(body)
     for r in rows:
         for n in r["notes"]:
