@@ -6,8 +6,10 @@ Default: the committed vLLM 0.26.0 campaign on the lent H200 (data/engine_runs/h
 Every engine process records its start-up (engine up: weights, torch.compile, CUDA-graph capture)
 and every point its wall time (prefill, warm-up and timed windows), so the table is what the GPU
 was held for, process by process, without running anything. Rows: each process; then the full
-calibration (every `calibrate_*` process), the few-run calibration (the same processes' start-ups,
-but only the few runs' points: `calibration.engines.plans.few_run_keys`) and the live grid.
+calibration (one `calibrate_*` process per configuration: a repeated process, `_r2`, is not part of
+the workflow), the few-run calibration (the same processes' start-ups, but only the few runs' points:
+`calibration.engines.plans.few_run_keys`), the live grid, and what else the campaign ran (repeated
+processes, the seed case's shards).
 
 A campaign resumed on another machine (a fresh one: no compile cache) pays torch.compile again in
 its first process; machine sessions are told apart by a gap of over 30 minutes between engine
@@ -17,12 +19,14 @@ first start-up replaced by the median warm start-up).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from calibration.engines.build import label_variant  # noqa: E402
 from calibration.engines.plans import few_run_keys, full_graph_rule  # noqa: E402
 from calibration.engines.worker import read_lines  # noqa: E402
 
@@ -36,18 +40,23 @@ def main(path: Path) -> None:
     by_label: dict[str, list[dict]] = {}
     for r in points:
         by_label.setdefault(r["label"], []).append(r)
-    print(f"{path}")
+    print(path.relative_to(ROOT) if path.is_absolute() and path.is_relative_to(ROOT) else path)
     print(f"{'process':<16} {'start-up s':>10} {'points':>7} {'measure s':>10} {'GPU min':>8}")
-    totals = {"calibrate": [0.0, 0.0, 0], "live": [0.0, 0.0, 0]}
+    totals = {"calibrate": [0.0, 0.0, 0, 0], "live": [0.0, 0.0, 0, 0], "other": [0.0, 0.0, 0, 0]}
+
+    def role(label: str) -> str:
+        first = label_variant(label) is not None and not re.search(r"_r\d+$", label)
+        return engines[label]["session"] if first else "other"
     for label, eng in engines.items():
         pts = by_label.get(label, [])
         meas = sum(p["wall_s"] for p in pts)
         print(f"{label:<16} {eng['startup_s']:>10.1f} {len(pts):>7} {meas:>10.1f} {(eng['startup_s'] + meas) / 60:>8.2f}")
-        t = totals[eng["session"]]
+        t = totals[role(label)]
         t[0] += eng["startup_s"]
         t[1] += meas
         t[2] += len(pts)
-    cal = [p for p in points if p["session"] == "calibrate"]
+        t[3] += 1
+    cal = [p for p in points if p["session"] == "calibrate" and role(p["label"]) == "calibrate"]
     ks = sorted({p["point"]["num_steps"] for p in cal if p["point"]["num_steps"]})
     keys = set(few_run_keys(ks, sorted({p["point"]["batch_size"] for p in cal}),
                             sorted({p["point"]["prompt_len"] for p in cal}), full_graph_rule()))
@@ -63,10 +72,12 @@ def main(path: Path) -> None:
     extra = {lab: engines[lab]["startup_s"] - warm_s for lab in firsts[1:]}  # a second compile, on one machine none
     print()
     print(f"{'workflow':<34} {'processes':>9} {'points':>7} {'GPU min':>8} {'one machine':>12}")
-    for name, session in (("full calibration", "calibrate"), ("live grid (validation)", "live")):
-        s, m, n = totals[session]
-        procs = sum(1 for e in engines.values() if e["session"] == session)
-        again = sum(v for lab, v in extra.items() if engines[lab]["session"] == session)
+    for name, session in (("full calibration", "calibrate"), ("live grid (validation)", "live"),
+                          ("repeats and other processes", "other")):
+        s, m, n, procs = totals[session]
+        if session == "other" and not procs:
+            continue
+        again = sum(v for lab, v in extra.items() if role(lab) == session)
         print(f"{name:<34} {procs:>9} {n:>7} {(s + m) / 60:>8.2f} {(s + m - again) / 60:>12.2f}")
     few_labels = {p['label'] for p in few}
     again = sum(v for lab, v in extra.items() if lab in few_labels)

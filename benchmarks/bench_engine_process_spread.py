@@ -66,6 +66,31 @@ def main() -> None:
                   f"{worst[0]:>10.1%}{f'{slower} of {len(keys)}':>12}  batch {worst[1][0]}, prompt {worst[1][1]}")
     if gaps_all:
         print(f"{'all pairs':<68}{len(gaps_all):>7}{statistics.median(gaps_all):>12.1%}{max(gaps_all):>10.1%}")
+    by_role(step_times(path))
+
+
+def by_role(times: dict) -> None:
+    """The calibration processes' mean step against the live processes' at each point, by prompt
+    length (a live process runs three rates at its shortest prompt, one at the others; a
+    calibration process one everywhere): median and range over the batch sizes."""
+    print(f"\n{'configuration':<24}{'prompt':>7}{'calibration / live':>20}{'median':>9}{'min':>9}{'max':>9}")
+    for (v, k), by_label in sorted(times.items(), key=lambda x: (x[0][0][0], not x[0][0][2], x[0][1])):
+        cal = [lab for lab in by_label if lab.startswith("calibrate_")]
+        live = [lab for lab in by_label if lab.startswith("live_")]
+        if not cal or not live:
+            continue
+        topk, ndt, overlap = v
+        name = f"num_steps {k}" + (f", topk {topk}/{ndt}" if topk > 1 else "") + ("" if overlap else ", no overlap")
+        for prompt in sorted({x[1] for lab in by_label for x in by_label[lab]}):
+            gaps = []
+            for b in sorted({x[0] for lab in by_label for x in by_label[lab] if x[1] == prompt}):
+                c = [by_label[lab][(b, prompt)] for lab in cal if (b, prompt) in by_label[lab]]
+                w = [by_label[lab][(b, prompt)] for lab in live if (b, prompt) in by_label[lab]]
+                if c and w:
+                    gaps.append(statistics.mean(c) / statistics.mean(w) - 1.0)
+            if gaps:
+                print(f"{name:<24}{prompt:>7}{f'{len(cal)} / {len(live)} processes':>20}"
+                      f"{statistics.median(gaps):>+9.1%}{min(gaps):>+9.1%}{max(gaps):>+9.1%}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ profiles (each record names the profile of its shape).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -37,9 +38,9 @@ def main() -> None:
         if i == 0:  # the 8B chain by num_steps, and its second processes
             for k in sorted({p.num_steps for p in pts}):
                 print(row(f"  of it num_steps {k}", stats([p for p in pts if p.num_steps == k])))
-            second = [p for p in pts if p.source.endswith("_r2.json")]
+            second = [p for p in pts if re.search(r"_r\d+\.json$", p.source)]
             if second:
-                print(row("  of it second processes (`_r2`)", stats(second)))
+                print(row("  of it later processes (`_r2`, `_r3`)", stats(second)))
     print("\n`0 of 0`: a set of one num_steps has no cell to pick the best num_steps in. Crossover `n of m (k "
           "measured)`: of m cells (rate x context), n have the predicted batch where speculation stops paying "
           "within one batch step of the measured one, k of them with a crossover measured inside batch 1-64.")

@@ -324,6 +324,21 @@ def test_eager_queue_measures_the_seed_rank_without_graphs_then_orders_live_befo
     assert label_variant("calibrate_s3_r3") == (1, None, True) and label_variant("shard8_l3_s5_eager") is None
 
 
+def test_protocol_queue_times_live_in_calibration_windows_and_back():
+    """sglang-h200-protocol: the live grid in 48-step windows, a calibration in 40-step ones, a
+    plain pair; all of the num_steps-3 chain (the `_w` suffix keeps the variant)."""
+    from calibration.engines.build import label_variant
+    from calibration.engines.queue import sglang_h200_protocol
+    plans = {p.label: p for p in sglang_h200_protocol()}
+    assert list(plans)[:4] == ["live_s3_w48", "calibrate_s3_w40", "calibrate_s3_r4", "live_s3_r4"]
+    assert {q["timed_steps"] for q in plans["live_s3_w48"].points} == {48}
+    assert {q["timed_steps"] for q in plans["calibrate_s3_w40"].points} == {40}
+    assert not any(q["instrument_first"] for q in plans["live_s3_w48"].points)
+    assert all(q["instrument_first"] for q in plans["calibrate_s3_w40"].points)
+    assert all(label_variant(x) == (1, None, True) for x in list(plans)[:4])
+    assert label_variant("live_s3_nooverlap_w48_r2") == (1, None, False) and label_variant("live_s3_w") is None
+
+
 @pytest.mark.parametrize("point,msg", [
     ({"batch_size": 1, "prompt_len": 64, "acceptance_rate": None, "bogus": 1}, "points[0].bogus"),
     ({"batch_size": 0, "prompt_len": 64, "acceptance_rate": None}, "points[0].batch_size"),

@@ -415,8 +415,8 @@ def engine_process(
 
 
 def engine_queue(
-    name: Annotated[str, typer.Argument(help="The queue: sglang-h200-eager, sglang-h200-moe, sglang-h200-next or "
-                                             "sglang-h200 (calibration/engines/queue.py).")],
+    name: Annotated[str, typer.Argument(help="The queue: sglang-h200-protocol, sglang-h200-eager, sglang-h200-moe, "
+                                             "sglang-h200-next or sglang-h200 (calibration/engines/queue.py).")],
     out: Annotated[Path, typer.Argument(help="Folder to write its ProcessPlan files into, in run order.")],
 ) -> None:
     """Write a device session's engine processes as ProcessPlan files (run by engine-queue-run)."""

@@ -120,7 +120,24 @@ def sglang_h200_eager() -> list[ProcessPlan]:
     return out + [p for p in sglang_h200_next() if p.label.endswith("_r2")]
 
 
-QUEUES = {"sglang-h200-eager": sglang_h200_eager, "sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next,
+def sglang_h200_protocol() -> list[ProcessPlan]:
+    """The fifth session: why SGLang's num_steps-3 calibration processes run slower than its live ones
+    (all three, +12% at the 1k prompt, +6% at 4k; num_steps 0, 1, 2, 6 within 2%: benchmarks/
+    bench_engine_process_spread.py) - the live grid timed in the calibration's 48-step windows
+    (`live_s3_w48`), a calibration timed in the live grid's 40-step windows (`calibrate_s3_w40`), a
+    plain pair again (`_r4`); then the no-overlap repeats not yet run."""
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine="sglang", target_config=t_cfg, draft_config=d_cfg)
+    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
+    live = [p for p in live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES) if p.num_steps == 3][0]
+    cal = [p for p in calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE) if p.num_steps == 3][0]
+    out = [live.model_copy(update={"label": "live_s3_w48", "points": [{**q, "timed_steps": 48} for q in live.points]}),
+           cal.model_copy(update={"label": "calibrate_s3_w40", "points": [{**q, "timed_steps": 40} for q in cal.points]}),
+           cal.model_copy(update={"label": "calibrate_s3_r4"}), live.model_copy(update={"label": "live_s3_r4"})]
+    return out + [p for p in sglang_h200_next() if p.label.endswith("_nooverlap_r2")]
+
+
+QUEUES = {"sglang-h200-protocol": sglang_h200_protocol, "sglang-h200-eager": sglang_h200_eager, "sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next,
           "sglang-h200-moe": sglang_h200_moe}
 
 
