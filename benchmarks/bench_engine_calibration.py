@@ -41,7 +41,8 @@ def main(path: Path) -> None:
     for r in points:
         by_label.setdefault(r["label"], []).append(r)
     print(path.relative_to(ROOT) if path.is_absolute() and path.is_relative_to(ROOT) else path)
-    print(f"{'process':<16} {'start-up s':>10} {'points':>7} {'measure s':>10} {'GPU min':>8}")
+    w = max([16, *(len(lab) for lab in engines)])
+    print(f"{'process':<{w}} {'start-up s':>10} {'points':>7} {'measure s':>10} {'GPU min':>8}")
     totals = {"calibrate": [0.0, 0.0, 0, 0], "live": [0.0, 0.0, 0, 0], "other": [0.0, 0.0, 0, 0]}
 
     def role(label: str) -> str:
@@ -50,7 +51,8 @@ def main(path: Path) -> None:
     for label, eng in engines.items():
         pts = by_label.get(label, [])
         meas = sum(p["wall_s"] for p in pts)
-        print(f"{label:<16} {eng['startup_s']:>10.1f} {len(pts):>7} {meas:>10.1f} {(eng['startup_s'] + meas) / 60:>8.2f}")
+        print(f"{label:<{w}} {eng['startup_s']:>10.1f} {len(pts):>7} {meas:>10.1f} "
+              f"{(eng['startup_s'] + meas) / 60:>8.2f}")
         t = totals[role(label)]
         t[0] += eng["startup_s"]
         t[1] += meas
@@ -83,9 +85,9 @@ def main(path: Path) -> None:
     again = sum(v for lab, v in extra.items() if lab in few_labels)
     print(f"{'few-run calibration':<34} {len(few_labels):>9} {len(few):>7} "
           f"{(few_start + few_meas) / 60:>8.2f} {(few_start + few_meas - again) / 60:>12.2f}")
-    print(f"\nmachine sessions: {len(firsts)}; the first process of each compiles (torch.compile, no cache yet): "
-          + ", ".join(f"{lab} {engines[lab]['startup_s']:.0f} s" for lab in firsts)
-          + f"; later ones reuse the cache (median start-up {warm_s:.0f} s)")
+    print(f"\nmachine sessions: {len(firsts)}; the first process of each (a fresh machine: no compile cache yet, "
+          "torch.compile's or the engine's own): " + ", ".join(f"{lab} {engines[lab]['startup_s']:.0f} s" for lab in firsts)
+          + f"; median start-up of the others {warm_s:.0f} s")
 
 
 if __name__ == "__main__":

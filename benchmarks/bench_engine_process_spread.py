@@ -48,10 +48,12 @@ def step_times(path: Path) -> dict:
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
     print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
-    print(f"{'configuration':<24}{'processes':<44}{'points':>7}{'median gap':>12}{'max gap':>10}"
+    times = step_times(path)
+    w = max([44, *(len(a) + len(b) + 4 for by in times.values() for a in by for b in by)])
+    print(f"{'configuration':<24}{'processes':<{w}}{'points':>7}{'median gap':>12}{'max gap':>10}"
           f"{'1st slower':>12}  worst point")
     gaps_all = []
-    for (v, k), by_label in sorted(step_times(path).items(), key=lambda x: (x[0][0][0], not x[0][0][2], x[0][1])):
+    for (v, k), by_label in sorted(times.items(), key=lambda x: (x[0][0][0], not x[0][0][2], x[0][1])):
         topk, ndt, overlap = v
         name = f"num_steps {k}" + (f", topk {topk}/{ndt}" if topk > 1 else "") + ("" if overlap else ", no overlap")
         for a, b in itertools.combinations(sorted(by_label), 2):
@@ -62,11 +64,11 @@ def main() -> None:
             gaps_all += [g for g, _ in gaps]
             worst = max(gaps)
             slower = sum(by_label[a][x] > by_label[b][x] for x in keys)  # points where the first is the slower
-            print(f"{name:<24}{a + ' / ' + b:<44}{len(keys):>7}{statistics.median(g for g, _ in gaps):>12.1%}"
+            print(f"{name:<24}{a + ' / ' + b:<{w}}{len(keys):>7}{statistics.median(g for g, _ in gaps):>12.1%}"
                   f"{worst[0]:>10.1%}{f'{slower} of {len(keys)}':>12}  batch {worst[1][0]}, prompt {worst[1][1]}")
     if gaps_all:
-        print(f"{'all pairs':<68}{len(gaps_all):>7}{statistics.median(gaps_all):>12.1%}{max(gaps_all):>10.1%}")
-    by_role(step_times(path))
+        print(f"{'all pairs':<{24 + w}}{len(gaps_all):>7}{statistics.median(gaps_all):>12.1%}{max(gaps_all):>10.1%}")
+    by_role(times)
 
 
 def by_role(times: dict) -> None:

@@ -92,5 +92,5 @@ for _name, _command in (("import-nccl-tests", build.import_nccl_tests), ("merge"
                         ("moe-kernel-times", build.moe_kernel_times), ("engine", engine.calibrate_engine)):
     calibrate_app.command(_name)(_command)
 calibrate_app.command("engine-process", hidden=True)(engine.engine_process)
-calibrate_app.command("engine-queue", hidden=True)(engine.engine_queue)
-calibrate_app.command("engine-queue-run", hidden=True)(engine.engine_queue_run)
+calibrate_app.command("engine-queue")(engine.engine_queue)
+calibrate_app.command("engine-queue-run")(engine.engine_queue_run)

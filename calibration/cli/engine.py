@@ -296,6 +296,8 @@ def calibrate_engine(
                              git_commit=git_commit(), catalog_gpu=catalog_gpu, notes=notes, variant=variant["key"],
                              exclude_labels=tuple(dict.fromkeys(exclude_process or ())))
     except (ValueError, UserInputError) as e:
+        for n in notes:  # a torn last line skipped, say, is part of why
+            err_console.print(escape(f"note: {n}"), highlight=False)
         asked = [f"{o} {v}" for o, v in (("--num-steps", num_steps), ("--batches", batches),
                                          ("--context-lens", context_lens)) if v is not None and from_points]
         fail(str(e) + (f" at {', '.join(asked)}" if asked and str(e).startswith("no calibration points") else ""))
@@ -416,7 +418,8 @@ def engine_process(
 
 def engine_queue(
     name: Annotated[str, typer.Argument(help="The queue: sglang-h200-protocol, sglang-h200-eager, sglang-h200-moe, "
-                                             "sglang-h200-next or sglang-h200 (calibration/engines/queue.py).")],
+                                             "sglang-h200-next or sglang-h200, newest first "
+                                             "(calibration/engines/queue.py).")],
     out: Annotated[Path, typer.Argument(help="Folder to write its ProcessPlan files into, in run order.")],
 ) -> None:
     """Write a device session's engine processes as ProcessPlan files (run by engine-queue-run)."""

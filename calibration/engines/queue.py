@@ -131,14 +131,15 @@ def sglang_h200_protocol() -> list[ProcessPlan]:
     bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
     live = [p for p in live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES) if p.num_steps == 3][0]
     cal = [p for p in calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE) if p.num_steps == 3][0]
-    out = [live.model_copy(update={"label": "live_s3_w48", "points": [{**q, "timed_steps": 48} for q in live.points]}),
-           cal.model_copy(update={"label": "calibrate_s3_w40", "points": [{**q, "timed_steps": 40} for q in cal.points]}),
+    def windows(plan: ProcessPlan, label: str, steps: int) -> ProcessPlan:
+        return plan.model_copy(update={"label": label, "points": [{**q, "timed_steps": steps} for q in plan.points]})
+    out = [windows(live, "live_s3_w48", 48), windows(cal, "calibrate_s3_w40", 40),
            cal.model_copy(update={"label": "calibrate_s3_r4"}), live.model_copy(update={"label": "live_s3_r4"})]
     return out + [p for p in sglang_h200_next() if p.label.endswith("_nooverlap_r2")]
 
 
-QUEUES = {"sglang-h200-protocol": sglang_h200_protocol, "sglang-h200-eager": sglang_h200_eager, "sglang-h200": sglang_h200, "sglang-h200-next": sglang_h200_next,
-          "sglang-h200-moe": sglang_h200_moe}
+QUEUES = {"sglang-h200-protocol": sglang_h200_protocol, "sglang-h200-eager": sglang_h200_eager,
+          "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200}
 
 
 def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:

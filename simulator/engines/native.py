@@ -591,8 +591,9 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
                   "graph (the smallest size vLLM captures at or above it is a piecewise one): it runs piecewise "
                   "and host-bound, and its step time "
                   "varied about 2x from process to process where measured (docs/engine-calibration.md)")
+    graphs = profile.cudagraph_mode if "graph" in profile.cudagraph_mode else f"{profile.cudagraph_mode or '?'} graphs"
     notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
-              f"{profile.cudagraph_mode or '?'} graphs, {profile.gpu_name or '?'}; {len(profile.points)} measured "
+              f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured "
               "points, fitted forms between them)")
     return NativeCosts(profile)
