@@ -185,7 +185,10 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
     spec = [e["info"] for e in engines if e.get("num_steps")]
     sizes = sorted({s for e in engines for s in e["info"].get("cudagraph_capture_sizes", [])})
     engine_notes = sorted({n for e in engines for n in e["info"].get("notes", [])})
-    src = spec[-1] if spec else info
+    src = dict(spec[-1] if spec else info)
+    modes = {e.get("cudagraph_mode", "") for e in spec}
+    if len(modes) > 1:  # SGLang's mode names the verify's tokens, which differ by num_steps
+        src["cudagraph_mode"] = re.sub(r"\d+ tokens each", "num_draft_tokens each", src.get("cudagraph_mode", ""))
     fields = dict(
         name=name, engine=info.get("engine", "vllm"), engine_version=info.get("engine_version", ""),
         attention_backend=src.get("attention_backend", ""), cudagraph_mode=src.get("cudagraph_mode", ""),
