@@ -19,7 +19,6 @@ first start-up replaced by the median warm start-up).
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.engines.build import label_variant  # noqa: E402
 from calibration.engines.plans import few_run_keys, full_graph_rule  # noqa: E402
+from calibration.engines.records import repeat_suffix  # noqa: E402
 from calibration.engines.worker import read_lines  # noqa: E402
 
 DEFAULT = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0" / "points.jsonl.gz"
@@ -46,7 +46,7 @@ def main(path: Path) -> None:
     totals = {"calibrate": [0.0, 0.0, 0, 0], "live": [0.0, 0.0, 0, 0], "other": [0.0, 0.0, 0, 0]}
 
     def role(label: str) -> str:
-        first = label_variant(label) is not None and not re.search(r"_r\d+$", label)
+        first = label_variant(label) is not None and not repeat_suffix(label)
         return engines[label]["session"] if first else "other"
     for label, eng in engines.items():
         pts = by_label.get(label, [])

@@ -23,8 +23,7 @@ from pydantic import ValidationError
 
 from calibration.engines.points import read_points_files
 from simulator.inputs import format_validation_error
-from simulator.engines.native import (GPU_BOUND_BLOCKED_FRAC, REQUIRED_FITS, SPECULATIVE_FITS, EnginePoint,
-                                      EngineProfile, fit_parts)
+from simulator.engines.native import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, fit_parts, missing_fits
 
 SGLANG_PERIOD_MATCH_FRAC = 0.02  # an SGLang speculative step's GPU period within this of its wall period
 # an SGLang step whose instrumented GPU period holds more than this outside its timed graph replays
@@ -208,9 +207,7 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
         points=sorted(pts, key=lambda p: (p.num_steps, p.batch_size, p.prompt_len)))
     unfitted = EngineProfile.model_construct(**fields)  # the points, to fit the parts' forms on
     fits = fit_parts(unfitted)
-    need = list(REQUIRED_FITS) + (list(SPECULATIVE_FITS) if any(p.num_steps for p in pts) else [])
-    lacking = [f for f in need if f not in fits]
-    if lacking:
+    if lacking := missing_fits(pts, fits):
         held = (f"{len(pts)} point{'s' if len(pts) != 1 else ''}: num_steps "
                 f"{', '.join(map(str, sorted({p.num_steps for p in pts})))}, batch sizes "
                 f"{', '.join(map(str, sorted({p.batch_size for p in pts})))}")

@@ -61,7 +61,7 @@ def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: st
         "workload": {"batch_size": b, "context_len": max(1, round(rep_ctx))}})
 
 
-def _repeat(label: str) -> str:
+def repeat_suffix(label: str) -> str:
     """A repeated process's suffix (`_r2`: a second process of the same configuration), or ''."""
     m = re.search(r"_r\d+$", label)
     return m.group(0) if m else ""
@@ -90,7 +90,7 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
         pt = ln["point"]
         reps = [r for r in pt["repeats"] if r["num_incomplete_steps"] == 0]
         if pt["num_steps"] == 0 and reps:
-            baselines[(pt["batch_size"], pt["prompt_len"], _repeat(ln["label"]))] = sum(
+            baselines[(pt["batch_size"], pt["prompt_len"], repeat_suffix(ln["label"]))] = sum(
                 r["num_tokens"] for r in reps) / sum(r["elapsed_us"] for r in reps) * US_PER_S
     out = []
     for ln in lines:
@@ -111,7 +111,7 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
             elapsed_us=sum(el), tok_per_s=sum(ntok) / sum(el) * US_PER_S,
             repeat_tok_per_s=[n / e * US_PER_S for n, e in zip(ntok, el)], repeat_num_tokens=ntok,
             repeat_elapsed_us=el,
-            paired_baseline_tok_per_s=baselines.get((pt["batch_size"], pt["prompt_len"], _repeat(ln["label"])),
+            paired_baseline_tok_per_s=baselines.get((pt["batch_size"], pt["prompt_len"], repeat_suffix(ln["label"])),
                                                     baselines.get((pt["batch_size"], pt["prompt_len"], "")))
             if k else None,
             prompt_len=pt["prompt_len"],
@@ -124,7 +124,7 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
             command_line=f"specdecsim live --engine {ln.get('engine', 'vllm')} (engine process {ln['label']})")
         suffix = ("" if variant[0] == 1 or not k else f"_t{variant[0]}_n{variant[1]}") \
             + ("" if variant[2] else "_nooverlap")
-        suffix += _repeat(ln["label"])
+        suffix += repeat_suffix(ln["label"])
         out.append((f"{ln.get('engine', 'vllm')}_{pt['key']}_s{k}{suffix}.json", rec))
     return out
 

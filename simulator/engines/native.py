@@ -83,6 +83,12 @@ SPECULATIVE_FITS = ("draft_us", "propose_overhead_us", "other_gpu_us", "host_bus
 FitParam = Annotated[float, Field(ge=0.0, le=1e7)]
 
 
+def missing_fits(points, fits) -> list[str]:
+    """The parts a profile of these points prices (a speculative one: the draft's too) and has no form for."""
+    need = (*REQUIRED_FITS, *(SPECULATIVE_FITS if any(p.num_steps for p in points) else ()))
+    return [f for f in need if f not in fits]
+
+
 class PartFit(StrictModel):
     """A fitted form of one part (module docstring): its parameters and how well it fits."""
 
@@ -94,8 +100,7 @@ class PartFit(StrictModel):
 
     @model_validator(mode="after")
     def _known_params(self) -> Self:
-        unknown = sorted(set(self.params) - FIT_PARAMS[self.form])
-        if unknown:
+        if unknown := sorted(set(self.params) - FIT_PARAMS[self.form]):
             raise ValueError(f"a {self.form} fit has no parameters {unknown}; it holds "
                              f"{', '.join(sorted(FIT_PARAMS[self.form]))}")
         return self
@@ -144,9 +149,7 @@ class EngineProfile(StrictModel):
         sizes = self.cudagraph_capture_sizes
         if any(n < 1 for n in sizes) or any(b <= a for a, b in zip(sizes, sizes[1:])):
             raise ValueError("cudagraph_capture_sizes must be positive and strictly increasing")
-        need = list(REQUIRED_FITS) + (list(SPECULATIVE_FITS) if any(p.num_steps for p in self.points) else [])
-        missing = [f for f in need if f not in self.fits]
-        if missing:
+        if missing := missing_fits(self.points, self.fits):
             raise ValueError(f"fits lacks {', '.join(missing)}: every part needs its fitted form to price a batch, "
                              "num_steps or context the points do not hold (`specdecsim calibrate engine "
                              "--from-points` rebuilds them)")
@@ -578,8 +581,7 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
     if not ref:
         return None
     profile = load_engine_profile(ref)
-    why = profile_mismatch(profile, scenario)
-    if why:
+    if why := profile_mismatch(profile, scenario):
         notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name} not used ({why}): priced by the "
                   "engine model from the profile's op tables")
         return None
@@ -589,11 +591,10 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
     if profile.engine == "vllm" and not profile.full_graph_verify(b, k):
         notes.add(f"vllm: at batch {b} with num_steps {k} the verify ({b * (k + 1)} tokens) gets no full CUDA "
                   "graph (the smallest size vLLM captures at or above it is a piecewise one): it runs piecewise "
-                  "and host-bound, and its step time "
-                  "varied about 2x from process to process where measured (docs/engine-calibration.md)")
+                  "and host-bound, and its step time varied about 2x from process to process where measured "
+                  "(docs/engine-calibration.md)")
     graphs = profile.cudagraph_mode if "graph" in profile.cudagraph_mode else f"{profile.cudagraph_mode or '?'} graphs"
     notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
-              f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured "
-              "points, fitted forms between them)")
+              f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured points, fitted forms between them)")
     return NativeCosts(profile)
