@@ -20,6 +20,7 @@ import io
 import json
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -163,7 +164,7 @@ def check_output_file(path: Path | None, flag: str, kind: str, force: bool = Fal
         OutputPathError: a folder, symbolic link, device, FIFO or socket; a path under a regular
             file; or another file without `force`.
     """
-    if path is None:
+    if path is None or is_stdout(path):
         return
     path = Path(path)
     _check_parents(path, flag)
@@ -264,8 +265,13 @@ def atomic_file(path: Path, text: bool = False) -> Iterator[IO]:
         raise
 
 
+def is_stdout(path: str | Path | None) -> bool:
+    """True for '-', an output option's name for standard output (`--json -`)."""
+    return path is not None and str(path) == "-"
+
+
 def write_json_atomic(path: Path, data: Any, allow_nan: bool = True) -> None:
-    """JSON (indent 1, newline at the end) written atomically.
+    """JSON (indent 1, newline at the end) written atomically; to standard output for '-'.
 
     Args:
         allow_nan: False for the simulator's outputs: strict JSON has no NaN or infinities and
@@ -274,7 +280,12 @@ def write_json_atomic(path: Path, data: Any, allow_nan: bool = True) -> None:
     Raises:
         ValueError: `allow_nan` is False and `data` holds NaN or an infinity.
     """
-    write_text_atomic(Path(path), json.dumps(data, indent=1, allow_nan=allow_nan) + "\n")
+    text = json.dumps(data, indent=1, allow_nan=allow_nan) + "\n"
+    if is_stdout(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    write_text_atomic(Path(path), text)
 
 
 def csv_cell(v: Any) -> Any:

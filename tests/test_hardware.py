@@ -154,6 +154,19 @@ def test_cli_json_writes_the_catalog(tmp_path, catalog):
     assert data["gpus"]["b200"]["fp4_dense_tflops"] == 9000
 
 
+def test_cli_json_dash_is_standard_output_and_the_tables_go_to_standard_error(tmp_path, monkeypatch, catalog):
+    # '-' once made a file named '-' in the working folder (one was committed by mistake)
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["hardware", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert set(data["gpus"]) == set(catalog.gpus)
+    assert "b200" in r.stderr and "wrote standard output" in r.stderr
+    assert not (tmp_path / "-").exists()
+    plain = runner.invoke(app, ["hardware"])  # the next command in the process prints on standard output again
+    assert "b200" in plain.stdout
+
+
 def copy_catalog(tmp_path: Path) -> Path:
     root = tmp_path / "hardware"
     shutil.copytree(hardware_dir() / "gpus", root / "gpus")

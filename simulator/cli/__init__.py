@@ -38,6 +38,7 @@ HELP = "Discrete-event performance simulator for speculative decoding on TP GPU 
 def _root(ctx: typer.Context,
           version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False) -> None:
     from simulator.cli.common import console
+    console.stderr = False  # `--json -` routes it to standard error for one command
     if version:
         console.print(__version__)
         raise typer.Exit(0)

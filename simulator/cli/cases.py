@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from simulator.cli.common import console, fail
+from simulator.cli.common import console, fail, json_to_stdout, output_name
 from simulator.files import CASES_OUTPUT, OUTPUT_KEY, check_output_file, write_json_atomic
 
 
@@ -22,12 +22,13 @@ def _pct(x: float | None) -> str:
 
 def cases_command(
     file: Annotated[Optional[Path], typer.Argument(help="Case file (default: the shipped data/cases/public.yaml).")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write per-case results as JSON here.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write per-case results as JSON here (\'-\': standard output, the tables then on standard error).")] = None,
     force: Annotated[bool, typer.Option(help="Replace a --json file that is not an earlier cases output.")] = False,
 ) -> None:
     """Replay each published case (engine, hardware, models, steps, accept length as the source
     states them) and print predicted vs published; a case passes when its speculative tok/s is
     within 10% and its speedup within 0.10, a baseline within 10%, a communication case within 15%."""
+    json_to_stdout(json_out)
     from simulator.evidence.cases import (DEFAULT_CASES, DEFAULT_COMM_CASES, comm_results, is_comm_case_file, replay_cases,
                                  summary)
     from simulator.inputs import UserInputError
@@ -90,4 +91,4 @@ def cases_command(
     else:
         console.print(f"no scored cases: {s['not_replayable']} have nothing scored", highlight=False)
     if json_out is not None:
-        console.print(f"wrote {escape(str(json_out))}")
+        console.print(f"wrote {output_name(json_out)}")

@@ -33,6 +33,19 @@ FORCE_HELP = ("Replace an existing file that is not this command's output, and r
               f"{MAX_RUN_S / 60:.0f} minutes or {MAX_RUN_BYTES / 2**30:.0f} GiB.")
 
 
+def json_to_stdout(json_out: Path | None) -> None:
+    """Route the console for a command with a `--json` option: with `--json -` the JSON is the
+    standard output and the tables and notes go to standard error; otherwise standard output.
+    Called first by each such command (a process may run several, as tests do)."""
+    from simulator.files import is_stdout
+    console.stderr = is_stdout(json_out)
+
+
+def output_name(path: Path) -> str:
+    """An output path for a 'wrote ...' line: 'standard output' for '-'."""
+    return "standard output" if str(path) == "-" else escape(str(path))
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print a user-facing error (markup in it escaped; at most a few lines) and exit with `code`."""
     lines = str(message).splitlines() or [""]

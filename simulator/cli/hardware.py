@@ -10,7 +10,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, console, fail
+from simulator.cli.common import FORCE_HELP, console, fail, json_to_stdout, output_name
 from simulator.inputs import UserInputError
 
 if TYPE_CHECKING:
@@ -21,12 +21,13 @@ def hardware(
     entry_id: Annotated[Optional[str], typer.Argument(
         metavar="ID", help="A GPU or box id to show with its sources (default: list everything).")] = None,
     json_out: Annotated[Optional[Path], typer.Option(
-        "--json", help="Write the catalog (or the one entry) as JSON here.")] = None,
+        "--json", help="Write the catalog (or the one entry) as JSON here (\'-\': standard output, the tables then on standard error).")] = None,
     catalog_dir: Annotated[Optional[Path], typer.Option(
         help="Catalog folder with gpus/ and boxes/ (default: data/hardware).")] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """List the hardware catalog: GPUs (dense peak figures) and boxes (how the GPUs are linked)."""
+    json_to_stdout(json_out)
     from simulator.files import HARDWARE_OUTPUT, OUTPUT_KEY, check_output_file, write_json_atomic
     from simulator.hardware import load_catalog
 
@@ -44,7 +45,7 @@ def hardware(
     if json_out is not None:
         data = entry.model_dump(mode="json") if entry is not None else catalog.model_dump(mode="json")
         write_json_atomic(json_out, {OUTPUT_KEY: HARDWARE_OUTPUT, **data}, allow_nan=False)
-        console.print(f"wrote {escape(str(json_out))}")
+        console.print(f"wrote {output_name(json_out)}")
 
 
 def _find(catalog: Catalog, entry_id: str) -> GpuSpec | BoxSpec:

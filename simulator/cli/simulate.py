@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, check_work, console, err_console, fail, progress_bar, short_path
+from simulator.cli.common import FORCE_HELP, check_work, console, err_console, fail, progress_bar, short_path, json_to_stdout, output_name
 from simulator.inputs import UserInputError
 from simulator.trace_window import DEFAULT_WINDOW_BYTES, TRACE_LIMIT_BYTES
 
@@ -19,7 +19,7 @@ def simulate(
     profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="RNG seed (overrides the scenario's).")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result as JSON here.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result as JSON here (\'-\': standard output, the tables then on standard error).")] = None,
     trace: Annotated[Optional[Path], typer.Option(help="Write a Chrome/Perfetto trace here (streamed; the size "
                                                        "is printed first).")] = None,
     trace_cycles: Annotated[Optional[str], typer.Option(
@@ -28,6 +28,7 @@ def simulate(
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Predict tokens/s, accept length, TPOT and the cycle-time breakdown of one scenario."""
+    json_to_stdout(json_out)
     from simulator.costs.forward import CostModel
     from simulator.files import SIMULATION_OUTPUT, TRACE_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for, load_scenario
@@ -96,7 +97,7 @@ def simulate(
     written = []
     if json_out is not None:
         write_json_atomic(json_out, result.model_dump(mode="json"), allow_nan=False)
-        written.append(f"wrote {escape(str(json_out))}")
+        written.append(f"wrote {output_name(json_out)}")
     if trace is not None:
         written.append(f"wrote {escape(str(trace))}: cycles {window}, {writer.num_events:,} events, "
                        f"{trace.stat().st_size / 2**20:,.1f} MiB (open in https://ui.perfetto.dev)")

@@ -11,14 +11,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, console, err_console, fail
+from simulator.cli.common import FORCE_HELP, console, err_console, fail, json_to_stdout, output_name
 from simulator.inputs import UserInputError, quote
 
 
 def validate(
     records: Annotated[list[Path], typer.Argument(help="LiveRun JSON files or folders of them.")],
     profile: Annotated[str, typer.Option(help="Profile name or JSON path to predict from.")] = "h200",
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the comparison as JSON here.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the comparison as JSON here (\'-\': standard output, the tables then on standard error).")] = None,
     judge_mode: Annotated[str, typer.Option(help="Mode the thresholds apply to: graph, eager or all.")] = "graph",
     max_median_error_pct: Annotated[Optional[float], typer.Option(help="Fail if median |tok/s error| exceeds this.")] = None,
     max_error_pct: Annotated[Optional[float], typer.Option(help="Fail if any |tok/s error| exceeds this.")] = None,
@@ -30,6 +30,7 @@ def validate(
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Predict every live record from a profile alone and compare with what was measured."""
+    json_to_stdout(json_out)
     from simulator.files import VALIDATION_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for
     from simulator.evidence.validate import (batch_bar, compare, crossovers, load_records, summarize, summarize_by_batch,
@@ -90,7 +91,7 @@ def validate(
                       f"engine process of the same configuration, or a quick and a noise take); each record is compared: {escape(', '.join(twice[:3]))}"
                       f"{' ...' if len(twice) > 3 else ''}[/]")
     if json_out is not None:
-        console.print(f"wrote {escape(str(json_out))}", highlight=False)
+        console.print(f"wrote {output_name(json_out)}", highlight=False)
     failed = []
     for sm in summaries:
         if judge_mode != "all" and sm.mode != judge_mode:

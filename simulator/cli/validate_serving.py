@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, console, fail
+from simulator.cli.common import FORCE_HELP, console, fail, json_to_stdout, output_name
 from simulator.inputs import UserInputError, quote
 from simulator.units import US_PER_MS
 
@@ -21,13 +21,14 @@ def validate_serving(
     profile: Annotated[str, typer.Option(help="Profile name or JSON path to simulate from.")] = "h200",
     costs_source: Annotated[Optional[str], typer.Option(help="per_op or whole_forward (default: each "
                                                              "record's).")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the comparison as JSON here.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the comparison as JSON here (\'-\': standard output, the tables then on standard error).")] = None,
     bar_pct: Annotated[float, typer.Option(help="The bar on |tok/s error| and |TPOT p50 error|, percent.")] = 5.0,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the bar is not met.")] = False,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Simulate every live serving record's scenario (serving DES, the profile's costs) and compare
     output tok/s and TPOT p50 (also TTFT and ITL p50) with what was measured."""
+    json_to_stdout(json_out)
     from simulator.files import SERVING_VALIDATION_OUTPUT, check_output_file, write_json_atomic
     from simulator.scenario import load_profile_for
     from simulator.evidence.validate_serving import check_record, load_serving_records, serving_bar, to_json
@@ -56,10 +57,10 @@ def validate_serving(
                   f"{r.tok_per_s_error_frac:+.1%}", f"{r.measured_tpot_p50_us / US_PER_MS:.2f}",
                   f"{r.predicted_tpot_p50_us / US_PER_MS:.2f}", f"{r.tpot_p50_error_frac:+.1%}",
                   f"{r.ttft_p50_error_frac:+.1%}", f"{r.itl_p50_error_frac:+.1%}")
-    Console(width=max(console.width, 150)).print(t)
+    Console(width=max(console.width, 150), stderr=console.stderr).print(t)
     met, line = serving_bar(rows, bar_pct / 100)
     console.print(escape(line), highlight=False)
     if json_out is not None:
-        console.print(f"wrote {escape(str(json_out))}", highlight=False)
+        console.print(f"wrote {output_name(json_out)}", highlight=False)
     if strict and not met:
         raise typer.Exit(1)
