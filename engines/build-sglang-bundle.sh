@@ -3,10 +3,13 @@
 # GPU host with Python 3.12, torch 2.11.0+cu130 and no package access, in parts small enough for
 # the device tool (each call carries at most 64 MiB with the working tree).
 #
-#   bash engines/build-sglang-bundle.sh OUT_DIR [PART_MB=38]
+#   bash engines/build-sglang-bundle.sh OUT_DIR [PART_MB=32]
 #
 # Writes OUT_DIR/c00/part_00, OUT_DIR/c01/part_01, ... (one folder a call carries) and the
-# bundle's SHA256 in the last folder. The bundle is one tar of wheels, xz-compressed; the large
+# bundle's SHA256 in the last folder. A call carries the working tree too (about 29 MB tracked
+# now), so PART_MB plus the tree must stay under 64 MiB: `du -sh --exclude=.git .` tells.
+# The bundle also holds what the host lacks beside SGLang (simpy, decorator, and the transformers
+# and tokenizers SGLang pins: the host's transformers 5.17 registers a config SGLang registers too). The bundle is one tar of wheels, xz-compressed; the large
 # wheels are re-zipped uncompressed first so xz sees their raw bytes. Left out, and why:
 # - sglang-kernel: sgl_kernel/sm100/common_ops (Blackwell; a Hopper GPU loads sm90/);
 #   FA3 (flash_ops.abi3.so, 1.76 GB) and FlashMLA are kept;
@@ -14,7 +17,7 @@
 # - the dependencies that engines/sglang-0.5.15-deps.txt says are not imported on this path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: build-sglang-bundle.sh OUT_DIR [PART_MB]}; mb=${2:-38}
+out=${1:?usage: build-sglang-bundle.sh OUT_DIR [PART_MB]}; mb=${2:-32}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_31_x86_64
@@ -25,6 +28,7 @@ dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version
 mkdir -p "$work/dl" "$work/whl" "$out"
 dl sglang==0.5.15 sglang-kernel==0.4.4 flashinfer-cubin==0.6.12
 dl -r "$here/sglang-0.5.15-deps.txt"
+dl simpy==4.1.1 decorator==5.2.1 transformers==5.12.1 tokenizers==0.22.2
 restore() {  # $1 wheel, rest: globs to delete; re-zipped uncompressed into $work/whl
   local w=$1; shift; local d; d=$(mktemp -d -p "$work")
   (cd "$d" && unzip -q "$w" && for g in "$@"; do find . -path "./$g" -type f -delete; done \

@@ -384,6 +384,16 @@ class Scenario(StrictModel):
                                                            "queueing, chunked prefill; left out: the steady batch.")
     seed: int = Field(0, ge=0, le=2**63 - 1)
 
+    @field_validator("name", "description")
+    @classmethod
+    def _printable(cls, value: str, info: ValidationInfo) -> str:
+        allowed = "\n\t" if info.field_name == "description" else ""
+        if bad := sorted({c for c in value if (ord(c) < 32 or 127 <= ord(c) < 160) and c not in allowed}):
+            raise ValueError(f"holds control characters ({', '.join(repr(c) for c in bad)}): they would reach "
+                             "the terminal and the files; printable text only" +
+                             (" (line breaks and tabs allowed)" if allowed else ""))
+        return value
+
     @field_validator("placement", mode="before")
     @classmethod
     def _parse_placement(cls, value, info: ValidationInfo):

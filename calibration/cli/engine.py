@@ -335,9 +335,8 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
 
     if engine is not None:
         check_choice("--engine", engine, ENGINES)
-        if from_points:
-            fail("--engine runs the engine; --from-points builds records from points already measured: give one")
-        _check_engine_installed(engine)
+        if not from_points:  # with --from-points nothing runs: --engine says whose points they must be
+            _check_engine_installed(engine)
     bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
     # the num_steps come from the points files (or the grid below): any num_draft_tokens a tree can verify passes
     variant = _variant(engine or "sglang", topk, num_draft_tokens, no_overlap,
@@ -353,6 +352,15 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             fail(f"--engine-profile: {e}")
     if from_points:
         files = _existing_points(from_points)
+        if engine is not None:
+            from calibration.engines.points import read_points_files
+            try:
+                held = sorted({r["engine"] for r in read_points_files(files) if r["kind"] == "point"})
+            except UserInputError as e:
+                fail(str(e))
+            if held and engine not in held:
+                fail(f"--engine {engine}: the points in {', '.join(map(str, files))} are {', '.join(held)}'s; "
+                     f"give --engine {held[0]} or leave --engine out")
     else:
         pts = _points_path(points, out / "points.jsonl")
         plans = live_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"]),

@@ -23,7 +23,8 @@ from pydantic import ValidationError
 
 from calibration.engines.points import read_points_files
 from simulator.inputs import format_validation_error
-from simulator.engines.native import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, fit_parts, missing_fits
+from simulator.engines.native import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, missing_fits
+from simulator.engines.native_fit import fit_parts
 
 SGLANG_PERIOD_MATCH_FRAC = 0.02  # an SGLang speculative step's GPU period within this of its wall period
 # an SGLang step whose instrumented GPU period holds more than this outside its timed graph replays
@@ -206,14 +207,19 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
                                                      if exclude_labels else []),
         points=sorted(pts, key=lambda p: (p.num_steps, p.batch_size, p.prompt_len)))
     unfitted = EngineProfile.model_construct(**fields)  # the points, to fit the parts' forms on
-    fits = fit_parts(unfitted)
+    try:
+        fits = fit_parts(unfitted)
+    except ValueError as e:
+        raise ValueError(f"{', '.join(map(str, paths))}: {e}") from None
     if lacking := missing_fits(pts, fits):
         held = (f"{len(pts)} point{'s' if len(pts) != 1 else ''}: num_steps "
                 f"{', '.join(map(str, sorted({p.num_steps for p in pts})))}, batch sizes "
                 f"{', '.join(map(str, sorted({p.batch_size for p in pts})))}")
+        why = ("; no point holds the GPU parts (no instrumented repeat has `means`: were the CUDA-event "
+               "timers on?)" if all(p.target_forward_us is None for p in pts) else "")
         raise ValueError(f"{', '.join(map(str, paths))}: the calibration points ({held}) are too few to fit "
                          f"{', '.join(lacking)} (a profile needs the baseline at two or more batch sizes and, where "
-                         "it speculates, each part measured at two or more points)")
+                         f"it speculates, each part measured at two or more points){why}")
     try:
         return EngineProfile(**fields, fits=fits)
     except ValidationError as e:

@@ -65,7 +65,7 @@ case $stage in
       if command -v xz > /dev/null; then xz -d -T0 -c /tmp/bundle.tar.xz | tar -x -C /tmp/whl || exit 1
       else python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open('/tmp/bundle.tar.xz'), sys.stdout.buffer)" \
              | tar -x -C /tmp/whl || exit 1; fi
-      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/whl/*.whl .whl/*.whl || exit 1
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/whl/*.whl $(ls .whl/*.whl 2>/dev/null) || exit 1
       touch /tmp/site/.installed
       echo "bundle installed in $((SECONDS - t)) s"
     fi

@@ -19,6 +19,7 @@ from simulator.schema_base import StrictModel
 
 POINTS_SCHEMA = "engine_points/1"
 Us = Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False)]
+MIN_STEP_US = 1.0  # no engine steps faster (a kernel launch alone takes a few us): a smaller one is not a time
 
 
 class RepeatLine(StrictModel):
@@ -56,6 +57,12 @@ class PointBody(StrictModel):
                                  f"entries; num_steps {self.num_steps} needs {self.num_steps + 1}")
             if sum(r.accept_length_counts) > self.batch_size * r.num_cycles:
                 raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts sum past batch_size x num_cycles")
+            if r.elapsed_us / r.num_cycles < MIN_STEP_US:
+                raise ValueError(f"repeat {r.repeat_idx}: elapsed_us / num_cycles is {r.elapsed_us / r.num_cycles:.3g} "
+                                 f"us a step; an engine step takes at least {MIN_STEP_US:g} us")
+            if self.num_steps and not r.num_incomplete_steps and not sum(r.accept_length_counts):
+                raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts are all 0; a whole speculative "
+                                 "window (num_incomplete_steps 0) counts the accept length of each verify it timed")
             if r.context_len < self.prompt_len:
                 raise ValueError(f"repeat {r.repeat_idx}: context_len {r.context_len:g} below prompt_len "
                                  f"{self.prompt_len}")
@@ -159,7 +166,8 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
             raise UserInputError(f"{path}:{i}: not an engine points line (schema {POINTS_SCHEMA!r}, kind "
                                  f"{', '.join(LINE_MODELS)})")
         try:
-            LINE_MODELS[kind].model_validate(rec, strict=True)
+            # the validated line, its defaults filled in (a repeat without `means`, say), is what is kept
+            rec = LINE_MODELS[kind].model_validate(rec, strict=True).model_dump(by_alias=True)
         except ValidationError as e:
             raise UserInputError(format_validation_error(f"{path}:{i}", e)) from None
         if kind == "engine":

@@ -130,11 +130,28 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
 
 
 def write_records(records: list[tuple[str, LiveRun]], out_dir: Path) -> list[Path]:
-    """Write each record atomically into out_dir; the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, rec in records:
-        p = out_dir / name
-        write_json_atomic(p, rec.model_dump(mode="json", exclude_none=True))
-        paths.append(p)
-    return paths
+    """Write the records into out_dir as one set; the paths written.
+
+    They are written into a staging folder beside out_dir first, then moved in (a new out_dir is the
+    staging folder renamed; into an existing one each file is os.replace'd), so a run stopped while
+    writing (Ctrl-C, a full disk) leaves out_dir as it was, not a part of the set."""
+    import os
+    import shutil
+    import tempfile
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".part", dir=out_dir.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    stage.chmod(0o777 & ~umask)  # a folder as mkdir makes it, not mkdtemp's 0700
+    try:
+        for name, rec in records:
+            write_json_atomic(stage / name, rec.model_dump(mode="json", exclude_none=True))
+        if not out_dir.exists():
+            os.replace(stage, out_dir)
+        else:
+            for name, _ in records:
+                os.replace(stage / name, out_dir / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return [out_dir / name for name, _ in records]

@@ -58,6 +58,10 @@ def sweep_command(
                          f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")),
                   highlight=False)
     engine_profile_note(scenario, set_)
+    if res.num_infeasible:
+        console.print(f"[yellow]note:[/] {res.num_infeasible:,} of the {len(res.rows):,} points do not fit in GPU "
+                      "memory (weights and KV cache past the GPU's): sweep.csv's fits_memory is false there, "
+                      "memory_gb_per_gpu says by how much (simulator.memory)", highlight=False)
     if res.des_check:
         dc = res.des_check
         console.print(f"DES spot-check on {dc['num_points']} points: DES vs closed form tok/s, "

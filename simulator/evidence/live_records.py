@@ -106,7 +106,12 @@ class LiveRun(StrictModel):
         if self.speculative:
             cycles = self.num_cycles * self.scenario.workload.batch_size  # request-cycles per repeat
             total = sum(self.accept_length_counts)
-            if total == 0 or total % cycles or total > cycles * max(1, len(self.repeat_tok_per_s)):
+            reps = max(1, len(self.repeat_tok_per_s))
+            if total and not total % cycles and total > cycles * reps:
+                raise ValueError(f"accept_length_counts sum to {total}, {total // cycles} repeats of num_cycles="
+                                 f"{self.num_cycles} x batch_size={self.scenario.workload.batch_size}; repeat_tok_per_s "
+                                 f"lists {len(self.repeat_tok_per_s)} (one rate a repeat)")
+            if total == 0 or total % cycles or total > cycles * reps:
                 raise ValueError(f"accept_length_counts sum to {total}; num_cycles={self.num_cycles} x batch_size="
                                  f"{self.scenario.workload.batch_size} needs {cycles} per repeat")
             mean = sum(k * c for k, c in enumerate(self.accept_length_counts, start=1)) / total

@@ -109,6 +109,21 @@ def record_files(paths: list[Path]) -> list[Path]:
     return list({f.resolve(): f for f in files}.values())  # a file given twice counts once
 
 
+def not_a_live_run(data) -> str | None:
+    """Why a JSON file is plainly another kind of file than a LiveRun record (one line), or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not a live record (a LiveRun object)"
+    if data.get("kind") == "live_serving":
+        return "a live serving record: `specdecsim validate-serving` reads it, `validate` reads live runs"
+    if isinstance(data.get("specdecsim_output"), str):
+        return (f"a specdecsim output ({data['specdecsim_output']}), not a live record: `validate` reads the "
+                "live runs (`specdecsim live --out DIR`)")
+    if "scenario" not in data:
+        keys = ", ".join(list(map(str, data))[:6]) + (", ..." if len(data) > 6 else "")
+        return f"not a live record (a LiveRun has a scenario; this file holds {keys or 'nothing'})"
+    return None
+
+
 def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
     """Read LiveRun JSON files (folders are searched for *.json).
 
@@ -119,6 +134,8 @@ def load_records(paths: list[Path]) -> list[tuple[str, LiveRun]]:
     out = []
     for f in files:
         data = read_json(f, "live record (LiveRun JSON)")
+        if why := not_a_live_run(data):
+            raise UserInputError(f"{f}: {why}")
         try:
             out.append((str(f), LiveRun.model_validate(data, strict=True)))
         except ValidationError as e:

@@ -47,7 +47,8 @@ MAX_AXIS_VALUES = 10_000  # values of one swept field
 MAX_GRID_POINTS = 100_000  # points of a sweep run point by point (the product of its fields' values)
 _FLOAT_TOL = 1e-9
 _INT_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
-_RANGE_LIKE = re.compile(r"^[\s\d.+eE-]*\.\.[\s\d.+eE-]*$")
+# 'a..b' with a number on one side and not an integer on the other (1..inf, 1.5..8, 2..): not a range
+_RANGE_LIKE = re.compile(r"^\s*(?:[-+]?\d[\w.+-]*\s*\.\.\s*[\w.+-]*|[\w.+-]*\s*\.\.\s*[-+]?\d[\w.+-]*)\s*$")
 _FLOAT_RANGE = re.compile(r"^\s*([^:,\[\]{}]+):([^:,\[\]{}]+):([^:,\[\]{}]+)\s*$")
 
 

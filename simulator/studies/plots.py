@@ -259,6 +259,9 @@ def _sweep_inputs(results: Path) -> tuple[list[dict], list[str], dict]:
     return rows, fields, meta
 
 
+MAX_VERIFY_CURVES = 12  # batch sizes the verify-cost chart draws a line of
+
+
 def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: Path,
                   notes: list[str] | None = None) -> tuple[list[dict], list[dict]]:
     """Calibration-curve tables for the sweep's scenario on its (or the given) profile; the
@@ -288,7 +291,14 @@ def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: P
         notes.append(f"Collective latency: profile {prof.name} has no measured allreduce table at world size "
                      f"{', '.join(map(str, unmeasured))} (measured: {', '.join(map(str, measured)) or 'none'}); "
                      "that line is the collective model's, from the box's links")
-    verify = [] if sc is None else verify_curve_table(sc, prof, batch_sizes=tuple(distinct_values(rows, "batch_size")))
+    batches = sorted(distinct_values(rows, "batch_size"))
+    if len(batches) > MAX_VERIFY_CURVES:  # a line each; past a dozen the chart is unreadable and slow to price
+        keep = sorted({round(i * (len(batches) - 1) / (MAX_VERIFY_CURVES - 1)) for i in range(MAX_VERIFY_CURVES)})
+        if notes is not None:
+            notes.append(f"Verify cost: {len(keep)} of the sweep's {len(batches)} batch sizes drawn, spread from "
+                         f"{batches[0]} to {batches[-1]}")
+        batches = [batches[i] for i in keep]
+    verify = [] if sc is None else verify_curve_table(sc, prof, batch_sizes=tuple(batches))
     return coll, verify
 
 

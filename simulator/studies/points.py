@@ -65,6 +65,17 @@ def profile_for(sc: Scenario, path: str):
     return _PROFILES[key]
 
 
+MEMORY_COLUMNS = ("memory_gb_per_gpu", "fits_memory")
+
+
+def memory_of(sc: Scenario, path: str) -> tuple[float, bool]:
+    """(GB per GPU of weights and KV cache on the fullest GPU, whether that fits the GPU's physical
+    memory: simulator.memory) of a point with profile `path`."""
+    from simulator.memory import GB, check_memory
+    fit, too_big, _ = check_memory(sc, profile_for(sc, path))
+    return fit.total_bytes / GB, too_big is None
+
+
 def cost_key(sc: Scenario) -> str:
     """JSON of the scenario fields a CostModel depends on (not acceptance, seed, run length)."""
     dump = sc.model_dump(mode="json", exclude={"acceptance": True, "seed": True, "name": True, "description": True,

@@ -276,12 +276,9 @@ def pareto_axes(objective: str) -> tuple[tuple[str, bool], tuple[str, bool]]:
 def _memory_columns(rows: list[dict], items) -> None:
     """memory_gb_per_gpu and fits_memory of each row (simulator.memory: weights and KV cache on
     the fullest GPU; a point past the GPU's physical memory does not fit)."""
-    from simulator.memory import GB, check_memory
-    from simulator.studies.points import profile_for
+    from simulator.studies.points import memory_of
     for r, (_, sc, path) in zip(rows, items):
-        fit, too_big, _ = check_memory(sc, profile_for(sc, path))
-        r["memory_gb_per_gpu"] = fit.total_bytes / GB
-        r["fits_memory"] = too_big is None
+        r["memory_gb_per_gpu"], r["fits_memory"] = memory_of(sc, path)
 
 
 def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space: list[str] | None = None,

@@ -38,7 +38,8 @@ from simulator.scenario import UserInputError, apply_overrides, read_scenario_di
 from simulator.studies.backend import Backend, LocalBackend
 from simulator.studies.grid import (MAX_GRID_POINTS, NUM_STEPS_FIELD, GridAxis, check_grid_points, expand, group_grid,
                                     parse_grid, parse_grids)
-from simulator.studies.points import cached_profile, cost_key, des_agreement, point_items, run_points
+from simulator.studies.points import (MEMORY_COLUMNS, cached_profile, cost_key, des_agreement, memory_of, point_items,
+                                      run_points)
 from simulator.studies.sweep_files import (BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS, SweepMeta, SweepResult,
                                            SweepRow, cell_key, describe, read_sweep_meta, read_sweep_table,
                                            row_scenario, write_outputs, sweep_disk_bytes)
@@ -217,8 +218,12 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
     elapsed = time.perf_counter() - t0
     fields = [a.field for a in axes]
     rows, columns = build_rows(points, metrics, fields)
+    for r, (_, sc, path) in zip(rows, items):
+        r["memory_gb_per_gpu"], r["fits_memory"] = memory_of(sc, path)
+    columns = [*columns[:-1], *MEMORY_COLUMNS, columns[-1]]  # scenario_json stays last
     result = SweepResult(rows=rows, columns=columns, grid_fields=fields, solver=solver, jobs=workers,
-                         elapsed_s=elapsed, des_check=des_check, backend=backend.name)
+                         elapsed_s=elapsed, des_check=des_check, backend=backend.name,
+                         num_infeasible=sum(not r["fits_memory"] for r in rows))
     if NUM_STEPS_FIELD in fields:
         result.best_rows = best_num_steps(rows, [f for f in fields if f != NUM_STEPS_FIELD])
     from simulator.studies.serving_sweep import LOAD_FIELDS, crossover

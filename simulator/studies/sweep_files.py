@@ -55,6 +55,7 @@ class SweepResult:
     best_rows: list[dict] = field(default_factory=list)
     crossover_rows: list[dict] = field(default_factory=list)  # simulator.studies.serving_sweep.crossover
     backend: str = "local"  # simulator.studies.backend.BACKENDS
+    num_infeasible: int = 0  # points whose weights and KV cache do not fit the GPU (column fits_memory false)
 
 
 def describe(sc: Scenario) -> dict:

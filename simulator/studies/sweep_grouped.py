@@ -34,8 +34,8 @@ import numpy as np
 
 from simulator.scenario import UserInputError
 from simulator.studies.grid import NUM_STEPS_FIELD, GroupedGrid
-from simulator.studies.points import (build_cost_model, cached_profile, cost_key, des_agreement, point_items, points_bar,
-                                      run_chunk, run_points)
+from simulator.studies.points import (MEMORY_COLUMNS, build_cost_model, cached_profile, cost_key, des_agreement,
+                                      memory_of, point_items, points_bar, run_chunk, run_points)
 from simulator.studies.sweep_files import (BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS, SweepResult, cell_key,
                                            describe, write_outputs)
 
@@ -62,6 +62,8 @@ class GroupedNumbers:
     tpot_us: np.ndarray
     buckets_us: dict[str, np.ndarray] = field(default_factory=dict)  # 0 where not in the point's breakdown
     bucket_mask: dict[str, np.ndarray] = field(default_factory=dict)
+    memory_gb_per_gpu: list[float] = field(default_factory=list)  # per group (acceptance does not change it)
+    fits_memory: list[bool] = field(default_factory=list)
 
     def metrics(self, point_idx: int) -> dict:
         """The metrics dict of one point, as `simulator.studies.points.analytic_metrics` gives it (buckets in
@@ -120,8 +122,10 @@ def run_grouped(grid: GroupedGrid, scenario_path: Path, backend, out_dir: Path |
     elapsed = time.perf_counter() - t0
     fields = [a.field for a in grid.axes]
     rows = GroupedRows(numbers, fields)
+    g_all, _ = grid.locate(np.arange(n))
     result = SweepResult(rows=rows, columns=rows.columns, grid_fields=fields, solver="closed_form", jobs=jobs,
-                         elapsed_s=elapsed, des_check=des_check, backend=backend.name)
+                         elapsed_s=elapsed, des_check=des_check, backend=backend.name,
+                         num_infeasible=int(np.count_nonzero(~np.asarray(numbers.fits_memory, bool)[g_all])))
     if NUM_STEPS_FIELD in fields:
         result.best_rows = best_num_steps_rows(numbers, fields)
     if out_dir is not None:
@@ -157,6 +161,10 @@ def evaluate(grid: GroupedGrid, profile_paths: list[str], progress: bool = True)
             _evaluate_group(out, g, sc, cost, pmfs)
             bar.advance(task)
     _check(out)
+    for g, sc in enumerate(grid.groups):
+        gb, fits = memory_of(sc, profile_paths[g])
+        out.memory_gb_per_gpu.append(gb)
+        out.fits_memory.append(fits)
     return out
 
 
@@ -242,7 +250,7 @@ class GroupedRows(Sequence):
         self.bucket_cols = [b for b in BUCKET_ORDER if b in present] + sorted(set(present) - set(BUCKET_ORDER))
         self.desc = [c for c in DESCRIPTIVE_COLUMNS if c not in grid_fields]
         self.columns = ["point_idx", *grid_fields, *self.desc, *METRIC_COLUMNS,
-                        *(f"{b}_us" for b in self.bucket_cols), "scenario_json"]
+                        *(f"{b}_us" for b in self.bucket_cols), *MEMORY_COLUMNS, "scenario_json"]
         self._json = _ScenarioJson(self.grid)
         # describe() of a point: the acceptance columns from its acceptance, the others from its group
         groups = [describe(sc) for sc in self.grid.groups]
@@ -286,6 +294,7 @@ class GroupedRows(Sequence):
                  n.accept_length[g_idx, a_idx].tolist(), n.cycle_time_us[g_idx, a_idx].tolist(),
                  n.tpot_us[g_idx, a_idx].tolist()]
         cols += [n.buckets_us[b][g_idx, a_idx].tolist() for b in self.bucket_cols]
+        cols += [_take(n.memory_gb_per_gpu, g_idx), _take(n.fits_memory, g_idx)]
         cols.append(self._json.cells(g_idx, a_idx, encode))
         return cols
 

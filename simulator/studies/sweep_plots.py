@@ -28,12 +28,14 @@ Figures = list[tuple[str, go.Figure]]
 # ---- grouping helpers (no numbers computed) ---------------------------------------------------------
 def distinct_values(rows: list[dict], col: str) -> list:
     """The values `col` takes in `rows` (None left out), sorted: numbers first, then strings."""
-    seen = []
+    import json
+    seen: dict = {}  # keyed by the value (a list or dict by its JSON): one pass, not a list search a row
     for r in rows:
         v = r.get(col)
-        if v is not None and v not in seen:
-            seen.append(v)
-    return sorted(seen, key=lambda v: (isinstance(v, str), v)) if seen else []
+        if v is not None:
+            seen.setdefault(json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v, v)
+    vals = list(seen.values())
+    return sorted(vals, key=lambda v: (isinstance(v, str), v)) if vals else []
 
 
 def facet_columns(rows: list[dict], used: tuple[str, ...], grid_fields: list[str] = ()) -> list[str]:
