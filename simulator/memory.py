@@ -66,8 +66,21 @@ class MemoryFit:
 SHARES_TARGET_EMBEDDING = ("eagle3", "eagle", "mtp")  # vLLM and SGLang give these drafts the target's table
 
 
+_WEIGHTS_AND_KV: dict[tuple, tuple[float, float]] = {}  # a sweep asks for the same models again and again
+
+
 def _weights_and_kv(m, tp: int, embedding: bool = True) -> tuple[float, float]:
-    """(weight bytes, KV bytes per cached token) of a model on one of `tp` ranks."""
+    """(weight bytes, KV bytes per cached token) of a model on one of `tp` ranks (cached: building the
+    forward's ops takes milliseconds, and a sweep's groups share a few models)."""
+    key = (m.model_dump_json(), tp, embedding)
+    if key not in _WEIGHTS_AND_KV:
+        if len(_WEIGHTS_AND_KV) > 4096:
+            _WEIGHTS_AND_KV.clear()
+        _WEIGHTS_AND_KV[key] = _weights_and_kv_uncached(m, tp, embedding)
+    return _WEIGHTS_AND_KV[key]
+
+
+def _weights_and_kv_uncached(m, tp: int, embedding: bool) -> tuple[float, float]:
     from simulator.costs.forward_ops import target_forward_ops
     ops = target_forward_ops(m, tp, 1, ALL_EXPERTS_TOKENS, 0)
     weights = sum(op.bytes_fixed for op in ops if not op.is_collective)
