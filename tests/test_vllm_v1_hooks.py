@@ -98,7 +98,11 @@ def test_v1_runner_parts_are_timed_by_their_own_names(monkeypatch):
     assert {"execute_model", "target_forward", "sample", "propose", "draft_forwards", "host_blocked"} <= set(b._info.hooks)
     assert any("model runner V1" in n for n in b._info.notes)
     b.runner.drafter.flag = 7  # attributes pass through the timed stand-in
-    assert b.runner.drafter.model.__class__.__name__ == "_TimedDraftModel"
+    from calibration.engines.vllm_backend import _TimedDraftModel
+    timed = b.runner.drafter.model
+    assert type(timed) is _TimedDraftModel
+    # vLLM 0.26's proposer asserts isinstance(self.model, <an EAGLE-3 model class>): the stand-in passes
+    assert isinstance(timed, type(timed._model)) and timed.__class__ is type(timed._model)
     b.start_window(instrument=True)
     for _ in range(3):
         r = b.runner
@@ -122,3 +126,29 @@ def test_v1_runner_dummy_runs_and_unrecorded_steps_leave_no_events():
     b.runner.execute_model(dummy_run=True)
     b.runner.propose_draft_token_ids()
     assert b._steps == []
+
+
+def test_step_times_carry_the_stepping_threads_cpu_time():
+    """host_cpu_us / process_cpu_us are the differences of thread_time / process_time between step
+    starts; a step without them (a fake engine's) has None, and the last step has no period."""
+    from calibration.engines.backend import machine_cpu_ticks, window_step_times
+    steps = [{"host_t": 1.0, "cpu_t": 0.5, "proc_t": 2.0}, {"host_t": 1.010, "cpu_t": 0.506, "proc_t": 2.012},
+             {"host_t": 1.030}]
+    out = window_step_times(steps, {})
+    assert abs(out[0].host_period_us - 10_000) < 1e-6 and abs(out[0].host_cpu_us - 6_000) < 1e-6
+    assert abs(out[0].process_cpu_us - 12_000) < 1e-6
+    assert out[1].host_cpu_us is None and out[2].host_period_us is None
+    ticks = machine_cpu_ticks()
+    assert ticks is None or 0 <= ticks[0] <= ticks[1]
+
+
+def test_a_window_records_how_busy_the_machine_was(tmp_path):
+    from calibration.engines.fake_backend import FakeBackend
+    from calibration.engines.points import RepeatLine
+    from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool
+    b = FakeBackend(1, seed=0, max_model_len=512)
+    res = measure_point(b, PointPlan(batch_size=2, prompt_len=16, acceptance_rate=0.7, timed_steps=8, repeats=1),
+                        prompt_pool(2, 16), 512)
+    frac = res["repeats"][0]["machine_cpu_busy_frac"]
+    assert frac is None or 0.0 <= frac <= 1.0
+    RepeatLine.model_validate(res["repeats"][0])

@@ -425,8 +425,9 @@ def engine_process(
 
 
 def engine_queue(
-    name: Annotated[str, typer.Argument(help="The queue: sglang-h200-protocol, sglang-h200-eager, sglang-h200-moe, "
-                                             "sglang-h200-next or sglang-h200, newest first "
+    name: Annotated[str, typer.Argument(help="The queue: vllm-h200-diag-moe, sglang-h200-protocol, "
+                                             "sglang-h200-eager, sglang-h200-moe, sglang-h200-next or sglang-h200, "
+                                             "newest first "
                                              "(calibration/engines/queue.py).")],
     out: Annotated[Path, typer.Argument(help="Folder to write its ProcessPlan files into, in run order.")],
 ) -> None:

@@ -23,7 +23,10 @@ class StepTimes:
     the logits and (rejection) sampling, `propose_us` the whole draft phase, `draft_extend_us` its
     first draft forward over the verified tokens, `draft_steps_us` the remaining num_steps - 1
     draft forwards together. Host: `host_period_us` between the engine's step starts,
-    `host_blocked_us` the time the host waited on the GPU's output within the step.
+    `host_blocked_us` the time the host waited on the GPU's output within the step;
+    `host_cpu_us` the CPU time the engine's stepping thread used between the step starts, and
+    `process_cpu_us` that of all the process's threads (a host-bound step whose wall period grows
+    while its thread's CPU time does not was waiting: for the GIL, or for a core).
     """
 
     gpu_period_us: float | None = None
@@ -34,6 +37,8 @@ class StepTimes:
     draft_steps_us: float | None = None
     host_period_us: float | None = None
     host_blocked_us: float | None = None
+    host_cpu_us: float | None = None
+    process_cpu_us: float | None = None
     target_tokens_padded: int | None = None
     draft_extend_tokens_padded: int | None = None
 
@@ -55,6 +60,7 @@ def window_step_times(steps: list[dict], tokens: dict[str, str]) -> list[StepTim
         nxt = steps[i + 1] if i + 1 < len(steps) else None
         t = StepTimes(host_period_us=(nxt["host_t"] - s["host_t"]) * US_PER_S if nxt else None,
                       host_blocked_us=s.get("blocked_s", 0.0) * US_PER_S,
+                      host_cpu_us=_delta_us(s, nxt, "cpu_t"), process_cpu_us=_delta_us(s, nxt, "proc_t"),
                       **{name: s.get(key) for name, key in tokens.items()})
         ev = s.get("ev")
         if ev:
@@ -65,6 +71,24 @@ def window_step_times(steps: list[dict], tokens: dict[str, str]) -> list[StepTim
                 t.gpu_period_us = ev["exec"].elapsed_time(nxt["ev"]["exec"]) * US_PER_MS
         out.append(t)
     return out
+
+
+def _delta_us(step: dict, nxt: dict | None, key: str) -> float | None:
+    if nxt is None or key not in step or key not in nxt:
+        return None
+    return (nxt[key] - step[key]) * US_PER_S
+
+
+def machine_cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of every CPU of the machine (Linux /proc/stat); None elsewhere. Two of
+    them bracket a window: busy / total over it is how loaded the host's cores were."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
 
 
 class RecordingWindow:
@@ -80,7 +104,7 @@ class RecordingWindow:
 
     def _begin_step(self) -> None:
         """A step starts: its host time, and where instrumented a CUDA event at its start."""
-        step = {"host_t": time.perf_counter()}
+        step = {"host_t": time.perf_counter(), "cpu_t": time.thread_time(), "proc_t": time.process_time()}
         self._steps.append(step)
         if self._instrument:
             ev = self._torch.cuda.Event(enable_timing=True)

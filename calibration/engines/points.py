@@ -35,6 +35,8 @@ class RepeatLine(StrictModel):
     num_incomplete_steps: int = Field(ge=0, le=10**7)
     host_busy_us: Us | None = None
     host_blocked_us: Us | None = None
+    machine_cpu_busy_frac: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False, description=(
+        "How busy the host's cores were over the window (all of them, /proc/stat), 0..1."))
     means: dict[str, Us | int | None] = Field(default_factory=dict, max_length=64)
     raw: list[dict] = Field(default_factory=list, max_length=10**7)
 

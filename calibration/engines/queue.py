@@ -138,7 +138,46 @@ def sglang_h200_protocol() -> list[ProcessPlan]:
     return out + [p for p in sglang_h200_next() if p.label.endswith("_nooverlap_r2")]
 
 
-QUEUES = {"sglang-h200-protocol": sglang_h200_protocol, "sglang-h200-eager": sglang_h200_eager,
+DIAG_POINTS = "diag.points.jsonl"
+
+
+def vllm_capture_sizes_for_spec(num_steps: int, max_size: int = 512) -> list[int]:
+    """vLLM's default capture sizes each rounded up to a multiple of num_steps + 1 (model runner
+    V1's `adjust_cudagraph_sizes_for_spec_decode` does this; V2 keeps the list as given)."""
+    from calibration.engines.vllm_backend import default_capture_sizes
+    q = num_steps + 1
+    return sorted({-(-s // q) * q for s in default_capture_sizes(max_size) if -(-s // q) * q <= max_size})
+
+
+def vllm_h200_diag_moe() -> list[ProcessPlan]:
+    """vLLM 0.26.0, a fresh machine: (1) the no-full-graph cell (num_steps 2 at batch 4: a 12-token
+    verify replays piecewise graphs and is host-bound; its step took 7.7 to 15.7 ms by window and by
+    process) in six windows a point, with its full-graph neighbours (batch 2 and 8), the engine
+    thread's CPU time per step and the machine's CPU load per window recorded, to tell a slower
+    host from a host that waits; (2) Qwen3-30B-A3B on model runner V1 with its phase timers
+    (issue 26): num_steps 3 calibration and live (`_r2`: the first pair ran without V1 timers), the
+    baseline's pair; (3) the same cell with capture sizes rounded to multiples of 3 (a full graph
+    for the 12-token verify: what the fix is worth)."""
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine="vllm", target_config=t_cfg, draft_config=d_cfg, points_file=DIAG_POINTS)
+    pts = [dict(batch_size=b, prompt_len=p, acceptance_rate=0.7, timed_steps=48, repeats=6, instrument_first=True)
+           for p, b in ((4096, 4), (4096, 8), (1024, 8), (1024, 4), (1024, 2))]
+    diag = ProcessPlan(**base, session="calibrate", label="diag_s2", num_steps=2, points=pts)
+    cap3 = diag.model_copy(update={"label": "diag_s2_cap3", "capture_sizes": vllm_capture_sizes_for_spec(2),
+                                   "points": [q for q in pts if q["batch_size"] == 4]})
+    q_t, q_d = model_configs("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
+    moe_base = dict(engine="vllm", target_config=q_t, draft_config=q_d, points_file=MOE_POINTS)
+    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
+    cal = calibrate_plans(moe_base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE)
+    live = live_plans(moe_base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES)
+    by = {p.label: p for p in cal + live}
+    moe = [by["calibrate_s3"].model_copy(update={"label": "calibrate_s3_r2"}),
+           by["live_s3"].model_copy(update={"label": "live_s3_r2"}), by["calibrate_s0"], by["live_s0"]]
+    return [diag, *moe, cap3]
+
+
+QUEUES = {"vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
+          "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200}
 
 

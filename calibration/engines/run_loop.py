@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from calibration.engines.backend import EngineBackend, StepTimes
+from calibration.engines.backend import EngineBackend, StepTimes, machine_cpu_ticks
 
 MAX_PREFILL_STEPS = 10_000  # steps to wait for every request's first token before giving up
 PROMPT_TOKEN_LOW, PROMPT_TOKEN_HIGH = 1000, 100_000  # prompt token ids: ordinary vocabulary entries
@@ -89,7 +89,8 @@ def measure_point(backend: EngineBackend, plan: PointPlan, pool: list[list[int]]
         {'key', 'num_steps', 'batch_size', 'prompt_len', 'acceptance_rate', 'repeats': [...]}, each
         repeat {'repeat_idx', 'instrumented', 'num_cycles', 'num_tokens', 'elapsed_us',
         'accept_length_counts', 'context_len', 'num_incomplete_steps', 'host_busy_us',
-        'host_blocked_us', 'means': summarize_steps(...), 'raw': [asdict(StepTimes) ...]}.
+        'host_blocked_us', 'machine_cpu_busy_frac' (the host's cores, all of them: /proc/stat),
+        'means': summarize_steps(...), 'raw': [asdict(StepTimes) ...]}.
 
     Raises:
         RuntimeError: the requests never all reach decoding.
@@ -128,6 +129,7 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
     before = float(np.mean([emitted[r] for r in ids]))
     counts = [0] * (k + 1)
     tokens = incomplete = 0
+    ticks0 = machine_cpu_ticks()
     backend.start_window(instrument)
     t0 = backend.clock_us()
     for _ in range(plan.timed_steps):
@@ -142,6 +144,10 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
             incomplete += 1
     elapsed = backend.clock_us() - t0
     steps = backend.end_window()
+    ticks1 = machine_cpu_ticks()
+    busy = None
+    if ticks0 and ticks1 and ticks1[1] > ticks0[1]:
+        busy = (ticks1[0] - ticks0[0]) / (ticks1[1] - ticks0[1])
     after = float(np.mean([emitted[r] for r in ids]))
     blocked = [s.host_blocked_us for s in steps if s.host_blocked_us is not None]
     host_busy = elapsed / plan.timed_steps - float(np.sum(blocked)) / plan.timed_steps if blocked else None
@@ -149,4 +155,4 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
                 elapsed_us=elapsed, accept_length_counts=counts,
                 context_len=plan.prompt_len + (before + after) / 2.0, num_incomplete_steps=incomplete,
                 host_busy_us=host_busy, host_blocked_us=float(np.mean(blocked)) if blocked else None,
-                means=summarize_steps(steps), raw=[asdict(s) for s in steps])
+                machine_cpu_busy_frac=busy, means=summarize_steps(steps), raw=[asdict(s) for s in steps])

@@ -295,6 +295,10 @@ class _TimedDraftModel:
             b._ev("ext1" if first else "dec1")(args, kwargs, out)
         return out
 
+    @property
+    def __class__(self):  # isinstance checks see the model's class (the proposer asserts an EAGLE-3 model)
+        return type(self._model)
+
     def __getattr__(self, name):
         return getattr(self._model, name)
 
