@@ -233,7 +233,7 @@ class NativeCosts:
         by_prompt: dict[int, list[EnginePoint]] = {}
         for p in pts:
             by_prompt.setdefault(p.prompt_len, []).append(p)
-        groups = sorted((float(np.mean([p.context_len for p in g])), float(np.median([value_of(p) for p in g])))
+        groups = sorted((float(np.mean([p.context_len for p in g])), float(np.mean([value_of(p) for p in g])))
                         for g in by_prompt.values())
         cs, vs = [c for c, _ in groups], [v for _, v in groups]
         if len(cs) == 1:
