@@ -176,7 +176,17 @@ def vllm_h200_diag_moe() -> list[ProcessPlan]:
     return [diag, *moe, cap3]
 
 
-QUEUES = {"vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
+def vllm_h200_moe_base() -> list[ProcessPlan]:
+    """vLLM 0.26.0, what `vllm-h200-diag-moe` left unrun: Qwen3-30B-A3B's baseline pair on model
+    runner V1 (`calibrate_s0`, `live_s0`: the num_steps-3 pair `_r2` ran with V1's phase timers, the
+    baseline did not, so no MoE profile could be built: issue 26), then the no-full-graph cell with
+    capture sizes rounded up to multiples of 3 (`diag_s2_cap3`: a full graph for the 12-token verify,
+    what that engine setting is worth: issue 24)."""
+    plans = {p.label: p for p in vllm_h200_diag_moe()}
+    return [plans["calibrate_s0"], plans["live_s0"], plans["diag_s2_cap3"]]
+
+
+QUEUES = {"vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200}
 
