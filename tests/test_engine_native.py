@@ -434,18 +434,23 @@ def test_native_pricing_follows_the_what_if_compute_scale():
 
 
 def test_shipped_qwen3_moe_vllm_records_load_and_are_moe():
-    """data/live/h200_vllm_0.26.0_qwen3-30b-a3b: vLLM's live runs of the MoE target (num_steps 3,
-    no baseline measured), rebuilt from the committed points file as committed."""
+    """data/live/h200_vllm_0.26.0_qwen3-30b-a3b: vLLM's live runs of the MoE target (the baseline and
+    num_steps 3 in two processes, paired with the baseline's), rebuilt from the committed points
+    files as committed, each naming the MoE profile of its shape."""
     d = ROOT / "data" / "live" / "h200_vllm_0.26.0_qwen3-30b-a3b"
     recs = load_records([d])
-    assert len(recs) == 28 and all(r.speculative and r.scenario.spec.num_steps == 3 for _, r in recs)
+    assert len(recs) == 70 and sum(r.speculative and r.scenario.spec.num_steps == 3 for _, r in recs) == 56
     assert all(r.scenario.target.n_routed_experts == 128 for _, r in recs)
-    pts = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0_qwen3-30b-a3b" / "points.jsonl.gz"
+    assert all(r.paired_baseline_tok_per_s for _, r in recs if r.speculative)
+    runs = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0_qwen3-30b-a3b"
+    pts = [runs / f for f in ("points.jsonl.gz", "points_2026-12-03.jsonl.gz", "points_2026-12-04.jsonl.gz")]
     _, _, t, dr = __import__("calibration.cli.engine", fromlist=["_configs"])._configs(
         "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
-    rebuilt = dict(live_records([pts], t, dr))
+    rebuilt = dict(live_records(pts, t, dr))
     for path, rec in recs:
         assert rebuilt[Path(path).name].tok_per_s == pytest.approx(rec.tok_per_s, rel=1e-12)
     for _, r in recs:  # the engine's own accept lengths, near the i.i.d. mean at rate a
+        if not r.speculative:
+            continue
         a = r.scenario.acceptance.acceptance_rate
         assert abs(r.mean_accept_length - (1 - a ** 4) / (1 - a)) < 0.4

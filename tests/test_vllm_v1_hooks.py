@@ -152,3 +152,73 @@ def test_a_window_records_how_busy_the_machine_was(tmp_path):
     frac = res["repeats"][0]["machine_cpu_busy_frac"]
     assert frac is None or 0.0 <= frac <= 1.0
     RepeatLine.model_validate(res["repeats"][0])
+
+
+def test_v1_speculative_steps_are_judged_by_the_gpus_idle_share():
+    """vLLM 0.26's model runner V1 waits for the GPU inside a speculative step, not at the output copy
+    the wait hook times (about 10 us a step at every batch on the H200). Its graph replays' spans are
+    GPU time; where they fill all but 10% of the GPU's period the host's work is unmeasured and the
+    step is the most it took (host_pace_us); where the GPU idled more (batch 1 of one process: 31-38%)
+    the host paced the step, its work is the step and the idle gap no GPU work. A process without V1's
+    timers has only its step. The baseline's wait is timed as on V2."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    import pytest
+
+    from calibration.engines.build import V1_GPU_IDLE_FRAC, V1_RUNNER, engine_point
+    d = Path(__file__).resolve().parents[1] / "data" / "engine_runs" / "h200_vllm_0.26.0_qwen3-30b-a3b"
+    lines = [json.loads(s) for f in ("points_2026-12-03.jsonl.gz", "points_2026-12-04.jsonl.gz")
+             for s in gzip.open(d / f, "rt")]
+    runner = {ln["label"]: ln["info"]["model_runner"] for ln in lines if ln["kind"] == "engine"}
+    assert runner["calibrate_s3_r2"].startswith(V1_RUNNER)
+
+    def point(label, batch, prompt=1024):
+        return next(ln["point"] for ln in lines if ln["kind"] == "point" and ln["label"] == label
+                    and ln["point"]["batch_size"] == batch and ln["point"]["prompt_len"] == prompt)
+    for b in (2, 8, 64):
+        raw = point("calibrate_s3_r2", b)
+        inst = next(r for r in raw["repeats"] if r["instrumented"])
+        assert inst["host_blocked_us"] < 0.01 * inst["elapsed_us"] / inst["num_cycles"]  # the hook saw no wait
+        ep = engine_point(raw, "vllm", model_runner=runner["calibrate_s3_r2"])
+        assert ep.gpu_bound and ep.host_busy_us is None and ep.host_pace_us == ep.step_us
+        assert ep.other_gpu_us <= V1_GPU_IDLE_FRAC * ep.gpu_period_us and ep.gpu_parts_scale is not None
+        assert engine_point(raw, "vllm").gpu_bound is False  # without the runner: V2's rule, host-bound
+    raw = point("calibrate_s3_r2", 1)
+    slow = engine_point(raw, "vllm", model_runner=runner["calibrate_s3_r2"])
+    inst = next(r for r in raw["repeats"] if r["instrumented"])["means"]
+    assert slow.gpu_bound and slow.other_gpu_us is None and slow.gpu_parts_scale is None
+    assert slow.target_forward_us == pytest.approx(inst["target_forward_us"])  # kept as measured
+    assert slow.host_busy_us == pytest.approx(slow.step_us, rel=0.01) and slow.host_pace_us is None
+    base = engine_point(point("calibrate_s0", 64), "vllm", model_runner=runner["calibrate_s0"])
+    assert base.gpu_bound and base.host_busy_us is not None and base.host_busy_us < 0.5 * base.step_us
+    assert base.host_pace_us is None
+    old = [json.loads(s) for s in gzip.open(d / "points.jsonl.gz", "rt")]
+    raw = next(ln["point"] for ln in old if ln["kind"] == "point" and ln["label"] == "calibrate_s3")
+    ep = engine_point(raw, "vllm", model_runner=V1_RUNNER + "GPUModelRunner")
+    assert ep.host_busy_us is None and ep.host_pace_us == ep.step_us and ep.target_forward_us is None
+
+
+def test_a_measured_point_prices_the_host_at_the_mean_pace_over_processes():
+    """Where one process's host paced a V1 step and another's kept pace with its GPU, the host is priced at
+    the mean of what each measured (work where it bounded the step, the step where not), so the step is
+    the processes' mean, not the slower one's; host_pace_us stays out of the host's fitted form."""
+    import pytest
+
+    from simulator.engines.native import EnginePoint, EngineProfile, NativeCosts
+    from simulator.engines.native_fit import fit_parts
+    common = dict(num_steps=3, batch_size=1, prompt_len=1024, context_len=1100.0, mean_accept_length=2.5,
+                  gpu_bound=True, target_forward_us=5000.0, sample_us=50.0, propose_us=1000.0,
+                  draft_extend_us=100.0, draft_steps_us=400.0)
+    slow = EnginePoint(**common, step_us=9000.0, host_busy_us=9000.0)
+    fast = EnginePoint(**common, step_us=6400.0, host_pace_us=6400.0, other_gpu_us=300.0)
+    base = [EnginePoint(num_steps=0, batch_size=b, prompt_len=1024, context_len=1100.0, mean_accept_length=1.0,
+                        gpu_bound=True, step_us=4000.0 + 10 * b, target_forward_us=3800.0 + 10 * b, sample_us=40.0,
+                        other_gpu_us=100.0, host_busy_us=1500.0) for b in (1, 8)]
+    more = [p.model_copy(update={"batch_size": 8, "step_us": p.step_us + 800, "target_forward_us": 5800.0,
+                                 **({"host_busy_us": 7000.0} if p.host_busy_us else {})}) for p in (slow, fast)]
+    fields = dict(name="t", engine="vllm", engine_version="0", target={"name": "t"}, points=[slow, fast, *base, *more])
+    prof = EngineProfile(**fields, fits=fit_parts(EngineProfile.model_construct(**fields)))
+    assert prof.fits["host_busy_us"].num_points == 2  # the host-paced ones only
+    assert NativeCosts(prof).host_us(1, 3, 1100.0) == pytest.approx((9000.0 + 6400.0) / 2)

@@ -31,6 +31,13 @@ SGLANG_PERIOD_MATCH_FRAC = 0.02  # an SGLang speculative step's GPU period withi
 # waited for the host: the CUDA events' lengthening of that step is the host's, so the replays' spans
 # (GPU time) are kept as measured, not scaled by it, and the idle gap is not GPU work
 SGLANG_GPU_IDLE_FRAC = 0.10
+# vLLM's model runner V1 (what 0.26 runs MoE targets on) waits for the GPU inside a speculative step,
+# not at the output copy the wait hook times (its hook saw about 10 us a step at every batch while the
+# host thread's CPU time equalled the wall period: a spin-wait): there the step was GPU-bound where the
+# timed parts filled all but this share of the instrumented GPU period, and the host's own work is not
+# measured (the period less a wait that was not timed would count the wait as work)
+V1_GPU_IDLE_FRAC = 0.10
+V1_RUNNER = "vllm.v1.worker.gpu_model_runner."
 GPU_PARTS = ("target_forward_us", "sample_us", "propose_us", "draft_extend_us", "draft_steps_us", "gpu_period_us")
 
 
@@ -39,13 +46,16 @@ def _mean(vals) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def engine_point(point: dict, engine: str | None = None, overlap: bool = True) -> EnginePoint | None:
+def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
+                 model_runner: str = "") -> EnginePoint | None:
     """One measured point (a worker line's `point`) as an EnginePoint; None if no repeat is whole.
 
     `overlap` False: the engine ran its scheduler synchronously (SGLang with the overlap scheduler
     off), so the host waits for the GPU inside the step, where no hook times the wait: the step is
     the host's work and the GPU's in turn, and the host's work is the step less the timed GPU parts
-    (each a graph replay), with no other GPU work beside them."""
+    (each a graph replay), with no other GPU work beside them. `model_runner`: the engine's model
+    runner class (the engine line's); vLLM's V1 runner's speculative steps are judged by their GPU's
+    idle share (V1_GPU_IDLE_FRAC)."""
     reps = [r for r in point["repeats"] if r["num_incomplete_steps"] == 0 and r["num_cycles"] > 0]
     if not reps:
         return None
@@ -63,6 +73,9 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True) -
         accept_length_counts=[int(c) for c in counts],
         host_busy_us=_mean(r["host_busy_us"] for r in clean),
         host_blocked_us=_mean(r["host_blocked_us"] for r in clean))
+    if model_runner.startswith(V1_RUNNER) and point["num_steps"]:
+        fields["host_busy_us"] = None  # V1's wait was not where the hook times it: set below where host-bound
+    v1_host_paced = False
     if inst:
         means = inst[0]["means"]
         for name in GPU_PARTS:
@@ -85,6 +98,16 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True) -
         if fields.get("gpu_period_us") and all(p is not None for p in parts):
             rest = fields["gpu_period_us"] - sum(parts) - (fields.get("propose_us") or 0.0)
             fields["other_gpu_us"] = max(0.0, rest)
+            if model_runner.startswith(V1_RUNNER) and point["num_steps"] and not fields["gpu_bound"]:
+                # the parts are CUDA-graph replays (V1 captures full graphs at the verify's token counts):
+                # a replay's span is the GPU's time in it whatever paced its launch, so they are GPU time
+                # either way; where the GPU idled more than V1_GPU_IDLE_FRAC the host paced the step (its
+                # work is the step: kept) and the GPU's other work is not measured (its period held gaps)
+                fields["gpu_bound"] = True
+                if rest > V1_GPU_IDLE_FRAC * fields["gpu_period_us"]:
+                    v1_host_paced = True
+                    fields["host_busy_us"] = _mean(r["host_busy_us"] for r in clean)
+                    fields["other_gpu_us"] = None  # not measured: the GPU's period held the host's gaps
         if not overlap and engine == "sglang":
             timed = [fields.get(n) for n in ("target_forward_us", "sample_us")]
             if all(t is not None for t in timed):
@@ -95,12 +118,14 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True) -
         host_paced = engine == "sglang" and overlap and idle > SGLANG_GPU_IDLE_FRAC
         if host_paced and fields["gpu_bound"]:
             fields["other_gpu_us"] = 0.0
-        if fields["gpu_bound"] and fields["instrumented_step_us"] and overlap and not host_paced:
+        if fields["gpu_bound"] and fields["instrumented_step_us"] and overlap and not host_paced and not v1_host_paced:
             scale = fields["step_us"] / fields["instrumented_step_us"]
             fields["gpu_parts_scale"] = scale
             for name in (*GPU_PARTS, "other_gpu_us"):
                 if fields.get(name) is not None:
                     fields[name] *= scale
+    if model_runner.startswith(V1_RUNNER) and point["num_steps"] and fields.get("host_busy_us") is None:
+        fields["host_pace_us"] = fields["step_us"]
     return EnginePoint(**fields)
 
 
@@ -168,9 +193,10 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
         keep is None or keep((ln["point"]["num_steps"], ln["point"]["batch_size"], ln["point"]["prompt_len"])))]
     labels = {ln["label"] for ln in lines}
     engines = [e for e in engines if e["label"] in labels]
+    runner = {e["label"]: e["info"].get("model_runner", "") for e in engines}
     pts = []
     for ln in lines:
-        ep = engine_point(ln["point"], ln.get("engine"), overlap=variant[2])
+        ep = engine_point(ln["point"], ln.get("engine"), overlap=variant[2], model_runner=runner.get(ln["label"], ""))
         if ep is not None:
             pts.append(ep)
     if not pts:

@@ -71,6 +71,11 @@ class EnginePoint(StrictModel):
     gpu_period_us: Us | None = None
     other_gpu_us: Us | None = None
     host_busy_us: Us | None = None
+    host_pace_us: Us | None = Field(
+        None, description="Where the host's own work was not measured (vLLM's model runner V1 waits for the GPU "
+                          "inside a speculative step, where no hook times it): the step, the pace the host kept at "
+                          "most. It prices the host at this point's batch and num_steps, averaged with the other "
+                          "processes' measurements there, and is left out of the host's fitted form.")
     host_blocked_us: Us | None = None
 
 
@@ -332,7 +337,8 @@ class NativeCosts:
 
     def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         name = "host_busy_us" if num_steps else "host_busy_us_baseline"
-        return self._price("host work", lambda p: p.host_busy_us, self._lin(name, batch_size, num_steps),
+        return self._price("host work", lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us,
+                           self._lin(name, batch_size, num_steps),
                            batch_size, num_steps, context_len, gpu=False)
 
     def step_us(self, batch_size: int, num_steps: int, context_len: float) -> tuple[float, float]:
