@@ -302,6 +302,22 @@ class VllmEngine(EngineModel):
     host_decode_step_us: float | None = Field(ENGINE_HOST_DEFAULTS["vllm"]["host_decode_step_us"], ge=0, le=1e6)
     host_cycle_us: float | None = Field(ENGINE_HOST_DEFAULTS["vllm"]["host_cycle_us"], ge=0, le=1e6)
     host_draft_step_us: float = Field(ENGINE_HOST_DEFAULTS["vllm"]["host_draft_step_us"], ge=0, le=1e6)
+    cudagraph_capture_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] | Literal["rounded_to_query"] | None = \
+        Field(None, max_length=4096,
+              description="vLLM's compilation_config.cudagraph_capture_sizes the scenario runs with (token counts, "
+                          "strictly increasing), or 'rounded_to_query': the engine profile's list with each size "
+                          "rounded up to a multiple of num_steps + 1 (what model runner V1 does itself, and what gives "
+                          "model runner V2 a full graph for every verify); left out: the engine profile's list. "
+                          "Only with an engine_profile: the verify is padded to these sizes, and the profile's points "
+                          "whose verify the other list pads differently are not used there.")
+
+    @field_validator("cudagraph_capture_sizes")
+    @classmethod
+    def _increasing(cls, sizes):
+        if isinstance(sizes, list) and any(b <= a for a, b in zip(sizes, sizes[1:])):
+            raise ValueError("cudagraph_capture_sizes must be strictly increasing token counts (1..1,000,000), or "
+                             "'rounded_to_query'")
+        return sizes
 
 
 class TrtllmEngine(EngineModel):

@@ -485,6 +485,36 @@ def outside_measured(profile: EngineProfile, batch_size: int, num_steps: int, co
     return out
 
 
+def rounded_to_query(sizes: list[int], num_steps: int) -> list[int]:
+    """Each capture size rounded up to a multiple of the verify's query length num_steps + 1, within the
+    largest (vLLM's model runner V1 does this to its list for speculative decoding)."""
+    q = num_steps + 1
+    return sorted({-(-s // q) * q for s in sizes if -(-s // q) * q <= max(sizes)}) if sizes else []
+
+
+def _sizes_text(sizes: list[int]) -> str:
+    return ", ".join(map(str, sizes[:6])) + (f", ... {sizes[-1]}" if len(sizes) > 6 else "")
+
+
+def with_capture_sizes(profile: EngineProfile, sizes: list[int] | str, num_steps: int) -> EngineProfile:
+    """The profile as it prices an engine run with other CUDA-graph capture sizes ('rounded_to_query':
+    its own list rounded, `rounded_to_query`): its speculative points whose verify the new list pads to
+    another token count, or replays as another kind of graph (`full_graph_verify`), are left out; the
+    fitted forms price those."""
+    new = rounded_to_query(profile.cudagraph_capture_sizes, num_steps) if sizes == "rounded_to_query" else list(sizes)
+    old = profile.cudagraph_capture_sizes
+
+    def same(p: EnginePoint) -> bool:
+        if not p.num_steps:  # the baseline: an engine of its own, run with its own list
+            return True
+        n = p.batch_size * (p.num_steps + 1)
+        a = EngineProfile.padded_tokens(profile, n, p.batch_size)
+        b = EngineProfile.padded_tokens(profile.model_copy(update={"cudagraph_capture_sizes": new}), n, p.batch_size)
+        return a == b and full_graph_verify(p.batch_size, p.num_steps, old, profile.max_num_seqs) == \
+            full_graph_verify(p.batch_size, p.num_steps, new, profile.max_num_seqs)
+    return profile.model_copy(update={"cudagraph_capture_sizes": new, "points": [p for p in profile.points if same(p)]})
+
+
 def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
     """NativeCosts of the scenario's engine profile (`serving_engine.engine_profile`) where it prices
     this scenario as measured; None (with a note saying why) where it does not or none is given.
@@ -501,6 +531,13 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
                   "engine model from the profile's op tables")
         return None
     b, k, c = scenario.workload.batch_size, scenario.spec.num_steps, scenario.workload.context_len
+    sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
+    if sizes is not None and profile.engine == "vllm":
+        profile = with_capture_sizes(profile, sizes, k)
+        notes.add(f"vllm: CUDA-graph capture sizes {_sizes_text(profile.cudagraph_capture_sizes)} (the scenario's"
+                  f"{', rounded_to_query' if sizes == 'rounded_to_query' else ''}; the profile was measured with its "
+                  "own list): the profile's points whose verify these pad to another token count are not used, "
+                  "its fitted forms price those")
     for why in outside_measured(profile, b, k, c):
         notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name}: {why}")
     if profile.engine == "vllm" and not profile.full_graph_verify(b, k):
