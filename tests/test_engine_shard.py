@@ -424,3 +424,21 @@ def test_engine_queue_help_names_every_queue():
     from simulator.cli import app
     r = CliRunner().invoke(app, ["calibrate", "engine-queue", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and all(name in r.output for name in QUEUES), r.output
+
+
+def test_the_mla_queue_runs_deepseek_v2_lite_with_a_capped_kv_pool():
+    """Queue sglang-h200-mla: DeepSeek-V2-Lite's shape (MLA, no q compression) with its EAGLE-3 draft,
+    the baseline and num_steps 3 over contexts 1k-16k, in a points file of its own, the KV pool capped
+    so the GQA draft's pool (the target's token count) fits beside the MLA target's."""
+    from calibration.cli.engine import _configs
+    from calibration.engines.queue import MLA_POINTS, QUEUES
+    plans = QUEUES["sglang-h200-mla"]()
+    assert [p.label for p in plans] == ["calibrate_s3", "live_s3", "calibrate_s0", "live_s0"]
+    assert all(p.points_file == MLA_POINTS and p.uniform_expert_routing and p.max_total_tokens for p in plans)
+    assert {q["prompt_len"] for p in plans for q in p.points} == {1024, 4096, 8192, 16384}
+    assert all(q["prompt_len"] + 256 < p.max_model_len for p in plans for q in p.points)
+    biggest = max(q["batch_size"] * (q["prompt_len"] + 256) for p in plans for q in p.points)
+    assert biggest < plans[0].max_total_tokens
+    _, _, t, d = _configs("deepseek-v2-lite", "eagle3-deepseek-v2-lite")
+    assert (t["kv_lora_rank"], t["q_lora_rank"], t["n_routed_experts"], t["num_experts_per_tok"]) == (512, None, 64, 6)
+    assert d["num_hidden_layers"] == 1 and d["hidden_size"] == t["hidden_size"] == 2048

@@ -186,7 +186,24 @@ def vllm_h200_moe_base() -> list[ProcessPlan]:
     return [plans["calibrate_s0"], plans["live_s0"], plans["diag_s2_cap3"]]
 
 
-QUEUES = {"vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
+MLA_POINTS = "deepseek-v2-lite.points.jsonl"
+
+
+def sglang_h200_mla() -> list[ProcessPlan]:
+    """An MLA target on SGLang (issue 26): DeepSeek-V2-Lite's shape (MLA with kv_lora_rank 512, no q
+    compression, 64 experts top-6 and 2 shared) with an EAGLE-3 draft, experts routed uniformly; the
+    baseline and num_steps 3 at contexts 1k to 16k (the verify's cost by context), calibration then
+    live. The KV pool is capped (max_total_tokens): the GQA draft's pool takes the MLA target's token
+    count."""
+    t_cfg, d_cfg = model_configs("deepseek-v2-lite", "eagle3-deepseek-v2-lite")
+    base = dict(engine="sglang", target_config=t_cfg, draft_config=d_cfg, uniform_expert_routing=True,
+                max_model_len=32768, max_total_tokens=600_000, points_file=MLA_POINTS)
+    bs, ps = [1, 8, 32], [1024, 4096, 8192, 16384]
+    return interleave(calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE),
+                      live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES), 3)
+
+
+QUEUES = {"sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200}
 
