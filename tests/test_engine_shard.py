@@ -442,3 +442,27 @@ def test_the_mla_queue_runs_deepseek_v2_lite_with_a_capped_kv_pool():
     _, _, t, d = _configs("deepseek-v2-lite", "eagle3-deepseek-v2-lite")
     assert (t["kv_lora_rank"], t["q_lora_rank"], t["n_routed_experts"], t["num_experts_per_tok"]) == (512, None, 64, 6)
     assert d["num_hidden_layers"] == 1 and d["hidden_size"] == t["hidden_size"] == 2048
+
+
+def test_the_mla_records_and_profile_are_rebuilt_as_committed():
+    """data/live/h200_sglang_0.5.15_deepseek-v2-lite and its profile: rebuilt from the committed points
+    as committed; the verify's forward (4 tokens a request) was timed at every context, and it grows
+    with the context at batch 32 (MLA's latent cache read per token)."""
+    from pathlib import Path
+
+    from calibration.cli.engine import _configs
+    from calibration.engines.records import live_records
+    from simulator.engines.native import load_engine_profile
+    ROOT = Path(__file__).resolve().parents[1]
+    from simulator.evidence.validate import load_records
+    pts = ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15_deepseek-v2-lite" / "points.jsonl.gz"
+    recs = load_records([ROOT / "data" / "live" / "h200_sglang_0.5.15_deepseek-v2-lite"])
+    _, _, t, d = _configs("deepseek-v2-lite", "eagle3-deepseek-v2-lite")
+    rebuilt = dict(live_records([pts], t, d))
+    assert len(recs) == len(rebuilt) == 30
+    for path, rec in recs:
+        assert rebuilt[Path(path).name].tok_per_s == pytest.approx(rec.tok_per_s, rel=1e-12)
+        assert rec.scenario.target.kv_lora_rank == 512
+    prof = load_engine_profile("sglang-0.5.15-h200-deepseek-v2-lite-eagle3")
+    verify = sorted((p.context_len, p.target_forward_us) for p in prof.points if p.num_steps == 3 and p.batch_size == 32)
+    assert len(verify) == 4 and verify[-1][1] > 1.15 * verify[0][1]
