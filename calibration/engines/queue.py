@@ -203,7 +203,18 @@ def sglang_h200_mla() -> list[ProcessPlan]:
                       live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES), 3)
 
 
-QUEUES = {"sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
+def vllm_h200_mla() -> list[ProcessPlan]:
+    """The MLA target of `sglang-h200-mla` on vLLM 0.26.0 (its own MLA backend and model runner): the
+    num_steps-3 calibration first (the verify's cost by context), then the baseline's, as far as the
+    session's device time goes."""
+    t_cfg, d_cfg = model_configs("deepseek-v2-lite", "eagle3-deepseek-v2-lite")
+    base = dict(engine="vllm", target_config=t_cfg, draft_config=d_cfg, max_model_len=32768, points_file=MLA_POINTS)
+    plans = {p.num_steps: p for p in calibrate_plans(base, [3], [1, 8, 32], [1024, 4096, 8192, 16384],
+                                                     DEFAULT_CALIBRATE_ACCEPTANCE)}
+    return [plans[3], plans[0]]
+
+
+QUEUES = {"vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200}
 
