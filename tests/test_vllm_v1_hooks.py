@@ -222,3 +222,32 @@ def test_a_measured_point_prices_the_host_at_the_mean_pace_over_processes():
     prof = EngineProfile(**fields, fits=fit_parts(EngineProfile.model_construct(**fields)))
     assert prof.fits["host_busy_us"].num_points == 2  # the host-paced ones only
     assert NativeCosts(prof).host_us(1, 3, 1100.0) == pytest.approx((9000.0 + 6400.0) / 2)
+
+
+def test_uniform_expert_routing_turns_on_vllms_routing_simulator(monkeypatch, tmp_path):
+    """A vLLM plan with uniform_expert_routing starts the engine with vLLM's own routing simulator
+    (each token's experts a uniform draw) and says so in the engine's notes; one without leaves it off."""
+    import os
+
+    import calibration.engines.vllm_backend as vb
+    from calibration.engines.backend import EngineInfo
+    from calibration.engines.plans import ProcessPlan, model_configs
+    from calibration.engines.worker import start_backend
+    seen = {}
+
+    class Fake:
+        def __init__(self, *a, **kw):
+            seen["env"] = os.environ.get("VLLM_MOE_ROUTING_SIMULATION_STRATEGY")
+            self._info = EngineInfo(engine="vllm", engine_version="0")
+
+        def info(self):
+            return self._info
+    monkeypatch.setattr(vb, "VllmBackend", Fake)
+    monkeypatch.setenv("VLLM_MOE_ROUTING_SIMULATION_STRATEGY", "")  # restored (unset) after the test
+    monkeypatch.delenv("VLLM_MOE_ROUTING_SIMULATION_STRATEGY")
+    t, d = model_configs("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
+    plan = ProcessPlan(engine="vllm", session="calibrate", label="calibrate_s0", num_steps=0, target_config=t,
+                       draft_config=d, points=[dict(batch_size=1, prompt_len=1024, acceptance_rate=None)])
+    assert start_backend(plan, tmp_path).info().notes == [] and seen["env"] is None
+    b = start_backend(plan.model_copy(update={"uniform_expert_routing": True}), tmp_path)
+    assert seen["env"] == "uniform_random" and any("routing simulator" in n for n in b.info().notes)

@@ -76,7 +76,9 @@ class ProcessPlan(StrictModel):
                                           "set before the engine starts.")
     uniform_expert_routing: bool = Field(False, description="MoE targets: each token's experts drawn uniformly at "
                                                             "random in the router (dummy weights route every token "
-                                                            "alike; real traffic spreads over the experts).")
+                                                            "alike; real traffic spreads over the experts): SGLang "
+                                                            "by noise in its TopK, vLLM by its own routing simulator "
+                                                            "(VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random).")
     points_file: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.jsonl$",
                                     description="A points file of its own beside the queue's (a name, no path), for "
                                                 "another model's processes, whose labels would mix with the queue's.")

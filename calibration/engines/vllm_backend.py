@@ -64,6 +64,12 @@ def write_model_dirs(root: Path, target_config: dict, draft_config: dict | None)
     return out[0], out[1]
 
 
+# vLLM's own MoE routing simulator (vllm/model_executor/layers/fused_moe/router/router_factory.py: with this
+# set every FusedMoE layer routes through RoutingSimulatorRouter, whose "uniform_random" strategy draws each
+# token's top-k experts uniformly): dummy weights' routers would not spread tokens as real traffic does
+VLLM_UNIFORM_ROUTING = {"VLLM_MOE_ROUTING_SIMULATION_STRATEGY": "uniform_random"}
+
+
 class VllmBackend(RecordingWindow):
     """One vLLM engine (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process."""
 

@@ -67,12 +67,20 @@ def start_backend(plan: ProcessPlan, workdir: Path):
         from calibration.engines.fake_backend import FakeBackend
         return FakeBackend(plan.num_steps, seed=plan.prompt_seed + plan.num_steps, max_model_len=plan.max_model_len)
     if plan.engine == "vllm":
-        from calibration.engines.vllm_backend import VllmBackend, default_capture_sizes, write_model_dirs
+        from calibration.engines.vllm_backend import (VLLM_UNIFORM_ROUTING, VllmBackend, default_capture_sizes,
+                                                      write_model_dirs)
+        if plan.uniform_expert_routing:  # vLLM's own routing simulator (router_factory), read at model build
+            os.environ.update(VLLM_UNIFORM_ROUTING)
         target, draft = write_model_dirs(workdir / plan.label, plan.target_config,
                                          plan.draft_config if plan.num_steps else None)
-        return VllmBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
-                           max_num_seqs=plan.max_num_seqs, gpu_memory_utilization=plan.gpu_memory_utilization,
-                           capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed)
+        backend = VllmBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
+                              max_num_seqs=plan.max_num_seqs, gpu_memory_utilization=plan.gpu_memory_utilization,
+                              capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed)
+        if plan.uniform_expert_routing:
+            backend.info().notes.append(
+                "uniform expert routing: vLLM's routing simulator (VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
+                "uniform_random: each token's top-k experts drawn uniformly, with replacement)")
+        return backend
     if plan.engine == "sglang":
         from calibration.engines.sglang_backend import SglangBackend
         from calibration.engines.vllm_backend import write_model_dirs
