@@ -425,7 +425,7 @@ def engine_process(
 
 
 def engine_queue(
-    name: Annotated[str, typer.Argument(help="The queue: vllm-h200-next, vllm-h200-mla, sglang-h200-mla, vllm-h200-moe-base, vllm-h200-diag-moe, sglang-h200-protocol, "
+    name: Annotated[str, typer.Argument(help="The queue: vllm-h200-routing-check, vllm-h200-next, vllm-h200-mla, sglang-h200-mla, vllm-h200-moe-base, vllm-h200-diag-moe, sglang-h200-protocol, "
                                              "sglang-h200-eager, sglang-h200-moe, sglang-h200-next or sglang-h200, "
                                              "newest first "
                                              "(calibration/engines/queue.py).")],

@@ -231,7 +231,18 @@ def vllm_h200_next() -> list[ProcessPlan]:
     return out + mla
 
 
-QUEUES = {"vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
+def vllm_h200_routing_check() -> list[ProcessPlan]:
+    """One short vLLM process: Qwen3-30B-A3B's baseline at batch 1, 8 and 64 (1k prompt) with each token's
+    experts drawn uniformly (vLLM's routing simulator), against the committed baseline that routed by the
+    dummy router weights: whether those spread tokens over the experts as a uniform draw does."""
+    q_t, q_d = model_configs("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
+    base = dict(engine="vllm", target_config=q_t, draft_config=q_d, uniform_expert_routing=True,
+                points_file="qwen3-30b-a3b-uniform.points.jsonl")
+    return [p for p in calibrate_plans(base, [3], [1, 8, 64], [1024], DEFAULT_CALIBRATE_ACCEPTANCE)
+            if p.num_steps == 0]
+
+
+QUEUES = {"vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200}
 
