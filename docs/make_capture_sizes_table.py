@@ -2,7 +2,8 @@
 12-token verify) at the default CUDA-graph capture sizes and with them rounded up to multiples of 3
 (`serving_engine.cudagraph_capture_sizes: rounded_to_query`), each measured on the lent H200 (queues
 `vllm-h200-diag-moe` and `vllm-h200-moe-base`: processes diag_s2 and diag_s2_cap3, six 48-step windows
-a point) and predicted from the engine-native profile, which was measured at the default list only.
+a point) and predicted from the engine-native profile, which was measured at the default list only, at
+each point's mean context over its windows (the prompt plus the tokens decoded while it was timed).
 
     python docs/make_capture_sizes_table.py
 """
@@ -53,14 +54,14 @@ def predicted(context: float, rate: float, rounded: bool) -> dict:
 
 
 def main() -> None:
-    print("| capture sizes | prompt | measured ms a step (windows) | predicted ms a step | error | measured tok/s "
-          "(accept length) | predicted tok/s (accept length) | error |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    print("| capture sizes | prompt | mean context | measured ms a step (windows) | predicted ms a step | error | "
+          "measured tok/s (accept length) | predicted tok/s (accept length) | error |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for m in measured():
         rounded = m["label"] == "diag_s2_cap3"
         out = predicted(m["context"], m["rate"], rounded)
         step = float(np.mean(m["steps"]))
-        print(f"| {'rounded to multiples of 3' if rounded else 'default'} | {m['prompt']} | "
+        print(f"| {'rounded to multiples of 3' if rounded else 'default'} | {m['prompt']} | {m['context']:,.0f} | "
               f"{step / 1e3:.2f} ({', '.join(f'{s / 1e3:.1f}' for s in m['steps'])}) | "
               f"{out['cycle_time_us'] / 1e3:.2f} | {out['cycle_time_us'] / step - 1:+.1%} | "
               f"{m['tok_s']:,.0f} ({m['accept']:.2f}) | {out['tok_per_s']:,.0f} ({out['accept_length']['mean'] if isinstance(out['accept_length'], dict) else out['accept_length']:.2f}) | "

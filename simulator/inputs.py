@@ -331,7 +331,10 @@ def format_validation_error(source: str, err: ValidationError, max_lines: int = 
         msg = " ".join(e["msg"].removeprefix("Value error, ").split())
         if e["type"] == "extra_forbidden" and e["loc"]:
             hint = did_you_mean(err.title, e["loc"])
-            msg += f"; did you mean {hint!r}?" if hint else ""
+            if hint and hint == str(e["loc"][-1]):  # the name exists, on another kind of this section
+                msg += "; that field belongs to another kind of this section (its `kind` chooses the fields)"
+            else:
+                msg += f"; did you mean {hint!r}?" if hint else ""
         msg = msg if len(msg) <= 300 else msg[:297] + "..."
         lines.append(f"{source}: {loc}: {msg}{got_s}")
     out = []

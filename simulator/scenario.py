@@ -178,7 +178,10 @@ def load_scenario(path: Path, overrides: list[str] | None = None) -> Scenario:
     path = Path(path)
     overrides = list(overrides or [])
     data = apply_overrides(read_scenario_dict(path), overrides, str(path))
-    source = f"{path} (with --set {' '.join(quote(o, 40)[1:-1] for o in overrides)})" if overrides else str(path)
+    def shown(o: str, limit: int = 80) -> str:  # the override as typed, a long one cut (no repr quotes)
+        o = o.encode("unicode_escape").decode("ascii")
+        return o if len(o) <= limit else f"{o[:limit]}... ({len(o):,} characters)"
+    source = f"{path} (with --set {' '.join(shown(o) for o in overrides)})" if overrides else str(path)
     return scenario_from_dict(data, source, path.parent)
 
 

@@ -58,17 +58,32 @@ def test_a_scenario_with_rounded_sizes_prices_the_cell_full_graph_and_notes_it()
 
 def test_bad_capture_sizes_are_refused_in_one_line(tmp_path):
     data = yaml.safe_load(SCENARIO.read_text())
-    for bad, word in (([16, 8], "strictly increasing"), ([0, 8], "greater than or equal to 1"), ("rounded", "rounded_to_query")):
+    for bad in ([16, 8], [0, 8], "rounded", [], [10 ** 6], [3.5, 6], [True], ["3"], list(range(1, 5000))):
         data["serving_engine"]["cudagraph_capture_sizes"] = bad
         f = tmp_path / "s.yaml"
         f.write_text(yaml.safe_dump(data))
         r = CliRunner().invoke(app, ["simulate", str(f)])
         assert r.exit_code != 0 and "Traceback" not in r.output and "cudagraph_capture_sizes" in r.output, r.output
-        assert word in r.output, r.output
+        assert "'rounded_to_query' or a list of 1 to 4,096 strictly increasing token counts" in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
     data["serving_engine"] = {"kind": "sglang", "cudagraph_capture_sizes": [1, 2]}
     f.write_text(yaml.safe_dump(data))
     r = CliRunner().invoke(app, ["simulate", str(f)])
     assert r.exit_code != 0 and "cudagraph_capture_sizes" in r.output and "Traceback" not in r.output
+    assert "belongs to another kind" in r.output and "did you mean" not in r.output
+
+
+def test_notes_at_capture_sizes_that_hold_no_point_or_stop_below_the_verify():
+    """A list under which no speculative point of the profile holds says so (not 'was not measured ( were)');
+    a verify above the largest size gets the no-graphs note only, not the piecewise one as well."""
+    prof = load_profile(resolve_profile_path("h200"))
+    cost = CostModel(load_scenario(SCENARIO, CELL + ["serving_engine.cudagraph_capture_sizes=[512]"]), prof)
+    assert not any("( were)" in n for n in cost.lookup.notes)
+    assert any("no speculative point of the profile holds" in n for n in cost.lookup.notes)
+    big = CostModel(load_scenario(SCENARIO, [c for c in CELL if "batch_size" not in c] + [
+        "workload.batch_size=16", "serving_engine.cudagraph_capture_sizes=[3,6,9,18,24]"]), prof)
+    assert any("above the largest CUDA-graph capture size 24" in n for n in big.lookup.notes)
+    assert not any("gets no full CUDA graph" in n for n in big.lookup.notes)
 
 
 def test_the_docs_table_reads_the_measured_cell(tmp_path):

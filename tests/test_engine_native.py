@@ -366,8 +366,7 @@ def test_points_files_are_validated_line_by_line(tmp_path):
     f.write_text("\n".join(json.dumps(r) for r in lines[:5]) + "\n" + json.dumps(lines[5])[:40])
     notes: list[str] = []
     assert len(read_points_files([f], notes)) == 5 and "torn last line" in notes[0]
-    r = CliRunner().invoke(calibrate_app, ["engine", "--engine", "sglang", "--from-points", str(f), "--out",
-                                           str(tmp_path / "p.json")])
+    r = CliRunner().invoke(calibrate_app, ["engine", "--from-points", str(f), "--out", str(tmp_path / "p.json")])
     assert r.exit_code == 2 and "torn last line" in r.output and "Traceback" not in r.output
     assert "torn.jsonl: the calibration points" in " ".join(r.output.split()) and "too few to fit" in r.output
     assert not (tmp_path / "p.json").exists()

@@ -466,3 +466,31 @@ def test_the_mla_records_and_profile_are_rebuilt_as_committed():
     prof = load_engine_profile("sglang-0.5.15-h200-deepseek-v2-lite-eagle3")
     verify = sorted((p.context_len, p.target_forward_us) for p in prof.points if p.num_steps == 3 and p.batch_size == 32)
     assert len(verify) == 4 and verify[-1][1] > 1.15 * verify[0][1]
+
+
+def test_points_of_another_model_are_refused_where_their_engine_says_which_ran(tmp_path):
+    """An engine line records the target and draft configs it ran (since 2026-12-04); `calibrate engine
+    --from-points` and `live --from-points` with another --target refuse them in one line, and lines
+    without that record (older files) are not checked."""
+    import gzip
+    import json
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    src = root / "data" / "engine_runs" / "h200_sglang_0.5.15_deepseek-v2-lite" / "points.jsonl.gz"
+    t, d = model_configs("deepseek-v2-lite", "eagle3-deepseek-v2-lite")
+    lines = [json.loads(s) for s in gzip.open(src, "rt")]
+    for ln in lines:
+        if ln["kind"] == "engine":
+            ln["info"]["model"] = {"target": t, "draft": d}
+    f = tmp_path / "p.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    ok = _cli("calibrate", "engine", "--from-points", f, "--target", "deepseek-v2-lite", "--draft",
+              "eagle3-deepseek-v2-lite", "--out", tmp_path / "ok.json")
+    assert ok.exit_code == 0, ok.output
+    for cmd in (["calibrate", "engine", "--out", tmp_path / "bad.json"], ["live", "--out", tmp_path / "w"]):
+        r = _cli(*cmd, "--from-points", f, "--target", "qwen3-30b-a3b", "--draft", "eagle3-qwen3-30b-a3b")
+        assert r.exit_code != 0 and "ran another target: num_hidden_layers 27 (given 48)" in r.output, r.output
+        assert "Traceback" not in r.output
+    old = _cli("calibrate", "engine", "--from-points", src, "--target", "qwen3-30b-a3b", "--draft",
+               "eagle3-qwen3-30b-a3b", "--out", tmp_path / "old.json")
+    assert "ran another" not in old.output  # no record to check against

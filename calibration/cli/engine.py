@@ -171,8 +171,9 @@ def _variant(engine: str, topk: int, num_draft_tokens: Optional[int], no_overlap
 
 def calibrate_engine(
     out: Annotated[Path, typer.Option(help="Engine profile JSON to write.")],
-    engine: Annotated[str, typer.Option(help="The engine to measure: vllm or sglang (on a GPU host where it is "
-                                             "installed) or fake (known costs, no GPU).")] = "vllm",
+    engine: Annotated[Optional[str], typer.Option(
+        help="The engine to measure: vllm or sglang (on a GPU host where it is installed) or fake (known costs, "
+             "no GPU); default vllm. With --from-points: the points' engine (given, it must be theirs).")] = None,
     points: Annotated[Optional[Path], typer.Option(help="Resumable points file (JSONL); default OUT with the "
                                                         "suffix .points.jsonl.")] = None,
     from_points: Annotated[Optional[list[Path]], typer.Option(help="Build the profile from these points files "
@@ -220,7 +221,19 @@ def calibrate_engine(
     from simulator.files import write_json_atomic
     from simulator.inputs import UserInputError
 
-    check_choice("--engine", engine, ENGINES)
+    if engine is not None:
+        check_choice("--engine", engine, ENGINES)
+    if from_points:  # nothing runs: the points say whose they are, and --engine, given, must agree
+        from calibration.engines.points import read_points_files
+        try:
+            held = sorted({r["engine"] for r in read_points_files(_existing_points(from_points)) if r["kind"] == "point"})
+        except UserInputError as e:
+            fail(str(e))
+        if engine is not None and held and engine not in held:
+            fail(f"--engine {engine}: the points in {', '.join(map(str, from_points))} are {', '.join(held)}'s; "
+                 f"give --engine {held[0]} or leave --engine out")
+        engine = engine or (held[0] if len(held) == 1 else "vllm")
+    engine = engine or "vllm"
     check_output("--out", out, ENGINE_PROFILE_OUTPUT, force)
     ks_given = num_steps is not None
     ks = _ints("--num-steps", num_steps if ks_given else "1,2,3,4,6", 1, 16)
@@ -238,6 +251,7 @@ def calibrate_engine(
     if from_points:
         files = _existing_points(from_points)
         _check_not_input(out, files, "--out")
+        _check_model(files, t_cfg, d_cfg)
         if exclude_process:
             from calibration.engines.build import engine_lines
             try:
@@ -322,6 +336,18 @@ def calibrate_engine(
                              f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
 
 
+def _check_model(files: list[Path], t_cfg: dict, d_cfg: dict) -> None:
+    """The points are of the --target / --draft given, where their engine lines say which model ran."""
+    from calibration.engines.build import model_mismatch
+    from simulator.inputs import UserInputError
+    try:
+        why = model_mismatch(files, t_cfg, d_cfg)
+    except UserInputError as e:
+        fail(str(e))
+    if why:
+        fail(f"{', '.join(map(str, files))}: {why}")
+
+
 def live_engine(out: Path, engine: str | None, points: Optional[Path], from_points: Optional[list[Path]],
                 engine_profile: Optional[str], batches: Optional[str], force: bool,
                 target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-llama-3.1-8b", topk: int = 1,
@@ -352,6 +378,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             fail(f"--engine-profile: {e}")
     if from_points:
         files = _existing_points(from_points)
+        _check_model(files, t_cfg, d_cfg)
         if engine is not None:
             from calibration.engines.points import read_points_files
             try:

@@ -170,6 +170,30 @@ def engine_lines(paths: list[Path], session: str | None = None,
     return engines, points
 
 
+SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+              "vocab_size", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "kv_lora_rank",
+              "q_lora_rank")
+
+
+def model_mismatch(paths: list[Path], target: dict, draft: dict | None) -> str | None:
+    """Why the points in `paths` are not of this target and draft (HF configs), from the model each engine
+    process recorded (engine lines since 2026-12-04; older lines record none and are not checked), or None."""
+    def differ(ran: dict | None, given: dict | None) -> list[str]:
+        if not ran or not given:
+            return []
+        return [f"{k} {ran.get(k)} (given {given.get(k)})" for k in SHAPE_KEYS if ran.get(k) != given.get(k)]
+    engines, _ = engine_lines(paths)
+    for e in engines:
+        model = e["info"].get("model")
+        if not isinstance(model, dict):
+            continue
+        for role, given in (("target", target), ("draft", draft if e.get("num_steps") else None)):
+            if bad := differ(model.get(role), given):
+                return (f"process {e['label']} ran another {role}: {', '.join(bad[:4])}; give the --target/--draft "
+                        "these points were measured with")
+    return None
+
+
 def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None,
                   keep=None, command_line: str | None = None, git_commit: str | None = None,
                   catalog_gpu: str | None = None, notes: list[str] | None = None,

@@ -215,20 +215,11 @@ def vllm_h200_mla() -> list[ProcessPlan]:
 
 
 def vllm_h200_next() -> list[ProcessPlan]:
-    """For the next vLLM session: Qwen3-30B-A3B again with each token's experts drawn uniformly (vLLM's
-    routing simulator; the committed vLLM MoE runs routed by the dummy router weights, SGLang's
-    uniformly), num_steps 3 and the baseline, calibration and live, in a points file of their own; then
-    the MLA target's num_steps 3 on model runner V1 (`VLLM_USE_V2_MODEL_RUNNER=0`: on V2 the EAGLE-3
-    draft failed vLLM's own warm-up beside the MLA target) with uniform routing."""
-    q_t, q_d = model_configs("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
-    base = dict(engine="vllm", target_config=q_t, draft_config=q_d, uniform_expert_routing=True,
-                points_file="qwen3-30b-a3b-uniform.points.jsonl")
-    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
-    out = interleave(calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE),
-                     live_plans(base, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES), 3)
-    mla = [p.model_copy(update={"uniform_expert_routing": True, "engine_env": {"VLLM_USE_V2_MODEL_RUNNER": "0"},
-                                "points_file": "deepseek-v2-lite-v1.points.jsonl"}) for p in vllm_h200_mla()]
-    return out + mla
+    """For the next vLLM session: the MLA target's num_steps 3 and baseline on model runner V1
+    (`VLLM_USE_V2_MODEL_RUNNER=0`: on V2 the EAGLE-3 draft failed vLLM's own warm-up beside the MLA
+    target), experts routed uniformly (vLLM's routing simulator), in a points file of their own."""
+    return [p.model_copy(update={"uniform_expert_routing": True, "engine_env": {"VLLM_USE_V2_MODEL_RUNNER": "0"},
+                                 "points_file": "deepseek-v2-lite-v1.points.jsonl"}) for p in vllm_h200_mla()]
 
 
 def vllm_h200_routing_check() -> list[ProcessPlan]:

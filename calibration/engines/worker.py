@@ -112,7 +112,9 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
                               topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
                               uniform_expert_routing=plan.uniform_expert_routing, engine_env=plan.engine_env,
                               cuda_graphs=plan.cuda_graphs,
-                              num_hidden_layers=plan.target_config.get("num_hidden_layers"))},
+                              num_hidden_layers=plan.target_config.get("num_hidden_layers")),
+                              # which model ran: a profile or records built from these points name theirs
+                              "model": {"target": plan.target_config, "draft": plan.draft_config}},
                           startup_s=time.perf_counter() - t0, created_unix=time.time()))
     pool = prompt_pool(max(p.batch_size for p in todo), max(p.prompt_len for p in todo), seed=plan.prompt_seed,
                        vocab_size=plan.target_config.get("vocab_size"))

@@ -269,6 +269,9 @@ class SglangEngine(EngineModel):
     host_cycle_us: float | None = Field(ENGINE_HOST_DEFAULTS["sglang"]["host_cycle_us"], ge=0, le=1e6)
 
 
+MAX_CAPTURE_SIZE = 65_536  # tokens in one captured CUDA graph (vLLM's defaults stop at 512; prefill graphs reach 8k-16k)
+
+
 class VllmEngine(EngineModel):
     """vLLM V1's speculative decoding (vllm/v1/spec_decode/eagle.py, v1/worker/gpu_model_runner.py).
 
@@ -302,8 +305,8 @@ class VllmEngine(EngineModel):
     host_decode_step_us: float | None = Field(ENGINE_HOST_DEFAULTS["vllm"]["host_decode_step_us"], ge=0, le=1e6)
     host_cycle_us: float | None = Field(ENGINE_HOST_DEFAULTS["vllm"]["host_cycle_us"], ge=0, le=1e6)
     host_draft_step_us: float = Field(ENGINE_HOST_DEFAULTS["vllm"]["host_draft_step_us"], ge=0, le=1e6)
-    cudagraph_capture_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] | Literal["rounded_to_query"] | None = \
-        Field(None, max_length=4096,
+    cudagraph_capture_sizes: list[int] | str | None = \
+        Field(None,
               description="vLLM's compilation_config.cudagraph_capture_sizes the scenario runs with (token counts, "
                           "strictly increasing), or 'rounded_to_query': the engine profile's list with each size "
                           "rounded up to a multiple of num_steps + 1 (what model runner V1 does itself, and what gives "
@@ -311,12 +314,19 @@ class VllmEngine(EngineModel):
                           "Only with an engine_profile: the verify is padded to these sizes, and the profile's points "
                           "whose verify the other list pads differently are not used there.")
 
-    @field_validator("cudagraph_capture_sizes")
+    @field_validator("cudagraph_capture_sizes", mode="before")
     @classmethod
-    def _increasing(cls, sizes):
-        if isinstance(sizes, list) and any(b <= a for a, b in zip(sizes, sizes[1:])):
-            raise ValueError("cudagraph_capture_sizes must be strictly increasing token counts (1..1,000,000), or "
-                             "'rounded_to_query'")
+    def _capture_sizes(cls, sizes):
+        """One line for any bad value: 1 to 4096 strictly increasing token counts in 1..65,536, or
+        'rounded_to_query'."""
+        if sizes is None or sizes == "rounded_to_query":
+            return sizes
+        allowed = (f"is {sizes!r}"[:90] + "; it must be 'rounded_to_query' or a list of 1 to 4,096 strictly "
+                   f"increasing token counts, each an integer in 1..{MAX_CAPTURE_SIZE:,}")
+        if not isinstance(sizes, list) or not 1 <= len(sizes) <= 4096 or any(
+                isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CAPTURE_SIZE for n in sizes) \
+                or any(b <= a for a, b in zip(sizes, sizes[1:])):
+            raise ValueError(allowed)
         return sizes
 
 

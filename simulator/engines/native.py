@@ -466,7 +466,9 @@ def outside_measured(profile: EngineProfile, batch_size: int, num_steps: int, co
     bs = sorted({p.batch_size for p in pts})
     cs = [p.context_len for p in pts]
     if num_steps not in ks:
-        out.append(f"num_steps {num_steps} was not measured ({', '.join(map(str, ks))} were): fitted forms")
+        out.append(f"num_steps {num_steps} was not measured ({', '.join(map(str, ks))} were): fitted forms" if ks else
+                   f"num_steps {num_steps}: no speculative point of the profile holds (at these CUDA-graph capture "
+                   "sizes): fitted forms")
     if batch_size not in bs:
         out.append(f"batch {batch_size} was not measured ({', '.join(map(str, bs))} were): fitted forms"
                    + (" beyond the largest" if batch_size > bs[-1] else ""))
@@ -540,7 +542,8 @@ def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
                   "its fitted forms price those")
     for why in outside_measured(profile, b, k, c):
         notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name}: {why}")
-    if profile.engine == "vllm" and not profile.full_graph_verify(b, k):
+    sizes_now = profile.cudagraph_capture_sizes
+    if profile.engine == "vllm" and not profile.full_graph_verify(b, k) and (not sizes_now or b * (k + 1) <= sizes_now[-1]):
         notes.add(f"vllm: at batch {b} with num_steps {k} the verify ({b * (k + 1)} tokens) gets no full CUDA "
                   "graph (the smallest size vLLM captures at or above it is a piecewise one): it runs piecewise "
                   "and host-bound, and its step time varied about 2x from process to process where measured "
