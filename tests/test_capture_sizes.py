@@ -94,3 +94,16 @@ def test_the_docs_table_reads_the_measured_cell(tmp_path):
     cap = [r for r in rows if r["label"] == "diag_s2_cap3"]
     assert len(cap) == 2 and all(6000 < min(r["steps"]) and max(r["steps"]) < 7000 for r in cap)
     assert json.dumps(rows)
+
+
+def test_a_sweep_names_the_cells_without_a_full_verify_graph(tmp_path):
+    """A sweep over the vLLM scenario names the (batch, num_steps) cells whose verify gets no full CUDA
+    graph at the profile's capture sizes, and none with the sizes rounded to the query."""
+    grid = ["--grid", "workload.batch_size=1,2,4,8", "--grid", "spec.num_steps=1..4"]
+    r = CliRunner().invoke(app, ["sweep", str(SCENARIO), *grid, "--out", str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "1 swept cell(s) get no full CUDA graph for the verify (batch 4 num_steps 2)" in flat
+    r = CliRunner().invoke(app, ["sweep", str(SCENARIO), *grid, "--set",
+                                 "serving_engine.cudagraph_capture_sizes=rounded_to_query", "--out", str(tmp_path / "b")])
+    assert r.exit_code == 0 and "no full CUDA graph" not in " ".join(r.output.split()), r.output

@@ -142,3 +142,20 @@ def engine_profile_note(scenario, overrides) -> None:
         return
     if note:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+def graph_gap_note(scenario, overrides, rows) -> None:
+    """A note for a sweep over a vLLM scenario with an engine profile whose rows hold (batch, num_steps)
+    cells with no full CUDA graph for the verify (simulator.engines.native_notes.graph_gap_note)."""
+    from rich.markup import escape
+
+    from simulator.engines.native_notes import graph_gap_note as note_of
+    from simulator.inputs import UserInputError
+    from simulator.scenario import load_scenario
+    try:
+        cells = [(int(r["batch_size"]), int(r["num_steps"])) for r in rows if "batch_size" in r and "num_steps" in r]
+        note = note_of(load_scenario(scenario, overrides), cells)
+    except (UserInputError, ValueError, FileNotFoundError, KeyError, TypeError):
+        return
+    if note:
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

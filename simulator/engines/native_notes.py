@@ -3,7 +3,7 @@ scenario that names one prints."""
 
 from __future__ import annotations
 
-from simulator.engines.native import load_engine_profile
+from simulator.engines.native import load_engine_profile, with_capture_sizes
 
 
 def study_note(scenario) -> str | None:
@@ -20,3 +20,31 @@ def study_note(scenario) -> str | None:
             f"{', '.join(map(str, ks))}, batch {', '.join(map(str, bs))}, contexts {min(cs):,.0f}-{max(cs):,.0f}, "
             f"tp {prof.tp_size}: points between them use its fitted forms, points of another target, draft, TP "
             "size or GPU the engine model from the op tables (`specdecsim simulate` on a point says which)")
+
+
+def graph_gap_note(scenario, cells) -> str | None:
+    """One line for a sweep or search over a vLLM scenario with an engine profile: the (batch,
+    num_steps) cells whose verify gets no full CUDA graph at the capture sizes it runs with (the
+    scenario's `cudagraph_capture_sizes`, else the profile's): there vLLM runs piecewise graphs and the
+    host paces the step, which moved about 2x between processes where measured; None where no cell does."""
+    ref = getattr(scenario.serving_engine, "engine_profile", None)
+    if not ref or scenario.serving_engine.kind != "vllm":
+        return None
+    prof = load_engine_profile(ref)
+    if prof.engine != "vllm":
+        return None
+    sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
+    gaps = []
+    for b, k in sorted(set(cells)):
+        p = with_capture_sizes(prof, sizes, k) if sizes is not None else prof
+        top = p.cudagraph_capture_sizes[-1] if p.cudagraph_capture_sizes else 0
+        if k and b * (k + 1) <= top and not p.full_graph_verify(b, k):
+            gaps.append((b, k))
+    if not gaps:
+        return None
+    shown = ", ".join(f"batch {b} num_steps {k}" for b, k in gaps[:6]) + (f" and {len(gaps) - 6} more" if len(gaps) > 6
+                                                                          else "")
+    fix = "" if sizes is not None else ("; `--set serving_engine.cudagraph_capture_sizes=rounded_to_query` prices "
+                                        "the capture sizes that give every verify a full graph")
+    return (f"vllm: {len(gaps)} swept cell(s) get no full CUDA graph for the verify ({shown}): vLLM runs them "
+            f"piecewise and host-bound, and their step moved about 2x between processes where measured{fix}")
