@@ -248,9 +248,23 @@ def load_json(text: str, source: str) -> Any:
     except RecursionError:
         raise UserInputError(f"{source}: not valid JSON here: nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
-        raise UserInputError(f"{source}: not valid JSON here: {_first_line(e)}") from None
+        raise UserInputError(f"{source}{_constant_at(text)}: not valid JSON here: {_first_line(e)}") from None
     check_bounds(data, source)
     return data
+
+
+def _constant_at(text: str) -> str:
+    """':<line>:<col> (key K)' of the first bare NaN / Infinity in JSON text (outside strings), or ''."""
+    import re
+    last_key = None
+    for m in re.finditer(r'"((?:[^"\\]|\\.)*)"\s*(:)?|(-?Infinity|NaN)', text):
+        if m.group(2):
+            last_key = m.group(1)
+        elif m.group(3):
+            line = text.count("\n", 0, m.start()) + 1
+            col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+            return f":{line}:{col}" + (f" (key {quote(last_key)})" if last_key is not None else "")
+    return ""
 
 
 def check_bounds(data: Any, source: str) -> None:

@@ -7,6 +7,7 @@ import copy
 import csv
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,25 @@ def test_live_from_points_with_engine_checks_whose_points_they_are(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "are sglang's; give --engine sglang or leave --engine out" in " ".join((r.stdout + r.stderr).split())
     assert not (tmp_path / "o").exists()
+
+
+def test_a_non_finite_number_in_json_names_its_line_and_key(tmp_path):
+    """NaN or Infinity in a JSON file (an engine profile edited by hand, say) is refused naming the file,
+    line, column and the key it stands under, not only 'not valid JSON here'."""
+    from simulator.inputs import UserInputError, load_json
+    for text, where in (('{"a": 1,\n "host_pace_us": NaN}', "f.json:2:18 (key 'host_pace_us')"),
+                        ('{"x": "NaN", "y": [1, -Infinity]}', "f.json:1:23 (key 'y')")):
+        with pytest.raises(UserInputError, match=re.escape(where) + ".*not a finite number"):
+            load_json(text, "f.json")
+
+
+def test_the_cycle_table_prints_an_empty_bucket_as_zero():
+    """A bucket that sums to a floating-point residue (the host at rounded capture sizes: 7e-11 us) prints 0.0."""
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    r = CliRunner().invoke(app, ["simulate", str(ROOT / "scenarios" / "vllm_llama8b_h200.yaml"), "--set",
+                                 "workload.batch_size=4", "--set", "spec.num_steps=2", "--set",
+                                 "spec.num_draft_tokens=3", "--set",
+                                 "serving_engine.cudagraph_capture_sizes=rounded_to_query"])
+    assert r.exit_code == 0 and "e-1" not in r.output and "e-0" not in r.output, r.output

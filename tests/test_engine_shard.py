@@ -494,3 +494,17 @@ def test_points_of_another_model_are_refused_where_their_engine_says_which_ran(t
     old = _cli("calibrate", "engine", "--from-points", src, "--target", "qwen3-30b-a3b", "--draft",
                "eagle3-qwen3-30b-a3b", "--out", tmp_path / "old.json")
     assert "ran another" not in old.output  # no record to check against
+
+
+def test_engine_queue_force_replaces_only_a_queue(tmp_path):
+    """`engine-queue NAME DIR --force` replaces a queue written there before; a folder with other files
+    is refused even with --force, and without --force a queue folder says --force would replace it."""
+    q = tmp_path / "q"
+    assert _cli("calibrate", "engine-queue", "sglang-h200-mla", q).exit_code == 0
+    r = _cli("calibrate", "engine-queue", "vllm-h200-next", q)
+    assert r.exit_code != 0 and "--force replaces the queue there" in r.output
+    r = _cli("calibrate", "engine-queue", "vllm-h200-next", q, "--force")
+    assert r.exit_code == 0 and sorted(f.name for f in q.iterdir()) == ["000_calibrate_s3.json", "001_calibrate_s0.json"]
+    (q / "notes.txt").write_text("mine")
+    r = _cli("calibrate", "engine-queue", "vllm-h200-next", q, "--force")
+    assert r.exit_code != 0 and "other files" in r.output and (q / "notes.txt").exists()

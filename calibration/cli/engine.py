@@ -457,15 +457,26 @@ def engine_queue(
                                              "newest first "
                                              "(calibration/engines/queue.py).")],
     out: Annotated[Path, typer.Argument(help="Folder to write its ProcessPlan files into, in run order.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace a queue written there before (a folder holding "
+                                                        "only queue files, NNN_label.json).")] = False,
 ) -> None:
     """Write a device session's engine processes as ProcessPlan files (run by engine-queue-run)."""
+    import re
+
     from calibration.engines.queue import QUEUES, write_queue
     check_choice("NAME", name, tuple(QUEUES))
     if out.exists() and not out.is_dir():
         fail(f"{out}: not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        fail(f"{out}: not empty; a queue is written into a new or empty folder (its files run in name order, "
-             "so two queues in one folder would interleave)")
+    held = sorted(out.iterdir()) if out.is_dir() else []
+    if held:
+        ours = all(f.is_file() and re.fullmatch(r"\d{3}_[A-Za-z0-9][A-Za-z0-9._-]*\.json", f.name) for f in held)
+        if not (force and ours):
+            fail(f"{out}: not empty; a queue is written into a new or empty folder (its files run in name order, "
+                 "so two queues in one folder would interleave)" + (
+                     "; --force replaces the queue there" if ours else
+                     "; it holds other files than a queue's, which --force does not replace"))
+        for f in held:
+            f.unlink()
     for f in write_queue(QUEUES[name](), out):
         console.print(escape(str(f)), highlight=False)
 

@@ -180,6 +180,7 @@ def print_result(r) -> None:
     b.add_column("us", justify="right")
     b.add_column("share", justify="right")
     for k, v in sorted(r.breakdown_us.items(), key=lambda kv: -kv[1]):
+        v = v if abs(v) > 1e-9 * r.cycle_time_us else 0.0  # floating-point residue of a bucket that is empty
         b.add_row(escape(k), _num(v), f"{v / r.cycle_time_us * 100:.1f}%")
     console.print(b)
     if r.serving is not None:
