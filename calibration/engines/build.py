@@ -177,15 +177,22 @@ SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_ke
 
 def model_mismatch(paths: list[Path], target: dict, draft: dict | None) -> str | None:
     """Why the points in `paths` are not of this target and draft (HF configs), from the model each engine
-    process recorded (engine lines since 2026-12-04; older lines record none and are not checked), or None."""
+    process recorded (engine lines since 2026-12-04; older SGLang lines only the target's depth, older vLLM
+    lines nothing, and are checked as far as that goes), or None."""
     def differ(ran: dict | None, given: dict | None) -> list[str]:
         if not ran or not given:
             return []
         return [f"{k} {ran.get(k)} (given {given.get(k)})" for k in SHAPE_KEYS if ran.get(k) != given.get(k)]
     engines, _ = engine_lines(paths)
     for e in engines:
+        if label_variant(e["label"]) is None:  # not a calibrate_ / live_ process (a shard): not built from here
+            continue
         model = e["info"].get("model")
-        if not isinstance(model, dict):
+        if not isinstance(model, dict):  # older lines: the target's depth where the variant recorded it
+            layers = (e["info"].get("variant") or {}).get("num_hidden_layers")
+            if layers is not None and layers != target.get("num_hidden_layers"):
+                return (f"process {e['label']} ran a target of {layers} layers (given "
+                        f"{target.get('num_hidden_layers')}); give the --target these points were measured with")
             continue
         for role, given in (("target", target), ("draft", draft if e.get("num_steps") else None)):
             if bad := differ(model.get(role), given):
