@@ -223,16 +223,9 @@ def calibrate_engine(
 
     if engine is not None:
         check_choice("--engine", engine, ENGINES)
+    t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     if from_points:  # nothing runs: the points say whose they are, and --engine, given, must agree
-        from calibration.engines.points import read_points_files
-        try:
-            held = sorted({r["engine"] for r in read_points_files(_existing_points(from_points)) if r["kind"] == "point"})
-        except UserInputError as e:
-            fail(str(e))
-        if engine is not None and held and engine not in held:
-            fail(f"--engine {engine}: the points in {', '.join(map(str, from_points))} are {', '.join(held)}'s; "
-                 f"give --engine {held[0]} or leave --engine out")
-        engine = engine or (held[0] if len(held) == 1 else "vllm")
+        engine = _check_points(_existing_points(from_points), engine, t_cfg, d_cfg)
     engine = engine or "vllm"
     check_output("--out", out, ENGINE_PROFILE_OUTPUT, force)
     ks_given = num_steps is not None
@@ -246,12 +239,10 @@ def calibrate_engine(
     _check_catalog_gpu(catalog_gpu)
     if exclude_process and not from_points:
         fail("--exclude-process goes with --from-points (it leaves a measured process out of the profile)")
-    t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     grid, keys = None, None
     if from_points:
         files = _existing_points(from_points)
         _check_not_input(out, files, "--out")
-        _check_model(files, t_cfg, d_cfg)
         if exclude_process:
             from calibration.engines.build import engine_lines
             try:
@@ -336,16 +327,24 @@ def calibrate_engine(
                              f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
 
 
-def _check_model(files: list[Path], t_cfg: dict, d_cfg: dict) -> None:
-    """The points are of the --target / --draft given, where their engine lines say which model ran."""
-    from calibration.engines.build import model_mismatch
+def _check_points(files: list[Path], engine: str | None, t_cfg: dict | None = None,
+                  d_cfg: dict | None = None) -> str | None:
+    """One read of the points files: their engine (a given --engine must be it), and, with t_cfg, that
+    they are of the --target / --draft given where their engine lines say which model ran. The points'
+    engine where they hold one, else `engine`."""
+    from calibration.engines.build import engine_lines, model_mismatch
     from simulator.inputs import UserInputError
     try:
-        why = model_mismatch(files, t_cfg, d_cfg)
+        engines, lines = engine_lines(files)
     except UserInputError as e:
         fail(str(e))
-    if why:
+    held = sorted({ln["engine"] for ln in lines})
+    if engine is not None and held and engine not in held:
+        fail(f"--engine {engine}: the points in {', '.join(map(str, files))} are {', '.join(held)}'s; "
+             f"give --engine {held[0]} or leave --engine out")
+    if t_cfg is not None and (why := model_mismatch(engines, t_cfg, d_cfg)):
         fail(f"{', '.join(map(str, files))}: {why}")
+    return held[0] if len(held) == 1 else engine
 
 
 def live_engine(out: Path, engine: str | None, points: Optional[Path], from_points: Optional[list[Path]],
@@ -378,16 +377,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             fail(f"--engine-profile: {e}")
     if from_points:
         files = _existing_points(from_points)
-        _check_model(files, t_cfg, d_cfg)
-        if engine is not None:
-            from calibration.engines.points import read_points_files
-            try:
-                held = sorted({r["engine"] for r in read_points_files(files) if r["kind"] == "point"})
-            except UserInputError as e:
-                fail(str(e))
-            if held and engine not in held:
-                fail(f"--engine {engine}: the points in {', '.join(map(str, files))} are {', '.join(held)}'s; "
-                     f"give --engine {held[0]} or leave --engine out")
+        _check_points(files, engine, t_cfg, d_cfg)
     else:
         pts = _points_path(points, out / "points.jsonl")
         plans = live_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"]),

@@ -73,7 +73,8 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
         accept_length_counts=[int(c) for c in counts],
         host_busy_us=_mean(r["host_busy_us"] for r in clean),
         host_blocked_us=_mean(r["host_blocked_us"] for r in clean))
-    if model_runner.startswith(V1_RUNNER) and point["num_steps"]:
+    v1_spec = model_runner.startswith(V1_RUNNER) and bool(point["num_steps"])
+    if v1_spec:
         fields["host_busy_us"] = None  # V1's wait was not where the hook times it: set below where host-bound
     v1_host_paced = False
     if inst:
@@ -98,7 +99,7 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
         if fields.get("gpu_period_us") and all(p is not None for p in parts):
             rest = fields["gpu_period_us"] - sum(parts) - (fields.get("propose_us") or 0.0)
             fields["other_gpu_us"] = max(0.0, rest)
-            if model_runner.startswith(V1_RUNNER) and point["num_steps"] and not fields["gpu_bound"]:
+            if v1_spec and not fields["gpu_bound"]:
                 # the parts are CUDA-graph replays (V1 captures full graphs at the verify's token counts):
                 # a replay's span is the GPU's time in it whatever paced its launch, so they are GPU time
                 # either way; where the GPU idled more than V1_GPU_IDLE_FRAC the host paced the step (its
@@ -124,7 +125,7 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
             for name in (*GPU_PARTS, "other_gpu_us"):
                 if fields.get(name) is not None:
                     fields[name] *= scale
-    if model_runner.startswith(V1_RUNNER) and point["num_steps"] and fields.get("host_busy_us") is None:
+    if v1_spec and fields.get("host_busy_us") is None:
         fields["host_pace_us"] = fields["step_us"]
     return EnginePoint(**fields)
 
@@ -175,15 +176,14 @@ SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_ke
               "q_lora_rank")
 
 
-def model_mismatch(paths: list[Path], target: dict, draft: dict | None) -> str | None:
-    """Why the points in `paths` are not of this target and draft (HF configs), from the model each engine
-    process recorded (engine lines since 2026-12-04; older SGLang lines only the target's depth, older vLLM
-    lines nothing, and are checked as far as that goes), or None."""
+def model_mismatch(engines: list[dict], target: dict, draft: dict | None) -> str | None:
+    """Why the points of these engine lines (`engine_lines`) are not of this target and draft (HF
+    configs), from the model each engine process recorded (engine lines since 2026-12-04; older SGLang
+    lines only the target's depth, older vLLM lines nothing, and are checked as far as that goes), or None."""
     def differ(ran: dict | None, given: dict | None) -> list[str]:
         if not ran or not given:
             return []
         return [f"{k} {ran.get(k)} (given {given.get(k)})" for k in SHAPE_KEYS if ran.get(k) != given.get(k)]
-    engines, _ = engine_lines(paths)
     for e in engines:
         if label_variant(e["label"]) is None:  # not a calibrate_ / live_ process (a shard): not built from here
             continue

@@ -128,34 +128,21 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator:
         yield lambda frac: bar.update(task, completed=min(max(float(frac), 0.0), 1.0))
 
 
-def engine_profile_note(scenario, overrides) -> None:
-    """A note for a sweep or search whose scenario names an engine profile
-    (simulator.engines.native_notes.study_note); nothing where it names none or does not load."""
+def engine_profile_note(scenario, overrides, rows=()) -> None:
+    """Notes for a sweep or search whose scenario names an engine profile
+    (simulator.engines.native_notes): what the profile measured, and, of the study's rows (each with
+    `batch_size` and `num_steps`), the vLLM cells whose verify gets no full CUDA graph; nothing where it
+    names none or does not load."""
     from rich.markup import escape
 
-    from simulator.engines.native_notes import study_note
+    from simulator.engines.native_notes import graph_gap_note, study_note
     from simulator.inputs import UserInputError
     from simulator.scenario import load_scenario
     try:
-        note = study_note(load_scenario(scenario, overrides))
-    except (UserInputError, ValueError, FileNotFoundError):
-        return
-    if note:
-        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
-
-
-def graph_gap_note(scenario, overrides, rows) -> None:
-    """A note for a sweep over a vLLM scenario with an engine profile whose rows hold (batch, num_steps)
-    cells with no full CUDA graph for the verify (simulator.engines.native_notes.graph_gap_note)."""
-    from rich.markup import escape
-
-    from simulator.engines.native_notes import graph_gap_note as note_of
-    from simulator.inputs import UserInputError
-    from simulator.scenario import load_scenario
-    try:
+        sc = load_scenario(scenario, overrides)
         cells = [(int(r["batch_size"]), int(r["num_steps"])) for r in rows if "batch_size" in r and "num_steps" in r]
-        note = note_of(load_scenario(scenario, overrides), cells)
+        notes = [study_note(sc), graph_gap_note(sc, cells)]
     except (UserInputError, ValueError, FileNotFoundError, KeyError, TypeError):
         return
-    if note:
+    for note in filter(None, notes):
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console,
-                                  engine_profile_note, err_console, fail, graph_gap_note)
+                                  engine_profile_note, err_console, fail)
 from simulator.inputs import UserInputError
 
 
@@ -57,8 +57,7 @@ def sweep_command(
     console.print(escape(f"{len(res.rows)} points, solver {res.solver}, {workers}, {res.elapsed_s:.2f} s; "
                          f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")),
                   highlight=False)
-    engine_profile_note(scenario, set_)
-    graph_gap_note(scenario, set_, res.rows)
+    engine_profile_note(scenario, set_, res.rows)
     if res.num_infeasible:
         console.print(f"[yellow]note:[/] {res.num_infeasible:,} of the {len(res.rows):,} points do not fit in GPU "
                       "memory (weights and KV cache past the GPU's): sweep.csv's fits_memory is false there, "

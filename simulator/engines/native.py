@@ -498,23 +498,27 @@ def _sizes_text(sizes: list[int]) -> str:
     return ", ".join(map(str, sizes[:6])) + (f", ... {sizes[-1]}" if len(sizes) > 6 else "")
 
 
+def capture_sizes_for(profile: EngineProfile, sizes: list[int] | str, num_steps: int) -> list[int]:
+    """The capture sizes a scenario's `cudagraph_capture_sizes` names at num_steps ('rounded_to_query':
+    the profile's own list rounded, `rounded_to_query`)."""
+    return rounded_to_query(profile.cudagraph_capture_sizes, num_steps) if sizes == "rounded_to_query" else list(sizes)
+
+
 def with_capture_sizes(profile: EngineProfile, sizes: list[int] | str, num_steps: int) -> EngineProfile:
-    """The profile as it prices an engine run with other CUDA-graph capture sizes ('rounded_to_query':
-    its own list rounded, `rounded_to_query`): its speculative points whose verify the new list pads to
-    another token count, or replays as another kind of graph (`full_graph_verify`), are left out; the
-    fitted forms price those."""
-    new = rounded_to_query(profile.cudagraph_capture_sizes, num_steps) if sizes == "rounded_to_query" else list(sizes)
-    old = profile.cudagraph_capture_sizes
+    """The profile as it prices an engine run with other CUDA-graph capture sizes (`capture_sizes_for`):
+    its speculative points whose verify the new list pads to another token count, or replays as another
+    kind of graph (`full_graph_verify`), are left out; the fitted forms price those."""
+    new_sizes, old_sizes = capture_sizes_for(profile, sizes, num_steps), profile.cudagraph_capture_sizes
+    new = profile.model_copy(update={"cudagraph_capture_sizes": new_sizes})
 
     def same(p: EnginePoint) -> bool:
         if not p.num_steps:  # the baseline: an engine of its own, run with its own list
             return True
         n = p.batch_size * (p.num_steps + 1)
-        a = EngineProfile.padded_tokens(profile, n, p.batch_size)
-        b = EngineProfile.padded_tokens(profile.model_copy(update={"cudagraph_capture_sizes": new}), n, p.batch_size)
-        return a == b and full_graph_verify(p.batch_size, p.num_steps, old, profile.max_num_seqs) == \
-            full_graph_verify(p.batch_size, p.num_steps, new, profile.max_num_seqs)
-    return profile.model_copy(update={"cudagraph_capture_sizes": new, "points": [p for p in profile.points if same(p)]})
+        return profile.padded_tokens(n, p.batch_size) == new.padded_tokens(n, p.batch_size) and \
+            full_graph_verify(p.batch_size, p.num_steps, old_sizes, profile.max_num_seqs) == \
+            full_graph_verify(p.batch_size, p.num_steps, new_sizes, profile.max_num_seqs)
+    return new.model_copy(update={"points": [p for p in profile.points if same(p)]})
 
 
 def native_costs(scenario, notes: set[str]) -> NativeCosts | None:

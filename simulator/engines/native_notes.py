@@ -3,7 +3,7 @@ scenario that names one prints."""
 
 from __future__ import annotations
 
-from simulator.engines.native import load_engine_profile, with_capture_sizes
+from simulator.engines.native import capture_sizes_for, full_graph_verify, load_engine_profile
 
 
 def study_note(scenario) -> str | None:
@@ -36,9 +36,9 @@ def graph_gap_note(scenario, cells) -> str | None:
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     gaps = []
     for b, k in sorted(set(cells)):
-        p = with_capture_sizes(prof, sizes, k) if sizes is not None else prof
-        top = p.cudagraph_capture_sizes[-1] if p.cudagraph_capture_sizes else 0
-        if k and b * (k + 1) <= top and not p.full_graph_verify(b, k):
+        captured = capture_sizes_for(prof, sizes, k) if sizes is not None else prof.cudagraph_capture_sizes
+        if k and captured and b * (k + 1) <= captured[-1] and \
+                not full_graph_verify(b, k, captured, prof.max_num_seqs):
             gaps.append((b, k))
     if not gaps:
         return None
