@@ -14,6 +14,8 @@ engine with known costs (no GPU; CI). Parses, checks, runs and writes.
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -169,6 +171,45 @@ def _variant(engine: str, topk: int, num_draft_tokens: Optional[int], no_overlap
             "key": (topk, num_draft_tokens, not no_overlap)}
 
 
+def _tp_group(engine: str, tp: Optional[int], draft_tp: Optional[int], running: bool) -> dict:
+    """The ProcessPlan fields of --tp / --draft-tp, the label suffix that keeps their processes apart
+    in one points file, and the TP group to build from (None: the only one the points hold)."""
+    if tp is not None and not 1 <= tp <= 8:
+        fail(f"--tp {tp}: 1..8 GPUs (one process a rank, each on its own GPU)")
+    n = tp or 1
+    if draft_tp is not None:
+        if draft_tp not in (1, n):
+            fail(f"--draft-tp {draft_tp}: 1 or the target's --tp ({n}), as vLLM allows")
+        if engine == "sglang" and draft_tp != n:
+            fail(f"--draft-tp {draft_tp}: SGLang runs an EAGLE draft in the target's TP group (it has no draft TP "
+                 f"setting); leave --draft-tp out or give {n}")
+    if running and n > 1 and engine in ("vllm", "sglang"):
+        try:
+            import torch
+            have = torch.cuda.device_count()
+        except Exception:  # noqa: BLE001 - no torch: _check_engine_installed says so
+            have = None
+        if have is not None and have < n:
+            fail(f"--tp {n}: this host has {have} GPU{'s' if have != 1 else ''} (one rank a GPU)")
+    suffix = (f"_tp{n}" if n > 1 else "") + (f"_d{draft_tp}" if draft_tp is not None and draft_tp != n else "")
+    group = None if tp is None and draft_tp is None else (n, draft_tp or n)
+    return {"plan": dict(tensor_parallel_size=n, draft_tensor_parallel_size=draft_tp), "suffix": suffix,
+            "group": group}
+
+
+def _tp_suffix(tpg: dict, num_steps: int) -> str:
+    """A process's TP label suffix: a baseline's names its group only (it runs no draft, so campaigns of
+    two draft placements share it: the second finds it measured)."""
+    return tpg["suffix"] if num_steps else tpg["suffix"].split("_d")[0]
+
+
+TP_HELP = ("GPUs of the target's TP group (1..8): one engine process a rank, each on its GPU; with --from-points, "
+           "the group to build from (default: the only one the points hold).")
+DRAFT_TP_HELP = ("The draft's TP asked of the engine: 1 (one GPU of the group) or --tp (sharded with the target; "
+                 "vLLM's draft_tensor_parallel_size, SGLang only --tp). What the engine built is recorded and is "
+                 "what --from-points selects by.")
+
+
 def calibrate_engine(
     out: Annotated[Path, typer.Option(help="Engine profile JSON to write.")],
     engine: Annotated[Optional[str], typer.Option(
@@ -212,6 +253,8 @@ def calibrate_engine(
     exclude_process: Annotated[Optional[list[str]], typer.Option(
         help="With --from-points: leave out this engine process's points (its label, e.g. calibrate_s3_r2; "
              "repeatable); the profile's notes name it.")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help=TP_HELP)] = None,
+    draft_tp: Annotated[Optional[int], typer.Option("--draft-tp", help=DRAFT_TP_HELP)] = None,
 ) -> None:
     """Measure the serving engine's own cycle parts (inside it) into an engine-native profile."""
     from calibration.engines.build import build_profile
@@ -231,6 +274,7 @@ def calibrate_engine(
     ks_given = num_steps is not None
     ks = _ints("--num-steps", num_steps if ks_given else "1,2,3,4,6", 1, 16)
     variant = _variant(engine, topk, num_draft_tokens, no_overlap, ks)
+    tpg = _tp_group(engine, tp, draft_tp, running=not from_points)
     bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
     ps = _ints("--context-lens", context_lens or "1024,4096", 16, 65536)
     if not 0.0 < acceptance <= 1.0:
@@ -270,7 +314,7 @@ def calibrate_engine(
         grid = {(k, b, p) for k in [0, *ks] for b in bs for p in ps}  # this run's points, not a file's older ones
         from calibration.engines.plans import DEFAULT_LIVE_ACCEPTANCES, interleave, live_plans, spread_order
         pts = _points_path(points, out.with_suffix(".points.jsonl"))
-        base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"])
+        base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"], **tpg["plan"])
         order = spread_order(ks)
         plans = calibrate_plans(base, order, bs, ps, acceptance)
         if keys is not None:
@@ -281,8 +325,9 @@ def calibrate_engine(
             if with_live.exists() and not with_live.is_dir():
                 fail(f"--with-live {with_live}: not a folder")
             plans = interleave(plans, live_plans(base, order, bs, ps, DEFAULT_LIVE_ACCEPTANCES), order[0])
-        if variant["suffix"]:
-            plans = [p.model_copy(update={"label": p.label + variant["suffix"]}) for p in plans]
+        if variant["suffix"] or tpg["suffix"]:
+            plans = [p.model_copy(update={"label": p.label + variant["suffix"] + _tp_suffix(tpg, p.num_steps)})
+                     for p in plans]
         status = run_processes(plans, pts, deadline_s=deadline_s, in_process=engine == "fake",
                                log=lambda s: err_console.print(escape(s), highlight=False))
         bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
@@ -299,7 +344,7 @@ def calibrate_engine(
     try:
         prof = build_profile(files, name or out.stem, t_shape, d_shape, keep=keep, command_line=command_line(),
                              git_commit=git_commit(), catalog_gpu=catalog_gpu, notes=notes, variant=variant["key"],
-                             exclude_labels=tuple(dict.fromkeys(exclude_process or ())))
+                             exclude_labels=tuple(dict.fromkeys(exclude_process or ())), group=tpg["group"])
     except (ValueError, UserInputError) as e:
         for n in notes:  # a torn last line skipped, say, is part of why
             err_console.print(escape(f"note: {n}"), highlight=False)
@@ -321,7 +366,7 @@ def calibrate_engine(
                          f"{prof.cudagraph_mode}, {prof.gpu_name}; {len(prof.points)} points"), highlight=False)
     if with_live is not None:
         live_engine(with_live, None, None, files, str(out), None, force, target, draft, topk=topk,
-                    num_draft_tokens=num_draft_tokens, no_overlap=no_overlap)
+                    num_draft_tokens=num_draft_tokens, no_overlap=no_overlap, tp=tp, draft_tp=draft_tp)
     for part, fit in prof.fits.items():
         console.print(escape(f"  {part}: {fit.form} fit over {fit.num_points} points, median |err| "
                              f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
@@ -350,7 +395,8 @@ def _check_points(files: list[Path], engine: str | None, t_cfg: dict | None = No
 def live_engine(out: Path, engine: str | None, points: Optional[Path], from_points: Optional[list[Path]],
                 engine_profile: Optional[str], batches: Optional[str], force: bool,
                 target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-llama-3.1-8b", topk: int = 1,
-                num_draft_tokens: Optional[int] = None, no_overlap: bool = False) -> None:
+                num_draft_tokens: Optional[int] = None, no_overlap: bool = False, tp: Optional[int] = None,
+                draft_tp: Optional[int] = None) -> None:
     """`specdecsim live --engine ...` / `--from-points ...`: the engine's live grid as LiveRun records."""
     from calibration.engines.campaign import run_processes
     from calibration.engines.plans import (DEFAULT_LIVE_ACCEPTANCES, DEFAULT_NUM_STEPS, DEFAULT_PROMPT_LENS,
@@ -366,6 +412,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
     # the num_steps come from the points files (or the grid below): any num_draft_tokens a tree can verify passes
     variant = _variant(engine or "sglang", topk, num_draft_tokens, no_overlap,
                        [num_draft_tokens - 1] if num_draft_tokens else [1])
+    tpg = _tp_group(engine or "vllm", tp, draft_tp, running=not from_points)
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     if engine_profile is not None and not engine_profile.strip():
         fail("--engine-profile '': give a shipped engine profile's name or a path")
@@ -380,8 +427,10 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         _check_points(files, engine, t_cfg, d_cfg)
     else:
         pts = _points_path(points, out / "points.jsonl")
-        plans = live_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"]),
-                           DEFAULT_NUM_STEPS, bs, DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES)
+        plans = live_plans(dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"],
+                                **tpg["plan"]), DEFAULT_NUM_STEPS, bs, DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES)
+        if tpg["suffix"]:
+            plans = [p.model_copy(update={"label": p.label + _tp_suffix(tpg, p.num_steps)}) for p in plans]
         if variant["suffix"]:  # the variant's speculative processes where it can run (a tree's tokens fit num_steps)
             n = num_draft_tokens
             plans = [p.model_copy(update={"label": p.label + variant["suffix"]}) for p in plans if p.num_steps
@@ -391,7 +440,8 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         files = [pts]
     notes: list[str] = []
     try:
-        recs = live_records(files, t_shape, d_shape, engine_profile=engine_profile, notes=notes, variant=variant["key"])
+        recs = live_records(files, t_shape, d_shape, engine_profile=engine_profile, notes=notes, variant=variant["key"],
+                            group=tpg["group"])
     except (ValueError, UserInputError) as e:
         fail(str(e))
     for n in notes:
@@ -433,6 +483,15 @@ def engine_process(
         p = ProcessPlan.model_validate_json(read_text(plan, "ProcessPlan file"), strict=True)
     except ValidationError as e:
         fail(format_validation_error(str(plan), e))
+    from calibration.engines.tp_launch import GROUP_ENV, run_group
+    if (p.tensor_parallel_size > 1 or p.group_launch) and os.environ.get(GROUP_ENV) != "1":  # one process a rank
+        rc, line = run_group(plan, points, p.label, p.tensor_parallel_size, log=lambda s: print(s, flush=True))
+        if line is not None:
+            from calibration.engines.worker import append_line
+            append_line(points, line)
+        if rc:
+            raise typer.Exit(rc)
+        return
     run_plan(p, points, points.parent / "engine_models", log=lambda s: print(s, flush=True))
     from calibration.engines.campaign import POINTS_FAILED_RC
     from calibration.engines.worker import done_keys
@@ -442,7 +501,10 @@ def engine_process(
 
 
 def engine_queue(
-    name: Annotated[str, typer.Argument(help="The queue: vllm-h200-routing-check, vllm-h200-next, vllm-h200-mla, sglang-h200-mla, vllm-h200-moe-base, vllm-h200-diag-moe, sglang-h200-protocol, "
+    name: Annotated[str, typer.Argument(help="The queue: vllm-h200-group1, sglang-h200-group1, "
+                                             "vllm-h200x2-tp, vllm-h200x4-tp, vllm-h200x8-tp, sglang-h200x2-tp, "
+                                             "sglang-h200x4-tp, sglang-h200x8-tp (TP groups: a machine of that "
+                                             "many GPUs), vllm-h200-routing-check, vllm-h200-next, vllm-h200-mla, sglang-h200-mla, vllm-h200-moe-base, vllm-h200-diag-moe, sglang-h200-protocol, "
                                              "sglang-h200-eager, sglang-h200-moe, sglang-h200-next or sglang-h200, "
                                              "newest first "
                                              "(calibration/engines/queue.py).")],

@@ -37,7 +37,10 @@ def live(
     cycles: Annotated[Optional[int], typer.Option(help="Timed cycles per point (>= 1).")] = None,
     warmup: Annotated[Optional[int], typer.Option(help="Warm-up cycles per point (>= 0).")] = None,
     tp: Annotated[Optional[int], typer.Option(help="Run the tensor-parallel grid over this many ranks "
-                                                   "(one GPU each on CUDA; 1 is a smoke run of that path).")] = None,
+                                                   "(one GPU each on CUDA; 1 is a smoke run of that path); with "
+                                                   "--engine / --from-points the engine's TP group (one process a "
+                                                   "rank; from points: the group to read, default the only "
+                                                   "one).")] = None,
     sizes: Annotated[Optional[str], typer.Option(help="With --tp or --batch-grid: comma-separated model sizes of "
                                                       "calibration.shapes.TP_SIZES (default 8b,1b; "
                                                       "--batch-grid: 8b).")] = None,
@@ -79,17 +82,22 @@ def live(
                                                                  "(SGLang's speculative_num_draft_tokens).")] = None,
     no_overlap: Annotated[bool, typer.Option("--no-overlap", help="With --engine sglang / --from-points: SGLang's "
                                                                   "overlap scheduler off.")] = False,
+    draft_tp: Annotated[Optional[int], typer.Option("--draft-tp", help="With --engine / --from-points and --tp: the "
+                                                                       "draft's TP asked of the engine, 1 or --tp "
+                                                                       "(vLLM's draft_tensor_parallel_size).")] = None,
 ) -> None:
     """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
     if engine is not None or from_points:
-        if quick or noise or batch_grid or serving or tp is not None or cycles is not None or warmup is not None:
+        if quick or noise or batch_grid or serving or cycles is not None or warmup is not None:
             fail("--engine / --from-points run the engine's own grid: leave out --quick, --noise, --batch-grid, "
-                 "--serving, --tp, --cycles, --warmup")
+                 "--serving, --cycles, --warmup")
         refuse_file("--out", out)
         from calibration.cli.engine import live_engine
         live_engine(out, engine, points, from_points, engine_profile, batches, force, target, draft,
-                    topk=topk, num_draft_tokens=num_draft_tokens, no_overlap=no_overlap)
+                    topk=topk, num_draft_tokens=num_draft_tokens, no_overlap=no_overlap, tp=tp, draft_tp=draft_tp)
         return
+    if draft_tp is not None:
+        fail("--draft-tp goes with --engine or --from-points (the project's loop takes the placement from its grid)")
     if topk != 1 or num_draft_tokens is not None or no_overlap:
         fail("--topk, --num-draft-tokens and --no-overlap go with --engine sglang or --from-points")
     if points is not None or engine_profile is not None:

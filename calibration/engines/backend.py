@@ -138,6 +138,21 @@ class EngineInfo:
     hooks: list[str] = field(default_factory=list)
     startup_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    tp_size: int = 1  # the target's TP group
+    draft_tp_size: int | None = None  # the draft's TP as the engine ran it (read from its layers); None: no draft
+
+
+def module_tp_size(model) -> int | None:
+    """The TP size a model's layers were built for: the first submodule's `tp_size` (vLLM's and
+    SGLang's parallel linears record it); None where no layer says."""
+    modules = getattr(model, "modules", None)
+    if modules is None:
+        return None
+    for m in modules():
+        n = getattr(m, "tp_size", None)
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+            return n
+    return None
 
 
 def wrap_method(obj, name: str, label: str, info: EngineInfo, recording, before=None, after=None) -> bool:

@@ -131,7 +131,8 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
 
 
 CHAIN = (1, None, True)  # (topk, num_draft_tokens, overlap): a chain with the engine's overlap / async scheduling
-_LABEL = re.compile(r"^(?:calibrate|live)_s(\d+)(?:_t(\d+))?(?:_n(\d+))?(_nooverlap)?(?:_w\d+)?(?:_r\d+)?$")
+_LABEL = re.compile(r"^(?:calibrate|live)_s(\d+)(?:_t(\d+))?(?:_n(\d+))?(_nooverlap)?(?:_tp\d+)?(?:_d\d+)?(?:_w\d+)?"
+                    r"(?:_r\d+)?$")
 
 
 def label_variant(label: str) -> tuple[int, int | None, bool] | None:
@@ -154,6 +155,49 @@ def of_variant(line: dict, variant: tuple[int, int | None, bool]) -> bool:
     if line["point"]["num_steps"] == 0:
         return v[2] == variant[2]
     return v == variant
+
+
+def engine_group(engine: dict) -> tuple[int, int | None]:
+    """(target TP, draft TP) of an engine process as it ran (its engine line; the draft's TP as the
+    engine built it where recorded, else as asked, else the target's; None for the baseline). Lines
+    written before TP groups ran hold neither: (1, 1)."""
+    info = engine.get("info") or {}
+    tp = int(info.get("tp_size") or engine.get("tensor_parallel_size") or 1)
+    if not engine.get("num_steps"):
+        return tp, None
+    return tp, int(info.get("draft_tp_size") or engine.get("draft_tensor_parallel_size_asked") or tp)
+
+
+def group_name(group: tuple[int, int | None]) -> str:
+    tp, d = group
+    return f"tp {tp}" + ("" if d is None else f", draft tp {d}")
+
+
+def of_group(engines: list[dict], lines: list[dict], group: tuple[int, int | None] | None,
+             what: str) -> tuple[list[dict], tuple[int, int | None]]:
+    """The point lines of one TP group (`engine_group`: a baseline serves every draft TP of its
+    target TP) and the group; None takes the only one the lines hold.
+
+    Raises:
+        ValueError: `group` None and the lines hold several, or none of `group`.
+    """
+    by_label = {e["label"]: engine_group(e) for e in engines}
+    of = {ln["label"]: by_label.get(ln["label"], (1, 1 if ln["point"]["num_steps"] else None)) for ln in lines}
+    held = sorted({of[ln["label"]] for ln in lines}, key=lambda g: (g[0], g[1] or 0))
+    if group is None:
+        tps = {g[0] for g in held}
+        drafts = {g for g in held if g[1] is not None}
+        if len(tps) > 1 or len(drafts) > 1:
+            raise ValueError(f"{what} hold points of several TP groups ({'; '.join(map(group_name, held))}): choose "
+                             "one with --tp and --draft-tp")
+        group = next(iter(drafts), (next(iter(tps), 1), None))
+    out = [ln for ln in lines if of[ln["label"]][0] == group[0] and
+           (ln["point"]["num_steps"] == 0 or of[ln["label"]][1] == group[1])]
+    if lines and not out:
+        raise ValueError(f"{what} hold no points of {group_name(group)} as the engine ran them (held: "
+                         f"{'; '.join(map(group_name, held))}; a draft TP the engine did not apply is recorded as "
+                         "what it built)")
+    return out, group
 
 
 def engine_lines(paths: list[Path], session: str | None = None,
@@ -205,7 +249,8 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
                   keep=None, command_line: str | None = None, git_commit: str | None = None,
                   catalog_gpu: str | None = None, notes: list[str] | None = None,
                   variant: tuple[int, int | None, bool] = CHAIN,
-                  exclude_labels: tuple[str, ...] = ()) -> EngineProfile:
+                  exclude_labels: tuple[str, ...] = (),
+                  group: tuple[int, int | None] | None = None) -> EngineProfile:
     """The engine-native profile of the calibration points in `paths`.
 
     Args:
@@ -215,6 +260,8 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
             their speculative points and the baselines of the same overlap setting.
         exclude_labels: engine processes left out by name (`--exclude-process`: a process known
             to be off, such as the first one on a cold machine; the profile's notes name them).
+        group: (target TP, draft TP) of the processes to build from, as the engine ran them
+            (`engine_group`); None: the only one the points hold.
 
     Raises:
         ValueError: no calibration point in the files.
@@ -222,6 +269,7 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
     engines, lines = engine_lines(paths, "calibrate", notes)
     lines = [ln for ln in lines if of_variant(ln, variant) and ln["label"] not in exclude_labels and (
         keep is None or keep((ln["point"]["num_steps"], ln["point"]["batch_size"], ln["point"]["prompt_len"])))]
+    lines, group = of_group(engines, lines, group, ", ".join(map(str, paths)))
     labels = {ln["label"] for ln in lines}
     engines = [e for e in engines if e["label"] in labels]
     runner = {e["label"]: e["info"].get("model_runner", "") for e in engines}
@@ -254,7 +302,8 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
         gpu_name=info.get("gpu_name", ""), catalog_gpu=catalog_gpu, torch_version=info.get("torch_version", ""),
         cuda_version=info.get("cuda_version", ""), target=target, draft=draft,
         max_num_seqs=int(info.get("max_num_seqs", 0)), cudagraph_capture_sizes=sizes,
-        topk=variant[0], num_draft_tokens=variant[1],
+        topk=variant[0], num_draft_tokens=variant[1], tp_size=group[0],
+        draft_tp_size=group[1] if any(p.num_steps for p in pts) else None,
         how_measured=("inside the engine: CUDA events at the model runner's step start, around the target's graph "
                       "replay, the sampler, the draft's propose, prefill graph and decode graphs; host work = step "
                       "period - host wait on the GPU's output; dummy weights, synthetic acceptance; "

@@ -49,7 +49,7 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
             status[plan.label] = "not started (time)"
             log(f"{plan.label}: not started, {left:.0f} s left")
             continue
-        if in_process:
+        if in_process and plan.tensor_parallel_size == 1 and not plan.group_launch:  # a group: a process a rank
             run_plan(plan, points, points.parent / "engine_models", log=log)
             status[plan.label] = "done"
             continue

@@ -82,6 +82,14 @@ class ProcessPlan(StrictModel):
     points_file: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.jsonl$",
                                     description="A points file of its own beside the queue's (a name, no path), for "
                                                 "another model's processes, whose labels would mix with the queue's.")
+    tensor_parallel_size: int = Field(1, ge=1, le=8, description=(
+        "GPUs of the target's TP group: one process a rank (calibration/engines/tp_launch.py), each on its GPU."))
+    draft_tensor_parallel_size: int | None = Field(None, ge=1, le=8, description=(
+        "The draft's TP as asked of the engine (vLLM's speculative_config draft_tensor_parallel_size: 1 or the "
+        "target's); None leaves it to the engine (the target's group). What the engine did is recorded apart."))
+    group_launch: bool = Field(False, description=(
+        "Run as a TP group of tensor_parallel_size processes even at 1 (the group's path on one GPU: vLLM's "
+        "external_launcher, SGLang's broadcast request path)."))
     prompt_seed: int = 0
     points: list[dict] = Field(description="PointPlan fields, one dict per point.")
 
@@ -99,6 +107,17 @@ class ProcessPlan(StrictModel):
                 where = ".".join(str(x) for x in first.get("loc", ()))
                 raise ValueError(f"points[{i}]{'.' + where if where else ''}: {first['msg']}") from None
         return out
+
+    @model_validator(mode="after")
+    def _tp_fits_the_engine(self):
+        tp, dtp = self.tensor_parallel_size, self.draft_tensor_parallel_size
+        if dtp is not None and dtp not in (1, tp):
+            raise ValueError(f"draft_tensor_parallel_size {dtp}: 1 or the target's tensor_parallel_size ({tp}), as "
+                             "vLLM allows")
+        if dtp is not None and dtp != tp and self.engine == "sglang":
+            raise ValueError(f"draft_tensor_parallel_size {dtp}: SGLang runs an EAGLE draft in the target's TP group "
+                             f"(no draft TP setting); leave it out or give {tp}")
+        return self
 
     @model_validator(mode="after")
     def _points_fit_the_engine(self):

@@ -93,6 +93,8 @@ class EngineLine(_Line):
     kind: Literal["engine"]
     session: Literal["calibrate", "live"]
     num_steps: int = Field(ge=0, le=64)
+    tensor_parallel_size: int = Field(1, ge=1, le=1024)
+    draft_tensor_parallel_size_asked: int | None = Field(None, ge=1, le=1024)
     info: dict
     startup_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
     created_unix: float = Field(ge=0.0, le=1e11, allow_inf_nan=False)

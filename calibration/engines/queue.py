@@ -233,9 +233,63 @@ def vllm_h200_routing_check() -> list[ProcessPlan]:
             if p.num_steps == 0]
 
 
+GROUP_POINTS = "group.points.jsonl"  # the TP-group processes (issue 28), apart from the single-GPU campaigns
+
+
+def _group1(engine: str) -> list[ProcessPlan]:
+    """The TP group's path on one GPU (issue 28, while no multi-GPU machine is lent): the chain's
+    num_steps 3 at batch 1, 8 and 32 (1k prompt, acceptance 0.7) run as a group of one rank
+    (`group_launch`: vLLM's external_launcher, SGLang's broadcast request path and ShutdownReq), to
+    set beside the same points of the committed single-process calibration."""
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, group_launch=True, points_file=GROUP_POINTS)
+    plan = next(p for p in calibrate_plans(base, [3], [1, 8, 32], [1024], DEFAULT_CALIBRATE_ACCEPTANCE) if p.num_steps)
+    return [plan.model_copy(update={"label": "calibrate_s3_group1"})]
+
+
+def vllm_h200_group1() -> list[ProcessPlan]:
+    """`_group1` on vLLM 0.26.0."""
+    return _group1("vllm")
+
+
+def sglang_h200_group1() -> list[ProcessPlan]:
+    """`_group1` on SGLang 0.5.15."""
+    return _group1("sglang")
+
+
+def tp_plans(engine: str, tp: int) -> list[ProcessPlan]:
+    """Issue 28 on a machine of `tp` GPUs: the target's TP group of `tp` (Llama-3.1-8B's shape with its
+    EAGLE-3 draft), the draft sharded with the target (both engines' default), calibration and live
+    processes interleaved (num_steps 1, 2, 3 and 6 in `spread_order`, the baseline second), batch 1-64 at
+    1k and 4k prompts; then, on vLLM, the draft asked onto one GPU (`draft_tensor_parallel_size` 1) at num_steps
+    3, whose engine line records the TP the draft was built for."""
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, tensor_parallel_size=tp,
+                points_file=GROUP_POINTS)
+    ks = spread_order([1, 2, 3, 6])
+    sfx = f"_tp{tp}"
+    plans = interleave(calibrate_plans(base, ks, DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS, DEFAULT_CALIBRATE_ACCEPTANCE),
+                       live_plans(base, ks, DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES), ks[0])
+    plans = [p.model_copy(update={"label": p.label + sfx}) for p in plans]
+    if engine == "vllm":
+        one = {**base, "draft_tensor_parallel_size": 1}
+        cal = [p for p in calibrate_plans(one, [3], DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS,
+                                          DEFAULT_CALIBRATE_ACCEPTANCE) if p.num_steps]
+        live = [p for p in live_plans(one, [3], DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS, DEFAULT_LIVE_ACCEPTANCES)
+                if p.num_steps]
+        plans += [p.model_copy(update={"label": p.label + sfx + "_d1"}) for p in cal + live]
+    return plans
+
+
+def _tp_queue(engine: str, tp: int):
+    return lambda: tp_plans(engine, tp)
+
+
 QUEUES = {"vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
-          "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200}
+          "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200,
+          "vllm-h200-group1": vllm_h200_group1, "sglang-h200-group1": sglang_h200_group1,
+          **{f"{e}-h200x{n}-tp": _tp_queue(e, n) for e in ("vllm", "sglang") for n in (2, 4, 8)}}
 
 
 def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:

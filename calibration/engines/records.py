@@ -15,8 +15,9 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from calibration.engines.build import CHAIN, of_variant, engine_lines
+from calibration.engines.build import CHAIN, engine_lines, of_group, of_variant
 from simulator.config import Scenario
+from simulator.engines.native import placement_label
 from simulator.files import write_json_atomic
 from simulator.evidence.live_records import LiveRun
 from simulator.profile import HardwareInfo
@@ -42,7 +43,8 @@ def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> d
 
 
 def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,
-              profile: str, variant: tuple[int, int | None, bool] = CHAIN) -> Scenario:
+              profile: str, variant: tuple[int, int | None, bool] = CHAIN,
+              group: tuple[int, int | None] = (1, None)) -> Scenario:
     k, b = point["num_steps"], point["batch_size"]
     steps = max(1, k)
     topk, ndt, overlap = variant
@@ -53,7 +55,8 @@ def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: st
         serving["engine_profile"] = engine_profile
     return Scenario.model_validate({
         "name": f"{engine}_{'s%d' % k if k else 'baseline'}_b{b}_p{point['prompt_len']}",
-        "profile": profile, "target": target, "draft": draft, "tp_size": 1, "placement": "shared_tp",
+        "profile": profile, "target": target, "draft": draft, "tp_size": group[0],
+        "placement": placement_label(group[0], group[1] or group[0]),
         "serving_engine": serving,
         "spec": {"method": "eagle3", "num_steps": steps, "topk": topk if k else 1,
                  "num_draft_tokens": (ndt or steps + 1) if k else steps + 1},
@@ -69,7 +72,8 @@ def repeat_suffix(label: str) -> str:
 
 def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: str | None = None,
                  profile: str = "h200", notes: list[str] | None = None,
-                 variant: tuple[int, int | None, bool] = CHAIN) -> list[tuple[str, LiveRun]]:
+                 variant: tuple[int, int | None, bool] = CHAIN,
+                 group: tuple[int, int | None] | None = None) -> list[tuple[str, LiveRun]]:
     """(file name, LiveRun) per live point of the points files (points whose repeats are whole) of
     one variant (topk, num_draft_tokens, overlap: calibration.engines.build.label_variant): its
     speculative points, and the baselines of the same overlap setting as their pairs.
@@ -79,10 +83,17 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
     """
     engines, lines = engine_lines(paths, "live", notes)
     lines = [ln for ln in lines if of_variant(ln, variant)]
+    try:
+        lines, group = of_group(engines, lines, group, ", ".join(map(str, paths)))
+    except ValueError as e:
+        from simulator.inputs import UserInputError
+        raise UserInputError(str(e)) from None
     labels = {ln["label"] for ln in lines}
     engines = [e for e in engines if e["label"] in labels] or engines
     info = engines[-1]["info"] if engines else {}
-    hardware = HardwareInfo(gpu_name=info.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
+    tp = group[0]
+    hardware = HardwareInfo(gpu_name=info.get("gpu_name") or "unknown", gpu_count=tp,
+                            interconnect="single GPU" if tp == 1 else f"the engine's TP group of {tp} GPUs",
                             torch_version=info.get("torch_version") or None,
                             cuda_version=info.get("cuda_version") or None)
     baselines = {}
@@ -102,7 +113,7 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
         if k == 0 and variant[0] > 1:  # a tree's records are its speculative points (the baselines pair them)
             continue
         ctx = sum(r["context_len"] for r in reps) / len(reps)
-        sc = _scenario(pt, ctx, target, draft, ln.get("engine", "vllm"), engine_profile, profile, variant)
+        sc = _scenario(pt, ctx, target, draft, ln.get("engine", "vllm"), engine_profile, profile, variant, group)
         counts = [sum(r["accept_length_counts"][i] for r in reps) for i in range(k + 1)] if k else []
         total = sum(counts)
         ntok, el = [r["num_tokens"] for r in reps], [r["elapsed_us"] for r in reps]
@@ -124,6 +135,8 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
             command_line=f"specdecsim live --engine {ln.get('engine', 'vllm')} (engine process {ln['label']})")
         suffix = ("" if variant[0] == 1 or not k else f"_t{variant[0]}_n{variant[1]}") \
             + ("" if variant[2] else "_nooverlap")
+        if group != (1, None) and group[0] > 1:
+            suffix += f"_tp{group[0]}" + (f"_d{group[1]}" if k and group[1] != group[0] else "")
         suffix += repeat_suffix(ln["label"])
         out.append((f"{ln.get('engine', 'vllm')}_{pt['key']}_s{k}{suffix}.json", rec))
     return out

@@ -16,6 +16,15 @@ Started as a user would start `python -m sglang.launch_server` for an EAGLE-3 dr
   queues, in place of the tokenizer manager and detokenizer processes of `launch_server`;
 - the watchdog off (it would signal this process's parent).
 
+In a TP group (issue 28; calibration.engines.tp_launch starts one process a rank, each on its
+GPU) every rank builds its own Scheduler (`tp_rank`, `gpu_id`, the group joined at the launcher's
+port), as `launch_server --tp N` does in its scheduler processes. Rank 0 alone is fed: its request
+receiver reads this backend's inbox where SGLang's reads its socket, and SGLang's own broadcast
+hands every request, abort, acceptance change and the final ShutdownReq to all ranks on the same
+loop iteration (SGLang's simulated accept length is drawn on each rank from the same seed). The
+EAGLE draft runs in the target's group (SGLang has no draft TP setting); the TP its layers were
+built for is recorded.
+
 Timers, all in the scheduler's thread: CUDA events at the EAGLE worker's (or, for the baseline,
 the target worker's) `forward_batch_generation` entry for a decode batch (the step's start on the
 GPU stream), around `draft` (the num_steps - 1 draft forwards from the last draft extend's
@@ -35,7 +44,8 @@ import time
 from array import array
 from pathlib import Path
 
-from calibration.engines.backend import EngineInfo, RecordingWindow, StepTimes, wrap_method, window_step_times
+from calibration.engines.backend import (EngineInfo, RecordingWindow, StepTimes, module_tp_size, wrap_method,
+                                         window_step_times)
 from simulator.acceptance import iid_mean_accept_length
 
 US_PER_S = 1e6
@@ -113,16 +123,32 @@ def _uniform_routing() -> str:
             "SGLang's TopK (each token's experts a fresh uniform draw)")
 
 
+class _Control:
+    """A setting for every rank of a TP group, carried with the requests (`_install_group_io`)."""
+
+    def __init__(self, what: str, value=None):
+        self.what, self.value = what, value
+
+
 class SglangBackend(RecordingWindow):
-    """One SGLang scheduler (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process."""
+    """One SGLang scheduler (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process; in a
+    TP group one rank's scheduler (rank 0 is driven; the others `serve`)."""
+
+    spmd = False
 
     def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
                  max_num_seqs: int, mem_fraction_static: float, topk: int = 1, num_draft_tokens: int | None = None,
                  overlap: bool = True, seed: int = 0, initial_acceptance: float = 0.7,
                  capture_sizes: list[int] | None = None, uniform_expert_routing: bool = False,
-                 max_total_tokens: int | None = None, cuda_graphs: bool = True):
+                 max_total_tokens: int | None = None, cuda_graphs: bool = True, tp_size: int = 1, rank: int = 0):
         for k, v in ENV.items():
             os.environ.setdefault(k, v)
+        from calibration.engines.tp_launch import GROUP_ENV
+        self.group = os.environ.get(GROUP_ENV) == "1"  # a rank of a TP group (calibration.engines.tp_launch)
+        if tp_size != 1 and not self.group:
+            raise ValueError(f"tp_size {tp_size}: a TP group runs as one process a rank "
+                             "(calibration.engines.tp_launch)")
+        self.rank, self.tp_size = int(rank), int(tp_size)
         self.num_steps, self.topk = num_steps, topk
         self.num_draft_tokens = (num_draft_tokens or num_steps + 1) if num_steps else 1
         if num_steps:  # read when SGLang's speculative modules are first imported
@@ -147,6 +173,8 @@ class SglangBackend(RecordingWindow):
             kwargs.update(max_total_tokens=max_total_tokens)
         if not cuda_graphs:
             kwargs.update(disable_cuda_graph=True)
+        if self.group:  # SGLang's own TP: every rank a scheduler, joined at the launcher's port
+            kwargs.update(tp_size=self.tp_size, nccl_port=int(os.environ["MASTER_PORT"]))
         if num_steps:
             kwargs.update(speculative_algorithm="EAGLE3", speculative_draft_model_path=str(draft_dir),
                           speculative_num_steps=num_steps, speculative_eagle_topk=topk,
@@ -158,15 +186,16 @@ class SglangBackend(RecordingWindow):
         sgl_engine._set_envs_and_config(sa)
         sa.check_server_args()
         pa = PortArgs.init_new(sa)
-        self.sched = Scheduler(sa, pa, gpu_id=0, tp_rank=0, moe_ep_rank=0, pp_rank=0, attn_cp_rank=0,
-                               moe_dp_rank=0, dp_rank=None)
+        torch.cuda.set_device(self.rank)
+        self.sched = Scheduler(sa, pa, gpu_id=self.rank, tp_rank=self.rank, moe_ep_rank=0, pp_rank=0,
+                               attn_cp_rank=0, moe_dp_rank=0, dp_rank=None)
         self.server_args = sa
         model_class = _check_sglang_model(self.sched.tp_worker.model_runner.model)
         self.vocab_size = int(self.sched.model_config.vocab_size)
         self._info = EngineInfo(engine="sglang", engine_version=sglang.__version__,
                                 gpu_name=torch.cuda.get_device_name(), torch_version=torch.__version__,
                                 cuda_version=str(torch.version.cuda), max_num_seqs=max_num_seqs,
-                                async_scheduling=bool(overlap))
+                                async_scheduling=bool(overlap), tp_size=self.tp_size)
         self._info.notes.append(f"target class {model_class}")
         for note in (stubbed, routing_note):
             if note:
@@ -183,7 +212,7 @@ class SglangBackend(RecordingWindow):
         self._error: BaseException | None = None
         self._describe()
         self._install_hooks()
-        self._install_io()
+        self._install_group_io() if self.group else self._install_io()
         self._thread = threading.Thread(target=self._loop, name="sglang-scheduler", daemon=True)
         self._thread.start()
         self._info.startup_s = time.perf_counter() - t0
@@ -197,6 +226,11 @@ class SglangBackend(RecordingWindow):
             f"{type(worker).__name__}" if worker is not None else type(s.tp_worker).__name__)
         info.notes.append(f"overlap scheduler {'on' if s.enable_overlap else 'off'}; topk {self.topk}, "
                           f"num_draft_tokens {self.num_draft_tokens}")
+        if worker is not None:  # the draft's TP as built (SGLang has no draft TP setting: the target's group)
+            dr = getattr(getattr(worker, "draft_worker", worker), "draft_runner", None) or getattr(
+                getattr(worker, "draft_worker", worker), "model_runner", None)
+            info.draft_tp_size = module_tp_size(getattr(dr, "model", None)) or getattr(dr, "tp_size", None)
+            info.notes.append(f"draft TP: layers built for {info.draft_tp_size or 'unknown'}")
         runner = s.tp_worker.model_runner
         graphs = getattr(runner, "decode_cuda_graph_runner", None)
         sizes = list(getattr(graphs, "capture_bs", None) or [])
@@ -268,9 +302,64 @@ class SglangBackend(RecordingWindow):
         ch.send_to_detokenizer.send_output = send_output
         ch.send_to_tokenizer.send_output = send_output
 
+    def _install_group_io(self) -> None:
+        """A TP group's request path: rank 0's receiver reads the inbox where SGLang's reads its
+        socket, and SGLang's own `recv_requests` broadcasts what it read to every rank (so every
+        rank takes a request, an abort, an acceptance change or the ShutdownReq on the same loop
+        iteration); `_Control` items are applied on every rank and not handed to the scheduler."""
+        from sglang.srt.managers.scheduler_components.request_receiver import SchedulerRequestReceiver
+        backend = self
+
+        def _pull_raw_reqs(_self):
+            return backend._drain() if backend.rank == 0 else None
+        orig_recv = SchedulerRequestReceiver.recv_requests
+
+        def recv_requests(_self):
+            reqs = orig_recv(_self)
+            if not any(isinstance(r, _Control) for r in reqs):
+                return reqs
+            for r in reqs:
+                if isinstance(r, _Control):
+                    backend._apply(r)
+            return [r for r in reqs if not isinstance(r, _Control)]
+        SchedulerRequestReceiver._pull_raw_reqs = _pull_raw_reqs  # frozen, slotted: patched on the class
+        SchedulerRequestReceiver.recv_requests = recv_requests
+        ch = self.sched.ipc_channels
+
+        def send_output(output, recv_obj=None):
+            if backend.rank == 0 and hasattr(output, "rids") and getattr(output, "output_ids", None) is not None:
+                backend._outbox.put((time.perf_counter(), output))
+        ch.send_to_detokenizer.send_output = send_output
+        ch.send_to_tokenizer.send_output = send_output
+        self._info.notes.append(f"TP group rank {self.rank} of {self.tp_size}: requests broadcast by SGLang's own "
+                                "receiver")
+
+    def _drain(self) -> list:
+        out = []
+        while True:
+            try:
+                out.append(self._inbox.get_nowait())
+            except queue.Empty:
+                return out
+
+    def _apply(self, ctl: "_Control") -> None:
+        if ctl.what == "acceptance":
+            from sglang.srt.speculative import spec_utils
+            spec_utils.SIMULATE_ACC_LEN = float(ctl.value)  # read per verify
+
+    def serve(self) -> None:
+        """A TP group's rank other than 0: run until rank 0's ShutdownReq reaches this rank's loop.
+
+        Raises:
+            RuntimeError: the scheduler stopped on an error.
+        """
+        self._thread.join()
+        if self._error is not None:
+            raise RuntimeError(f"SGLang's scheduler stopped: {self._error!r}")
+
     def _loop(self) -> None:
         try:
-            self._torch.cuda.set_device(0)
+            self._torch.cuda.set_device(self.rank)
             self.sched.run_event_loop()
         except BaseException as e:  # noqa: BLE001 - handed to the caller's next step
             self._error = e
@@ -318,8 +407,12 @@ class SglangBackend(RecordingWindow):
     def set_acceptance(self, acceptance_rate: float | None) -> None:
         if not self.num_steps or acceptance_rate is None:
             return
+        length = iid_accept_length(acceptance_rate, self.num_steps)
+        if self.group:  # every rank draws the same lengths: the change reaches them all on one loop iteration
+            self._inbox.put(_Control("acceptance", length))
+            return
         from sglang.srt.speculative import spec_utils
-        spec_utils.SIMULATE_ACC_LEN = iid_accept_length(acceptance_rate, self.num_steps)  # read per verify
+        spec_utils.SIMULATE_ACC_LEN = length  # read per verify
 
     def add_requests(self, prompts: list[list[int]], max_tokens: int) -> list[str]:
         from sglang.srt.managers.io_struct import TokenizedGenerateReqInput
@@ -378,5 +471,9 @@ class SglangBackend(RecordingWindow):
         return out
 
     def shutdown(self) -> None:
-        self.sched.gracefully_exit = True
-        self._thread.join(timeout=10.0)
+        if self.group and self.rank == 0:  # through the ranks' loops, each ending on the same iteration
+            from sglang.srt.managers.io_struct import ShutdownReq
+            self._inbox.put(ShutdownReq())
+        else:
+            self.sched.gracefully_exit = True
+        self._thread.join(timeout=30.0)

@@ -12,6 +12,14 @@ with three things fixed for measuring:
 - one CUDA-graph capture list for every configuration (vLLM's own default list up to 512 tokens),
   so that the torch.compile cache is shared between the baseline and every `num_steps`.
 
+In a TP group (issue 28; calibration.engines.tp_launch starts one process a rank, each on its GPU,
+with torchrun's variables) every rank starts its own engine with `tensor_parallel_size` and
+`distributed_executor_backend="external_launcher"` (vLLM's torchrun mode: each rank schedules the
+same steps itself, where `vllm serve`'s multiprocessing executor schedules once and sends each
+step's scheduler output to its workers) and runs the same points in step; rank 0 records. The
+draft's TP as asked (`draft_tensor_parallel_size`) and as built (its layers' `tp_size`) are both
+recorded: 0.26's EAGLE proposers build the draft from the target's parallel config whatever is asked.
+
 Timers (vLLM's model runner V2, vllm/v1/worker/gpu/model_runner.py, the default for dense
 targets in 0.26): CUDA events at the model runner's `execute_model` entry (the step's start on
 the GPU stream), around the target's graph replay (`cudagraph_manager.run_fullgraph`, or
@@ -35,7 +43,8 @@ import os
 import time
 from pathlib import Path
 
-from calibration.engines.backend import EngineInfo, RecordingWindow, StepTimes, wrap_method, window_step_times
+from calibration.engines.backend import (EngineInfo, RecordingWindow, StepTimes, module_tp_size, wrap_method,
+                                         window_step_times)
 
 US_PER_S = 1e6
 ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
@@ -71,11 +80,14 @@ VLLM_UNIFORM_ROUTING = {"VLLM_MOE_ROUTING_SIMULATION_STRATEGY": "uniform_random"
 
 
 class VllmBackend(RecordingWindow):
-    """One vLLM engine (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process."""
+    """One vLLM engine (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process; in a
+    TP group one rank's engine (`external_launcher`: every rank schedules the same steps itself)."""
+
+    spmd = True
 
     def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
                  max_num_seqs: int, gpu_memory_utilization: float, capture_sizes: list[int], seed: int = 0,
-                 initial_acceptance: float = 0.7):
+                 initial_acceptance: float = 0.7, tp_size: int = 1, draft_tp_size: int | None = None):
         for k, v in ENV.items():
             os.environ.setdefault(k, v)
         import torch
@@ -89,11 +101,19 @@ class VllmBackend(RecordingWindow):
                       max_model_len=max_model_len, max_num_seqs=max_num_seqs, seed=seed,
                       gpu_memory_utilization=gpu_memory_utilization,
                       compilation_config={"cudagraph_capture_sizes": list(capture_sizes)})
+        from calibration.engines.tp_launch import GROUP_ENV
+        if os.environ.get(GROUP_ENV) == "1":  # a rank of a TP group (calibration.engines.tp_launch): torchrun's way
+            kwargs.update(tensor_parallel_size=tp_size, distributed_executor_backend="external_launcher")
+        elif tp_size != 1:
+            raise ValueError(f"tp_size {tp_size}: a TP group runs as one process a rank "
+                             "(calibration.engines.tp_launch)")
         if num_steps:
             kwargs["speculative_config"] = {
                 "method": "eagle3", "model": str(draft_dir), "num_speculative_tokens": num_steps,
                 "rejection_sample_method": "synthetic",
                 "synthetic_acceptance_rates": [initial_acceptance ** (i + 1) for i in range(num_steps)]}
+            if draft_tp_size is not None:
+                kwargs["speculative_config"]["draft_tensor_parallel_size"] = int(draft_tp_size)
         t0 = time.perf_counter()
         self.llm = LLM(**kwargs)
         startup_s = time.perf_counter() - t0
@@ -108,9 +128,10 @@ class VllmBackend(RecordingWindow):
         self._events: list[dict] = []
         self._info = EngineInfo(engine="vllm", engine_version=vllm.__version__, startup_s=startup_s,
                                 gpu_name=torch.cuda.get_device_name(), torch_version=torch.__version__,
-                                cuda_version=str(torch.version.cuda), max_num_seqs=max_num_seqs)
+                                cuda_version=str(torch.version.cuda), max_num_seqs=max_num_seqs, tp_size=tp_size)
         self.runner = self._model_runner()
         self._describe()
+        self._describe_draft_tp(draft_tp_size)
         self._install_hooks()
 
     # ---- set-up ------------------------------------------------------------------------------
@@ -134,6 +155,22 @@ class VllmBackend(RecordingWindow):
             info.attention_backend = self.runner.attn_groups[0][0].backend.get_name()
         except Exception as e:  # noqa: BLE001 - recorded, not fatal
             info.notes.append(f"attention backend not read: {e!r}")
+
+    def _describe_draft_tp(self, asked: int | None) -> None:
+        """The draft's TP as built: read from the drafter's layers (model runner V2's speculator or
+        V1's drafter), not from the config (vLLM 0.26 accepts draft_tensor_parallel_size 1 for an
+        EAGLE-3 draft and builds the draft in the target's group all the same: its proposers build the
+        draft from the target's parallel config; only the draft-model proposer reads the draft's)."""
+        if not self.num_steps:
+            return
+        r = self.runner
+        holder = getattr(r, "speculator", None) or getattr(r, "drafter", None)
+        n = module_tp_size(getattr(holder, "model", None))
+        self._info.draft_tp_size = n
+        cfg = getattr(self.engine.vllm_config, "speculative_config", None)
+        said = getattr(getattr(cfg, "draft_parallel_config", None), "tensor_parallel_size", None)
+        self._info.notes.append(f"draft TP: asked {asked if asked is not None else 'default'}, config {said}, "
+                                f"layers built for {n if n is not None else 'unknown'}")
 
     def _wrap(self, obj, name: str, label: str, before=None, after=None) -> bool:
         return wrap_method(obj, name, label, self._info, lambda: self._recording, before, after)

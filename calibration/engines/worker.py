@@ -45,9 +45,12 @@ def done_keys(path: Path) -> set[tuple[str, str]]:
     return {(r.get("label"), r.get("point", {}).get("key")) for r in read_lines(path) if r.get("kind") == "point"}
 
 
-def append_line(path: Path, rec: dict) -> None:
+def append_line(path: Path | None, rec: dict) -> None:
     """Append one JSON line and flush it to disk (after a newline, where a process ended while
-    writing the file's last line, so the torn line stays alone)."""
+    writing the file's last line, so the torn line stays alone). None: a TP group's rank other
+    than 0, which writes nothing."""
+    if path is None:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     torn = False
     if path.is_file() and path.stat().st_size:
@@ -60,12 +63,17 @@ def append_line(path: Path, rec: dict) -> None:
         os.fsync(f.fileno())
 
 
-def start_backend(plan: ProcessPlan, workdir: Path):
-    """The plan's engine, started (vLLM: folders of config.json written under workdir)."""
+def start_backend(plan: ProcessPlan, workdir: Path, rank: int = 0):
+    """The plan's engine, started (vLLM: folders of config.json written under workdir); in a TP
+    group (calibration.engines.tp_launch) this rank's."""
     os.environ.update(plan.engine_env)  # read by the engine when it is imported
+    tp, dtp = plan.tensor_parallel_size, plan.draft_tensor_parallel_size
+    if rank:
+        workdir = workdir / f"rank{rank}"  # each rank writes its own copy of the model folders
     if plan.engine == "fake":
         from calibration.engines.fake_backend import FakeBackend
-        return FakeBackend(plan.num_steps, seed=plan.prompt_seed + plan.num_steps, max_model_len=plan.max_model_len)
+        return FakeBackend(plan.num_steps, seed=plan.prompt_seed + plan.num_steps, max_model_len=plan.max_model_len,
+                           tp_size=tp, draft_tp_size=dtp, rank=rank)
     if plan.engine == "vllm":
         from calibration.engines.vllm_backend import (VLLM_UNIFORM_ROUTING, VllmBackend, default_capture_sizes,
                                                       write_model_dirs)
@@ -75,7 +83,8 @@ def start_backend(plan: ProcessPlan, workdir: Path):
                                          plan.draft_config if plan.num_steps else None)
         backend = VllmBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
                               max_num_seqs=plan.max_num_seqs, gpu_memory_utilization=plan.gpu_memory_utilization,
-                              capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed)
+                              capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed,
+                              tp_size=tp, draft_tp_size=dtp)
         if plan.uniform_expert_routing:
             backend.info().notes.append(
                 "uniform expert routing: vLLM's routing simulator (VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
@@ -91,23 +100,40 @@ def start_backend(plan: ProcessPlan, workdir: Path):
                              topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
                              seed=plan.prompt_seed, capture_sizes=plan.capture_sizes or None,
                              uniform_expert_routing=plan.uniform_expert_routing,
-                             max_total_tokens=plan.max_total_tokens, cuda_graphs=plan.cuda_graphs)
+                             max_total_tokens=plan.max_total_tokens, cuda_graphs=plan.cuda_graphs,
+                             tp_size=tp, rank=rank)
     raise ValueError(f"engine {plan.engine!r}: one of vllm, sglang, fake")
 
 
 def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
-    """Measure the plan's points not yet in `out`; the number measured."""
-    done = done_keys(out)
+    """Measure the plan's points not yet in `out`; the number measured. In a TP group
+    (calibration.engines.tp_launch) every rank runs this; rank 0 alone writes `out`, and a rank
+    whose engine is not SPMD (SGLang's followers) serves rank 0 until it stops."""
+    from calibration.engines.tp_launch import group_rank
+    rank, world = group_rank()
+    if world != plan.tensor_parallel_size:
+        raise RuntimeError(f"{plan.label}: tensor_parallel_size {plan.tensor_parallel_size} runs as a group of that "
+                           f"many processes (specdecsim calibrate engine-process starts it); this one is in a group "
+                           f"of {world}")
+    done = done_keys(out)  # read before any rank's engine starts: no point is written until every rank is up
     todo = [p for p in plan.point_plans() if (plan.label, p.key) not in done]
     if not todo:
         log(f"{plan.label}: all {len(plan.points)} points already measured")
         return 0
     t0 = time.perf_counter()
-    backend = start_backend(plan, workdir)
+    backend = start_backend(plan, workdir, rank=rank)
     info = backend.info()
+    if rank:
+        if not getattr(backend, "spmd", True):
+            log(f"{plan.label} rank {rank}: serving rank 0")
+            backend.serve()
+            return 0
+        out = None  # the same points, measured in step with rank 0, written by rank 0 only
     log(f"{plan.label}: engine up in {time.perf_counter() - t0:.1f} s ({info.engine} {info.engine_version}, "
         f"{info.attention_backend}, {info.cudagraph_mode}, runner {info.model_runner}, hooks {','.join(info.hooks)})")
     append_line(out, dict(kind="engine", label=plan.label, session=plan.session, num_steps=plan.num_steps,
+                          tensor_parallel_size=plan.tensor_parallel_size,
+                          draft_tensor_parallel_size_asked=plan.draft_tensor_parallel_size,
                           info={**asdict(info), "variant": dict(
                               topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
                               uniform_expert_routing=plan.uniform_expert_routing, engine_env=plan.engine_env,

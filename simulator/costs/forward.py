@@ -469,7 +469,9 @@ class CostModel:
         if sc.spec.method != "ngram":  # n-gram proposals are host work (engine host_cycle_us)
             out.append(self.draft_extend_forward(extend_tokens_per_request))
         out += [self.draft_step_forward(i) for i in range(self.num_draft_forwards)]
-        if dedicated is not None:
+        if self.native is not None and self.native.profile.collectives_measured:
+            pass  # the engine's own draft-token broadcast is inside its measured propose
+        elif dedicated is not None:
             out.append(self._transfer("draft", tokens_bytes, "send_recv", 2, (0, dedicated)))
             if self.tp > 1:
                 out.append(self._transfer("draft", tokens_bytes, "broadcast", self.tp, self.all_gpus))

@@ -129,7 +129,9 @@ class EngineProfile(StrictModel):
     method: str = "eagle3"
     target: dict = Field(description="The target's ModelShape fields.")
     draft: dict | None = Field(None, description="The draft's ModelShape fields.")
-    tp_size: int = Field(1, ge=1, le=1024)
+    tp_size: int = Field(1, ge=1, le=1024, description="The target's TP group the engine ran.")
+    draft_tp_size: int | None = Field(None, ge=1, le=1024, description=(
+        "The draft's TP as the engine built it (read from its layers; None: the target's group)."))
     topk: int = Field(1, ge=1, le=16, description="Draft branches per step the engine ran (SGLang's "
                                                   "speculative_eagle_topk); 1 is a chain.")
     num_draft_tokens: int | None = Field(None, ge=2, le=256, description="Tokens verified per request (SGLang's "
@@ -426,6 +428,14 @@ def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
         return f"its draft is another shape than {scenario.draft.name}"
     if scenario.tp_size != profile.tp_size:
         return f"it was measured at tp {profile.tp_size}, the scenario runs tp {scenario.tp_size}"
+    ran = profile.draft_tp_size or profile.tp_size
+    placement = scenario.placement
+    if placement.kind.value == "dedicated":
+        return ("the engines run the draft on the target's GPUs; the scenario's placement tp1_dedicated puts it on a "
+                "GPU of its own")
+    if scenario.spec.method != "ngram" and scenario.draft_tp_size != ran:
+        return (f"its draft ran at tp {ran} (placement {placement_label(profile.tp_size, ran)}), the scenario's "
+                f"placement {scenario.placement.label} runs it at tp {scenario.draft_tp_size}")
     spec = scenario.spec
     if spec.method != profile.method:
         return f"it was measured with {profile.method} drafts"
@@ -440,6 +450,14 @@ def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
     if gpu and profile.catalog_gpu and gpu != profile.catalog_gpu:
         return f"it was measured on {profile.catalog_gpu}, the scenario's GPU is {gpu}"
     return None
+
+
+def placement_label(tp_size: int, draft_tp_size: int) -> str:
+    """The scenario placement (simulator.config.Placement's label) of a draft the engine ran at
+    `draft_tp_size` on the GPUs of a TP group of `tp_size`."""
+    if draft_tp_size == tp_size:
+        return "shared_tp"
+    return "tp1_colocated" if draft_tp_size == 1 else f"tp{draft_tp_size}"
 
 
 def check_catalog_gpu(profile: EngineProfile, source: str) -> None:
