@@ -43,7 +43,7 @@ HIDDEN_BYTES = 8192  # one token's hidden state, bf16 x 4096
 def allreduce_us(tokens: int, tp: int) -> float:
     """One allreduce of `tokens` hidden states over `tp` ranks (0 for one rank): a PCIe-like
     latency and bandwidth."""
-    return 0.0 if tp <= 1 else 14.0 + 3.0 * tp + tokens * HIDDEN_BYTES * 2.0 * (tp - 1) / tp / 20e3
+    return 0.0 if tp <= 1 else 20.0 + 3.0 * tp + tokens * HIDDEN_BYTES * 2.0 * (tp - 1) / tp / 10e3
 
 
 class FakeCosts:
