@@ -132,12 +132,64 @@ def test_a_failed_rank_ends_the_group_with_an_error_line(tmp_path, monkeypatch):
     assert not [r for r in read_lines(pts) if r["kind"] == "point"]
 
 
+def test_no_rank_outlives_its_launcher(tmp_path):
+    """A launcher ended by a signal (or killed by a campaign's deadline) ends its ranks: none goes on
+    writing to the points file."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    plan = ProcessPlan(**BASE, session="calibrate", label="calibrate_s3_tp2", num_steps=3,
+                       points=[dict(batch_size=b, prompt_len=256, acceptance_rate=0.7, timed_steps=4000)
+                               for b in (1, 2, 4, 8)])
+    f = tmp_path / "plan.json"
+    f.write_text(plan.model_dump_json())
+    pts = tmp_path / "points.jsonl"
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        launcher = subprocess.Popen([sys.executable, "-m", "simulator.cli", "calibrate", "engine-process", str(f),
+                                     str(pts)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                    cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        deadline = time.monotonic() + 60
+        while not [ln for ln in read_lines(pts) if ln["kind"] == "engine"] and time.monotonic() < deadline:
+            time.sleep(0.2)  # the ranks are up
+        ranks = _children(launcher.pid)
+        assert len(ranks) == 2
+        launcher.send_signal(sig)
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(r) for r in ranks) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(r) for r in ranks), sig
+        pts.unlink()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def test_points_of_two_groups_need_one_chosen(tp2_campaign):
     _, pts = tp2_campaign
     with pytest.raises(ValueError, match="several TP groups.*--tp and --draft-tp"):
         build_profile([pts], "x", TARGET, DRAFT)
     with pytest.raises(ValueError, match="no points of tp 4"):
         build_profile([pts], "x", TARGET, DRAFT, group=(4, 4))
+    assert build_profile([pts], "x", TARGET, DRAFT, group=(None, 1)).tp_size == 2  # the only target TP there
 
 
 def test_the_group_is_what_the_engine_built_not_what_was_asked():
@@ -177,6 +229,7 @@ def test_plans_refuse_a_draft_tp_the_engines_do_not_take():
     (["calibrate", "engine", "--engine", "sglang", "--out", "{d}/p.json", "--tp", "2", "--draft-tp", "1"],
      "SGLang runs an EAGLE draft in the target's TP group"),
     (["live", "--out", "{d}/live", "--draft-tp", "1"], "--draft-tp goes with --engine or --from-points"),
+    (["calibrate", "engine", "--engine", "fake", "--out", "{d}/p.json", "--draft-tp", "1"], "give --tp too"),
 ])
 def test_tp_options_refused_in_one_line(tmp_path, args, msg):
     from simulator.cli import app

@@ -176,10 +176,14 @@ def _tp_group(engine: str, tp: Optional[int], draft_tp: Optional[int], running: 
     in one points file, and the TP group to build from (None: the only one the points hold)."""
     if tp is not None and not 1 <= tp <= 8:
         fail(f"--tp {tp}: 1..8 GPUs (one process a rank, each on its own GPU)")
+    if draft_tp is not None and tp is None and running:
+        fail(f"--draft-tp {draft_tp}: give --tp too (the target's TP group the draft is placed in)")
     n = tp or 1
     if draft_tp is not None:
-        if draft_tp not in (1, n):
-            fail(f"--draft-tp {draft_tp}: 1 or the target's --tp ({n}), as vLLM allows")
+        if not 1 <= draft_tp <= 8:
+            fail(f"--draft-tp {draft_tp}: 1 or the target's --tp")
+        if tp is not None and draft_tp not in (1, n):
+            fail(f"--draft-tp {draft_tp}: 1 or the target's --tp ({n})")
         if engine == "sglang" and draft_tp != n:
             fail(f"--draft-tp {draft_tp}: SGLang runs an EAGLE draft in the target's TP group (it has no draft TP "
                  f"setting); leave --draft-tp out or give {n}")
@@ -192,7 +196,8 @@ def _tp_group(engine: str, tp: Optional[int], draft_tp: Optional[int], running: 
         if have is not None and have < n:
             fail(f"--tp {n}: this host has {have} GPU{'s' if have != 1 else ''} (one rank a GPU)")
     suffix = (f"_tp{n}" if n > 1 else "") + (f"_d{draft_tp}" if draft_tp is not None and draft_tp != n else "")
-    group = None if tp is None and draft_tp is None else (n, draft_tp or n)
+    # the group to build from: None takes the only one the points hold; a target TP of None, the only one there
+    group = None if tp is None and draft_tp is None else (tp, draft_tp if draft_tp is not None else tp)
     return {"plan": dict(tensor_parallel_size=n, draft_tensor_parallel_size=draft_tp), "suffix": suffix,
             "group": group}
 
@@ -332,7 +337,8 @@ def calibrate_engine(
                                log=lambda s: err_console.print(escape(s), highlight=False))
         bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
         if bad:
-            err_console.print(escape(f"engine processes not finished: {bad}"))
+            err_console.print(escape("engine processes not finished: " + ", ".join(f"{k} ({v})" for k, v in bad.items())
+                                     + f" (their error lines in {pts} say why)"), highlight=False)
         files = [pts]
     wanted = keys if keys is not None else grid
     keep = (lambda key: key in wanted) if wanted is not None else None
@@ -368,7 +374,7 @@ def calibrate_engine(
         live_engine(with_live, None, None, files, str(out), None, force, target, draft, topk=topk,
                     num_draft_tokens=num_draft_tokens, no_overlap=no_overlap, tp=tp, draft_tp=draft_tp)
     for part, fit in prof.fits.items():
-        console.print(escape(f"  {part}: {fit.form} fit over {fit.num_points} points, median |err| "
+        console.print(escape(f"  {part}: {fit.form} fit over {fit.num_points} point{'s' if fit.num_points != 1 else ''}, median |err| "
                              f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
 
 
@@ -419,9 +425,11 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
     if engine_profile:
         from simulator.engines.native import load_engine_profile
         try:
-            load_engine_profile(engine_profile)
+            eprof = load_engine_profile(engine_profile)
         except (FileNotFoundError, UserInputError, ValueError) as e:
             fail(f"--engine-profile: {e}")
+        if not from_points and eprof.tp_size != (tp or 1):  # before the grid runs, not after
+            fail(f"--engine-profile {engine_profile}: measured at tp {eprof.tp_size}; this grid runs at --tp {tp or 1}")
     if from_points:
         files = _existing_points(from_points)
         _check_points(files, engine, t_cfg, d_cfg)
@@ -456,7 +464,8 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         whys = [w for _, r in recs if (w := profile_mismatch(prof, r.scenario))]
         if whys:
             fail(f"--engine-profile {engine_profile}: does not price {len(whys)} of the {len(recs)} records "
-                 f"({whys[0]}); give the profile of these records' shape")
+                 f"({whys[0]}); give the profile of these records' shape (`specdecsim live --from-points "
+                 f"{files[0]} --engine-profile ...` writes them again from the points, no engine run)")
     existing = [out / n for n, _ in recs if (out / n).exists()]
     if existing and not force:
         from simulator.evidence.validate import load_records

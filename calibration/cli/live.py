@@ -63,7 +63,8 @@ def live(
     force: Annotated[bool, typer.Option("--force", help="Replace files in OUT that have a point's name but are "
                                                          "not LiveRun records.")] = False,
     engine: Annotated[Optional[str], typer.Option(help="Live runs of a serving engine instead of the project's "
-                                                       "loop: vllm (installed on this GPU host) or fake (no GPU); "
+                                                       "loop: vllm or sglang (installed on this GPU host) or fake (no "
+                                                       "GPU); "
                                                        "num_steps 1,2,3,4,6 x --batches x prompts 1k/4k, "
                                                        "acceptance 0.5/0.7/0.9, paired baselines, 2 repeats.")] = None,
     points: Annotated[Optional[Path], typer.Option(help="With --engine: resumable points file (default "

@@ -184,19 +184,22 @@ def of_group(engines: list[dict], lines: list[dict], group: tuple[int, int | Non
     by_label = {e["label"]: engine_group(e) for e in engines}
     of = {ln["label"]: by_label.get(ln["label"], (1, 1 if ln["point"]["num_steps"] else None)) for ln in lines}
     held = sorted({of[ln["label"]] for ln in lines}, key=lambda g: (g[0], g[1] or 0))
+    spec = [g for g in held if g[1] is not None]
+    listed = "; ".join(map(group_name, spec or held))  # a baseline's group is every draft placement's
+    tps = sorted({g[0] for g in held})
+    if group is not None and group[0] is None:  # a draft TP asked, the target's TP the only one there
+        if len(tps) > 1:
+            raise ValueError(f"{what}: points of target TP {', '.join(map(str, tps))}: choose one with --tp")
+        group = (tps[0] if tps else 1, group[1])
     if group is None:
-        tps = {g[0] for g in held}
-        drafts = {g for g in held if g[1] is not None}
-        if len(tps) > 1 or len(drafts) > 1:
-            raise ValueError(f"{what} hold points of several TP groups ({'; '.join(map(group_name, held))}): choose "
-                             "one with --tp and --draft-tp")
-        group = next(iter(drafts), (next(iter(tps), 1), None))
+        if len(tps) > 1 or len(spec) > 1:
+            raise ValueError(f"{what}: points of several TP groups ({listed}): choose one with --tp and --draft-tp")
+        group = spec[0] if spec else (tps[0] if tps else 1, None)
     out = [ln for ln in lines if of[ln["label"]][0] == group[0] and
            (ln["point"]["num_steps"] == 0 or of[ln["label"]][1] == group[1])]
     if lines and not out:
-        raise ValueError(f"{what} hold no points of {group_name(group)} as the engine ran them (held: "
-                         f"{'; '.join(map(group_name, held))}; a draft TP the engine did not apply is recorded as "
-                         "what it built)")
+        raise ValueError(f"{what}: no points of {group_name(group)} as the engine ran them (there: {listed}; a "
+                         "draft TP the engine did not apply is recorded as what it built)")
     return out, group
 
 

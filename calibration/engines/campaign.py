@@ -47,7 +47,7 @@ def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | No
             continue
         if left is not None and left < MIN_PROCESS_S:
             status[plan.label] = "not started (time)"
-            log(f"{plan.label}: not started, {left:.0f} s left")
+            log(f"{plan.label}: not started, {max(0.0, left):.0f} s left")
             continue
         if in_process and plan.tensor_parallel_size == 1 and not plan.group_launch:  # a group: a process a rank
             run_plan(plan, points, points.parent / "engine_models", log=log)

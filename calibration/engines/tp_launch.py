@@ -18,6 +18,7 @@ watches them:
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -56,6 +57,21 @@ def _tail(path: Path) -> str:
         return ""
 
 
+def _die_with_parent() -> None:
+    """In a rank, before it runs (Linux): end it when its launcher ends, however that ends (a
+    campaign's deadline kills the launcher outright); elsewhere nothing."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _raise_on_term(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def _end(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -79,6 +95,13 @@ def run_group(plan_file: Path, points: Path, label: str, world: int, log=print,
     log_dir.mkdir(parents=True, exist_ok=True)
     procs, logs, files = [], [], []
     cmd = [sys.executable, "-m", "simulator.cli", "calibrate", "engine-process", str(plan_file), str(points)]
+    stopped = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # the launcher's end is the group's (the finally below)
+        try:
+            stopped[sig] = signal.signal(sig, _raise_on_term)
+        except (ValueError, OSError):  # not the main thread
+            pass
+    still_running: list[int] = []
     try:
         for r in range(world):
             lp = log_dir / f"{label}.rank{r}.log"
@@ -88,9 +111,10 @@ def run_group(plan_file: Path, points: Path, label: str, world: int, log=print,
                 f = open(lp, "w", encoding="utf-8")  # noqa: SIM115 - closed below, after the rank ends
                 files.append(f)
             procs.append(subprocess.Popen(cmd, env={**os.environ, **rank_env(r, world, port)},
-                                          stdout=f, stderr=subprocess.STDOUT if f else None))
-        others = "" if world == 1 else f"; rank{'s 1-' if world > 2 else ' '}{world - 1} log{'' if world > 2 else 's'} to " \
-            f"{log_dir}/{label}.rank*.log"
+                                          stdout=f, stderr=subprocess.STDOUT if f else None,
+                                          preexec_fn=_die_with_parent if os.name == "posix" else None))
+        others = ("" if world == 1 else f"; rank 1 logs to {logs[1]}" if world == 2 else
+                  f"; ranks 1-{world - 1} log to {log_dir}/{label}.rank1..{world - 1}.log")
         log(f"{label}: TP group of {world} rank{'s' if world > 1 else ''} started{others}")
         start, first_end = time.monotonic(), None
         while any(p.poll() is None for p in procs):
@@ -102,10 +126,13 @@ def run_group(plan_file: Path, points: Path, label: str, world: int, log=print,
                     (timeout_s is not None and now - start > timeout_s):
                 break
             time.sleep(POLL_S)
-        _end(procs)
+        still_running = [r for r, p in enumerate(procs) if p.poll() is None]
     finally:
+        _end(procs)  # also on an exception or a signal here: no rank outlives its launcher
         for f in files:
             f.close()
+        for sig, handler in stopped.items():
+            signal.signal(sig, handler)
     rcs = [p.returncode for p in procs]
     ended = (-15, -9)  # terminated or killed here, with the group
     culprits = [r for r, rc in enumerate(rcs) if rc not in (0, *ended)]
@@ -115,7 +142,14 @@ def run_group(plan_file: Path, points: Path, label: str, world: int, log=print,
         if rc:
             log(f"{label} rank {r}: {'ended with the group' if rc in ended and r not in culprits else f'exit code {rc}'}")
     line = None
-    if culprits and rcs[0] != POINTS_FAILED_RC:  # rank 0's own error lines say which points failed
+    stuck = [r for r in still_running if r and rcs[0] not in (0, *ended)]
+    if stuck:  # rank 0 ended on an error while these still ran: stopped, or waiting in a collective
+        r = stuck[0]
+        line = dict(kind="error", label=label, key=f"tp_group_rank{r}",
+                    error=f"rank {r} of {world} was still running when rank 0 ended (exit code {rcs[0]}): a rank "
+                          "stopped or waiting in a collective holds the group; the group was ended",
+                    trace=_tail(logs[r]))
+    elif culprits and rcs[0] != POINTS_FAILED_RC:  # rank 0's own error lines say which points failed
         r = culprits[0]
         line = dict(kind="error", label=label, key=f"tp_group_rank{r}",
                     error=f"rank {r} of {world}: exit code {rcs[r]}; the group was ended", trace=_tail(logs[r]))

@@ -154,6 +154,9 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
                 append_line(out, dict(kind="error", label=plan.label, key=p.key, error=repr(e),
                                       trace=traceback.format_exc()[-2000:]))
                 log(f"{plan.label} {p.key}: FAILED {e!r}")
+                if world > 1:  # the ranks are out of step (or one is gone): the group's next point would fail too
+                    log(f"{plan.label}: the TP group stops after a failed point (its ranks no longer run in step)")
+                    break
                 continue
             append_line(out, dict(kind="point", label=plan.label, session=plan.session, engine=info.engine,
                                   engine_version=info.engine_version, point=res, wall_s=time.perf_counter() - t1))

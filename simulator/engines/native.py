@@ -428,6 +428,8 @@ def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
         return f"its draft is another shape than {scenario.draft.name}"
     if scenario.tp_size != profile.tp_size:
         return f"it was measured at tp {profile.tp_size}, the scenario runs tp {scenario.tp_size}"
+    if not any(p.num_steps for p in profile.points):
+        return "it holds no speculative point (a baseline-only calibration): it prices no speculative cycle"
     ran = profile.draft_tp_size or profile.tp_size
     placement = scenario.placement
     if placement.kind.value == "dedicated":
