@@ -110,3 +110,52 @@ def test_spawned_processes_get_multicast_disabled(monkeypatch):
         assert os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
         assert (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]) == ("127.0.0.1", "12345")
     assert os.environ["NCCL_NVLS_ENABLE"] == "1" and "NVSHMEM_DISABLE_NVLS" not in os.environ
+
+
+def test_the_engines_custom_allreduce_is_asked_for_on_cuda_only(tmp_path):
+    """custom_allreduce is vLLM's own kernel (issue 28): refused on gloo in one line, its points kept
+    beside the profile's tables, and a vLLM-less host told so."""
+    from typer.testing import CliRunner
+
+    from calibration.bench import collectives as C
+    from calibration.build.profile import collective_tables
+    from simulator.cli import app
+    with pytest.raises(ValueError, match="needs CUDA GPUs"):
+        C.measure_collectives(PointStore(tmp_path / "p.jsonl"), backend="gloo", world_sizes=[2],
+                              ops=("custom_allreduce",))
+    r = CliRunner().invoke(app, ["calibrate", "collectives", "--points", str(tmp_path / "q.jsonl"), "--device", "cpu",
+                                 "--op", "custom_allreduce"], env={"COLUMNS": "200"})
+    assert r.exit_code != 0 and "runs on CUDA GPUs only" in r.output and "Traceback" not in r.output
+    rec = {"op": "custom_allreduce", "world_size": 2, "mode": "graph", "size_bytes": 1024, "latency_us": 5.0}
+    nccl = {**rec, "op": "allreduce", "latency_us": 9.0}
+    tables = collective_tables({C.point_key("custom_allreduce", 2, "graph", 1024): rec,
+                                C.point_key("allreduce", 2, "graph", 1024): nccl})
+    assert [t.op for t in tables] == ["allreduce"]
+
+
+def test_custom_allreduce_calls_the_engines_kernel_within_its_size():
+    import torch
+
+    from calibration.bench import collectives as C
+
+    class FakeCA:  # vLLM's CustomAllreduce interface, as the bench uses it
+        max_size = 4096
+        calls = 0
+
+        def should_custom_ar(self, x):
+            return x.numel() * x.element_size() < self.max_size
+
+        def custom_all_reduce(self, x):
+            FakeCA.calls += 1
+            return x
+
+    fn = C._collective("custom_allreduce", 1024, 2, torch.device("cpu"), torch.bfloat16, FakeCA())
+    fn()
+    assert FakeCA.calls == 1
+    with pytest.raises(RuntimeError, match="does not take 8,192 bytes"):
+        C._collective("custom_allreduce", 8192, 2, torch.device("cpu"), torch.bfloat16, FakeCA())
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match="vLLM is not importable"):
+            C.engine_custom_allreduce(torch.device("cpu"))

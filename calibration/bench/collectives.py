@@ -24,8 +24,19 @@ latency is the MINIMUM over ranks: a rank that arrived early also waits for the 
 the simulator models that skew itself (a collective completes at max(arrival) + latency,
 DESIGN.md). Warm-up, then >= 50 samples (100 by default); the record keeps median, p10 and p90.
 
-Left out: send_recv, reduce_scatter, custom allreduce kernels (SGLang/vLLM one-shot/two-shot),
-and GPU subsets other than the first w devices (the topology of other subsets may differ).
+`custom_allreduce` (issue 28): the serving engine's own custom allreduce kernel, vLLM's
+`CustomAllreduce` (vllm/distributed/device_communicators/custom_all_reduce.py: one-shot / two-shot over
+P2P buffers, what vLLM's TP group runs for small messages on a fully connected NVLink box), on a GPU
+host where vLLM is installed, bf16, eager (the input copied into its registered buffer, as outside a
+graph) and graph (captured under its `capture()`, the registered path of a CUDA-graph forward). vLLM
+decides itself whether it runs (world sizes 2, 4, 6, 8; P2P between every pair; below its max_size):
+where it declines, the group fails with vLLM's reason and no point is stored. Its points are kept in
+the points file beside NCCL's and not built into the profile's tables (the engine-native profiles of
+a TP group hold the collectives inside the engine's measured parts; these are for the collective
+model and docs/hardware.md).
+
+Left out: send_recv, reduce_scatter, SGLang's custom allreduce (its sgl-kernel build of the same
+kernels), and GPU subsets other than the first w devices (the topology of other subsets may differ).
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from calibration.timing import capture_graph, elapsed_us, sample_stats
 from simulator.units import BYTES_PER_KIB
 
 MEASURED_OPS = ("allreduce", "broadcast", "all_gather")
+ENGINE_OPS = ("custom_allreduce",)  # an engine's own kernel (module docstring): NCCL only, vLLM installed
 MODES = ("eager", "graph", "eager_stream")
 PROFILE_MODES = ("eager", "graph")  # the modes a profile's collective tables hold (simulator.profile.CollectiveTable)
 POW2_SIZES_BYTES = tuple(2 ** k for k in range(10, 27))  # 1 KiB .. 64 MiB
@@ -94,10 +106,33 @@ def default_sizes_bytes(quick: bool = False) -> tuple[int, ...]:
     return tuple(sorted(set(POW2_SIZES_BYTES) | set(forward_sizes_bytes())))
 
 
-def _collective(op: str, size_bytes: int, world_size: int, device: torch.device, dtype: torch.dtype):
-    """A no-argument callable running one `op` whose per-rank input is `size_bytes`."""
+def engine_custom_allreduce(device: torch.device):
+    """vLLM's CustomAllreduce over this process's group (a gloo group beside it for its handshakes).
+
+    Raises:
+        RuntimeError: vLLM is not installed, or it declines to run its kernel here (its reason).
+    """
+    try:
+        from vllm.distributed.device_communicators.custom_all_reduce import CustomAllreduce
+    except ImportError as e:
+        raise RuntimeError(f"custom_allreduce is vLLM's kernel: vLLM is not importable here ({e})") from None
+    ca = CustomAllreduce(group=dist.new_group(backend="gloo"), device=device)
+    if ca.disabled:
+        raise RuntimeError("vLLM's custom allreduce declined this group (its checks: world size 2/4/6/8, P2P "
+                           "between every GPU pair; see vLLM's warning above)")
+    return ca
+
+
+def _collective(op: str, size_bytes: int, world_size: int, device: torch.device, dtype: torch.dtype, ca=None):
+    """A no-argument callable running one `op` whose per-rank input is `size_bytes` (`ca`: the
+    engine's custom allreduce, for op custom_allreduce)."""
     numel = size_bytes // dtype.itemsize
     x = torch.zeros(numel, dtype=dtype, device=device)  # zeros: repeated sums stay finite
+    if op == "custom_allreduce":
+        if ca is None or not ca.should_custom_ar(x):
+            raise RuntimeError(f"vLLM's custom allreduce does not take {size_bytes:,} bytes (its max_size "
+                               f"{getattr(ca, 'max_size', 0):,})")
+        return lambda: ca.custom_all_reduce(x)
     if op == "allreduce":
         return lambda: dist.all_reduce(x)
     if op == "broadcast":
@@ -116,18 +151,22 @@ def _sample_us(fn, num_calls: int, device: torch.device) -> float:
 
 
 def _measure_point(op: str, mode: str, size_bytes: int, world_size: int, device: torch.device,
-                   dtype: torch.dtype, timing: CollectiveTiming) -> list[float]:
+                   dtype: torch.dtype, timing: CollectiveTiming, ca=None) -> list[float]:
     """Per-sample latencies (us), minimum over ranks, identical on every rank."""
-    fn = _collective(op, size_bytes, world_size, device, dtype)
-    for _ in range(timing.num_warmup):
-        fn()
+    import contextlib
+    fn = _collective(op, size_bytes, world_size, device, dtype, ca)
     graph = None
     if mode == "graph":
         n = timing.graph_ops_per_sample
-        graph, _ = capture_graph(lambda: [fn() for _ in range(n)], num_warmup=1)
+        with ca.capture() if op == "custom_allreduce" else contextlib.nullcontext():  # its registered buffers
+            for _ in range(timing.num_warmup):
+                fn()
+            graph, _ = capture_graph(lambda: [fn() for _ in range(n)], num_warmup=1)
         dist.barrier()
         samples = [_sample_us(graph.replay, 1, device) / n for _ in range(timing.num_repeats)]
     else:
+        for _ in range(timing.num_warmup):
+            fn()
         n = timing.eager_stream_ops_per_sample if mode == "eager_stream" else timing.eager_ops_per_sample
         samples = [_sample_us(fn, n, device) for _ in range(timing.num_repeats)]
     del graph
@@ -141,8 +180,9 @@ def _worker(rank: int, world_size: int, backend: str, points: list[tuple[str, st
     on_cuda = device.type == "cuda"
     try:
         device_name = torch.cuda.get_device_name(device) if on_cuda else "cpu"
+        ca = engine_custom_allreduce(device) if any(op in ENGINE_OPS for op, _, _ in points) else None
         for op, mode, size_bytes in points:
-            samples = _measure_point(op, mode, size_bytes, world_size, device, dtype, timing)
+            samples = _measure_point(op, mode, size_bytes, world_size, device, dtype, timing, ca)
             if rank != 0:
                 continue
             ops_per_sample = {"graph": timing.graph_ops_per_sample, "eager_stream": timing.eager_stream_ops_per_sample
@@ -183,7 +223,8 @@ def measure_collectives(store: PointStore, quick: bool = False, world_sizes: Seq
         backend: 'nccl' (default with >= 2 CUDA GPUs) or 'gloo' (CPU processes; tests). Without CUDA and
             without backend='gloo' nothing is measured.
         command: provenance command recorded with each point (default: this process's command line).
-        ops: subset of ('allreduce', 'broadcast', 'all_gather').
+        ops: subset of ('allreduce', 'broadcast', 'all_gather', 'custom_allreduce'); custom_allreduce
+            (vLLM's kernel) on CUDA only, its points not built into profile tables.
         sizes_bytes: per-rank input sizes; default `default_sizes_bytes(quick)`.
         modes: subset of MODES; default ('eager', 'graph') with NCCL, ('eager',) with gloo. eager_stream
             points are kept in the points file but not built into profile tables (PROFILE_MODES).
@@ -214,11 +255,14 @@ def measure_collectives(store: PointStore, quick: bool = False, world_sizes: Seq
     else:
         max_world_size = max(os.cpu_count() or 2, 2)
     modes = tuple(modes or (("eager", "graph") if backend == "nccl" else ("eager",)))
-    bad = [m for m in modes if m not in MODES] + [o for o in ops if o not in MEASURED_OPS]
+    bad = [m for m in modes if m not in MODES] + [o for o in ops if o not in MEASURED_OPS + ENGINE_OPS]
     if bad:
-        raise ValueError(f"unknown modes/ops {bad}; modes: {', '.join(MODES)}; ops: {', '.join(MEASURED_OPS)}")
+        raise ValueError(f"unknown modes/ops {bad}; modes: {', '.join(MODES)}; ops: "
+                         f"{', '.join(MEASURED_OPS + ENGINE_OPS)}")
     if "graph" in modes and backend != "nccl":
         raise ValueError("graph mode needs CUDA (backend 'nccl')")
+    if backend != "nccl" and any(o in ENGINE_OPS for o in ops):
+        raise ValueError("custom_allreduce is an engine's CUDA kernel: it needs CUDA GPUs (backend 'nccl')")
     sizes = tuple(sorted(set(sizes_bytes or default_sizes_bytes(quick))))
     itemsize, largest = ELEMENT_BYTES[backend], MAX_SIZE_BYTES[backend]
     if any(not 0 < s <= largest or s % itemsize for s in sizes):

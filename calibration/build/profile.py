@@ -76,7 +76,8 @@ def collective_tables(records: dict[str, dict]) -> list[CollectiveTable]:
     """One CollectiveTable per (op, world_size, mode) from the `coll:` points."""
     groups: dict[tuple, dict[int, dict]] = defaultdict(dict)
     for k, rec in records.items():
-        if k.startswith("coll:") and rec["mode"] in ("eager", "graph"):  # eager_stream points: the comm model's fit
+        # eager_stream points: the comm model's fit; an engine's custom allreduce: beside the tables (bench/collectives.py)
+        if k.startswith("coll:") and rec["mode"] in ("eager", "graph") and rec["op"] != "custom_allreduce":
             groups[(rec["op"], int(rec["world_size"]), rec["mode"])][int(rec["size_bytes"])] = rec
     tables = []
     for (op, world_size, mode), by_size in sorted(groups.items()):

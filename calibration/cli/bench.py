@@ -51,18 +51,22 @@ def collectives(
     device: Annotated[str, typer.Option(help="cuda (NCCL, one GPU per rank) or cpu (gloo processes).")] = "cuda",
     mode: Annotated[Optional[list[str]], typer.Option(help="eager, graph or eager_stream (back-to-back eager calls); "
                                                            "repeat for several (default eager and graph).")] = None,
-    op: Annotated[Optional[list[str]], typer.Option(help="allreduce, broadcast or all_gather; repeat for several "
-                                                         "(default all).")] = None,
+    op: Annotated[Optional[list[str]], typer.Option(help="allreduce, broadcast or all_gather (NCCL / gloo), or "
+                                                         "custom_allreduce (vLLM's own kernel, on CUDA where vLLM "
+                                                         "is installed; points kept beside the profile's tables); "
+                                                         "repeat for several (default the first three).")] = None,
     size_bytes: Annotated[Optional[list[int]], typer.Option(help="Per-rank message sizes; repeat for several "
                                                                  "(default the standard grid).")] = None,
 ) -> None:
     """Allreduce / broadcast / all_gather latency tables over spawned ranks, into a points file."""
-    from calibration.bench.collectives import ELEMENT_BYTES, MAX_SIZE_BYTES, MEASURED_OPS, MODES
+    from calibration.bench.collectives import ELEMENT_BYTES, ENGINE_OPS, MAX_SIZE_BYTES, MEASURED_OPS, MODES
     check_choice("--device", device, TP_DEVICES)
     for m in mode or []:
         check_choice("--mode", m, MODES)
     for o in op or []:
-        check_choice("--op", o, MEASURED_OPS)
+        check_choice("--op", o, MEASURED_OPS + ENGINE_OPS)
+        if o in ENGINE_OPS and device != "cuda":
+            fail(f"--op {o}: vLLM's custom allreduce kernel runs on CUDA GPUs only (--device cuda)")
     backend = "nccl" if device == "cuda" else "gloo"
     itemsize, largest = ELEMENT_BYTES[backend], MAX_SIZE_BYTES[backend]
     for s in size_bytes or []:

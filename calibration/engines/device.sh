@@ -12,6 +12,8 @@
 #                                                           files in name order instead (calibration/engines/queue.py)
 #   bash calibration/engines/device.sh watch [SECONDS]     watch the daemon up to SECONDS (default 540)
 #
+# COLLECTIVES="2 4 8" (start): NCCL's and vLLM's custom allreduce at those world sizes first (a
+# multi-GPU machine; issue 28), into collectives.jsonl beside the points.
 # RESUME_POINTS=FILE (start): the campaign appends to a copy of FILE (a committed points file, .gz
 # or plain), so the points it holds are skipped and only the rest are measured; RESUME_FILES="NAME=FILE ..."
 # does the same for the points files of plans with a points_file of their own.
@@ -81,6 +83,17 @@ case $stage in
     done
     rm -rf /root/app && mkdir -p /root/app && cp -r calibration simulator data /root/app/
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+    # COLLECTIVES="2 4 8" (a machine of that many GPUs): NCCL's allreduce and vLLM's own custom allreduce at
+    # those world sizes (quick grid, eager and graph) into $res/collectives.jsonl first (issue 28)
+    if [ -n "${COLLECTIVES:-}" ]; then
+      nvidia-smi topo -m > "$res/topology.txt" 2>&1
+      ws=(); for w in $COLLECTIVES; do ws+=(--world-size "$w"); done
+      for op in allreduce custom_allreduce; do  # apart: where vLLM declines its kernel, NCCL's points stand
+        (cd /root/app && PYTHONPATH=/root/app:/tmp/site timeout 300 python3 -m simulator.cli calibrate collectives \
+            --points "$res/collectives.jsonl" --quick "${ws[@]}" --op "$op" >> "$res/collectives.log" 2>&1)
+        echo "collectives $op: rc $? ($(wc -l < "$res/collectives.jsonl" 2>/dev/null || echo 0) points)"
+      done
+    fi
     if [ -n "${QUEUE:-}" ]; then  # a queue of ProcessPlan files (calibration/engines/queue.py), run in name order
       cp -r "$QUEUE" /root/app/queue
       cd /root/app
