@@ -107,3 +107,16 @@ def memo_shipped_cases(monkeypatch):
     """simulator.evidence.cases.replay_cases is `replay_shipped_cases` for this test (the CLI and the docs
     scripts import it from simulator.evidence.cases when they run)."""
     monkeypatch.setattr(simulator.evidence.cases, "replay_cases", replay_shipped_cases)
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc; none elsewhere)."""
+    out = []
+    for d in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out

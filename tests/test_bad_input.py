@@ -590,15 +590,8 @@ def test_the_fuzz_as_documented_ends_clean():
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(d.name))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
+    from tests.conftest import child_pids
+    return child_pids(pid)
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads worker processes from /proc")

@@ -164,15 +164,8 @@ def test_no_rank_outlives_its_launcher(tmp_path):
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(d.name))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
+    from tests.conftest import child_pids
+    return child_pids(pid)
 
 
 def _alive(pid: int) -> bool:

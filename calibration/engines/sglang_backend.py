@@ -287,12 +287,7 @@ class SglangBackend(RecordingWindow):
         backend = self
 
         def recv_requests(_self):
-            out = []
-            while True:
-                try:
-                    out.append(backend._inbox.get_nowait())
-                except queue.Empty:
-                    return out
+            return backend._drain()
         SchedulerRequestReceiver.recv_requests = recv_requests  # frozen, slotted: patched on the class
         ch = self.sched.ipc_channels
 
