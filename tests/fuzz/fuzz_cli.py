@@ -83,6 +83,7 @@ def _poll(h) -> tuple[bool, tuple | None]:
             return True, (None, "", None)
         return False, None
     conn, p = h["conn"], h["mp"]
+    alive = p.is_alive()  # before the pipe: a child that sends its result and exits between the two is read
     if conn.poll():
         try:
             res = conn.recv()
@@ -90,7 +91,7 @@ def _poll(h) -> tuple[bool, tuple | None]:
             res = (None, "", "child died without a result")
         p.join()
         return True, res
-    if not p.is_alive():
+    if not alive:
         p.join()
         return True, (p.exitcode if p.exitcode else 1, "", f"child exited with {p.exitcode} and no result")
     if time.monotonic() > h["deadline"]:
