@@ -412,3 +412,21 @@ def test_a_vllm_server_log_streams_without_being_held(tmp_path, monkeypatch):
     runs = list(iter_runs(f))
     assert one and len(runs) == 3 * one
     assert all(r.source_format == "vllm_spec_decode_log" for r in runs)
+
+
+def test_a_host_probe_window_records_its_threads_core_speed(tmp_path):
+    """PointPlan.host_probe: after each window a fixed piece of Python work is timed in the stepping
+    thread (queue vllm-h200-hostprobe), and the points file keeps it."""
+    from calibration.engines.fake_backend import FakeBackend
+    from calibration.engines.points import read_points_files
+    from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool
+    from calibration.engines.worker import append_line
+    res = measure_point(FakeBackend(2), PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True),
+                        prompt_pool(2, 256), 8192)
+    assert all(r["host_probe_us"] > 0 for r in res["repeats"])
+    pts = tmp_path / "p.jsonl"
+    append_line(pts, dict(kind="engine", label="diag_s2_probe", session="calibrate", num_steps=2, info={},
+                          startup_s=1.0, created_unix=1.0))
+    append_line(pts, dict(kind="point", label="diag_s2_probe", session="calibrate", engine="fake",
+                          engine_version="0", point=res, wall_s=1.0))
+    assert [r["kind"] for r in read_points_files([pts])] == ["engine", "point"]

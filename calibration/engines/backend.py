@@ -79,6 +79,42 @@ def _delta_us(step: dict, nxt: dict | None, key: str) -> float | None:
     return (nxt[key] - step[key]) * US_PER_S
 
 
+PROBE_REPEATS = 5
+
+
+def _probe_work(n: int = 20_000) -> int:
+    """A fixed piece of interpreter work of the kind an engine's host step does (calls, attribute and
+    dict access, small lists)."""
+    acc, d = 0, {}
+    for i in range(n):
+        key = i & 255
+        d[key] = d.get(key, 0) + i
+        acc += len((key, i, acc & 7))
+    return acc
+
+
+def host_speed_probe_us() -> float:
+    """The calling thread's core speed as interpreter work sees it: the median time of a fixed piece of
+    Python work over PROBE_REPEATS runs, us (a host-bound engine step on the same core should move
+    with it)."""
+    times = []
+    for _ in range(PROBE_REPEATS):
+        t0 = time.perf_counter()
+        _probe_work()
+        times.append((time.perf_counter() - t0) * US_PER_S)
+    return float(sorted(times)[len(times) // 2])
+
+
+def thread_cpu() -> int | None:
+    """The CPU the calling thread last ran on (Linux /proc; None elsewhere)."""
+    try:
+        import threading
+        stat = open(f"/proc/self/task/{threading.get_native_id()}/stat", encoding="ascii").read()
+        return int(stat.rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def machine_cpu_ticks() -> tuple[int, int] | None:
     """(busy, total) jiffies of every CPU of the machine (Linux /proc/stat); None elsewhere. Two of
     them bracket a window: busy / total over it is how loaded the host's cores were."""

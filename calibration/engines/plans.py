@@ -42,6 +42,7 @@ class PointFields(StrictModel):
     warmup_steps: int = Field(8, ge=0, le=100_000)
     repeats: int = Field(2, ge=1, le=100)
     instrument_first: bool = False
+    host_probe: bool = False
 
 
 class ProcessPlan(StrictModel):

@@ -39,6 +39,9 @@ class RepeatLine(StrictModel):
         "How busy the host's cores were over the window (all of them, /proc/stat), 0..1."))
     means: dict[str, Us | int | None] = Field(default_factory=dict, max_length=64)
     raw: list[dict] = Field(default_factory=list, max_length=10**7)
+    host_probe_us: Us | None = Field(None, description=(
+        "After the window, a fixed piece of Python work timed in the stepping thread (its core's speed), us."))
+    host_cpu: int | None = Field(None, ge=0, le=1_000_000, description="The CPU that thread last ran on.")
 
 
 class PointBody(StrictModel):

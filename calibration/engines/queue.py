@@ -247,6 +247,21 @@ def _group1(engine: str) -> list[ProcessPlan]:
     return [plan.model_copy(update={"label": "calibrate_s3_group1"})]
 
 
+def vllm_h200_hostprobe() -> list[ProcessPlan]:
+    """vLLM 0.26.0, issue 24's no-full-graph cell (num_steps 2 at batch 4: host-bound piecewise steps that
+    moved 7.7-15.7 ms a step between windows and processes with the stepping thread on its CPU all the
+    while) in six windows a point at 1k and 4k prompts, with its full-graph neighbours (batch 2 and 8:
+    GPU-bound), and after every window the stepping thread's core speed (`host_probe`: a fixed piece of
+    Python work timed in that thread, and the CPU it ran on); two processes, so a slow and a fast
+    process can be told apart from a slow and a fast core."""
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine="vllm", target_config=t_cfg, draft_config=d_cfg, points_file="hostprobe.points.jsonl")
+    pts = [dict(batch_size=b, prompt_len=p, acceptance_rate=0.7, timed_steps=48, repeats=6, host_probe=True)
+           for p, b in ((4096, 4), (1024, 8), (1024, 4), (1024, 2))]
+    first = ProcessPlan(**base, session="calibrate", label="diag_s2_probe", num_steps=2, points=pts)
+    return [first, first.model_copy(update={"label": "diag_s2_probe_r2"})]
+
+
 def vllm_h200_group1() -> list[ProcessPlan]:
     """`_group1` on vLLM 0.26.0."""
     return _group1("vllm")
@@ -288,7 +303,7 @@ def _tp_queue(engine: str, tp: int):
 QUEUES = {"vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200,
-          "vllm-h200-group1": vllm_h200_group1, "sglang-h200-group1": sglang_h200_group1,
+          "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostprobe": vllm_h200_hostprobe, "sglang-h200-group1": sglang_h200_group1,
           **{f"{e}-h200x{n}-tp": _tp_queue(e, n) for e in ("vllm", "sglang") for n in (2, 4, 8)}}
 
 

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from calibration.engines.backend import EngineBackend, StepTimes, machine_cpu_ticks
+from calibration.engines.backend import (EngineBackend, StepTimes, host_speed_probe_us, machine_cpu_ticks,
+                                         thread_cpu)
 
 MAX_PREFILL_STEPS = 10_000  # steps to wait for every request's first token before giving up
 PROMPT_TOKEN_LOW, PROMPT_TOKEN_HIGH = 1000, 100_000  # prompt token ids: ordinary vocabulary entries
@@ -35,6 +36,7 @@ class PointPlan:
     warmup_steps: int = 8
     repeats: int = 2
     instrument_first: bool = False  # the first window records GPU phases (CUDA events)
+    host_probe: bool = False  # after each window, time a fixed piece of Python work in this thread (its core's speed)
 
     @property
     def key(self) -> str:
@@ -143,6 +145,8 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
         else:
             incomplete += 1
     elapsed = backend.clock_us() - t0
+    cpu = thread_cpu() if plan.host_probe else None
+    probe = host_speed_probe_us() if plan.host_probe else None  # before the window's sync: the thread as it ran
     steps = backend.end_window()
     ticks1 = machine_cpu_ticks()
     busy = None
@@ -155,4 +159,5 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
                 elapsed_us=elapsed, accept_length_counts=counts,
                 context_len=plan.prompt_len + (before + after) / 2.0, num_incomplete_steps=incomplete,
                 host_busy_us=host_busy, host_blocked_us=float(np.mean(blocked)) if blocked else None,
-                machine_cpu_busy_frac=busy, means=summarize_steps(steps), raw=[asdict(s) for s in steps])
+                machine_cpu_busy_frac=busy, means=summarize_steps(steps), raw=[asdict(s) for s in steps],
+                **({"host_probe_us": probe, "host_cpu": cpu} if plan.host_probe else {}))
