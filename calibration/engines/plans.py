@@ -136,11 +136,13 @@ class ProcessPlan(StrictModel):
 
 
 def _points(batch_sizes, prompt_lens, acceptances, **kw) -> list[dict]:
+    """Every point, with the host probe after each window (run_loop.PointPlan.host_probe: the stepping
+    thread's core speed, which host-bound steps follow on a machine whose cores change speed)."""
     out = []
     for p in sorted(prompt_lens, reverse=True):
         for b in sorted(batch_sizes, reverse=True):
             for a in acceptances:
-                out.append(dict(batch_size=b, prompt_len=p, acceptance_rate=a, **kw))
+                out.append(dict(batch_size=b, prompt_len=p, acceptance_rate=a, host_probe=True, **kw))
     return out
 
 
