@@ -421,8 +421,13 @@ def test_a_host_probe_window_records_its_threads_core_speed(tmp_path):
     from calibration.engines.points import read_points_files
     from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool
     from calibration.engines.worker import append_line
-    res = measure_point(FakeBackend(2), PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True),
-                        prompt_pool(2, 256), 8192)
+    fake = FakeBackend(2)
+    res = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True), prompt_pool(2, 256),
+                        8192)
+    assert "host_probe_us" not in res["repeats"][0]  # a simulated clock: nothing of the host to probe
+    fake.simulated_clock = False  # as a real engine
+    res = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True), prompt_pool(2, 256),
+                        8192)
     assert all(r["host_probe_us"] > 0 for r in res["repeats"])
     pts = tmp_path / "p.jsonl"
     append_line(pts, dict(kind="engine", label="diag_s2_probe", session="calibrate", num_steps=2, info={},

@@ -86,6 +86,7 @@ class FakeBackend:
     """A started fake engine (target plus a draft of `num_steps`, or the baseline)."""
 
     spmd = True  # in a TP group every rank runs the same points (calibration.engines.tp_launch)
+    simulated_clock = True  # its times are not the host's: no host probe (run_loop.PointPlan.host_probe)
 
     def __init__(self, num_steps: int, seed: int = 0, costs: FakeCosts | None = None, jitter_cv: float = 0.01,
                  max_model_len: int = 8192, tp_size: int = 1, draft_tp_size: int | None = None, rank: int = 0):

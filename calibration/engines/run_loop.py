@@ -145,8 +145,9 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
         else:
             incomplete += 1
     elapsed = backend.clock_us() - t0
-    cpu = thread_cpu() if plan.host_probe else None
-    probe = host_speed_probe_us() if plan.host_probe else None  # before the window's sync: the thread as it ran
+    probing = plan.host_probe and not getattr(backend, "simulated_clock", False)  # a real host's speed only
+    cpu = thread_cpu() if probing else None
+    probe = host_speed_probe_us() if probing else None  # before the window's sync: the thread as it ran
     steps = backend.end_window()
     ticks1 = machine_cpu_ticks()
     busy = None
@@ -160,4 +161,4 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
                 context_len=plan.prompt_len + (before + after) / 2.0, num_incomplete_steps=incomplete,
                 host_busy_us=host_busy, host_blocked_us=float(np.mean(blocked)) if blocked else None,
                 machine_cpu_busy_frac=busy, means=summarize_steps(steps), raw=[asdict(s) for s in steps],
-                **({"host_probe_us": probe, "host_cpu": cpu} if plan.host_probe else {}))
+                **({"host_probe_us": probe, "host_cpu": cpu} if probing else {}))
