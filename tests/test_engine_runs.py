@@ -429,6 +429,10 @@ def test_a_host_probe_window_records_its_threads_core_speed(tmp_path):
     res = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True), prompt_pool(2, 256),
                         8192)
     assert all(r["host_probe_us"] > 0 for r in res["repeats"])
+    fake.host_probe = lambda: (1234.5, 7)  # an engine stepping in a thread of its own probes there (SGLang)
+    res = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True), prompt_pool(2, 256),
+                        8192)
+    assert [(r["host_probe_us"], r["host_cpu"]) for r in res["repeats"]] == [(1234.5, 7)] * 2
     pts = tmp_path / "p.jsonl"
     append_line(pts, dict(kind="engine", label="diag_s2_probe", session="calibrate", num_steps=2, info={},
                           startup_s=1.0, created_unix=1.0))

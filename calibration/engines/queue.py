@@ -262,6 +262,19 @@ def vllm_h200_hostprobe() -> list[ProcessPlan]:
     return [first, first.model_copy(update={"label": "diag_s2_probe_r2"})]
 
 
+def sglang_h200_hostprobe() -> list[ProcessPlan]:
+    """SGLang 0.5.15, the chain's num_steps 3 on Llama-3.1-8B at batch 1, 2, 8 and 32 (1k prompt, acceptance
+    0.7: its host-bound steps, the ones issue 25's records miss by up to 18% between processes) in six
+    windows a point, the scheduler thread's core speed probed in that thread after every window; two
+    processes."""
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine="sglang", target_config=t_cfg, draft_config=d_cfg, points_file="hostprobe.points.jsonl")
+    pts = [dict(batch_size=b, prompt_len=1024, acceptance_rate=0.7, timed_steps=48, repeats=6, host_probe=True)
+           for b in (32, 8, 2, 1)]
+    first = ProcessPlan(**base, session="calibrate", label="diag_s3_probe", num_steps=3, points=pts)
+    return [first, first.model_copy(update={"label": "diag_s3_probe_r2"})]
+
+
 def vllm_h200_group1() -> list[ProcessPlan]:
     """`_group1` on vLLM 0.26.0."""
     return _group1("vllm")
@@ -303,7 +316,8 @@ def _tp_queue(engine: str, tp: int):
 QUEUES = {"vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200,
-          "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostprobe": vllm_h200_hostprobe, "sglang-h200-group1": sglang_h200_group1,
+          "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostprobe": vllm_h200_hostprobe,
+          "sglang-h200-hostprobe": sglang_h200_hostprobe, "sglang-h200-group1": sglang_h200_group1,
           **{f"{e}-h200x{n}-tp": _tp_queue(e, n) for e in ("vllm", "sglang") for n in (2, 4, 8)}}
 
 

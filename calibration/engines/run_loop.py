@@ -146,8 +146,10 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
             incomplete += 1
     elapsed = backend.clock_us() - t0
     probing = plan.host_probe and not getattr(backend, "simulated_clock", False)  # a real host's speed only
-    cpu = thread_cpu() if probing else None
-    probe = host_speed_probe_us() if probing else None  # before the window's sync: the thread as it ran
+    probe = cpu = None
+    if probing:  # before the window's sync: the stepping thread as it ran (an engine stepping in a thread of
+        # its own probes there: SGLang's scheduler)
+        probe, cpu = backend.host_probe() if hasattr(backend, "host_probe") else (host_speed_probe_us(), thread_cpu())
     steps = backend.end_window()
     ticks1 = machine_cpu_ticks()
     busy = None

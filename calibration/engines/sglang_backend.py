@@ -44,8 +44,8 @@ import time
 from array import array
 from pathlib import Path
 
-from calibration.engines.backend import (EngineInfo, RecordingWindow, StepTimes, module_tp_size, wrap_method,
-                                         window_step_times)
+from calibration.engines.backend import (EngineInfo, RecordingWindow, StepTimes, host_speed_probe_us, module_tp_size,
+                                         thread_cpu, wrap_method, window_step_times)
 from simulator.acceptance import iid_mean_accept_length
 
 US_PER_S = 1e6
@@ -209,6 +209,7 @@ class SglangBackend(RecordingWindow):
         self._clock_s = time.perf_counter()
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._probe_out: queue.SimpleQueue = queue.SimpleQueue()
         self._error: BaseException | None = None
         self._describe()
         self._install_hooks()
@@ -287,7 +288,13 @@ class SglangBackend(RecordingWindow):
         backend = self
 
         def recv_requests(_self):
-            return backend._drain()
+            reqs = backend._drain()
+            if any(isinstance(r, _Control) for r in reqs):
+                for r in reqs:
+                    if isinstance(r, _Control):
+                        backend._apply(r)
+                reqs = [r for r in reqs if not isinstance(r, _Control)]
+            return reqs
         SchedulerRequestReceiver.recv_requests = recv_requests  # frozen, slotted: patched on the class
         ch = self.sched.ipc_channels
 
@@ -338,9 +345,18 @@ class SglangBackend(RecordingWindow):
                 return out
 
     def _apply(self, ctl: "_Control") -> None:
+        """A control item, in the scheduler's thread (every rank's, in a group)."""
         if ctl.what == "acceptance":
             from sglang.srt.speculative import spec_utils
             spec_utils.SIMULATE_ACC_LEN = float(ctl.value)  # read per verify
+        elif ctl.what == "probe" and self.rank == 0:
+            self._probe_out.put((host_speed_probe_us(), thread_cpu()))
+
+    def host_probe(self) -> tuple[float, int | None]:
+        """The scheduler thread's core speed (backend.host_speed_probe_us, run in that thread between its
+        loop iterations) and the CPU it ran on; what a host-bound SGLang step follows."""
+        self._inbox.put(_Control("probe"))
+        return self._probe_out.get(timeout=STEP_TIMEOUT_S)
 
     def serve(self) -> None:
         """A TP group's rank other than 0: run until rank 0's ShutdownReq reaches this rank's loop.
