@@ -10,7 +10,9 @@ stepping thread (`host_probe_us`: that core's speed as interpreter work sees it)
 windows' step periods split by the probe's state (a fast core: probe under PROBE_SLOW_US; a slow one:
 over it), and Pearson's r between step period and probe over the point's windows; then, for the
 host-bound cell at each prompt, a least-squares line of step period against probe over both processes'
-windows.
+windows; then the same probe on SGLang 0.5.15's chain (data/engine_runs/h200_sglang_0.5.15_diag/
+hostprobe_2026-12-04.jsonl.gz, queue sglang-h200-hostprobe: num_steps 3, batch 1-32, 1k prompt, the probe
+run in SGLang's scheduler thread).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 POINTS = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0_diag" / "hostprobe_2026-12-04.jsonl.gz"
+SGLANG_POINTS = ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15_diag" / "hostprobe_2026-12-04.jsonl.gz"
 PROBE_SLOW_US = 3500.0  # between the probe's two states on the lent machine (about 2.3-2.5 ms and 4.8-5.3 ms)
 
 
@@ -31,13 +34,37 @@ def _fmt(vals: list[float]) -> str:
     return ", ".join(f"{v / 1000:.1f}" for v in vals) or "-"
 
 
-def main() -> None:
+def _rows(path: Path) -> list[dict]:
     rows = []
-    with gzip.open(POINTS, "rt", encoding="utf-8") as f:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:
             r = json.loads(line)
             if r["kind"] == "point":
                 rows.append(r)
+    return rows
+
+
+def sglang_table() -> None:
+    """The same probe on SGLang's host-bound chain steps (queue sglang-h200-hostprobe): per point, the
+    median step on a fast and on a slow core, and r(step, probe) over its windows."""
+    print()
+    print("| SGLang process | batch | windows fast / slow core | median ms a step, fast core | median ms a step, slow "
+          "core | r(step, probe) |")
+    print("|---|---:|---|---:|---:|---:|")
+    for r in _rows(SGLANG_POINTS):
+        reps = r["point"]["repeats"]
+        period = [x["elapsed_us"] / x["num_cycles"] for x in reps]
+        probe = [x["host_probe_us"] for x in reps]
+        fast = [t for t, q in zip(period, probe) if q < PROBE_SLOW_US]
+        slow = [t for t, q in zip(period, probe) if q >= PROBE_SLOW_US]
+        r_ = float(np.corrcoef(period, probe)[0, 1]) if len(set(probe)) > 1 else float("nan")
+        med = lambda v: f"{statistics.median(v) / 1000:.2f}" if v else "-"  # noqa: E731
+        print(f"| {r['label']} | {r['point']['batch_size']} | {len(fast)} / {len(slow)} | {med(fast)} | {med(slow)} | "
+              f"{r_:+.2f} |")
+
+
+def main() -> None:
+    rows = _rows(POINTS)
     print("| process | batch | prompt | full graph | ms a step, fast core | ms a step, slow core | probe ms (fast / slow) "
           "| r(step, probe) |")
     print("|---|---:|---:|---|---|---|---|---:|")
@@ -65,6 +92,7 @@ def main() -> None:
         a, b = fit.coef
         print(f"host-bound cell, prompt {prompt}: step = {a / 1000:.2f} ms + {b:.2f} x probe over {len(reps)} windows "
               f"of both processes (probe {probe.min() / 1000:.2f}-{probe.max() / 1000:.2f} ms)")
+    sglang_table()
 
 
 if __name__ == "__main__":
