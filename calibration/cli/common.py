@@ -67,12 +67,12 @@ def need_cuda(what: str) -> None:
         fail(f"{what} needs a CUDA GPU; none here")
 
 
-def check_gpus(option: str, needed: int) -> None:
+def check_gpus(option: str, needed: int, hint: str = "--device cpu runs gloo CPU processes") -> None:
     """Exit 2 when fewer than `needed` CUDA GPUs are visible (`option` names what asked for them)."""
     torch = need_torch()
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if visible < needed:
-        fail(f"{option} needs {needed} GPUs; {visible} visible (--device cpu runs gloo CPU processes)")
+        fail(f"{option} needs {needed} GPUs; {visible} visible ({hint})")
 
 
 def check_sizes(option: str, text: str, known: dict) -> tuple[str, ...]:

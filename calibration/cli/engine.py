@@ -14,15 +14,14 @@ engine with known costs (no GPU; CI). Parses, checks, runs and writes.
 
 from __future__ import annotations
 
-import os
-
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
-from calibration.cli.common import check_batches, check_choice, check_output, console, err_console, fail
+from calibration.cli.common import (check_batches, check_choice, check_gpus, check_output, console, err_console,
+                                    fail)
 
 ENGINE_PROFILE_OUTPUT = "engine_profile/1"
 ENGINES = ("vllm", "sglang", "fake")
@@ -188,13 +187,7 @@ def _tp_group(engine: str, tp: Optional[int], draft_tp: Optional[int], running: 
             fail(f"--draft-tp {draft_tp}: SGLang runs an EAGLE draft in the target's TP group (it has no draft TP "
                  f"setting); leave --draft-tp out or give {n}")
     if running and n > 1 and engine in ("vllm", "sglang"):
-        try:
-            import torch
-            have = torch.cuda.device_count()
-        except Exception:  # noqa: BLE001 - no torch: _check_engine_installed says so
-            have = None
-        if have is not None and have < n:
-            fail(f"--tp {n}: this host has {have} GPU{'s' if have != 1 else ''} (one rank a GPU)")
+        check_gpus(f"--tp {n}", n, hint="one engine rank a GPU")
     suffix = (f"_tp{n}" if n > 1 else "") + (f"_d{draft_tp}" if draft_tp is not None and draft_tp != n else "")
     # the group to build from: None takes the only one the points hold; a target TP of None, the only one there
     group = None if tp is None and draft_tp is None else (tp, draft_tp if draft_tp is not None else tp)
@@ -492,8 +485,8 @@ def engine_process(
         p = ProcessPlan.model_validate_json(read_text(plan, "ProcessPlan file"), strict=True)
     except ValidationError as e:
         fail(format_validation_error(str(plan), e))
-    from calibration.engines.tp_launch import GROUP_ENV, run_group
-    if (p.tensor_parallel_size > 1 or p.group_launch) and os.environ.get(GROUP_ENV) != "1":  # one process a rank
+    from calibration.engines.tp_launch import POINTS_FAILED_RC, in_group, run_group
+    if (p.tensor_parallel_size > 1 or p.group_launch) and not in_group():  # one process a rank
         rc, line = run_group(plan, points, p.label, p.tensor_parallel_size, log=lambda s: print(s, flush=True))
         if line is not None:
             from calibration.engines.worker import append_line
@@ -502,7 +495,6 @@ def engine_process(
             raise typer.Exit(rc)
         return
     run_plan(p, points, points.parent / "engine_models", log=lambda s: print(s, flush=True))
-    from calibration.engines.campaign import POINTS_FAILED_RC
     from calibration.engines.worker import done_keys
     done = done_keys(points)
     if any((p.label, q.key) not in done for q in p.point_plans()):

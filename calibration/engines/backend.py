@@ -107,9 +107,10 @@ def host_speed_probe_us() -> float:
 
 def thread_cpu() -> int | None:
     """The CPU the calling thread last ran on (Linux /proc; None elsewhere)."""
+    import threading
+    from pathlib import Path
     try:
-        import threading
-        stat = open(f"/proc/self/task/{threading.get_native_id()}/stat", encoding="ascii").read()
+        stat = Path(f"/proc/self/task/{threading.get_native_id()}/stat").read_text(encoding="ascii")
         return int(stat.rsplit(")", 1)[1].split()[36])
     except (OSError, ValueError, IndexError):
         return None

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from calibration.engines.plans import ProcessPlan
+from calibration.engines.tp_launch import POINTS_FAILED_RC
 from calibration.engines.worker import done_keys, run_plan
 
 ENGINE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
               "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "PYTHONUNBUFFERED": "1"}
 MIN_PROCESS_S = 20.0  # a process given less time than this is not started
-POINTS_FAILED_RC = 3  # an engine process whose engine ran but left some of its points unmeasured
 
 
 def run_processes(plans: list[ProcessPlan], points: Path, deadline_s: float | None = None,

@@ -135,7 +135,7 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
             command_line=f"specdecsim live --engine {ln.get('engine', 'vllm')} (engine process {ln['label']})")
         suffix = ("" if variant[0] == 1 or not k else f"_t{variant[0]}_n{variant[1]}") \
             + ("" if variant[2] else "_nooverlap")
-        if group != (1, None) and group[0] > 1:
+        if group[0] > 1:
             suffix += f"_tp{group[0]}" + (f"_d{group[1]}" if k and group[1] != group[0] else "")
         suffix += repeat_suffix(ln["label"])
         out.append((f"{ln.get('engine', 'vllm')}_{pt['key']}_s{k}{suffix}.json", rec))

@@ -143,8 +143,8 @@ class SglangBackend(RecordingWindow):
                  max_total_tokens: int | None = None, cuda_graphs: bool = True, tp_size: int = 1, rank: int = 0):
         for k, v in ENV.items():
             os.environ.setdefault(k, v)
-        from calibration.engines.tp_launch import GROUP_ENV
-        self.group = os.environ.get(GROUP_ENV) == "1"  # a rank of a TP group (calibration.engines.tp_launch)
+        from calibration.engines.tp_launch import in_group
+        self.group = in_group()  # a rank of a TP group (calibration.engines.tp_launch)
         if tp_size != 1 and not self.group:
             raise ValueError(f"tp_size {tp_size}: a TP group runs as one process a rank "
                              "(calibration.engines.tp_launch)")
@@ -288,13 +288,7 @@ class SglangBackend(RecordingWindow):
         backend = self
 
         def recv_requests(_self):
-            reqs = backend._drain()
-            if any(isinstance(r, _Control) for r in reqs):
-                for r in reqs:
-                    if isinstance(r, _Control):
-                        backend._apply(r)
-                reqs = [r for r in reqs if not isinstance(r, _Control)]
-            return reqs
+            return backend._take_controls(backend._drain())
         SchedulerRequestReceiver.recv_requests = recv_requests  # frozen, slotted: patched on the class
         ch = self.sched.ipc_channels
 
@@ -317,13 +311,7 @@ class SglangBackend(RecordingWindow):
         orig_recv = SchedulerRequestReceiver.recv_requests
 
         def recv_requests(_self):
-            reqs = orig_recv(_self)
-            if not any(isinstance(r, _Control) for r in reqs):
-                return reqs
-            for r in reqs:
-                if isinstance(r, _Control):
-                    backend._apply(r)
-            return [r for r in reqs if not isinstance(r, _Control)]
+            return backend._take_controls(orig_recv(_self))
         SchedulerRequestReceiver._pull_raw_reqs = _pull_raw_reqs  # frozen, slotted: patched on the class
         SchedulerRequestReceiver.recv_requests = recv_requests
         ch = self.sched.ipc_channels
@@ -343,6 +331,16 @@ class SglangBackend(RecordingWindow):
                 out.append(self._inbox.get_nowait())
             except queue.Empty:
                 return out
+
+    def _take_controls(self, reqs: list) -> list:
+        """The requests the scheduler gets: the `_Control` items among them applied here (the scheduler's
+        thread) and taken out."""
+        if not any(isinstance(r, _Control) for r in reqs):
+            return reqs
+        for r in reqs:
+            if isinstance(r, _Control):
+                self._apply(r)
+        return [r for r in reqs if not isinstance(r, _Control)]
 
     def _apply(self, ctl: "_Control") -> None:
         """A control item, in the scheduler's thread (every rank's, in a group)."""

@@ -29,12 +29,17 @@ GROUP_ENV = "SPECDECSIM_TP_GROUP"  # set in a rank's environment: the rank varia
 GRACE_S = 30.0  # how long the other ranks may outlive the first to end before they are ended
 POLL_S = 0.2
 LOG_TAIL_CHARS = 2000
-POINTS_FAILED_RC = 3  # calibration.engines.campaign's: some points failed, their error lines written
+POINTS_FAILED_RC = 3  # an engine process whose engine ran but left some of its points unmeasured (error lines)
+
+
+def in_group() -> bool:
+    """Whether this process is a rank of a TP group started here (`run_group`), of any size."""
+    return os.environ.get(GROUP_ENV) == "1"
 
 
 def group_rank() -> tuple[int, int]:
     """(rank, world size) of this process in a TP group started here; (0, 1) outside one."""
-    if os.environ.get(GROUP_ENV) != "1":
+    if not in_group():
         return 0, 1
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 

@@ -101,8 +101,8 @@ class VllmBackend(RecordingWindow):
                       max_model_len=max_model_len, max_num_seqs=max_num_seqs, seed=seed,
                       gpu_memory_utilization=gpu_memory_utilization,
                       compilation_config={"cudagraph_capture_sizes": list(capture_sizes)})
-        from calibration.engines.tp_launch import GROUP_ENV
-        if os.environ.get(GROUP_ENV) == "1":  # a rank of a TP group (calibration.engines.tp_launch): torchrun's way
+        from calibration.engines.tp_launch import in_group
+        if in_group():  # a rank of a TP group (calibration.engines.tp_launch): torchrun's way
             kwargs.update(tensor_parallel_size=tp_size, distributed_executor_backend="external_launcher")
         elif tp_size != 1:
             raise ValueError(f"tp_size {tp_size}: a TP group runs as one process a rank "
