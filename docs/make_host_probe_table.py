@@ -48,9 +48,9 @@ def sglang_table() -> None:
     """The same probe on SGLang's host-bound chain steps (queue sglang-h200-hostprobe): per point, the
     median step on a fast and on a slow core, and r(step, probe) over its windows."""
     print()
-    print("| SGLang process | batch | windows fast / slow core | median ms a step, fast core | median ms a step, slow "
-          "core | r(step, probe) |")
-    print("|---|---:|---|---:|---:|---:|")
+    print("| SGLang process | batch | windows fast / slow core | probe ms, fast / slow core | median ms a step, fast "
+          "core | median ms a step, slow core | r(step, probe) |")
+    print("|---|---:|---|---|---:|---:|---:|")
     for r in _rows(SGLANG_POINTS):
         reps = r["point"]["repeats"]
         period = [x["elapsed_us"] / x["num_cycles"] for x in reps]
@@ -59,8 +59,10 @@ def sglang_table() -> None:
         slow = [t for t, q in zip(period, probe) if q >= PROBE_SLOW_US]
         r_ = float(np.corrcoef(period, probe)[0, 1]) if len(set(probe)) > 1 else float("nan")
         med = lambda v: f"{statistics.median(v) / 1000:.2f}" if v else "-"  # noqa: E731
-        print(f"| {r['label']} | {r['point']['batch_size']} | {len(fast)} / {len(slow)} | {med(fast)} | {med(slow)} | "
-              f"{r_:+.2f} |")
+        span = lambda v: f"{min(v) / 1000:.2f}-{max(v) / 1000:.2f}" if v else "-"  # noqa: E731
+        probes = f"{span([q for q in probe if q < PROBE_SLOW_US])} / {span([q for q in probe if q >= PROBE_SLOW_US])}"
+        print(f"| {r['label']} | {r['point']['batch_size']} | {len(fast)} / {len(slow)} | {probes} | {med(fast)} | "
+              f"{med(slow)} | {r_:+.2f} |")
 
 
 def main() -> None:
