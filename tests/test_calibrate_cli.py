@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import os
+
 import pytest
 from typer.testing import CliRunner
 
@@ -127,7 +129,7 @@ def test_calibrate_passes_its_options_to_run_calibration(monkeypatch, tmp_path):
 
 WORKFLOWS = {"calibrate": ("import-nccl-tests", "merge", "collectives", "tp-forwards", "loop-overhead", "loop-reps",
                            "moe", "session"),
-             "diagnose": ("drift", "sync", "tp-skew", "verify")}
+             "diagnose": ("drift", "sync", "tp-skew", "verify", "host-cores")}
 
 
 def test_every_workflow_is_a_specdecsim_subcommand():
@@ -181,6 +183,8 @@ def test_calibration_has_no_script_entry_points():
     (["calibrate", "--device", "nosuch", "--out", "o.json"], "--device 'nosuch'"),
     (["diagnose", "sync", "--passes", "0"], "--passes must be >= 1, got 0"),
     (["diagnose", "tp-skew", "--tp", "1", "--out", "s.json", "--device", "cpu"], "--tp must be >= 2, got 1"),
+    (["diagnose", "host-cores", "--out", "o.json", "--seconds", "0"], "--seconds 0: must be 0.1-3600"),
+    (["diagnose", "host-cores", "--out", "o.json", "--interval-s", "-1"], "--interval-s -1: must be 0-600"),
 ])
 def test_bad_options_are_one_line_and_exit_code_2(tmp_path, monkeypatch, argv, says):
     pytest.importorskip("torch")
@@ -262,6 +266,30 @@ def test_live_refuses_to_replace_a_file_that_is_not_a_record(tmp_path):
     res = runner.invoke(app, ["live", "--out", str(out), "--device", "cpu", "--quick", "--cycles", "1"])
     assert res.exit_code == 2 and "not LiveRun records" in res.output
     assert (out / f"{point.name}.json").read_text() == "precious"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins a thread (Linux)")
+def test_diagnose_host_cores_probes_every_cpu_each_round_and_keeps_what_it_measured(tmp_path):
+    import json
+
+    from calibration.diagnostics.host_cores import summarize
+    from simulator.cli import app
+    out = tmp_path / "cores.json"
+    res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(out), "--seconds", "0.3", "--interval-s", "0.1"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    cpus = sorted(os.sched_getaffinity(0))
+    assert data["cpus"] == cpus and len(data["rounds"]) >= 2
+    assert all(sorted(map(int, r["probe_us"])) == cpus and min(r["probe_us"].values()) > 0 for r in data["rounds"])
+    s = summarize(data)
+    assert s["rounds"] == len(data["rounds"]) and s["floor_us"] == min(min(r["probe_us"].values()) for r in data["rounds"])
+    assert "rounds with at least one fast CPU" in res.output
+    assert os.sched_getaffinity(0) == set(cpus)  # the caller's mask given back
+    res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(out), "--seconds", "0.1"])  # its own output: replaced
+    assert res.exit_code == 0
+    (tmp_path / "mine.json").write_text("{}")
+    res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(tmp_path / "mine.json"), "--seconds", "0.1"])
+    assert res.exit_code == 2 and (tmp_path / "mine.json").read_text() == "{}"
 
 
 def test_diagnose_checks_tp_before_starting_ranks(tmp_path):

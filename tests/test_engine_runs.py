@@ -6,6 +6,7 @@ Fixtures in tests/data/engine_runs/ hold made-up numbers in each engine's line f
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -432,10 +433,49 @@ def test_a_host_probe_window_records_its_threads_core_speed(tmp_path):
     fake.host_probe = lambda: (1234.5, 7)  # an engine stepping in a thread of its own probes there (SGLang)
     res = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True), prompt_pool(2, 256),
                         8192)
-    assert [(r["host_probe_us"], r["host_cpu"]) for r in res["repeats"]] == [(1234.5, 7)] * 2
+    assert [(r["host_probe_us"], r["host_probe_before_us"], r["host_cpu"]) for r in res["repeats"]] == \
+        [(1234.5, 1234.5, 7)] * 2
+    assert "pinned_cpu" not in res
     pts = tmp_path / "p.jsonl"
     append_line(pts, dict(kind="engine", label="diag_s2_probe", session="calibrate", num_steps=2, info={},
                           startup_s=1.0, created_unix=1.0))
     append_line(pts, dict(kind="point", label="diag_s2_probe", session="calibrate", engine="fake",
                           engine_version="0", point=res, wall_s=1.0))
     assert [r["kind"] for r in read_points_files([pts])] == ["engine", "point"]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins a thread (Linux)")
+def test_a_pinned_point_runs_its_stepping_thread_on_the_fastest_cpu(tmp_path):
+    """PointPlan.pin_fastest_cpu (queue vllm-h200-hostspeed): before the warm-up the stepping thread is
+    pinned to the CPU whose host probe was fastest; the point records that CPU and every CPU's probe, and
+    the other threads of the process keep their masks."""
+    import threading
+
+    from calibration.engines import backend
+    from calibration.engines.fake_backend import FakeBackend
+    from calibration.engines.points import read_points_files
+    from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool
+    from calibration.engines.worker import append_line
+    allowed = os.sched_getaffinity(0)
+    fake = FakeBackend(2)
+    fake.simulated_clock = False
+    out = {}
+
+    def run():  # in a thread of its own, so the test's thread keeps its mask whatever happens
+        out["res"] = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=1, host_probe=True,
+                                                   pin_fastest_cpu=True), prompt_pool(2, 256), 8192)
+        out["mask"] = os.sched_getaffinity(0)
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    res = out["res"]
+    probes = {int(c): v for c, v in res["cpu_probe_us"].items()}
+    assert set(probes) == set(backend._ALLOWED_CPUS) == allowed
+    assert res["pinned_cpu"] == min(probes, key=probes.get) and out["mask"] == {res["pinned_cpu"]}
+    assert os.sched_getaffinity(0) == allowed  # this thread untouched
+    pts = tmp_path / "p.jsonl"
+    append_line(pts, dict(kind="engine", label="calibrate_s2_r2", session="calibrate", num_steps=2, info={},
+                          startup_s=1.0, created_unix=1.0))
+    append_line(pts, dict(kind="point", label="calibrate_s2_r2", session="calibrate", engine="fake",
+                          engine_version="0", point=res, wall_s=1.0))
+    assert read_points_files([pts])[1]["point"]["pinned_cpu"] == res["pinned_cpu"]

@@ -4,6 +4,7 @@
     specdecsim diagnose sync [--passes 3]                                          (CUDA)
     specdecsim diagnose tp-skew --out skew.json [--tp 2] [--device cuda|cpu]
     specdecsim diagnose verify                                                     (CUDA)
+    specdecsim diagnose host-cores --out cores.json [--seconds 60] [--interval-s 1]  (CPU)
     specdecsim diagnose trace --out DIR [--model 8b|1b|tiny] [--steps 1,..,8] [--cycles 24] [--batch 1]
                               [--context-len 1024] [--device cuda|cpu] [--force]
 
@@ -74,6 +75,25 @@ def tp_skew(
         fail(f"--tp {tp}: {e}")
     from calibration.diagnostics.tp_skew import measure_tp_skew, print_tp_skew
     print_tp_skew(measure_tp_skew(out, tp, device))
+
+
+@diagnose_app.command("host-cores")
+def host_cores(
+    out: Annotated[Path, typer.Option(help="JSON file to write (atomically, after every round).")],
+    seconds: Annotated[float, typer.Option(help="How long to keep measuring, s (0.1-3600).")] = 60.0,
+    interval_s: Annotated[float, typer.Option(help="Seconds from one round's start to the next (0-600).")] = 1.0,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+) -> None:
+    """Each CPU's speed at a fixed piece of Python work, round after round (CPU only): a slow core or a slow machine."""
+    if not 0.1 <= seconds <= 3600:
+        fail(f"--seconds {seconds:g}: must be 0.1-3600")
+    if not 0 <= interval_s <= 600:
+        fail(f"--interval-s {interval_s:g}: must be 0-600")
+    check_output("--out", out, DIAGNOSTIC_OUTPUT, force)
+    if not hasattr(os, "sched_setaffinity"):
+        fail("specdecsim diagnose host-cores pins a thread to each CPU: this system has no sched_setaffinity")
+    from calibration.diagnostics.host_cores import measure_host_cores, print_host_cores
+    print_host_cores(measure_host_cores(out, seconds, interval_s))
 
 
 @diagnose_app.command("verify")

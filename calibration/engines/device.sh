@@ -12,6 +12,7 @@
 #                                                           files in name order instead (calibration/engines/queue.py)
 #   bash calibration/engines/device.sh watch [SECONDS]     watch the daemon up to SECONDS (default 540)
 #
+# HOST_CORES_S=S (start): `specdecsim diagnose host-cores` for S seconds first, into host_cores.json.
 # COLLECTIVES="2 4 8" (start): NCCL's and vLLM's custom allreduce at those world sizes first (a
 # multi-GPU machine; issue 28), into collectives.jsonl beside the points.
 # RESUME_POINTS=FILE (start): the campaign appends to a copy of FILE (a committed points file, .gz
@@ -93,6 +94,12 @@ case $stage in
             --points "$res/collectives.jsonl" --quick "${ws[@]}" --op "$op" >> "$res/collectives.log" 2>&1)
         echo "collectives $op: rc $? ($(wc -l < "$res/collectives.jsonl" 2>/dev/null || echo 0) points)"
       done
+    fi
+    # HOST_CORES_S=S: each CPU's speed at the host probe, round after round for S seconds, before the engines
+    if [ -n "${HOST_CORES_S:-}" ]; then
+      (cd /root/app && PYTHONPATH=/root/app:/tmp/site timeout $((HOST_CORES_S + 60)) python3 -m simulator.cli diagnose \
+          host-cores --out "$res/host_cores.json" --seconds "$HOST_CORES_S" --force > "$res/host_cores.log" 2>&1)
+      echo "host-cores: rc $?"; tail -8 "$res/host_cores.log"
     fi
     if [ -n "${QUEUE:-}" ]; then  # a queue of ProcessPlan files (calibration/engines/queue.py), run in name order
       cp -r "$QUEUE" /root/app/queue

@@ -43,6 +43,7 @@ class PointFields(StrictModel):
     repeats: int = Field(2, ge=1, le=100)
     instrument_first: bool = False
     host_probe: bool = False
+    pin_fastest_cpu: bool = False
 
 
 class ProcessPlan(StrictModel):

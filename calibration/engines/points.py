@@ -41,6 +41,7 @@ class RepeatLine(StrictModel):
     raw: list[dict] = Field(default_factory=list, max_length=10**7)
     host_probe_us: Us | None = Field(None, description=(
         "After the window, a fixed piece of Python work timed in the stepping thread (its core's speed), us."))
+    host_probe_before_us: Us | None = Field(None, description="The same, just before the window, us.")
     host_cpu: int | None = Field(None, ge=0, le=1_000_000, description="The CPU that thread last ran on.")
 
 
@@ -53,6 +54,10 @@ class PointBody(StrictModel):
     prompt_len: int = Field(ge=1, le=2**27)
     acceptance_rate: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
     repeats: list[RepeatLine] = Field(min_length=1, max_length=1000)
+    pinned_cpu: int | None = Field(None, ge=0, le=1_000_000, description=(
+        "The CPU the stepping thread was pinned to for this point (the one that ran the host probe fastest)."))
+    cpu_probe_us: dict[str, Us] | None = Field(None, max_length=100_000, description=(
+        "Each CPU's host probe when the point chose where to pin, us."))
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -275,6 +275,38 @@ def sglang_h200_hostprobe() -> list[ProcessPlan]:
     return [first, first.model_copy(update={"label": "diag_s3_probe_r2"})]
 
 
+HOSTSPEED_POINTS = "hostspeed.points.jsonl"
+
+
+def _pinned(plans: list[ProcessPlan], suffix: str, points_file: str) -> list[ProcessPlan]:
+    return [p.model_copy(update={"label": p.label + suffix, "points_file": points_file,
+                                 "points": [{**q, "pin_fastest_cpu": True, "host_probe": True} for q in p.points]})
+            for p in plans]
+
+
+def vllm_h200_hostspeed() -> list[ProcessPlan]:
+    """vLLM 0.26.0, the host's core speed held still (issues 24 and 26): before each point the stepping
+    thread is pinned to the CPU that runs the host probe fastest then (`pin_fastest_cpu`), and the probe
+    runs before and after every window. Llama-3.1-8B's calibration and live processes of num_steps 2 (the
+    no-full-graph cell, host-bound), 4 and 3 (the one best-num_steps cell missed, batch 1 at the 4k
+    prompt), then Qwen3-30B-A3B's num_steps 3 and baseline pairs (its host-paced batch 1-2 records), each
+    the whole grid of its committed counterpart (`_r2`/`_r3`: another process of the same configuration),
+    in points files of their own."""
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine="vllm", target_config=t_cfg, draft_config=d_cfg)
+    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
+    by = {p.label: p for p in calibrate_plans(base, [2, 3, 4], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE)
+          + live_plans(base, [2, 3, 4], bs, ps, DEFAULT_LIVE_ACCEPTANCES)}
+    llama = _pinned([by[f"{s}_s{k}"] for k in (2, 4, 3) for s in ("calibrate", "live")], "_r2", HOSTSPEED_POINTS)
+    q_t, q_d = model_configs("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")  # as vllm_h200_diag_moe's
+    moe = dict(engine="vllm", target_config=q_t, draft_config=q_d)
+    by = {p.label: p for p in calibrate_plans(moe, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE)
+          + live_plans(moe, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES)}
+    qf = "qwen3-30b-a3b-" + HOSTSPEED_POINTS
+    qwen = _pinned([by["calibrate_s3"], by["live_s3"]], "_r3", qf) + _pinned([by["calibrate_s0"], by["live_s0"]], "_r2", qf)
+    return llama + qwen
+
+
 def vllm_h200_group1() -> list[ProcessPlan]:
     """`_group1` on vLLM 0.26.0."""
     return _group1("vllm")
@@ -316,7 +348,7 @@ def _tp_queue(engine: str, tp: int):
 QUEUES = {"vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200,
-          "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostprobe": vllm_h200_hostprobe,
+          "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostspeed": vllm_h200_hostspeed, "vllm-h200-hostprobe": vllm_h200_hostprobe,
           "sglang-h200-hostprobe": sglang_h200_hostprobe, "sglang-h200-group1": sglang_h200_group1,
           **{f"{e}-h200x{n}-tp": _tp_queue(e, n) for e in ("vllm", "sglang") for n in (2, 4, 8)}}
 

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from calibration.engines.backend import (EngineBackend, StepTimes, host_speed_probe_us, machine_cpu_ticks,
-                                         thread_cpu)
+from calibration.engines.backend import (EngineBackend, StepTimes, fastest_cpu, host_speed_probe_us,
+                                         machine_cpu_ticks, thread_cpu)
 
 MAX_PREFILL_STEPS = 10_000  # steps to wait for every request's first token before giving up
 PROMPT_TOKEN_LOW, PROMPT_TOKEN_HIGH = 1000, 100_000  # prompt token ids: ordinary vocabulary entries
@@ -36,7 +36,8 @@ class PointPlan:
     warmup_steps: int = 8
     repeats: int = 2
     instrument_first: bool = False  # the first window records GPU phases (CUDA events)
-    host_probe: bool = False  # after each window, time a fixed piece of Python work in this thread (its core's speed)
+    host_probe: bool = False  # before and after each window, time a fixed piece of Python work in this thread (its core's speed)
+    pin_fastest_cpu: bool = False  # before the warm-up, pin the stepping thread to the CPU that runs that work fastest
 
     @property
     def key(self) -> str:
@@ -114,6 +115,10 @@ def measure_point(backend: EngineBackend, plan: PointPlan, pool: list[list[int]]
         else:
             raise RuntimeError(f"{b} requests of {plan.prompt_len} prompt tokens did not all start decoding "
                                f"within {MAX_PREFILL_STEPS} engine steps")
+        pinned = {}
+        if plan.pin_fastest_cpu and not getattr(backend, "simulated_clock", False):
+            cpu, probes = backend.pin_fastest_cpu() if hasattr(backend, "pin_fastest_cpu") else fastest_cpu()
+            pinned = dict(pinned_cpu=cpu, cpu_probe_us={str(c): v for c, v in probes.items()})
         for _ in range(plan.warmup_steps):
             for rid, n in backend.step().items():
                 emitted[rid] += n
@@ -121,7 +126,13 @@ def measure_point(backend: EngineBackend, plan: PointPlan, pool: list[list[int]]
     finally:
         backend.abort(ids)
     return dict(key=plan.key, num_steps=k, batch_size=b, prompt_len=plan.prompt_len,
-                acceptance_rate=plan.acceptance_rate if k else None, repeats=repeats)
+                acceptance_rate=plan.acceptance_rate if k else None, repeats=repeats, **pinned)
+
+
+def _probe(backend: EngineBackend) -> tuple[float, int | None]:
+    """The stepping thread's core speed and CPU (an engine stepping in a thread of its own probes there:
+    SGLang's scheduler)."""
+    return backend.host_probe() if hasattr(backend, "host_probe") else (host_speed_probe_us(), thread_cpu())
 
 
 def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitted: dict[str, int],
@@ -131,6 +142,8 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
     before = float(np.mean([emitted[r] for r in ids]))
     counts = [0] * (k + 1)
     tokens = incomplete = 0
+    probing = plan.host_probe and not getattr(backend, "simulated_clock", False)  # a real host's speed only
+    probe_before = _probe(backend)[0] if probing else None
     ticks0 = machine_cpu_ticks()
     backend.start_window(instrument)
     t0 = backend.clock_us()
@@ -145,11 +158,9 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
         else:
             incomplete += 1
     elapsed = backend.clock_us() - t0
-    probing = plan.host_probe and not getattr(backend, "simulated_clock", False)  # a real host's speed only
     probe = cpu = None
-    if probing:  # before the window's sync: the stepping thread as it ran (an engine stepping in a thread of
-        # its own probes there: SGLang's scheduler)
-        probe, cpu = backend.host_probe() if hasattr(backend, "host_probe") else (host_speed_probe_us(), thread_cpu())
+    if probing:  # before the window's sync: the stepping thread as it ran
+        probe, cpu = _probe(backend)
     steps = backend.end_window()
     ticks1 = machine_cpu_ticks()
     busy = None
@@ -163,4 +174,4 @@ def _timed_window(backend: EngineBackend, plan: PointPlan, ids: list[str], emitt
                 context_len=plan.prompt_len + (before + after) / 2.0, num_incomplete_steps=incomplete,
                 host_busy_us=host_busy, host_blocked_us=float(np.mean(blocked)) if blocked else None,
                 machine_cpu_busy_frac=busy, means=summarize_steps(steps), raw=[asdict(s) for s in steps],
-                **({"host_probe_us": probe, "host_cpu": cpu} if probing else {}))
+                **({"host_probe_us": probe, "host_probe_before_us": probe_before, "host_cpu": cpu} if probing else {}))

@@ -44,8 +44,8 @@ import time
 from array import array
 from pathlib import Path
 
-from calibration.engines.backend import (EngineInfo, RecordingWindow, StepTimes, host_speed_probe_us, module_tp_size,
-                                         thread_cpu, wrap_method, window_step_times)
+from calibration.engines.backend import (EngineInfo, RecordingWindow, StepTimes, fastest_cpu, host_speed_probe_us,
+                                         module_tp_size, thread_cpu, wrap_method, window_step_times)
 from simulator.acceptance import iid_mean_accept_length
 
 US_PER_S = 1e6
@@ -349,11 +349,21 @@ class SglangBackend(RecordingWindow):
             spec_utils.SIMULATE_ACC_LEN = float(ctl.value)  # read per verify
         elif ctl.what == "probe" and self.rank == 0:
             self._probe_out.put((host_speed_probe_us(), thread_cpu()))
+        elif ctl.what == "pin":  # every rank's scheduler thread to its fastest CPU; rank 0 answers
+            pinned = fastest_cpu()
+            if self.rank == 0:
+                self._probe_out.put(pinned)
 
     def host_probe(self) -> tuple[float, int | None]:
         """The scheduler thread's core speed (backend.host_speed_probe_us, run in that thread between its
         loop iterations) and the CPU it ran on; what a host-bound SGLang step follows."""
         self._inbox.put(_Control("probe"))
+        return self._probe_out.get(timeout=STEP_TIMEOUT_S)
+
+    def pin_fastest_cpu(self) -> tuple[int, dict[int, float]]:
+        """Pin the scheduler thread (the one that steps SGLang) to the CPU that runs the host probe
+        fastest now (backend.fastest_cpu, in that thread); that CPU and each one's probe."""
+        self._inbox.put(_Control("pin"))
         return self._probe_out.get(timeout=STEP_TIMEOUT_S)
 
     def serve(self) -> None:
