@@ -430,6 +430,19 @@ def test_a_host_probe_window_records_its_threads_core_speed(tmp_path):
     res = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True), prompt_pool(2, 256),
                         8192)
     assert all(r["host_probe_us"] > 0 for r in res["repeats"])
+    from calibration.engines.run_loop import REFILL_STEPS_AFTER_PROBE, max_tokens_for
+    plain, probed = (PointPlan(2, 256, 0.7, timed_steps=8, repeats=3, host_probe=h) for h in (False, True))
+    assert max_tokens_for(probed, 2, 8192) - max_tokens_for(plain, 2, 8192) == 3 * REFILL_STEPS_AFTER_PROBE * 3
+    calls = []  # between a probe and its window, REFILL_STEPS_AFTER_PROBE untimed steps refill the engine's queue
+    real_step = fake.step
+    fake.host_probe = lambda: (calls.append("probe"), (1234.5, 7))[1]
+    fake.step = lambda: (calls.append("step"), real_step())[1]
+    measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, warmup_steps=2, repeats=2, host_probe=True),
+                  prompt_pool(2, 256), 8192)
+    probes = [i for i, c in enumerate(calls) if c == "probe"]
+    assert len(probes) == 4 and calls[probes[0] + 1:probes[1]] == ["step"] * (REFILL_STEPS_AFTER_PROBE + 8)
+    assert calls[probes[1] + 1] == "probe" and calls[probes[2] + 1:probes[3]] == ["step"] * (REFILL_STEPS_AFTER_PROBE + 8)
+    fake.step = real_step
     fake.host_probe = lambda: (1234.5, 7)  # an engine stepping in a thread of its own probes there (SGLang)
     res = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True), prompt_pool(2, 256),
                         8192)
