@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 from calibration.engines.plans import few_run_keys  # noqa: E402
 from simulator.engines.native import load_engine_profile  # noqa: E402
 from simulator.profile import load_profile, resolve_profile_path  # noqa: E402
-from simulator.evidence.validate import compare, crossovers, load_records, with_engine_profile  # noqa: E402
+from simulator.evidence.validate import (best_num_steps, compare, crossovers, load_records,  # noqa: E402
+                                         with_engine_profile)
 
 RECORDS = ROOT / "data" / "live" / "h200_vllm_0.26.0"
 FULL = "vllm-0.26.0-h200-llama-3.1-8b-eagle3"
@@ -40,12 +41,10 @@ def stats(points) -> dict:
         if p.speculative:
             cells[(p.acceptance, p.batch_size, p.context_len)].append(p)
     cells = {k: c for k, c in cells.items() if len({p.num_steps for p in c}) > 1}
-    agree = sum(max(c, key=lambda p: p.measured_tok_per_s).num_steps == max(c, key=lambda p: p.predicted_tok_per_s).num_steps
-                for c in cells.values())
+    agree = sum(len(set(best_num_steps(c))) == 1 for c in cells.values())
     by_batch = defaultdict(list)
     for (a, b, c), cell in cells.items():
-        by_batch[b].append(max(cell, key=lambda p: p.measured_tok_per_s).num_steps
-                           == max(cell, key=lambda p: p.predicted_tok_per_s).num_steps)
+        by_batch[b].append(len(set(best_num_steps(cell))) == 1)
     sp = [abs(p.predicted_speedup - p.measured_speedup) for p in points if p.measured_speedup is not None]
     xo = crossovers(points)
     return dict(n=len(points), median=float(np.median(err)), max=float(err.max()),

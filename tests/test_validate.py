@@ -247,3 +247,18 @@ def test_committed_batch_grid_meets_the_batch_bar():
     assert len(points) == 28 and {p.batch_size for p in points} == {1, 2, 4, 8, 16, 32, 64}
     ok, line = batch_bar(points, crossovers(points))
     assert ok, line
+
+
+def test_a_cells_best_num_steps_is_the_mean_of_each_num_steps_records_not_its_luckiest():
+    """Five processes measured num_steps 3 and one of them ran fast; two measured num_steps 4, faster on
+    average: the measured best is 4 (the most of five noisy records is no measurement of num_steps 3)."""
+    from types import SimpleNamespace as P
+
+    from simulator.evidence.validate import best_num_steps, mean_by_num_steps
+    cell = [P(num_steps=3, measured_tok_per_s=m, predicted_tok_per_s=100.0) for m in (96, 95, 97, 96, 110)] + \
+           [P(num_steps=4, measured_tok_per_s=m, predicted_tok_per_s=101.0) for m in (101, 100)]
+    assert max(cell, key=lambda p: p.measured_tok_per_s).num_steps == 3  # the old rule's pick
+    assert mean_by_num_steps(cell, lambda p: p.measured_tok_per_s) == {3: 98.8, 4: 100.5}
+    assert best_num_steps(cell) == (4, 4)
+    cell[-1].measured_tok_per_s = cell[-2].measured_tok_per_s = 90.0
+    assert best_num_steps(cell) == (3, 4)

@@ -14,7 +14,8 @@ profile gives) and never reads the record's timings for the prediction. Errors:
   spread of their repeats' tok/s, which also holds the accept-length draws of each repeat;
 - best num_steps: per cell (target, mode, acceptance, batch_size, context_len, tp_size, placement)
   with more than one num_steps, the num_steps with the highest measured tok/s against the
-  predicted one;
+  predicted one (`best_num_steps`: where several records, from several engine processes, measured
+  one num_steps, their mean: the most of five noisy records is no measurement of that num_steps);
 - faster placement: per cell (target, mode, acceptance, batch_size, context_len, tp_size,
   num_steps) with more than one draft placement, the measured-faster placement against the
   predicted-faster one;
@@ -299,9 +300,7 @@ def summarize(points: list[PointComparison], placement_noise_frac: float = PLACE
                 cells[(p.record_set, p.target, p.acceptance, p.batch_size, p.context_len, p.tp_size,
                        p.placement)].append(p)
         cells = {k: c for k, c in cells.items() if len({p.num_steps for p in c}) > 1}  # a choice to make
-        agree = sum(1 for c in cells.values()
-                    if max(c, key=lambda p: p.measured_tok_per_s).num_steps
-                    == max(c, key=lambda p: p.predicted_tok_per_s).num_steps)
+        agree = sum(1 for c in cells.values() if len(set(best_num_steps(c))) == 1)
         placed = defaultdict(list)
         for p in pts:
             if p.speculative:
@@ -317,6 +316,23 @@ def summarize(points: list[PointComparison], placement_noise_frac: float = PLACE
                                max(sp) if sp else None, agree, len(cells),
                                float(np.median(spreads)) if spreads else None, placement_agree, len(placed)))
     return out
+
+
+def mean_by_num_steps(cell: list[PointComparison], value_of) -> dict[int, float]:
+    """num_steps -> the mean of value_of over the cell's records of that num_steps (one per engine
+    process that measured it)."""
+    by: dict[int, list[float]] = defaultdict(list)
+    for p in cell:
+        by[p.num_steps].append(value_of(p))
+    return {k: float(np.mean(v)) for k, v in by.items()}
+
+
+def best_num_steps(cell: list[PointComparison]) -> tuple[int, int]:
+    """(measured, predicted) best num_steps of one cell: the highest mean tok/s over each num_steps's
+    records (module docstring)."""
+    meas = mean_by_num_steps(cell, lambda p: p.measured_tok_per_s)
+    pred = mean_by_num_steps(cell, lambda p: p.predicted_tok_per_s)
+    return max(meas, key=meas.get), max(pred, key=pred.get)
 
 
 def _predictions_differ(cell: list[PointComparison]) -> bool:
@@ -395,8 +411,8 @@ def crossovers(points: list[PointComparison]) -> list[CrossoverCheck]:
             continue
 
         def first_not_paying(speedup_of) -> int | None:
-            for b in batches:
-                if max(speedup_of(p) for p in pts if p.batch_size == b) <= 1.0:
+            for b in batches:  # the best num_steps's mean speedup over its records (best_num_steps)
+                if max(mean_by_num_steps([p for p in pts if p.batch_size == b], speedup_of).values()) <= 1.0:
                     return b
             return None
         meas = first_not_paying(lambda p: p.measured_speedup)
