@@ -492,3 +492,20 @@ def test_a_pinned_point_runs_its_stepping_thread_on_the_fastest_cpu(tmp_path):
     append_line(pts, dict(kind="point", label="calibrate_s2_r2", session="calibrate", engine="fake",
                           engine_version="0", point=res, wall_s=1.0))
     assert read_points_files([pts])[1]["point"]["pinned_cpu"] == res["pinned_cpu"]
+
+
+def test_a_profile_says_when_its_calibration_ran_on_cores_of_two_speeds():
+    """build.host_speed_note: probes 2.4 and 5.5 ms apart by more than 1.5x name the host-paced points;
+    probes that agree, or none at all, add no note."""
+    from types import SimpleNamespace as P
+
+    from calibration.engines.build import host_speed_note
+
+    def line(*probes):
+        return {"point": {"repeats": [{"host_probe_us": v, "host_probe_before_us": v} for v in probes]}}
+    pts = [P(num_steps=2, batch_size=4, gpu_bound=False), P(num_steps=2, batch_size=8, gpu_bound=True),
+           P(num_steps=0, batch_size=1, gpu_bound=None)]
+    note = host_speed_note([line(2400.0, 2500.0), line(5500.0)], pts)
+    assert "2.4-5.5 ms over 6 probes" in note and "(num_steps 2 batch 4)" in note
+    assert host_speed_note([line(2400.0, 3000.0)], pts) is None
+    assert host_speed_note([{"point": {"repeats": [{}]}}], pts) is None

@@ -248,6 +248,25 @@ def model_mismatch(engines: list[dict], target: dict, draft: dict | None) -> str
     return None
 
 
+HOST_PROBE_SPREAD = 1.5  # windows whose host probes differ by more than this ran on cores of two speeds
+
+
+def host_speed_note(lines: list[dict], pts: list[EnginePoint]) -> str | None:
+    """A note where the calibration's windows ran on cores of two speeds (their `host_probe_us`, timed
+    in the stepping thread, differ by more than HOST_PROBE_SPREAD x): the points the host paced (not
+    GPU-bound) took the speed of the core they ran on; None where no window was probed or the probes agree."""
+    probes = [v for ln in lines for r in ln["point"]["repeats"]
+              for v in (r.get("host_probe_us"), r.get("host_probe_before_us")) if v]
+    if not probes or max(probes) <= HOST_PROBE_SPREAD * min(probes):
+        return None
+    paced = sorted({(p.num_steps, p.batch_size) for p in pts if p.gpu_bound is False})
+    which = (", ".join(f"num_steps {k} batch {b}" for k, b in paced[:6]) + (f" and {len(paced) - 6} more"
+                                                                            if len(paced) > 6 else "")) or "none"
+    return (f"the host's cores ran at two speeds during calibration (the host probe in the stepping thread took "
+            f"{min(probes) / 1000:.1f}-{max(probes) / 1000:.1f} ms over {len(probes)} probes; `specdecsim diagnose "
+            f"host-cores` times each core): the steps the host paced ({which}) moved with it, GPU-bound ones did not")
+
+
 def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None,
                   keep=None, command_line: str | None = None, git_commit: str | None = None,
                   catalog_gpu: str | None = None, notes: list[str] | None = None,
@@ -313,7 +332,8 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
                       f"hooks {', '.join(src.get('hooks', []))}"),
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), command_line=command_line,
         git_commit=git_commit, notes=engine_notes + ([f"engine processes left out: {', '.join(exclude_labels)}"]
-                                                     if exclude_labels else []),
+                                                     if exclude_labels else [])
+        + [n for n in [host_speed_note(lines, pts)] if n],
         points=sorted(pts, key=lambda p: (p.num_steps, p.batch_size, p.prompt_len)))
     unfitted = EngineProfile.model_construct(**fields)  # the points, to fit the parts' forms on
     try:
