@@ -11,7 +11,8 @@ Reads, from queue vllm-h200-hostspeed (vLLM 0.26.0, one machine, 2026-12-04):
   calibration and live, each point's stepping thread pinned to the CPU fastest at the probe just before
   its warm-up; the probe before and after every window): how often the pinned CPU was already slow when
   a window began; the no-full-graph cell's (num_steps 2, batch 4) step, window by window, with both
-  probes; the parts priced against the wall step (the queue drained by the probe before a window);
+  probes, then in every process that measured it (CELL_FILES: four sessions); the parts priced against
+  the wall step (the queue drained by the probe before a window);
 - data/engine_runs/h200_vllm_0.26.0_qwen3-30b-a3b/hostspeed_2026-12-04.jsonl.gz: Qwen3-30B-A3B's
   host-paced batch 1-2 steps on model runner V1, calibration against live, pinned.
 A probe slower than SLOW_FACTOR times the fastest one seen is a slow state.
@@ -105,6 +106,36 @@ def cell_table(lines: list[dict]) -> None:
           f"(median {statistics.median(steps) / 1000:.2f})")
 
 
+CELL_FILES = [RUNS / "h200_vllm_0.26.0" / "points.jsonl.gz",
+              RUNS / "h200_vllm_0.26.0_diag" / "points_2026-12-03.jsonl.gz",
+              RUNS / "h200_vllm_0.26.0_diag" / "points_2026-12-04.jsonl.gz",
+              RUNS / "h200_vllm_0.26.0_diag" / "hostprobe_2026-12-04.jsonl.gz", LLAMA]
+
+
+def cell_processes_table() -> None:
+    """Every process that measured the cell (num_steps 2, batch 4, default capture sizes) on Llama-3.1-8B:
+    its uninstrumented windows at each prompt and their mean."""
+    print()
+    print("| points file | process | prompt | uninstrumented windows, ms a step | mean |")
+    print("|---|---|---:|---|---:|")
+    means = {}
+    for path in CELL_FILES:
+        by: dict[tuple[str, int], list[float]] = {}
+        for ln in _points(path):
+            p = ln["point"]
+            if p["num_steps"] != 2 or p["batch_size"] != 4 or ln["label"].endswith("_cap3"):
+                continue
+            by.setdefault((ln["label"], p["prompt_len"]), []).extend(
+                r["elapsed_us"] / r["num_cycles"] for r in p["repeats"] if not r["instrumented"])
+        for (label, prompt), w in sorted(by.items(), key=lambda kv: (-kv[0][1], kv[0][0])):
+            means[(path.name, label, prompt)] = statistics.mean(w)
+            print(f"| {path.parent.name}/{path.name} | {label} | {prompt} | {', '.join(f'{v / 1000:.1f}' for v in w)} "
+                  f"| {statistics.mean(w) / 1000:.2f} |")
+    for prompt in (1024, 4096):
+        v = [m for (_, _, pr), m in means.items() if pr == prompt]
+        print(f"\nprompt {prompt}: process means {min(v) / 1000:.2f}-{max(v) / 1000:.2f} ms a step over {len(v)} processes")
+
+
 def drain_table() -> None:
     """The GPU-bound points' parts priced against their own wall step: the committed profile (no probe
     before a window) and a profile of this queue's num_steps 2-4 processes (a probe before each)."""
@@ -157,6 +188,7 @@ def main() -> None:
     llama = _points(LLAMA)
     pinned_table(llama)
     cell_table(llama)
+    cell_processes_table()
     drain_table()
     qwen_table(_points(QWEN))
 
