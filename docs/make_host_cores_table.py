@@ -1,5 +1,5 @@
 """The lent machine's cores, and what pinning the stepping thread did (issues 24 and 26;
-docs/engine-calibration.md, "Pinning the stepping thread").
+docs/engine-calibration.md, "Whether holding the core still fixes it").
 
     python docs/make_host_cores_table.py
 
@@ -48,7 +48,7 @@ def cores_table() -> None:
         data = json.load(f)
     s = summarize(data)
     floor = s["floor_us"]
-    runs = []  # how many rounds in a row a CPU stayed in one state
+    stretches = {True: [], False: []}  # how many rounds in a row a CPU stayed slow (True) or fast
     for c in data["cpus"]:
         states = [r["probe_us"][str(c)] > SLOW_FACTOR * floor for r in data["rounds"]]
         n = 1
@@ -56,20 +56,25 @@ def cores_table() -> None:
             if a == b:
                 n += 1
             else:
-                runs.append(n)
+                stretches[a].append(n)
                 n = 1
-        runs.append(n)
+        stretches[states[-1]].append(n)
     slow = s["slow_cpus_by_round"]
     gaps = [b["t_s"] - a["t_s"] for a, b in zip(data["rounds"], data["rounds"][1:])]
+    steal = max(v for r in data["rounds"] for v in r["steal_frac"].values())
+    mhz = sorted({v for r in data["rounds"] for v in r["cpu_mhz"].values()})
     print(f"{len(data['cpus'])} CPUs, {s['rounds']} rounds {statistics.median(gaps):.1f} s apart; fastest probe "
           f"{floor / 1000:.2f} ms; slow: over {SLOW_FACTOR:g} x that")
     print()
-    print("| CPUs slow in a round (min / median / max) | rounds with a fast CPU | a CPU's state lasted, rounds "
-          "(median / max) | CPU-rounds slow |")
-    print("|---|---:|---|---:|")
+    print("| CPUs slow in a round (min / median / max) | rounds with a fast CPU | a slow stretch, rounds (median / "
+          "max) | a fast stretch, rounds (median / max) | CPU-rounds slow | steal time, most of a CPU-round | "
+          "clock the kernel reports, MHz |")
+    print("|---|---:|---|---|---:|---:|---|")
     total = sum(v[3] for v in s["per_cpu"].values())
     print(f"| {min(slow)} / {statistics.median(slow):g} / {max(slow)} | {s['rounds_with_a_fast_cpu']} of {s['rounds']} "
-          f"| {statistics.median(runs):g} / {max(runs)} | {total} of {s['rounds'] * len(data['cpus'])} |")
+          f"| {statistics.median(stretches[True]):g} / {max(stretches[True])} "
+          f"| {statistics.median(stretches[False]):g} / {max(stretches[False])} "
+          f"| {total} of {s['rounds'] * len(data['cpus'])} | {steal:.1%} | {'-'.join(f'{m:g}' for m in (mhz[0], mhz[-1]))} |")
 
 
 def pinned_table(lines: list[dict]) -> None:

@@ -183,8 +183,8 @@ def test_calibration_has_no_script_entry_points():
     (["calibrate", "--device", "nosuch", "--out", "o.json"], "--device 'nosuch'"),
     (["diagnose", "sync", "--passes", "0"], "--passes must be >= 1, got 0"),
     (["diagnose", "tp-skew", "--tp", "1", "--out", "s.json", "--device", "cpu"], "--tp must be >= 2, got 1"),
-    (["diagnose", "host-cores", "--out", "o.json", "--seconds", "0"], "--seconds 0: must be 0.1-3600"),
-    (["diagnose", "host-cores", "--out", "o.json", "--interval-s", "-1"], "--interval-s -1: must be 0-600"),
+    (["diagnose", "host-cores", "--out", "o.json", "--seconds", "0"], "--seconds 0.0: must be 0.1-3600"),
+    (["diagnose", "host-cores", "--out", "o.json", "--interval-s", "-1"], "--interval-s -1.0: must be 0-600"),
 ])
 def test_bad_options_are_one_line_and_exit_code_2(tmp_path, monkeypatch, argv, says):
     pytest.importorskip("torch")
@@ -290,6 +290,14 @@ def test_diagnose_host_cores_probes_every_cpu_each_round_and_keeps_what_it_measu
     (tmp_path / "mine.json").write_text("{}")
     res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(tmp_path / "mine.json"), "--seconds", "0.1"])
     assert res.exit_code == 2 and (tmp_path / "mine.json").read_text() == "{}"
+    other = tmp_path / "drift.json"  # another diagnostic's output: kept unless --force
+    other.write_text(json.dumps({"specdecsim_output": "diagnostic/1", "rows": [1]}))
+    res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(other), "--seconds", "0.1"])
+    assert res.exit_code == 2 and "another diagnostic's output" in res.output and '"rows"' in other.read_text()
+    res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(other), "--seconds", "0.1", "--force"])
+    assert res.exit_code == 0 and json.loads(other.read_text())["diagnostic"] == "host_cores"
+    res = runner.invoke(app, ["diagnose", "host-cores", "--out", "-", "--seconds", "0.1"])
+    assert res.exit_code == 2 and "give a file" in res.output
 
 
 def test_diagnose_checks_tp_before_starting_ranks(tmp_path):

@@ -508,3 +508,19 @@ def test_engine_queue_force_replaces_only_a_queue(tmp_path):
     (q / "notes.txt").write_text("mine")
     r = _cli("calibrate", "engine-queue", "vllm-h200-next", q, "--force")
     assert r.exit_code != 0 and "other files" in r.output and (q / "notes.txt").exists()
+
+
+def test_a_queue_of_an_engine_not_installed_here_is_refused_before_any_process_starts(tmp_path):
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    if importlib.util.find_spec("vllm") is not None and importlib.util.find_spec("torch") is not None:
+        pytest.skip("vLLM is installed here")
+    q = tmp_path / "q"
+    runner = CliRunner()
+    assert runner.invoke(app, ["calibrate", "engine-queue", "vllm-h200-hostspeed", str(q)]).exit_code == 0
+    r = runner.invoke(app, ["calibrate", "engine-queue-run", str(q), str(tmp_path / "p.jsonl"), "--deadline-s", "60"])
+    assert r.exit_code == 2 and "calibrate_s2_r2 and the other vllm plans" in r.output and "not installed" in r.output
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["q"]  # no points file, models or plan copies

@@ -24,7 +24,7 @@ from calibration.cli.common import (FORCE_HELP, TP_DEVICES, check_at_least, chec
 from simulator.files import DIAGNOSTIC_OUTPUT
 
 diagnose_app = typer.Typer(no_args_is_help=True, add_completion=False,
-                           help="GPU diagnostics for when a live figure and the profile disagree.")
+                           help="Diagnostics for when a live figure and the profile disagree (the GPU; host-cores: the host CPUs).")
 
 
 @diagnose_app.command("drift")
@@ -79,21 +79,37 @@ def tp_skew(
 
 @diagnose_app.command("host-cores")
 def host_cores(
-    out: Annotated[Path, typer.Option(help="JSON file to write (atomically, after every round).")],
+    out: Annotated[Path, typer.Option(help="JSON file to write (atomically, at most once a second and at the end).")],
     seconds: Annotated[float, typer.Option(help="How long to keep measuring, s (0.1-3600).")] = 60.0,
     interval_s: Annotated[float, typer.Option(help="Seconds from one round's start to the next (0-600).")] = 1.0,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Each CPU's speed at a fixed piece of Python work, round after round (CPU only): a slow core or a slow machine."""
     if not 0.1 <= seconds <= 3600:
-        fail(f"--seconds {seconds:g}: must be 0.1-3600")
+        fail(f"--seconds {seconds!r}: must be 0.1-3600")
     if not 0 <= interval_s <= 600:
-        fail(f"--interval-s {interval_s:g}: must be 0-600")
+        fail(f"--interval-s {interval_s!r}: must be 0-600")
+    if str(out) == "-":
+        fail("--out -: give a file (the table goes to standard output)")
     check_output("--out", out, DIAGNOSTIC_OUTPUT, force)
+    if not force and out.is_file() and out.stat().st_size:  # another diagnostic's output is not this one's
+        import json
+        try:
+            kind = json.loads(out.read_text(encoding="utf-8")).get("diagnostic")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+        if kind != "host_cores":
+            fail(f"--out {out}: holds another diagnostic's output ({kind or 'not host-cores'}); --force replaces it")
     if not hasattr(os, "sched_setaffinity"):
         fail("specdecsim diagnose host-cores pins a thread to each CPU: this system has no sched_setaffinity")
     from calibration.diagnostics.host_cores import measure_host_cores, print_host_cores
-    print_host_cores(measure_host_cores(out, seconds, interval_s))
+    rounds: list = []
+    try:
+        result = measure_host_cores(out, seconds, interval_s, rounds)
+    except KeyboardInterrupt:
+        print(f"interrupted: {out} holds the {len(rounds)} round(s) measured", flush=True)
+        raise
+    print_host_cores(result)
 
 
 @diagnose_app.command("verify")

@@ -69,15 +69,15 @@ def _configs(target: str, draft: str) -> tuple[dict, dict, dict, dict]:
 MAX_MODEL_LEN = 8192  # what the engine processes start with (calibration.engines.plans.ProcessPlan)
 
 
-def _check_engine_installed(engine: str) -> None:
-    """--engine vllm / sglang needs the engine (and torch) importable here: one line before any
-    process starts."""
+def _check_engine_installed(engine: str, what: str | None = None) -> None:
+    """--engine vllm / sglang (or a queue's plans, `what`) needs the engine (and torch) importable here:
+    one line before any process starts."""
     if engine not in ("vllm", "sglang"):
         return
     import importlib.util
     for mod in ("torch", engine):
         if importlib.util.find_spec(mod) is None:
-            fail(f"--engine {engine}: {mod} is not installed in this Python ({mod} runs the engine; on a GPU host "
+            fail(f"{what or '--engine ' + engine}: {mod} is not installed in this Python ({mod} runs the engine; on a GPU host "
                  "without a package index, an offline bundle brings it: ../shared/engines/ for vLLM, "
                  "engines/build-sglang-bundle.sh for SGLang)")
 
@@ -556,6 +556,9 @@ def engine_queue_run(
         fail(str(e))
     for f in sorted({p.points_file for p in queue if p.points_file}):
         _points_path(points.parent / f, points.parent / f, "points_file")
+    for engine in sorted({p.engine for p in queue}):
+        first = next(p.label for p in queue if p.engine == engine)
+        _check_engine_installed(engine, f"{plans}: {first} and the other {engine} plans")
     status = run_queue(plans, points, deadline_s, log=lambda s: print(s, flush=True), plans=queue)
     bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
     if bad:

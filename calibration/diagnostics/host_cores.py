@@ -62,14 +62,20 @@ def _cpu_mhz() -> dict[int, float]:
     return out
 
 
-def measure_host_cores(out: Path, seconds: float, interval_s: float) -> dict:
+WRITE_EVERY_S = 1.0  # the file is rewritten at most this often (and at the end): its cost grows with the rounds
+
+
+def measure_host_cores(out: Path, seconds: float, interval_s: float, rounds: list | None = None) -> dict:
     """Round after round for `seconds`: each allowed CPU's probe (us), steal share and clock; written
-    to `out` (atomically) after every round, so an interrupted run keeps what it measured."""
+    to `out` (atomically) at most every WRITE_EVERY_S and when it ends, interrupted or not, so an
+    interrupted run keeps what it measured. `rounds`: the list the rounds are appended to (the caller
+    can count them after an interrupt)."""
     allowed = sorted(os.sched_getaffinity(0))
     result = {OUTPUT_KEY: DIAGNOSTIC_OUTPUT, "diagnostic": "host_cores",
               "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": platform.node(), "processor": platform.processor(), "cpus": allowed,
-              "os_cpu_count": os.cpu_count(), "slow_factor": SLOW_FACTOR, "rounds": []}
+              "os_cpu_count": os.cpu_count(), "slow_factor": SLOW_FACTOR,
+              "rounds": [] if rounds is None else rounds}
     siblings = {}
     for c in allowed:
         p = Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list")
@@ -77,6 +83,7 @@ def measure_host_cores(out: Path, seconds: float, interval_s: float) -> dict:
             siblings[c] = p.read_text(encoding="ascii").strip()
     result["thread_siblings"] = siblings
     t_end = time.monotonic() + seconds
+    written = -WRITE_EVERY_S
     try:
         while True:
             t0, j0 = time.monotonic(), _cpu_jiffies()
@@ -88,12 +95,16 @@ def measure_host_cores(out: Path, seconds: float, interval_s: float) -> dict:
             steal = {c: (j1[c][0] - j0[c][0]) / max(1, j1[c][1] - j0[c][1]) for c in allowed if c in j0 and c in j1}
             result["rounds"].append({"t_s": round(t0 - (t_end - seconds), 3), "probe_us": probes,
                                      "steal_frac": steal, "cpu_mhz": {c: mhz[c] for c in allowed if c in mhz}})
-            write_json_atomic(out, result)
+            if time.monotonic() - written >= WRITE_EVERY_S:
+                write_json_atomic(out, result)
+                written = time.monotonic()
             if time.monotonic() + interval_s > t_end:
                 break
             time.sleep(max(0.0, interval_s - (time.monotonic() - t0)))
     finally:
         os.sched_setaffinity(0, set(allowed))
+        if result["rounds"]:
+            write_json_atomic(out, result)
     return result
 
 
@@ -124,5 +135,15 @@ def print_host_cores(result: dict) -> None:
     for c, (lo, med, hi, n) in s["per_cpu"].items():
         t.add_row(str(c), f"{lo:.0f}", f"{med:.0f}", f"{hi:.0f}", f"{n} of {s['rounds']}")
     Console().print(t)
-    print(f"slow CPUs by round: {s['slow_cpus_by_round']}")
+    slow = s["slow_cpus_by_round"]
+    if len(slow) <= 60:
+        print(f"slow CPUs by round: {slow}")
+    else:
+        print(f"slow CPUs in a round: min {min(slow)}, median {statistics.median(slow):g}, max {max(slow)} over "
+              f"{len(slow)} rounds")
     print(f"rounds with at least one fast CPU: {s['rounds_with_a_fast_cpu']} of {s['rounds']}")
+    steal = [v for r in result["rounds"] for v in r.get("steal_frac", {}).values()]
+    mhz = sorted({v for r in result["rounds"] for v in r.get("cpu_mhz", {}).values()})
+    if steal or mhz:
+        print(f"steal time: at most {max(steal, default=0.0):.1%} of a CPU-round; the clock the kernel reports: "
+              + (f"{mhz[0]:g}-{mhz[-1]:g} MHz" if mhz else "none"))

@@ -97,8 +97,8 @@ def main() -> None:
     """Console-script entry point."""
     import signal
     signal.signal(signal.SIGTERM, _terminated)
-    app = build_app(_command_named(sys.argv[1:]))
     try:
+        app = build_app(_command_named(sys.argv[1:]))  # an interrupt while it imports is an interrupt too
         app()
     except SystemExit:
         if _GOT_SIGTERM:
