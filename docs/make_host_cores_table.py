@@ -74,7 +74,7 @@ def cores_table() -> None:
     print(f"| {min(slow)} / {statistics.median(slow):g} / {max(slow)} | {s['rounds_with_a_fast_cpu']} of {s['rounds']} "
           f"| {statistics.median(stretches[True]):g} / {max(stretches[True])} "
           f"| {statistics.median(stretches[False]):g} / {max(stretches[False])} "
-          f"| {total} of {s['rounds'] * len(data['cpus'])} | {steal:.1%} | {'-'.join(f'{m:g}' for m in (mhz[0], mhz[-1]))} |")
+          f"| {total} of {s['rounds'] * len(data['cpus'])} | {steal:.1%} | {mhz[0]:g}-{mhz[-1]:g} |")
 
 
 def pinned_table(lines: list[dict]) -> None:
@@ -138,7 +138,8 @@ def cell_processes_table() -> None:
                   f"| {statistics.mean(w) / 1000:.2f} |")
     for prompt in (1024, 4096):
         v = [m for (_, _, pr), m in means.items() if pr == prompt]
-        print(f"\nprompt {prompt}: process means {min(v) / 1000:.2f}-{max(v) / 1000:.2f} ms a step over {len(v)} processes")
+        print(f"\nprompt {prompt}: process means {min(v) / 1000:.2f}-{max(v) / 1000:.2f} ms a step over "
+              f"{len(v)} processes")
 
 
 def drain_table() -> None:

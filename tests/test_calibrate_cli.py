@@ -282,10 +282,11 @@ def test_diagnose_host_cores_probes_every_cpu_each_round_and_keeps_what_it_measu
     assert data["cpus"] == cpus and len(data["rounds"]) >= 2
     assert all(sorted(map(int, r["probe_us"])) == cpus and min(r["probe_us"].values()) > 0 for r in data["rounds"])
     s = summarize(data)
-    assert s["rounds"] == len(data["rounds"]) and s["floor_us"] == min(min(r["probe_us"].values()) for r in data["rounds"])
+    assert s["rounds"] == len(data["rounds"])
+    assert s["floor_us"] == min(min(r["probe_us"].values()) for r in data["rounds"])
     assert "rounds with at least one fast CPU" in res.output
     assert os.sched_getaffinity(0) == set(cpus)  # the caller's mask given back
-    res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(out), "--seconds", "0.1"])  # its own output: replaced
+    res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(out), "--seconds", "0.1"])  # its own: replaced
     assert res.exit_code == 0
     (tmp_path / "mine.json").write_text("{}")
     res = runner.invoke(app, ["diagnose", "host-cores", "--out", str(tmp_path / "mine.json"), "--seconds", "0.1"])

@@ -441,7 +441,8 @@ def test_a_host_probe_window_records_its_threads_core_speed(tmp_path):
                   prompt_pool(2, 256), 8192)
     probes = [i for i, c in enumerate(calls) if c == "probe"]
     assert len(probes) == 4 and calls[probes[0] + 1:probes[1]] == ["step"] * (REFILL_STEPS_AFTER_PROBE + 8)
-    assert calls[probes[1] + 1] == "probe" and calls[probes[2] + 1:probes[3]] == ["step"] * (REFILL_STEPS_AFTER_PROBE + 8)
+    assert calls[probes[1] + 1] == "probe"
+    assert calls[probes[2] + 1:probes[3]] == ["step"] * (REFILL_STEPS_AFTER_PROBE + 8)
     fake.step = real_step
     fake.host_probe = lambda: (1234.5, 7)  # an engine stepping in a thread of its own probes there (SGLang)
     res = measure_point(fake, PointPlan(2, 256, 0.7, timed_steps=8, repeats=2, host_probe=True), prompt_pool(2, 256),

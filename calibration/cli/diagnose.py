@@ -24,7 +24,8 @@ from calibration.cli.common import (FORCE_HELP, TP_DEVICES, check_at_least, chec
 from simulator.files import DIAGNOSTIC_OUTPUT
 
 diagnose_app = typer.Typer(no_args_is_help=True, add_completion=False,
-                           help="Diagnostics for when a live figure and the profile disagree (the GPU; host-cores: the host CPUs).")
+                           help="Diagnostics for when a live figure and the profile disagree (the GPU; "
+                                "host-cores: the host CPUs).")
 
 
 @diagnose_app.command("drift")

@@ -303,7 +303,8 @@ def vllm_h200_hostspeed() -> list[ProcessPlan]:
     by = {p.label: p for p in calibrate_plans(moe, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE)
           + live_plans(moe, [3], bs, ps, DEFAULT_LIVE_ACCEPTANCES)}
     qf = "qwen3-30b-a3b-" + HOSTSPEED_POINTS
-    qwen = _pinned([by["calibrate_s3"], by["live_s3"]], "_r3", qf) + _pinned([by["calibrate_s0"], by["live_s0"]], "_r2", qf)
+    qwen = (_pinned([by["calibrate_s3"], by["live_s3"]], "_r3", qf)
+            + _pinned([by["calibrate_s0"], by["live_s0"]], "_r2", qf))
     return llama + qwen
 
 

@@ -37,7 +37,8 @@ class PointPlan:
     warmup_steps: int = 8
     repeats: int = 2
     instrument_first: bool = False  # the first window records GPU phases (CUDA events)
-    host_probe: bool = False  # before and after each window, time a fixed piece of Python work in this thread (its core's speed)
+    host_probe: bool = False  # before and after each window, time a fixed piece of Python work in this thread
+    # (its core's speed)
     pin_fastest_cpu: bool = False  # before the warm-up, pin the stepping thread to the CPU that runs that work fastest
 
     @property
