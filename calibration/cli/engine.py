@@ -77,8 +77,8 @@ def _check_engine_installed(engine: str, what: str | None = None) -> None:
     import importlib.util
     for mod in ("torch", engine):
         if importlib.util.find_spec(mod) is None:
-            fail(f"{what or '--engine ' + engine}: {mod} is not installed in this Python ({mod} runs the engine; on a GPU host "
-                 "without a package index, an offline bundle brings it: ../shared/engines/ for vLLM, "
+            fail(f"{what or '--engine ' + engine}: {mod} is not installed in this Python ({mod} runs the engine; "
+                 "on a GPU host without a package index, an offline bundle brings it: ../shared/engines/ for vLLM, "
                  "engines/build-sglang-bundle.sh for SGLang)")
 
 

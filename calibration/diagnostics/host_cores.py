@@ -3,13 +3,15 @@
     specdecsim diagnose host-cores --out cores.json [--seconds 60] [--interval-s 1]
 
 The lent machine's engine steps that the host paces move with the speed of the core the stepping
-thread runs on, and that speed has two states there (docs/engine-calibration.md, "host probe").
-This pins the calling thread to each CPU it may run on in turn and times the same fixed piece of
-interpreter work (calibration.engines.backend.host_speed_probe_us) there, every round, with each
-CPU's steal time (the hypervisor's, /proc/stat) and its clock (/proc/cpuinfo) over the round. It
-answers whether a slow state is the core's (another core is fast at the same time: pinning the
-stepping thread to a fast core removes it) or the machine's (every core slow together). CPU only;
-no GPU needed.
+thread runs on, and that speed has two states there (docs/engine-calibration.md, "What moves it"
+and "Whether holding the core still fixes it"). This pins the calling thread to each CPU it may run
+on in turn and times the same fixed piece of interpreter work
+(calibration.engines.backend.host_speed_probe_us) there, every round, with each CPU's steal time
+(the hypervisor's, /proc/stat) and its clock (/proc/cpuinfo) over the round. It answers whether a
+slow state is a core's (another core is fast at the same time) or the machine's (every core slow
+together), and how long a core keeps one (on the lent H200: a core's, for 2 s at the median, so
+pinning the stepping thread to the core fastest at a point's start did not hold it). CPU only; no
+GPU needed.
 """
 
 from __future__ import annotations

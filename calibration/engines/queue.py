@@ -349,7 +349,8 @@ def _tp_queue(engine: str, tp: int):
 QUEUES = {"vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200,
-          "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostspeed": vllm_h200_hostspeed, "vllm-h200-hostprobe": vllm_h200_hostprobe,
+          "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostspeed": vllm_h200_hostspeed,
+          "vllm-h200-hostprobe": vllm_h200_hostprobe,
           "sglang-h200-hostprobe": sglang_h200_hostprobe, "sglang-h200-group1": sglang_h200_group1,
           **{f"{e}-h200x{n}-tp": _tp_queue(e, n) for e in ("vllm", "sglang") for n in (2, 4, 8)}}
 
