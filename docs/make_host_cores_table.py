@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.diagnostics.host_cores import SLOW_FACTOR, summarize  # noqa: E402
+from calibration.engines.build import engine_lines  # noqa: E402
 
 RUNS = ROOT / "data" / "engine_runs"
 CORES = RUNS / "h200_vllm_0.26.0_diag" / "host_cores_2026-12-04.json.gz"
@@ -39,8 +40,8 @@ OLD_PROFILE = ROOT / "data" / "engine_profiles" / "vllm-0.26.0-h200-llama-3.1-8b
 
 
 def _points(path: Path) -> list[dict]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [ln for ln in map(json.loads, f) if ln.get("kind") == "point"]
+    """The point lines of a points file (read and checked as every command reads them)."""
+    return engine_lines([path])[1]
 
 
 def cores_table() -> None:

@@ -17,14 +17,17 @@ run in SGLang's scheduler thread).
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
+import sys
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from calibration.engines.build import engine_lines  # noqa: E402
+
 POINTS = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0_diag" / "hostprobe_2026-12-04.jsonl.gz"
 SGLANG_POINTS = ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15_diag" / "hostprobe_2026-12-04.jsonl.gz"
 PROBE_SLOW_US = 3500.0  # between the probe's two states on the lent machine (about 2.3-2.5 ms and 4.8-5.3 ms)
@@ -35,13 +38,8 @@ def _fmt(vals: list[float]) -> str:
 
 
 def _rows(path: Path) -> list[dict]:
-    rows = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            if r["kind"] == "point":
-                rows.append(r)
-    return rows
+    """The point lines of a points file (read and checked as every command reads them)."""
+    return engine_lines([path])[1]
 
 
 def sglang_table() -> None:

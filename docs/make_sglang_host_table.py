@@ -15,12 +15,15 @@ spread (max / min - 1) of each over the processes.
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from calibration.engines.build import CHAIN, engine_lines, label_variant  # noqa: E402
+
 RUNS = ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15"
 FILES = [RUNS / "points.jsonl.gz", RUNS / "points_2026-12-03.jsonl.gz"]
 PROMPT = 1024
@@ -29,22 +32,19 @@ PROMPT = 1024
 def rows() -> dict[int, list[tuple[str, float, float]]]:
     """batch -> [(process, step us, GPU replays us)]."""
     out: dict[int, list] = {}
-    for path in FILES:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            for ln in map(json.loads, f):
-                label = ln.get("label", "")
-                if ln.get("kind") != "point" or not label.startswith("calibrate_s3") or "_t" in label \
-                        or "nooverlap" in label:
-                    continue
-                p = ln["point"]
-                ins = [r for r in p["repeats"] if r["instrumented"]]
-                plain = [r for r in p["repeats"] if not r["instrumented"]]
-                if p["prompt_len"] != PROMPT or not ins or not plain:
-                    continue
-                m = ins[0]["means"]
-                out.setdefault(p["batch_size"], []).append(
-                    (label, statistics.mean(r["elapsed_us"] / r["num_cycles"] for r in plain),
-                     m["target_forward_us"] + m["draft_extend_us"] + m["sample_us"]))
+    for ln in engine_lines(FILES, "calibrate")[1]:
+        label = ln["label"]
+        if label_variant(label) != CHAIN or ln["point"]["num_steps"] != 3:
+            continue
+        p = ln["point"]
+        ins = [r for r in p["repeats"] if r["instrumented"]]
+        plain = [r for r in p["repeats"] if not r["instrumented"]]
+        if p["prompt_len"] != PROMPT or not ins or not plain:
+            continue
+        m = ins[0]["means"]
+        out.setdefault(p["batch_size"], []).append(
+            (label, statistics.mean(r["elapsed_us"] / r["num_cycles"] for r in plain),
+             m["target_forward_us"] + m["draft_extend_us"] + m["sample_us"]))
     return out
 
 

@@ -12,23 +12,25 @@ run's difference from the nearest of them and from their median, and the TP its 
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from calibration.engines.build import engine_lines  # noqa: E402
+
 RUNS = ROOT / "data" / "engine_runs"
 ENGINES = {"vllm": ("h200_vllm_0.26.0_group", ["h200_vllm_0.26.0"]),
            "sglang": ("h200_sglang_0.5.15_group", ["h200_sglang_0.5.15"])}
 SINGLE = ("calibrate_s3", "calibrate_s3_r2", "calibrate_s3_r3", "calibrate_s3_r4")
 
 
-def _lines(folder: str):
-    for f in sorted((RUNS / folder).glob("points*.jsonl.gz")):
-        with gzip.open(f, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                yield json.loads(line)
+def _lines(folder: str) -> list[dict]:
+    """Every line of the folder's points files (read and checked as every command reads them)."""
+    engines, points = engine_lines(sorted((RUNS / folder).glob("points*.jsonl.gz")))
+    return engines + points
 
 
 def _period_us(point: dict) -> float:

@@ -39,6 +39,8 @@ SWEEP_OUTPUT = "sweep/1"
 HARDWARE_OUTPUT = "hardware/1"
 PROFILE_OUTPUT = "profile/1"  # recognised by its keys (the profile schema allows no marker)
 DIAGNOSTIC_OUTPUT = "diagnostic/1"
+HOST_CORES_OUTPUT = "host_cores/1"  # `specdecsim diagnose host-cores` (a kind of its own: another diagnostic's
+# output is not its to replace)
 CASES_OUTPUT = "cases/1"
 ENGINE_FIT_OUTPUT = "engine_fit/1"
 COLLECTIVE_CONSTANTS_OUTPUT = "collective_constants/1"  # data/fits/collectives.json (simulator.costs.collectives_fit)
@@ -124,19 +126,26 @@ def _head_marker(path: Path) -> str | None:
     return other.get(OUTPUT_KEY) if isinstance(other, dict) else None
 
 
+def _output_json(path: Path) -> tuple[dict | None, str | None]:
+    """(the JSON object, its OUTPUT_KEY marker) of a file; (None, None) where it is no JSON object."""
+    try:
+        data = load_json(read_text(path, "output"), str(path))
+    except UserInputError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    other = data.get("otherData")
+    return data, data.get(OUTPUT_KEY) or (other.get(OUTPUT_KEY) if isinstance(other, dict) else None)
+
+
 def is_own_output(path: Path, kind: str) -> bool:
     """Whether `path` is a JSON output of this kind that a specdecsim tool wrote (by its content;
     a streamed trace by its first line)."""
     if kind == TRACE_OUTPUT and _head_marker(path) == kind:
         return True
-    try:
-        data = load_json(read_text(path, "output"), str(path))
-    except UserInputError:
+    data, mark = _output_json(path)
+    if data is None:
         return False
-    if not isinstance(data, dict):
-        return False
-    other = data.get("otherData")
-    mark = data.get(OUTPUT_KEY) or (other.get(OUTPUT_KEY) if isinstance(other, dict) else None)
     return mark == kind or (mark is None and kind in _LEGACY_KEYS and _LEGACY_KEYS[kind] <= set(data))
 
 
@@ -174,6 +183,10 @@ def check_output_file(path: Path | None, flag: str, kind: str, force: bool = Fal
     _refuse_special(path, st, flag)
     if force or st.st_size == 0 or is_own_output(path, kind):
         return
+    mark = _output_json(path)[1]
+    if isinstance(mark, str) and mark != kind:  # another command's output: say whose
+        raise OutputPathError(f"{flag} {path}: holds another {mark.split('/')[0]}'s output ({mark}), not a "
+                              f"{kind.split('/')[0]} output; --force replaces it")
     raise OutputPathError(f"{flag} {path}: exists and is not a specdecsim {kind.split('/')[0]} output; "
                           "--force replaces it")
 

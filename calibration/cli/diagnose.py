@@ -21,7 +21,7 @@ import typer
 
 from calibration.cli.common import (FORCE_HELP, TP_DEVICES, check_at_least, check_choice, check_gpus, check_output,
                                     fail, need_cuda, need_torch)
-from simulator.files import DIAGNOSTIC_OUTPUT
+from simulator.files import DIAGNOSTIC_OUTPUT, HOST_CORES_OUTPUT
 
 diagnose_app = typer.Typer(no_args_is_help=True, add_completion=False,
                            help="Diagnostics for when a live figure and the profile disagree (the GPU; "
@@ -92,15 +92,7 @@ def host_cores(
         fail(f"--interval-s {interval_s!r}: must be 0-600")
     if str(out) == "-":
         fail("--out -: give a file (the table goes to standard output)")
-    check_output("--out", out, DIAGNOSTIC_OUTPUT, force)
-    if not force and out.is_file() and out.stat().st_size:  # another diagnostic's output is not this one's
-        import json
-        try:
-            kind = json.loads(out.read_text(encoding="utf-8")).get("diagnostic")
-        except (OSError, ValueError, AttributeError):
-            kind = None
-        if kind != "host_cores":
-            fail(f"--out {out}: holds another diagnostic's output ({kind or 'not host-cores'}); --force replaces it")
+    check_output("--out", out, HOST_CORES_OUTPUT, force)
     if not hasattr(os, "sched_setaffinity"):
         fail("specdecsim diagnose host-cores pins a thread to each CPU: this system has no sched_setaffinity")
     from calibration.diagnostics.host_cores import measure_host_cores, print_host_cores

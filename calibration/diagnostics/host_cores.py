@@ -26,8 +26,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from calibration.engines.backend import host_speed_probe_us
-from simulator.files import DIAGNOSTIC_OUTPUT, OUTPUT_KEY, write_json_atomic
+from calibration.engines.backend import probe_cpus
+from simulator.files import HOST_CORES_OUTPUT, OUTPUT_KEY, write_json_atomic
 
 SLOW_FACTOR = 1.5  # a probe this many times the CPU's fastest is a slow state
 
@@ -73,7 +73,7 @@ def measure_host_cores(out: Path, seconds: float, interval_s: float, rounds: lis
     interrupted run keeps what it measured. `rounds`: the list the rounds are appended to (the caller
     can count them after an interrupt)."""
     allowed = sorted(os.sched_getaffinity(0))
-    result = {OUTPUT_KEY: DIAGNOSTIC_OUTPUT, "diagnostic": "host_cores",
+    result = {OUTPUT_KEY: HOST_CORES_OUTPUT, "diagnostic": "host_cores",
               "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": platform.node(), "processor": platform.processor(), "cpus": allowed,
               "os_cpu_count": os.cpu_count(), "slow_factor": SLOW_FACTOR,
@@ -89,10 +89,7 @@ def measure_host_cores(out: Path, seconds: float, interval_s: float, rounds: lis
     try:
         while True:
             t0, j0 = time.monotonic(), _cpu_jiffies()
-            probes = {}
-            for c in allowed:
-                os.sched_setaffinity(0, {c})
-                probes[c] = host_speed_probe_us()
+            probes = probe_cpus(allowed)
             j1, mhz = _cpu_jiffies(), _cpu_mhz()
             steal = {c: (j1[c][0] - j0[c][0]) / max(1, j1[c][1] - j0[c][1]) for c in allowed if c in j0 and c in j1}
             result["rounds"].append({"t_s": round(t0 - (t_end - seconds), 3), "probe_us": probes,

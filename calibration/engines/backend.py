@@ -108,18 +108,24 @@ def host_speed_probe_us() -> float:
 _ALLOWED_CPUS: list[int] = []  # the CPUs this process could run on before fastest_cpu first pinned a thread
 
 
-def fastest_cpu(cpus: list[int] | None = None) -> tuple[int, dict[int, float]]:
-    """The CPU (of `cpus`, default every CPU the process was allowed before the first pin) that runs the
-    host probe fastest now, and each one's probe, us; the calling thread is left pinned to that CPU
-    (Linux: pid 0 is the calling thread, so the engine's other threads keep their masks)."""
+def probe_cpus(cpus: list[int]) -> dict[int, float]:
+    """Each CPU's host probe, us: the calling thread pinned to each in turn (Linux: pid 0 is the calling
+    thread, so the process's other threads keep their masks), and left on the last."""
     import os
-    if not _ALLOWED_CPUS:
-        _ALLOWED_CPUS.extend(sorted(os.sched_getaffinity(0)))
-    cpus = sorted(cpus if cpus is not None else _ALLOWED_CPUS)
     probes = {}
     for c in cpus:
         os.sched_setaffinity(0, {c})
         probes[c] = host_speed_probe_us()
+    return probes
+
+
+def fastest_cpu(cpus: list[int] | None = None) -> tuple[int, dict[int, float]]:
+    """The CPU (of `cpus`, default every CPU the process was allowed before the first pin) that runs the
+    host probe fastest now, and each one's probe, us; the calling thread is left pinned to that CPU."""
+    import os
+    if not _ALLOWED_CPUS:
+        _ALLOWED_CPUS.extend(sorted(os.sched_getaffinity(0)))
+    probes = probe_cpus(sorted(cpus if cpus is not None else _ALLOWED_CPUS))
     best = min(probes, key=probes.get)
     os.sched_setaffinity(0, {best})
     return best, probes
