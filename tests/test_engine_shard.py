@@ -524,3 +524,33 @@ def test_a_queue_of_an_engine_not_installed_here_is_refused_before_any_process_s
     r = runner.invoke(app, ["calibrate", "engine-queue-run", str(q), str(tmp_path / "p.jsonl"), "--deadline-s", "60"])
     assert r.exit_code == 2 and "calibrate_s2_r2 and the other vllm plans" in r.output and "not installed" in r.output
     assert sorted(x.name for x in tmp_path.iterdir()) == ["q"]  # no points file, models or plan copies
+
+
+def test_the_mla_paths_queue_runs_both_vllm_verify_paths_at_the_published_cases_contexts():
+    """Queue vllm-h200-mla-paths: the MLA target at num_steps 3 on TRITON_MLA (vLLM's pick on SM120: the
+    verify on MLA's prefill path) and on vLLM's own H200 choice, each in a points file of its own, at the
+    contexts of the published Kimi-K2.5 verify-path case; the engine gets the backend for its MLA layers
+    only; another engine's plan refuses the setting in one line."""
+    from pathlib import Path
+
+    from calibration.engines.plans import ProcessPlan
+    from calibration.engines.queue import MLA_PATH_CONTEXTS, QUEUES
+    from calibration.engines.vllm_backend import llm_kwargs
+    from simulator.evidence.cases import load_case_file
+    plans = QUEUES["vllm-h200-mla-paths"]()
+    assert [(p.label, p.mla_attention_backend) for p in plans] == [("calibrate_s3_triton_mla", "TRITON_MLA"),
+                                                                   ("calibrate_s3_default", None)]
+    assert len({p.points_file for p in plans}) == 2 and all(p.num_steps == 3 for p in plans)
+    assert all(p.engine_env == {"VLLM_USE_V2_MODEL_RUNNER": "0"} and p.uniform_expert_routing for p in plans)
+    cf = load_case_file(Path(__file__).resolve().parents[1] / "data" / "cases" / "public.yaml")
+    kimi = next(c for c in cf.cases if c.id == "vllm-kimi-k25-8x-rtxpro6000-pcie-verify-graph")
+    assert sorted({r.context_len or kimi.scenario.context_len for r in kimi.runs}) == MLA_PATH_CONTEXTS
+    assert {q["prompt_len"] for p in plans for q in p.points} == set(MLA_PATH_CONTEXTS)
+    assert all(q["prompt_len"] + 1024 < p.max_model_len for p in plans for q in p.points)
+    kw = llm_kwargs("t", "d", 3, max_model_len=32768, max_num_seqs=64, gpu_memory_utilization=0.85,
+                    capture_sizes=[1, 2, 4], mla_attention_backend=plans[0].mla_attention_backend)
+    assert kw["attention_config"] == {"backend_per_kind": {"mla_attention": "TRITON_MLA"}}
+    assert "attention_config" not in llm_kwargs("t", None, 0, max_model_len=4096, max_num_seqs=8,
+                                                gpu_memory_utilization=0.5, capture_sizes=[1])
+    with pytest.raises(ValueError, match="mla_attention_backend TRITON_MLA: a vLLM setting; engine sglang"):
+        ProcessPlan(**{**plans[0].model_dump(), "engine": "sglang"})

@@ -46,6 +46,10 @@ class PointFields(StrictModel):
     pin_fastest_cpu: bool = False
 
 
+# vLLM 0.26.0's MLA backends (vllm/v1/attention/backends/registry.py) a plan may ask for
+VllmMlaBackend = Literal["TRITON_MLA", "FLASHMLA", "FLASH_ATTN_MLA", "FLASHINFER_MLA", "CUTLASS_MLA"]
+
+
 class ProcessPlan(StrictModel):
     """One engine process: the engine, its configuration and the points it measures."""
 
@@ -92,6 +96,11 @@ class ProcessPlan(StrictModel):
     group_launch: bool = Field(False, description=(
         "Run as a TP group of tensor_parallel_size processes even at 1 (the group's path on one GPU: vLLM's "
         "external_launcher, SGLang's broadcast request path)."))
+    mla_attention_backend: VllmMlaBackend | None = Field(
+        None, description="vLLM only: the backend of the target's MLA layers (attention_config.backend_per_kind "
+                          "'mla_attention'; the draft's attention is left to vLLM). TRITON_MLA takes queries of one "
+                          "token only, so a verify of 1 + k tokens runs MLA's prefill path (non-absorbed, the "
+                          "context up-projected) and no full graph; None: vLLM's choice for the GPU.")
     prompt_seed: int = 0
     points: list[dict] = Field(description="PointPlan fields, one dict per point.")
 
@@ -109,6 +118,13 @@ class ProcessPlan(StrictModel):
                 where = ".".join(str(x) for x in first.get("loc", ()))
                 raise ValueError(f"points[{i}]{'.' + where if where else ''}: {first['msg']}") from None
         return out
+
+    @model_validator(mode="after")
+    def _mla_backend_is_vllms(self):
+        if self.mla_attention_backend is not None and self.engine != "vllm":
+            raise ValueError(f"mla_attention_backend {self.mla_attention_backend}: a vLLM setting; engine "
+                             f"{self.engine} picks its own")
+        return self
 
     @model_validator(mode="after")
     def _tp_fits_the_engine(self):

@@ -222,6 +222,29 @@ def vllm_h200_next() -> list[ProcessPlan]:
                                  "points_file": "deepseek-v2-lite-v1.points.jsonl"}) for p in vllm_h200_mla()]
 
 
+MLA_PATH_CONTEXTS = [2048, 10000, 30000]  # the contexts of the published Kimi-K2.5 verify-path case (data/cases/public.yaml)
+
+
+def vllm_h200_mla_paths() -> list[ProcessPlan]:
+    """vLLM's two MLA verify paths on the MLA target (issue 26: "absorbed vs not"), num_steps 3 at batch 1
+    and 8 over the contexts of the published Kimi-K2.5 case, on model runner V1 with experts routed
+    uniformly: first with the target's MLA layers on TRITON_MLA (queries of one token only: the 4-token
+    verify runs MLA's prefill path, the context up-projected, with no full graph: what vLLM picks on an
+    RTX PRO 6000, SM120), then on vLLM's own choice for the H200 (FLASH_ATTN_MLA: the absorbed decode
+    kernels in a full graph). Each in a points file of its own."""
+    t_cfg, d_cfg = model_configs("deepseek-v2-lite", "eagle3-deepseek-v2-lite")
+    base = dict(engine="vllm", target_config=t_cfg, draft_config=d_cfg, max_model_len=32768,
+                uniform_expert_routing=True, engine_env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    out = []
+    for backend, name in (("TRITON_MLA", "triton-mla"), (None, "default")):
+        plan = next(p for p in calibrate_plans({**base, "mla_attention_backend": backend,
+                                                "points_file": f"deepseek-v2-lite-paths-{name}.points.jsonl"},
+                                               [3], [1, 8], MLA_PATH_CONTEXTS, DEFAULT_CALIBRATE_ACCEPTANCE)
+                    if p.num_steps)
+        out.append(plan.model_copy(update={"label": f"calibrate_s3_{name.replace('-', '_')}"}))
+    return out
+
+
 def vllm_h200_routing_check() -> list[ProcessPlan]:
     """One short vLLM process: Qwen3-30B-A3B's baseline at batch 1, 8 and 64 (1k prompt) with each token's
     experts drawn uniformly (vLLM's routing simulator), against the committed baseline that routed by the
@@ -346,7 +369,7 @@ def _tp_queue(engine: str, tp: int):
     return lambda: tp_plans(engine, tp)
 
 
-QUEUES = {"vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
+QUEUES = {"vllm-h200-mla-paths": vllm_h200_mla_paths, "vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200,
           "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostspeed": vllm_h200_hostspeed,

@@ -79,6 +79,31 @@ def write_model_dirs(root: Path, target_config: dict, draft_config: dict | None)
 VLLM_UNIFORM_ROUTING = {"VLLM_MOE_ROUTING_SIMULATION_STRATEGY": "uniform_random"}
 
 
+def llm_kwargs(target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int, max_num_seqs: int,
+               gpu_memory_utilization: float, capture_sizes: list[int], seed: int = 0, initial_acceptance: float = 0.7,
+               tp_size: int | None = None, draft_tp_size: int | None = None,
+               mla_attention_backend: str | None = None) -> dict:
+    """`vllm.LLM`'s arguments for a target (dummy weights) and, with `num_steps`, its EAGLE-3 draft at
+    synthetic acceptance; `tp_size`: a rank of a TP group (torchrun's way: external_launcher);
+    `mla_attention_backend`: the target's MLA layers' backend (the draft's attention stays vLLM's pick)."""
+    kwargs = dict(model=str(target_dir), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
+                  max_model_len=max_model_len, max_num_seqs=max_num_seqs, seed=seed,
+                  gpu_memory_utilization=gpu_memory_utilization,
+                  compilation_config={"cudagraph_capture_sizes": list(capture_sizes)})
+    if mla_attention_backend:
+        kwargs["attention_config"] = {"backend_per_kind": {"mla_attention": mla_attention_backend}}
+    if tp_size is not None:
+        kwargs.update(tensor_parallel_size=tp_size, distributed_executor_backend="external_launcher")
+    if num_steps:
+        kwargs["speculative_config"] = {
+            "method": "eagle3", "model": str(draft_dir), "num_speculative_tokens": num_steps,
+            "rejection_sample_method": "synthetic",
+            "synthetic_acceptance_rates": [initial_acceptance ** (i + 1) for i in range(num_steps)]}
+        if draft_tp_size is not None:
+            kwargs["speculative_config"]["draft_tensor_parallel_size"] = int(draft_tp_size)
+    return kwargs
+
+
 class VllmBackend(RecordingWindow):
     """One vLLM engine (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process; in a
     TP group one rank's engine (`external_launcher`: every rank schedules the same steps itself)."""
@@ -87,7 +112,8 @@ class VllmBackend(RecordingWindow):
 
     def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
                  max_num_seqs: int, gpu_memory_utilization: float, capture_sizes: list[int], seed: int = 0,
-                 initial_acceptance: float = 0.7, tp_size: int = 1, draft_tp_size: int | None = None):
+                 initial_acceptance: float = 0.7, tp_size: int = 1, draft_tp_size: int | None = None,
+                 mla_attention_backend: str | None = None):
         for k, v in ENV.items():
             os.environ.setdefault(k, v)
         import torch
@@ -97,23 +123,14 @@ class VllmBackend(RecordingWindow):
         self._torch = torch
         self.num_steps = num_steps
         self.max_model_len = max_model_len
-        kwargs = dict(model=str(target_dir), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
-                      max_model_len=max_model_len, max_num_seqs=max_num_seqs, seed=seed,
-                      gpu_memory_utilization=gpu_memory_utilization,
-                      compilation_config={"cudagraph_capture_sizes": list(capture_sizes)})
         from calibration.engines.tp_launch import in_group
-        if in_group():  # a rank of a TP group (calibration.engines.tp_launch): torchrun's way
-            kwargs.update(tensor_parallel_size=tp_size, distributed_executor_backend="external_launcher")
-        elif tp_size != 1:
+        if tp_size != 1 and not in_group():
             raise ValueError(f"tp_size {tp_size}: a TP group runs as one process a rank "
                              "(calibration.engines.tp_launch)")
-        if num_steps:
-            kwargs["speculative_config"] = {
-                "method": "eagle3", "model": str(draft_dir), "num_speculative_tokens": num_steps,
-                "rejection_sample_method": "synthetic",
-                "synthetic_acceptance_rates": [initial_acceptance ** (i + 1) for i in range(num_steps)]}
-            if draft_tp_size is not None:
-                kwargs["speculative_config"]["draft_tensor_parallel_size"] = int(draft_tp_size)
+        kwargs = llm_kwargs(target_dir, draft_dir, num_steps, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                            gpu_memory_utilization=gpu_memory_utilization, capture_sizes=capture_sizes, seed=seed,
+                            initial_acceptance=initial_acceptance, tp_size=tp_size if in_group() else None,
+                            draft_tp_size=draft_tp_size, mla_attention_backend=mla_attention_backend)
         t0 = time.perf_counter()
         self.llm = LLM(**kwargs)
         startup_s = time.perf_counter() - t0

@@ -84,7 +84,7 @@ def start_backend(plan: ProcessPlan, workdir: Path, rank: int = 0):
         backend = VllmBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
                               max_num_seqs=plan.max_num_seqs, gpu_memory_utilization=plan.gpu_memory_utilization,
                               capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed,
-                              tp_size=tp, draft_tp_size=dtp)
+                              tp_size=tp, draft_tp_size=dtp, mla_attention_backend=plan.mla_attention_backend)
         if plan.uniform_expert_routing:
             backend.info().notes.append(
                 "uniform expert routing: vLLM's routing simulator (VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
@@ -137,7 +137,7 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
                           info={**asdict(info), "variant": dict(
                               topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
                               uniform_expert_routing=plan.uniform_expert_routing, engine_env=plan.engine_env,
-                              cuda_graphs=plan.cuda_graphs,
+                              cuda_graphs=plan.cuda_graphs, mla_attention_backend=plan.mla_attention_backend,
                               num_hidden_layers=plan.target_config.get("num_hidden_layers")),
                               # which model ran: a profile or records built from these points name theirs
                               "model": {"target": plan.target_config, "draft": plan.draft_config}},
