@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: calibration and the live grid, results under $OUT.
-#   bash calibration/h200_run.sh quick|traces|traces-session|comm-stream|engine-moe|calibrate|live|noise|batch|serving|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
+#   bash calibration/h200_run.sh quick|traces|traces-session|comm-stream|engine-moe|engine-moe-wide|calibrate|live|noise|batch|serving|loop-reps|overhead|collectives|session|tp-forwards|tp-skew|tp|tp-noise|moe-all|all
 # Needs the wheels in .whl/ (pydantic, pydantic-core, annotated-types, typing-inspection, simpy, prometheus_client)
 # for the machine's python3, which has torch (and typer, rich, numpy, scipy, pyyaml) but not those.
 # Multicast stays off. Every case is a `specdecsim` subcommand, run as `python3 -m simulator.cli`
@@ -129,6 +129,11 @@ case $what in
                # files and its configs, not part of this project; calibration/bench/engine_moe.py)
     timeout 540 "${specdecsim[@]}" calibrate engine-moe --engine-src .engine_src --out "$out/h200_engine_moe.jsonl" 2>&1 \
       | grep -v "Performance might be sub-optimal" | tail -60 ;;
+  engine-moe-wide)  # one GPU: the same kernels at experts wider on a rank than TP8's (docs/make_moe_law_check.py):
+                    # Qwen3-30B-A3B at TP1 (768) and a DeepSeek-V3 EP4 x TP2 rank (64 experts, 1,024); carry .engine_src
+    timeout 540 "${specdecsim[@]}" calibrate engine-moe --engine-src .engine_src --out "$out/h200_engine_moe_wide.jsonl" \
+      --shape qwen3-30b-a3b-tp1:128:2048:768:8:fp8_block128 --shape deepseek-v3-ep4tp2:64:7168:1024:8:fp8_block128 2>&1 \
+      | grep -v "Performance might be sub-optimal" | tail -40 ;;
   moe-all)  # one GPU: the routed-expert layer of every model shape, bf16 grouped GEMM and fp8 (scaled grouped
             # GEMM, or the per-expert scaled GEMM loop where that is all torch has), one JSON per shape and dtype
     timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_bench_moe.py 2>&1 | tail -2
