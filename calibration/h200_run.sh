@@ -130,9 +130,10 @@ case $what in
     timeout 540 "${specdecsim[@]}" calibrate engine-moe --engine-src .engine_src --out "$out/h200_engine_moe.jsonl" 2>&1 \
       | grep -v "Performance might be sub-optimal" | tail -60 ;;
   engine-moe-wide)  # one GPU: the same kernels at experts wider on a rank than TP8's (docs/make_moe_law_check.py):
-                    # Qwen3-30B-A3B at TP1 (768) and a DeepSeek-V3 EP4 x TP2 rank (64 experts, 1,024); carry .engine_src
+                    # Qwen3-30B-A3B's at TP1 (768 over hidden 2,048) and 64 experts 1,024 wide over hidden 7,168 (a
+                    # DeepSeek-V3 EP4 x TP2 rank's width; top 8 of the 64); fp8 block-128; carry .engine_src
     timeout 540 "${specdecsim[@]}" calibrate engine-moe --engine-src .engine_src --out "$out/h200_engine_moe_wide.jsonl" \
-      --shape qwen3-30b-a3b-tp1:128:2048:768:8:fp8_block128 --shape deepseek-v3-ep4tp2:64:7168:1024:8:fp8_block128 2>&1 \
+      --shape qwen3-30b-a3b-tp1:128:2048:768:8:fp8_block128 --shape deepseek-v3-64x1024:64:7168:1024:8:fp8_block128 2>&1 \
       | grep -v "Performance might be sub-optimal" | tail -40 ;;
   moe-all)  # one GPU: the routed-expert layer of every model shape, bf16 grouped GEMM and fp8 (scaled grouped
             # GEMM, or the per-expert scaled GEMM loop where that is all torch has), one JSON per shape and dtype

@@ -11,7 +11,8 @@ acceptance 0.7), and, once queue `vllm-h200-mla-paths` has run, as vLLM 0.26.0 m
 
 The model's columns were written before any of these points was measured (a prediction to hold the
 measurement against); the measured columns appear when the points files are in
-data/engine_runs/h200_vllm_0.26.0_deepseek-v2-lite/ (paths-triton-mla*.jsonl.gz, paths-default*.jsonl.gz).
+data/engine_runs/h200_vllm_0.26.0_deepseek-v2-lite/ as the queue names them, gzipped
+(deepseek-v2-lite-paths-triton.points.jsonl.gz, deepseek-v2-lite-paths-default.points.jsonl.gz).
 
     python docs/make_mla_paths_table.py
 """
@@ -34,8 +35,9 @@ from simulator.profile import load_profile, resolve_profile_path  # noqa: E402
 from simulator.scenario import scenario_from_dict  # noqa: E402
 
 RUNS = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0_deepseek-v2-lite"
-PATHS = {"prefill": ("paths-triton-mla", dict(verify_attention="prefill", graph_verify="piecewise")),
-         "decode": ("paths-default", dict(verify_attention="decode", graph_verify="full"))}
+# path -> (the queue's points file, the backend its MLA layers were asked to run, the engine model's fields)
+PATHS = {"prefill": ("deepseek-v2-lite-paths-triton", "TRITON_MLA", dict(verify_attention="prefill", graph_verify="piecewise")),
+         "decode": ("deepseek-v2-lite-paths-default", None, dict(verify_attention="decode", graph_verify="full"))}
 NUM_STEPS, RATE, BATCHES = 3, 0.7, (1, 8)
 
 
@@ -53,22 +55,33 @@ def predicted(t: dict, d: dict, path: str, batch: int, context: int) -> tuple[fl
                 spec=dict(method="eagle3", num_steps=NUM_STEPS, topk=1, num_draft_tokens=NUM_STEPS + 1),
                 acceptance=dict(kind="iid", acceptance_rate=RATE),
                 workload=dict(batch_size=batch, context_len=context, max_new_tokens=256),
-                serving_engine=dict(kind="vllm", version="2026", **PATHS[path][1]))
+                serving_engine=dict(kind="vllm", version="2026", **PATHS[path][2]))
     cost = CostModel(scenario_from_dict(data, "mla-paths.yaml", ROOT / "scenarios"),
                      load_profile(resolve_profile_path("h200")))
     return cost.verify_forward().gpu_us, cycle_time_us(cost, 1)
 
 
 def measured(path: str) -> dict[tuple[int, int], tuple[float, float | None]]:
-    """(batch, prompt) -> (step us, target forward us or None) of the path's calibration points."""
-    files = sorted(RUNS.glob(f"{PATHS[path][0]}*.jsonl.gz"))
+    """(batch, prompt) -> (step us, target forward us or None) of the path's calibration points: the
+    queue's points file (committed gzipped, any suffix), from vLLM processes whose MLA layers were asked
+    to run the path's backend.
+
+    Raises:
+        SystemExit: a file holds points of another engine or backend (it is not this path's).
+    """
+    stem, backend, _ = PATHS[path]
+    files = sorted(RUNS.glob(f"{stem}*.jsonl.gz"))
     if not files:
         return {}
     engines, lines = engine_lines(files, "calibrate")
-    runner = {e["label"]: str(e["info"].get("model_runner", "")) for e in engines}
+    ok = {e["label"]: str(e["info"].get("model_runner", "")) for e in engines
+          if e["info"].get("engine") == "vllm" and (e["info"].get("variant") or {}).get("mla_attention_backend") == backend}
+    if not ok or any(ln["label"] not in ok for ln in lines):
+        sys.exit(f"{', '.join(map(str, files))}: points of another engine or MLA backend than vLLM with "
+                 f"{backend or 'its own choice'} (the {path} path)")
     out: dict = {}
     for ln in lines:
-        ep = engine_point(ln["point"], ln.get("engine"), model_runner=runner.get(ln["label"], ""))
+        ep = engine_point(ln["point"], ln.get("engine"), model_runner=ok[ln["label"]])
         if ep is not None and ep.num_steps == NUM_STEPS:
             out.setdefault((ep.batch_size, ep.prompt_len), []).append((ep.step_us, ep.target_forward_us))
     return {k: (float(np.mean([s for s, _ in v])),

@@ -15,7 +15,6 @@ calls). Carried to another GPU, B is that GPU's and r_e is kept.
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from scipy.optimize import least_squares
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from calibration.engines.build import engine_lines, engine_point  # noqa: E402
 from simulator.costs.moe_ops import expected_distinct_experts  # noqa: E402
 from simulator.hardware import default_catalog  # noqa: E402
 
@@ -78,16 +78,14 @@ def main() -> None:
     w_e = 3.0 * cfg["hidden_size"] * cfg["moe_intermediate_size"] * 2.0
     moe_ms = cfg["num_hidden_layers"] * law_us(p, expected_distinct_experts(cfg["num_experts"], cfg["num_experts_per_tok"], 1),
                                                w_e, bw_h200) / 1e3
-    steps = []
-    for line in gzip.open(QWEN3_POINTS, "rt"):
-        rec = json.loads(line)
-        pt = rec.get("point") or {}
-        if rec.get("kind") == "point" and pt.get("num_steps") == 0 and pt.get("batch_size") == 1:
-            steps += [r["elapsed_us"] / r["num_cycles"] / 1e3 for r in pt["repeats"] if not r["instrumented"]]
-    print("\n| wide expert | the law's MoE alone, ms a step | vLLM's whole decode step, ms (measured) |")
+    engines, lines = engine_lines([QWEN3_POINTS])
+    steps = [ep.step_us / 1e3 for ln in lines
+             if (ep := engine_point(ln["point"], ln.get("engine"))) is not None and ep.num_steps == 0
+             and ep.batch_size == 1 and ep.prompt_len == 1024]
+    print("\n| wide expert | the law's MoE alone, ms a step | vLLM's whole decode step, ms (measured, 1k prompt) |")
     print("|---|---:|---:|")
     print(f"| Qwen3-30B-A3B, TP1 bf16, batch 1 ({cfg['num_hidden_layers']} MoE layers) | {moe_ms:.2f} | "
-          f"{min(steps):.2f}-{max(steps):.2f} |")
+          f"{min(steps):.2f}-{max(steps):.2f} ({len(steps)} points) |")
 
 
 if __name__ == "__main__":

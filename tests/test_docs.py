@@ -76,3 +76,40 @@ def test_seed_hypothesis_a1_rows_are_in_the_doc(monkeypatch):
     rows = [line for line in out.splitlines() if line.startswith("| A1")]
     assert len(rows) == 2 and "(published allreduce)" in rows[1]
     assert_table_lines_in_doc(out, SEED_SCRIPT, SEED_DOC)
+
+
+def test_the_mla_paths_table_reads_the_queues_points_and_only_vllms_of_that_backend(tmp_path, monkeypatch, capsys):
+    """docs/make_mla_paths_table.py fills its measured columns from the points files queue
+    vllm-h200-mla-paths writes (committed gzipped under the queue's names), and refuses in one line a
+    file whose processes are not vLLM's with the path's MLA backend."""
+    import gzip
+    import json
+
+    from calibration.engines.campaign import run_queue
+    from calibration.engines.queue import QUEUES, write_queue
+    plans = QUEUES["vllm-h200-mla-paths"]()
+    fake = [p.model_copy(update={"engine": "fake", "mla_attention_backend": None,
+                                 "points": [q for q in p.points if q["prompt_len"] == 2048 and q["batch_size"] == 1]})
+            for p in plans]
+    write_queue(fake, tmp_path / "q")
+    run_queue(tmp_path / "q", tmp_path / "points.jsonl", log=lambda s: None)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    mod = runpy.run_path(str(ROOT / "docs" / "make_mla_paths_table.py"), run_name="mla_paths")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for plan, backend in zip(plans, ("TRITON_MLA", None)):
+        lines = [json.loads(s) for s in (tmp_path / plan.points_file).read_text().splitlines()]
+        with gzip.open(runs / (plan.points_file + ".gz"), "wt") as f:
+            f.write("".join(json.dumps(x) + "\n" for x in lines))
+        mod["measured"].__globals__["RUNS"] = runs  # the module reads RUNS at call time
+        path = "prefill" if backend else "decode"
+        with pytest.raises(SystemExit, match="points of another engine or MLA backend"):
+            mod["measured"](path)  # the fake engine's processes
+        for x in lines:
+            if x["kind"] == "engine":
+                x["info"]["engine"] = "vllm"
+                x["info"]["variant"]["mla_attention_backend"] = backend
+        with gzip.open(runs / (plan.points_file + ".gz"), "wt") as f:
+            f.write("".join(json.dumps(x) + "\n" for x in lines))
+        got = mod["measured"](path)
+        assert list(got) == [(1, 2048)] and got[(1, 2048)][0] > 0

@@ -533,14 +533,16 @@ def test_the_mla_paths_queue_runs_both_vllm_verify_paths_at_the_published_cases_
     only; another engine's plan refuses the setting in one line."""
     from pathlib import Path
 
+    from calibration.engines.build import CHAIN, label_variant
     from calibration.engines.plans import ProcessPlan
     from calibration.engines.queue import MLA_PATH_CONTEXTS, QUEUES
     from calibration.engines.vllm_backend import llm_kwargs
     from simulator.evidence.cases import load_case_file
     plans = QUEUES["vllm-h200-mla-paths"]()
-    assert [(p.label, p.mla_attention_backend) for p in plans] == [("calibrate_s3_triton_mla", "TRITON_MLA"),
-                                                                   ("calibrate_s3_default", None)]
+    assert [(p.label, p.mla_attention_backend) for p in plans] == [("calibrate_s3_mla_triton", "TRITON_MLA"),
+                                                                   ("calibrate_s3_mla_default", None)]
     assert len({p.points_file for p in plans}) == 2 and all(p.num_steps == 3 for p in plans)
+    assert all(label_variant(p.label) == CHAIN for p in plans)  # a profile builds from either file
     assert all(p.engine_env == {"VLLM_USE_V2_MODEL_RUNNER": "0"} and p.uniform_expert_routing for p in plans)
     cf = load_case_file(Path(__file__).resolve().parents[1] / "data" / "cases" / "public.yaml")
     kimi = next(c for c in cf.cases if c.id == "vllm-kimi-k25-8x-rtxpro6000-pcie-verify-graph")
@@ -552,5 +554,10 @@ def test_the_mla_paths_queue_runs_both_vllm_verify_paths_at_the_published_cases_
     assert kw["attention_config"] == {"backend_per_kind": {"mla_attention": "TRITON_MLA"}}
     assert "attention_config" not in llm_kwargs("t", None, 0, max_model_len=4096, max_num_seqs=8,
                                                 gpu_memory_utilization=0.5, capture_sizes=[1])
-    with pytest.raises(ValueError, match="mla_attention_backend TRITON_MLA: a vLLM setting; engine sglang"):
+    with pytest.raises(ValueError, match="mla_attention_backend TRITON_MLA: a vLLM setting; this plan's engine is sglang"):
         ProcessPlan(**{**plans[0].model_dump(), "engine": "sglang"})
+    t_llama, _ = model_configs()
+    with pytest.raises(ValueError, match="the target has no MLA layers"):
+        ProcessPlan(**{**plans[0].model_dump(), "target_config": t_llama})
+    with pytest.raises(ValueError, match="mla_attention_backend"):
+        ProcessPlan(**{**plans[0].model_dump(), "mla_attention_backend": "CUTLASS_MLA"})  # SM100 only

@@ -46,8 +46,9 @@ class PointFields(StrictModel):
     pin_fastest_cpu: bool = False
 
 
-# vLLM 0.26.0's MLA backends (vllm/v1/attention/backends/registry.py) a plan may ask for
-VllmMlaBackend = Literal["TRITON_MLA", "FLASHMLA", "FLASH_ATTN_MLA", "FLASHINFER_MLA", "CUTLASS_MLA"]
+# vLLM 0.26.0's MLA backends a plan may ask for: those its priority list holds for SM90 as well as others
+# (vllm/platforms/cuda.py _get_backend_priorities; CUTLASS_MLA and the sparse ones are SM100-only)
+VllmMlaBackend = Literal["TRITON_MLA", "FLASHMLA", "FLASH_ATTN_MLA", "FLASHINFER_MLA"]
 
 
 class ProcessPlan(StrictModel):
@@ -121,9 +122,14 @@ class ProcessPlan(StrictModel):
 
     @model_validator(mode="after")
     def _mla_backend_is_vllms(self):
-        if self.mla_attention_backend is not None and self.engine != "vllm":
-            raise ValueError(f"mla_attention_backend {self.mla_attention_backend}: a vLLM setting; engine "
-                             f"{self.engine} picks its own")
+        if self.mla_attention_backend is None:
+            return self
+        if self.engine != "vllm":
+            raise ValueError(f"mla_attention_backend {self.mla_attention_backend}: a vLLM setting; this plan's "
+                             f"engine is {self.engine}")
+        if "kv_lora_rank" not in self.target_config:
+            raise ValueError(f"mla_attention_backend {self.mla_attention_backend}: the target has no MLA layers "
+                             "(its config has no kv_lora_rank)")
         return self
 
     @model_validator(mode="after")

@@ -236,12 +236,12 @@ def vllm_h200_mla_paths() -> list[ProcessPlan]:
     base = dict(engine="vllm", target_config=t_cfg, draft_config=d_cfg, max_model_len=32768,
                 uniform_expert_routing=True, engine_env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
     out = []
-    for backend, name in (("TRITON_MLA", "triton-mla"), (None, "default")):
+    for backend, name in (("TRITON_MLA", "triton"), (None, "default")):
         plan = next(p for p in calibrate_plans({**base, "mla_attention_backend": backend,
                                                 "points_file": f"deepseek-v2-lite-paths-{name}.points.jsonl"},
                                                [3], [1, 8], MLA_PATH_CONTEXTS, DEFAULT_CALIBRATE_ACCEPTANCE)
                     if p.num_steps)
-        out.append(plan.model_copy(update={"label": f"calibrate_s3_{name.replace('-', '_')}"}))
+        out.append(plan.model_copy(update={"label": f"calibrate_s3_mla_{name}"}))  # a chain's label (build.label_variant)
     return out
 
 
