@@ -561,3 +561,19 @@ def test_the_mla_paths_queue_runs_both_vllm_verify_paths_at_the_published_cases_
         ProcessPlan(**{**plans[0].model_dump(), "target_config": t_llama})
     with pytest.raises(ValueError, match="mla_attention_backend"):
         ProcessPlan(**{**plans[0].model_dump(), "mla_attention_backend": "CUTLASS_MLA"})  # SM100 only
+
+
+def test_a_plan_file_with_two_problems_names_both_on_one_line(tmp_path):
+    """`engine-queue-run` on a plan with a misspelt field (a missing one and an extra one): one error
+    line, the two problems kept apart by '; ', no traceback."""
+    import json
+    q = tmp_path / "q"
+    assert _cli("calibrate", "engine-queue", "vllm-h200-mla-paths", q).exit_code == 0
+    f = sorted(q.glob("*.json"))[0]
+    d = json.loads(f.read_text())
+    d["num_step"] = d.pop("num_steps")
+    f.write_text(json.dumps(d))
+    r = _cli("calibrate", "engine-queue-run", q, tmp_path / "p.jsonl")
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "missing field num_steps; " in out and "num_step: Extra inputs are not permitted; did you mean 'num_steps'?" in out

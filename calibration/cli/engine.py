@@ -552,8 +552,8 @@ def engine_queue_run(
     _points_path(points, points, "POINTS")
     try:
         queue = load_queue(plans)
-    except UserInputError as e:
-        fail(str(e))
+    except UserInputError as e:  # a plan file's problems, one a line: kept apart on the one error line
+        fail("; ".join(str(e).splitlines()))
     for f in sorted({p.points_file for p in queue if p.points_file}):
         _points_path(points.parent / f, points.parent / f, "points_file")
     for engine in sorted({p.engine for p in queue}):
