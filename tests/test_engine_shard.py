@@ -561,6 +561,9 @@ def test_the_mla_paths_queue_runs_both_vllm_verify_paths_at_the_published_cases_
         ProcessPlan(**{**plans[0].model_dump(), "target_config": t_llama})
     with pytest.raises(ValueError, match="mla_attention_backend"):
         ProcessPlan(**{**plans[0].model_dump(), "mla_attention_backend": "CUTLASS_MLA"})  # SM100 only
+    both = QUEUES["vllm-h200-mla-all"]()  # the paths, then vllm-h200-next, in one queue of distinct labels per file
+    assert both[:2] == plans and both[2:] == QUEUES["vllm-h200-next"]()
+    assert len({(p.points_file, p.label) for p in both}) == len(both) == len({p.label for p in both})
 
 
 def test_a_plan_file_with_two_problems_names_both_on_one_line(tmp_path):

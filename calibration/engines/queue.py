@@ -245,6 +245,13 @@ def vllm_h200_mla_paths() -> list[ProcessPlan]:
     return out
 
 
+def vllm_h200_mla_all() -> list[ProcessPlan]:
+    """The next vLLM session's MLA work in one queue (one engine bundle, one device session): the two
+    verify paths (`vllm-h200-mla-paths`) first, then the MLA target's calibration on model runner V1
+    (`vllm-h200-next`), as far as the device time goes."""
+    return vllm_h200_mla_paths() + vllm_h200_next()
+
+
 def vllm_h200_routing_check() -> list[ProcessPlan]:
     """One short vLLM process: Qwen3-30B-A3B's baseline at batch 1, 8 and 64 (1k prompt) with each token's
     experts drawn uniformly (vLLM's routing simulator), against the committed baseline that routed by the
@@ -369,7 +376,7 @@ def _tp_queue(engine: str, tp: int):
     return lambda: tp_plans(engine, tp)
 
 
-QUEUES = {"vllm-h200-mla-paths": vllm_h200_mla_paths, "vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
+QUEUES = {"vllm-h200-mla-all": vllm_h200_mla_all, "vllm-h200-mla-paths": vllm_h200_mla_paths, "vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200,
           "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostspeed": vllm_h200_hostspeed,
