@@ -263,7 +263,10 @@ def atomic_file(path: Path, text: bool = False) -> Iterator[IO]:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise OutputPathError(f"output {path}: a part of its folder path is a file, not a folder") from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:  # name the output asked for, not the temp file beside it
+        raise OSError(e.errno, e.strerror, str(path)) from None
     try:
         with (os.fdopen(fd, "w", encoding="utf-8", newline="") if text else os.fdopen(fd, "wb")) as f:
             yield f
@@ -273,6 +276,11 @@ def atomic_file(path: Path, text: bool = False) -> Iterator[IO]:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a plain open() would respect the umask
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename in (None, tmp):  # name the output asked for, not the temp file beside it (or none)
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

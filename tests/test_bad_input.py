@@ -614,6 +614,7 @@ def test_sigterm_to_a_parallel_sweep_ends_its_workers_and_leaves_no_output(tmp_p
         assert len(workers) >= 2, "the sweep's workers did not start"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 143, proc.stderr.read()[-2000:]
+        assert proc.stderr.read().strip().splitlines()[-1] == "interrupted (SIGTERM)"  # says why it stopped
         time.sleep(0.5)
         assert not [w for w in workers if Path(f"/proc/{w}").exists() and
                     "Z" not in (Path(f"/proc/{w}") / "stat").read_text().rsplit(")", 1)[1].split()[:1]]

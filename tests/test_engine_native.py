@@ -453,3 +453,29 @@ def test_shipped_qwen3_moe_vllm_records_load_and_are_moe():
             continue
         a = r.scenario.acceptance.acceptance_rate
         assert abs(r.mean_accept_length - (1 - a ** 4) / (1 - a)) < 0.4
+
+
+@pytest.mark.parametrize("damage, msg", [
+    ("points", "step_us: Input should be greater than 0 (got 0.0)"),
+    ("fits", "fits.target_forward_us: every parameter is below 1 us (largest 1e-320)")])
+def test_an_engine_profile_that_prices_no_time_is_refused_in_a_line(tmp_path, damage, msg):
+    """A profile whose measured steps are 0 us, or whose target forward's fitted form prices (next to)
+    nothing, is refused where it is read (it once divided by zero inside validate, or gave tok/s = inf)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+    root = Path(__file__).resolve().parents[1]
+    prof = json.loads((root / "data" / "engine_profiles" / "vllm-0.26.0-h200-llama-3.1-8b-eagle3.json").read_text())
+    if damage == "points":
+        for pt in prof["points"]:
+            pt.update({k: 0.0 for k, v in pt.items() if k.endswith("_us") and isinstance(v, float)})
+    else:
+        for fit in prof["fits"].values():
+            fit["params"] = {k: 1e-320 for k in fit["params"]}
+    f = tmp_path / "ep.json"
+    f.write_text(json.dumps(prof))
+    rec = sorted((root / "data" / "live" / "h200_vllm_0.26.0").glob("vllm_b16_p1024_*.json"))[0]
+    r = CliRunner().invoke(app, ["validate", str(rec), "--engine-profile", str(f)])
+    assert r.exit_code == 2 and "Traceback" not in r.output and msg in " ".join(r.output.split()), r.output

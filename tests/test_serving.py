@@ -132,7 +132,13 @@ def test_trace_file_runs_and_bad_rows_fail_in_one_line(tmp_path):
            "negative.csv": ("arrival_s,input_tokens,output_tokens\n-1,5,7\n", ":2: arrival_s"),
            "empty.csv": ("arrival_s,input_tokens,output_tokens\n0,,7\n", ":2: no input_tokens"),
            "bad.jsonl": ('{"arrival_s": 0, "input_tokens": 1, "output_tokens": 1}\n[1, 2]\n', ":2: "),
-           "zero.jsonl": ('{"arrival_s": 0, "input_tokens": 0, "output_tokens": 1}\n', ":1: input_tokens")}
+           "zero.jsonl": ('{"arrival_s": 0, "input_tokens": 0, "output_tokens": 1}\n', ":1: input_tokens"),
+           # text where JSON has numbers; CSV counts Python would read but a CSV tool would not
+           "text.jsonl": ('{"arrival_s": "0", "input_tokens": 100, "output_tokens": 50}\n',
+                          ":1: arrival_s must be a JSON number, got the string '0'"),
+           "underscore.csv": ("arrival_s,input_tokens,output_tokens\n0,1_000,50\n", ":2: input_tokens"),
+           "exponent.csv": ("arrival_s,input_tokens,output_tokens\n0,100,5e1\n", ":2: output_tokens"),
+           "inf.csv": ("arrival_s,input_tokens,output_tokens\ninf,100,50\n", ":2: arrival_s")}
     for name, (text, fragment) in bad.items():
         p = tmp_path / name
         p.write_text(text)

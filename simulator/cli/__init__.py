@@ -93,6 +93,12 @@ def _terminated(signum, frame) -> None:
 _GOT_SIGTERM = False
 
 
+def _interrupted() -> None:
+    """One line saying why the run stopped, then exit 143 (SIGTERM) or 130 (Ctrl-C)."""
+    sys.stderr.write(f"interrupted ({'SIGTERM' if _GOT_SIGTERM else 'Ctrl-C'})\n")
+    sys.exit(SIGTERM_EXIT if _GOT_SIGTERM else 130)
+
+
 def main() -> None:
     """Console-script entry point."""
     import signal
@@ -100,12 +106,12 @@ def main() -> None:
     try:
         app = build_app(_command_named(sys.argv[1:]))  # an interrupt while it imports is an interrupt too
         app()
-    except SystemExit:
-        if _GOT_SIGTERM:
-            sys.exit(SIGTERM_EXIT)
+    except SystemExit as e:  # typer turns an interrupt inside a command into exit 130
+        if _GOT_SIGTERM or e.code == 130:
+            _interrupted()
         raise
-    except KeyboardInterrupt:
-        sys.exit(SIGTERM_EXIT if _GOT_SIGTERM else 130)
+    except KeyboardInterrupt:  # an interrupt outside a command (while the CLI imports)
+        _interrupted()
     except Exception as e:
         from rich.markup import escape
 
@@ -115,6 +121,7 @@ def main() -> None:
             err_console.print(f"[bold red]error:[/] {escape(str(e))}")
             sys.exit(2)
         if isinstance(e, OSError):  # an output path that is a folder, unwritable, ...
-            err_console.print(f"[bold red]error:[/] {escape(str(e.filename or ''))}: {escape(str(e.strerror or e))}")
+            where = str(e.filename) if e.filename else "standard output"  # no file: writing stdout failed
+            err_console.print(f"[bold red]error:[/] {escape(where)}: {escape(str(e.strerror or e))}")
             sys.exit(2)
         raise

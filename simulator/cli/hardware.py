@@ -37,14 +37,15 @@ def hardware(
         entry = _find(catalog, entry_id) if entry_id is not None else None
     except UserInputError as e:
         fail(str(e))
+    if json_out is not None:  # written before anything is printed: a path it cannot write prints no tables
+        data = entry.model_dump(mode="json") if entry is not None else catalog.model_dump(mode="json")
+        write_json_atomic(json_out, {OUTPUT_KEY: HARDWARE_OUTPUT, **data}, allow_nan=False)
     if entry is None:
         console.print(gpu_table(catalog))
         console.print(box_table(catalog))
     else:
         print_entry(entry)
     if json_out is not None:
-        data = entry.model_dump(mode="json") if entry is not None else catalog.model_dump(mode="json")
-        write_json_atomic(json_out, {OUTPUT_KEY: HARDWARE_OUTPUT, **data}, allow_nan=False)
         console.print(f"wrote {output_name(json_out)}")
 
 

@@ -52,7 +52,8 @@ class EnginePoint(StrictModel):
     prompt_len: int = Field(ge=1, le=2**27)
     context_len: float = Field(ge=1, le=2**27, description="Mean KV length over the timed steps.")
     acceptance_rate: float | None = Field(None, ge=0.0, le=1.0)
-    step_us: Us = Field(description="Wall time per engine step, uninstrumented windows.")
+    step_us: float = Field(gt=0.0, le=1e9, description="Wall time per engine step, uninstrumented windows, us "
+                                                       "(> 0: a measured step takes time).")
     instrumented_step_us: Us | None = Field(None, description="Wall time per step with the CUDA events on.")
     mean_accept_length: float = Field(ge=1.0, le=65.0)
     accept_length_counts: list[int] = Field(default_factory=list, max_length=65)
@@ -86,6 +87,7 @@ FIT_PARAMS = {  # the parameters each fitted form holds (module docstring), each
 REQUIRED_FITS = ("target_forward_us", "sample_us", "host_busy_us_baseline")  # every profile prices a baseline
 SPECULATIVE_FITS = ("draft_us", "propose_overhead_us", "other_gpu_us", "host_busy_us")
 FitParam = Annotated[float, Field(ge=0.0, le=1e7)]
+MIN_FORWARD_US = 1.0  # the target forward's fitted form holds at least one parameter this large (a GPU forward)
 
 
 def missing_fits(points, fits) -> list[str]:
@@ -169,6 +171,11 @@ class EngineProfile(StrictModel):
             if name in ("target_forward_us", "draft_us", "sample_us") and fit.form != "roofline" or \
                     name not in ("target_forward_us", "draft_us", "sample_us") and fit.form != "linear":
                 raise ValueError(f"fits.{name}: form {fit.form!r} is not this part's")
+        fwd = self.fits.get("target_forward_us")
+        if fwd is not None and max(fwd.params.values()) < MIN_FORWARD_US:
+            raise ValueError(f"fits.target_forward_us: every parameter is below {MIN_FORWARD_US:g} us (largest "
+                             f"{max(fwd.params.values()):.3g}): a target forward priced at nothing would make the "
+                             "step take no time; at least one parameter must be 1..1e7 us")
         return self
 
     def full_graph_verify(self, batch_size: int, num_steps: int) -> bool:

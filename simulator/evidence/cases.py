@@ -46,8 +46,8 @@ Role = Literal["scored", "fit"]
 class CaseFigure(StrictModel):
     """A published figure: tok/s of the whole batch or TPOT (ms per output token per request)."""
 
-    tok_s: float | None = Field(None, gt=0, le=1e7)
-    tpot_ms: float | None = Field(None, gt=0, le=1e5)
+    tok_s: float | None = Field(None, ge=1e-3, le=1e7, description="Output tok/s, 0.001..1e7.")
+    tpot_ms: float | None = Field(None, ge=1e-3, le=1e5, description="ms per output token, 0.001..1e5.")
     role: Role = "scored"
 
     @model_validator(mode="after")

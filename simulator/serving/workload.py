@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +36,13 @@ class TraceRequests:
     output_tokens: np.ndarray  # shape: (num_requests,)
 
 
+_CSV_INT = re.compile(r"\s*[0-9]+\s*")  # a token count as a CSV cell: digits (no '1_000', no '5e1')
+_CSV_NUMBER = re.compile(r"\s*(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*")  # seconds: a plain decimal
+
+
 def _tokens(value, where: str, column: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or \
+            isinstance(value, str) and not _CSV_INT.fullmatch(value):
         raise UserInputError(f"{where}: {column} must be an integer 1..{MAX_TOKENS}, got {quote(value)}")
     try:
         f = float(value)
@@ -49,7 +55,8 @@ def _tokens(value, where: str, column: str) -> int:
 
 def _arrival(value, where: str) -> float:
     try:
-        f = float(value) if not isinstance(value, bool) else float("nan")
+        f = float("nan") if isinstance(value, bool) or isinstance(value, str) and not _CSV_NUMBER.fullmatch(value) \
+            else float(value)
     except (TypeError, ValueError):
         f = float("nan")
     if not math.isfinite(f) or not 0 <= f <= 1e9:
@@ -91,11 +98,14 @@ def read_trace(path: Path | str, limit: int | None = None) -> TraceRequests:
     path = Path(path)
     text = read_text(path, "trace file")
     arr, inp, out = [], [], []
+    json_rows = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
     for line, row in _trace_rows(path, text):
         where = f"{path}:{line}"
         for c in TRACE_COLUMNS:
             if row.get(c) is None or row.get(c) == "":
                 raise UserInputError(f"{where}: no {c}")
+            if json_rows and isinstance(row[c], str):  # JSON has numbers: "100" is text
+                raise UserInputError(f"{where}: {c} must be a JSON number, got the string {quote(row[c])}")
         arr.append(_arrival(row["arrival_s"], where))
         inp.append(_tokens(row["input_tokens"], where, "input_tokens"))
         out.append(_tokens(row["output_tokens"], where, "output_tokens"))

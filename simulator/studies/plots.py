@@ -250,6 +250,10 @@ def _sweep_inputs(results: Path) -> tuple[list[dict], list[str], dict]:
         raise UserInputError(f"{results}: no sweep CSV (expected a sweep folder with sweep.csv, or a CSV file)")
     rows = read_sweep_table(csv_path)
     meta = read_sweep_meta(meta_path).model_dump() if meta_path.exists() else {}
+    if meta.get("num_points") and len(rows) != meta["num_points"]:  # a CSV cut inside a quoted cell still parses
+        raise UserInputError(f"{csv_path}: {len(rows):,} rows where {meta_path.name} says the sweep has "
+                             f"{meta['num_points']:,} points: the CSV is cut short or not this sweep's (run the "
+                             "sweep again)")
     if meta.get("grids"):
         fields = [g["field"] for g in meta["grids"]]
     else:

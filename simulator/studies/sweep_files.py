@@ -274,7 +274,7 @@ def write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes:
                   progress: bool = False) -> None:
     """sweep.csv (rows that write themselves, GroupedRows, stream to it), best_num_steps.csv when
     the sweep has one (an earlier sweep's is removed when this one has none) and sweep.json."""
-    from simulator.files import StagedFolder
+    from simulator.files import StagedFolder, is_own_html
     replacing_ours = is_own_output(out_dir / "sweep.json", SWEEP_OUTPUT)
     with StagedFolder(out_dir) as stage:  # the folder is the earlier sweep's or this one's, never a mix
         result.csv_path = out_dir / "sweep.csv"
@@ -287,6 +287,8 @@ def write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes:
             write_csv_atomic(stage.path("best_num_steps.csv"), result.best_rows, list(result.best_rows[0]))
         elif replacing_ours:
             stage.remove("best_num_steps.csv")  # it answered the earlier sweep's grid, not this one's
+        if replacing_ours and is_own_html(out_dir / "plots" / "index.html"):
+            stage.remove("plots/index.html")  # the earlier sweep's dashboard (`--html` draws this one's anew)
         result.json_path = out_dir / "sweep.json"
         meta = SweepMeta(
             version=__version__, scenario_path=str(scenario_path), overrides=list(overrides or []),
