@@ -121,7 +121,7 @@ def main() -> None:
             err_console.print(f"[bold red]error:[/] {escape(str(e))}")
             sys.exit(2)
         if isinstance(e, OSError):  # an output path that is a folder, unwritable, ...
-            where = str(e.filename) if e.filename else "standard output"  # no file: writing stdout failed
+            where = str(e.filename) if e.filename else "writing output"  # no file named (standard output, say)
             err_console.print(f"[bold red]error:[/] {escape(where)}: {escape(str(e.strerror or e))}")
             sys.exit(2)
         raise

@@ -273,7 +273,8 @@ def write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes:
                   overrides: list[str] | None, profile_paths: dict[str, str], seed: int, des_sample: int,
                   progress: bool = False) -> None:
     """sweep.csv (rows that write themselves, GroupedRows, stream to it), best_num_steps.csv when
-    the sweep has one (an earlier sweep's is removed when this one has none) and sweep.json."""
+    the sweep has one (an earlier sweep's is removed when this one has none) and sweep.json; an
+    earlier sweep's dashboard (plots/index.html) is removed with it."""
     from simulator.files import StagedFolder, is_own_html
     replacing_ours = is_own_output(out_dir / "sweep.json", SWEEP_OUTPUT)
     with StagedFolder(out_dir) as stage:  # the folder is the earlier sweep's or this one's, never a mix
