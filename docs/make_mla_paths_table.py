@@ -26,9 +26,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs"))
 
 from calibration.engines.build import engine_lines, engine_point  # noqa: E402
 from calibration.engines.queue import MLA_PATH_CONTEXTS  # noqa: E402
+from make_mla_table import shapes  # noqa: E402  (the MLA target's and draft's shapes, as the SGLang table's)
 from simulator.analytic import cycle_time_us  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402
 from simulator.profile import load_profile, resolve_profile_path  # noqa: E402
@@ -39,14 +41,6 @@ RUNS = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0_deepseek-v2-lite"
 PATHS = {"prefill": ("deepseek-v2-lite-paths-triton", "TRITON_MLA", dict(verify_attention="prefill", graph_verify="piecewise")),
          "decode": ("deepseek-v2-lite-paths-default", None, dict(verify_attention="decode", graph_verify="full"))}
 NUM_STEPS, RATE, BATCHES = 3, 0.7, (1, 8)
-
-
-def shapes() -> tuple[dict, dict]:
-    from calibration.cli.engine import _configs
-    _, _, t, d = _configs("deepseek-v2-lite", "eagle3-deepseek-v2-lite")
-    def drop(x):
-        return {k: v for k, v in x.items() if v is not None and v != [] and k != "config_notes"}
-    return drop(t), drop(d)
 
 
 def predicted(t: dict, d: dict, path: str, batch: int, context: int) -> tuple[float, float]:

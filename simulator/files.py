@@ -276,13 +276,10 @@ def atomic_file(path: Path, text: bool = False) -> Iterator[IO]:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a plain open() would respect the umask
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
-        if e.filename in (None, tmp):  # name the output asked for, not the temp file beside it (or none)
+        if isinstance(e, OSError) and e.filename in (None, tmp):  # name the output asked for, not the temp file
             raise OSError(e.errno, e.strerror, str(path)) from None
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
         raise
 
 
