@@ -502,7 +502,7 @@ def engine_process(
 
 
 def engine_queue(
-    name: Annotated[str, typer.Argument(help="The queue: vllm-h200-mla-all, vllm-h200-mla-paths, vllm-h200-hostspeed, sglang-h200-hostprobe, vllm-h200-hostprobe, vllm-h200-group1, sglang-h200-group1, "
+    name: Annotated[str, typer.Argument(help="The queue: vllm-e2e, vllm-h200-mla-all, vllm-h200-mla-paths, vllm-h200-hostspeed, sglang-h200-hostprobe, vllm-h200-hostprobe, vllm-h200-group1, sglang-h200-group1, "
                                              "vllm-h200x2-tp, vllm-h200x4-tp, vllm-h200x8-tp, sglang-h200x2-tp, "
                                              "sglang-h200x4-tp, sglang-h200x8-tp (TP groups: a machine of that "
                                              "many GPUs), vllm-h200-routing-check, vllm-h200-next, vllm-h200-mla, sglang-h200-mla, vllm-h200-moe-base, vllm-h200-diag-moe, sglang-h200-protocol, "

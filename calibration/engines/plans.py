@@ -44,6 +44,25 @@ class PointFields(StrictModel):
     instrument_first: bool = False
     host_probe: bool = False
     pin_fastest_cpu: bool = False
+    workload: Literal["steady", "closed_batch", "closed_loop"] = Field(
+        "steady", description="steady (a full batch's decode window), closed_batch (batch_size requests at once, "
+                              "each max_tokens: LLM.generate) or closed_loop (concurrency in flight, each finished "
+                              "request replaced, num_requests in all: bench serve --max-concurrency).")
+    max_tokens: int | None = Field(None, ge=1, le=2**20, description="Request-level: tokens each request generates.")
+    concurrency: int | None = Field(None, ge=1, le=4096, description="closed_loop: requests in flight.")
+    num_requests: int | None = Field(None, ge=1, le=100_000, description="closed_loop: requests run in all.")
+
+    @model_validator(mode="after")
+    def _workload_fields(self):
+        need = {"steady": (), "closed_batch": ("max_tokens",),
+                "closed_loop": ("max_tokens", "concurrency", "num_requests")}[self.workload]
+        for name in ("max_tokens", "concurrency", "num_requests"):
+            given = getattr(self, name) is not None
+            if given != (name in need):
+                raise ValueError(f"{name}: {'needed' if name in need else 'not taken'} by workload {self.workload}")
+        if self.workload == "closed_loop" and self.num_requests < self.concurrency:
+            raise ValueError(f"num_requests {self.num_requests} < concurrency {self.concurrency}")
+        return self
 
 
 # vLLM 0.26.0's MLA backends a plan may ask for: those its priority list holds for SM90 as well as others
@@ -150,6 +169,11 @@ class ProcessPlan(StrictModel):
                 raise ValueError(f"points[{i}].batch_size {p['batch_size']} > max_num_seqs {self.max_num_seqs}")
             if p["prompt_len"] >= self.max_model_len:
                 raise ValueError(f"points[{i}].prompt_len {p['prompt_len']} >= max_model_len {self.max_model_len}")
+            if p["max_tokens"] is not None and p["prompt_len"] + p["max_tokens"] > self.max_model_len:
+                raise ValueError(f"points[{i}]: prompt_len {p['prompt_len']} + max_tokens {p['max_tokens']} > "
+                                 f"max_model_len {self.max_model_len}")
+            if (p["concurrency"] or 0) > self.max_num_seqs:
+                raise ValueError(f"points[{i}].concurrency {p['concurrency']} > max_num_seqs {self.max_num_seqs}")
             if (p["acceptance_rate"] is None) != (self.num_steps == 0):
                 raise ValueError(f"points[{i}].acceptance_rate: None exactly when num_steps is 0 (the baseline)")
         return self

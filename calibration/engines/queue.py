@@ -372,11 +372,52 @@ def tp_plans(engine: str, tp: int) -> list[ProcessPlan]:
     return plans
 
 
+E2E_POINTS = "e2e.points.jsonl"  # request-level runs (issue 45), apart from the steady windows
+E2E_BATCH_SIZES = [64, 32, 16, 8, 4, 1]
+E2E_ACCEPTANCES = [0.6, 0.75, 0.9]
+E2E_MAX_TOKENS = 256
+
+
+def e2e_points(speculative: bool, batch_sizes=E2E_BATCH_SIZES, prompt_lens=(4096, 1024), repeats: int = 2) -> list[dict]:
+    """Request-level points of one engine process (issue 45): closed batches of 256 new tokens at every
+    batch size, context and acceptance; 128 and 512 at the middle acceptance and the short prompt; the
+    prefill alone (1 new token) at every batch size and context; closed loops at concurrency 4, 16 and 64
+    (three times as many requests in all), largest first."""
+    rates = E2E_ACCEPTANCES if speculative else [None]
+    mid = E2E_ACCEPTANCES[1] if speculative else None
+    short = min(prompt_lens)
+    pts = []
+    for p in prompt_lens:
+        for b in batch_sizes:
+            cb = dict(workload="closed_batch", batch_size=b, prompt_len=p, repeats=repeats)
+            pts += [dict(cb, acceptance_rate=a, max_tokens=E2E_MAX_TOKENS) for a in rates]
+            pts.append(dict(cb, acceptance_rate=mid, max_tokens=1))
+            if p == short:
+                pts += [dict(cb, acceptance_rate=mid, max_tokens=n) for n in (128, 512)]
+    for c in (64, 16, 4):
+        pts.append(dict(workload="closed_loop", batch_size=c, concurrency=c, num_requests=3 * c, prompt_len=short,
+                        acceptance_rate=mid, max_tokens=E2E_MAX_TOKENS, repeats=repeats))
+    return pts
+
+
+def vllm_e2e() -> list[ProcessPlan]:
+    """Request-level runs of vLLM (issue 45) on whichever GPU the session holds: Llama-3.1-8B with its
+    EAGLE-3 draft at num_steps 3, then the steady calibration of that num_steps (a profile of this GPU's
+    own), then the baseline's request-level runs and calibration; request-level runs in e2e.points.jsonl."""
+    t_cfg, d_cfg = model_configs()
+    base = dict(engine="vllm", target_config=t_cfg, draft_config=d_cfg)
+    bs, ps = DEFAULT_BATCH_SIZES, DEFAULT_PROMPT_LENS
+    cal = {p.num_steps: p for p in calibrate_plans(base, [3], bs, ps, DEFAULT_CALIBRATE_ACCEPTANCE)}
+    e2e = {k: ProcessPlan(**base, session="live", label=f"e2e_s{k}", num_steps=k, points=e2e_points(bool(k)),
+                          points_file=E2E_POINTS) for k in (3, 0)}
+    return [e2e[3], cal[3], e2e[0], cal[0]]
+
+
 def _tp_queue(engine: str, tp: int):
     return lambda: tp_plans(engine, tp)
 
 
-QUEUES = {"vllm-h200-mla-all": vllm_h200_mla_all, "vllm-h200-mla-paths": vllm_h200_mla_paths, "vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
+QUEUES = {"vllm-e2e": vllm_e2e, "vllm-h200-mla-all": vllm_h200_mla_all, "vllm-h200-mla-paths": vllm_h200_mla_paths, "vllm-h200-routing-check": vllm_h200_routing_check, "vllm-h200-next": vllm_h200_next, "vllm-h200-mla": vllm_h200_mla, "sglang-h200-mla": sglang_h200_mla, "vllm-h200-moe-base": vllm_h200_moe_base, "vllm-h200-diag-moe": vllm_h200_diag_moe, "sglang-h200-protocol": sglang_h200_protocol,
           "sglang-h200-eager": sglang_h200_eager,
           "sglang-h200-moe": sglang_h200_moe, "sglang-h200-next": sglang_h200_next, "sglang-h200": sglang_h200,
           "vllm-h200-group1": vllm_h200_group1, "vllm-h200-hostspeed": vllm_h200_hostspeed,

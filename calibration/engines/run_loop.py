@@ -40,10 +40,19 @@ class PointPlan:
     host_probe: bool = False  # before and after each window, time a fixed piece of Python work in this thread
     # (its core's speed)
     pin_fastest_cpu: bool = False  # before the warm-up, pin the stepping thread to the CPU that runs that work fastest
+    # request-level runs (calibration.engines.requests_loop): 'steady' is the window above
+    workload: str = "steady"  # 'steady', 'closed_batch' (batch_size requests at once) or 'closed_loop'
+    max_tokens: int | None = None  # request-level: tokens each request generates
+    concurrency: int | None = None  # closed_loop: requests in flight
+    num_requests: int | None = None  # closed_loop: requests run in all
 
     @property
     def key(self) -> str:
         a = "base" if self.acceptance_rate is None else f"a{self.acceptance_rate:g}"
+        if self.workload == "closed_batch":
+            return f"cb_b{self.batch_size}_p{self.prompt_len}_{a}_n{self.max_tokens}x{self.repeats}"
+        if self.workload == "closed_loop":
+            return f"cl_c{self.concurrency}_r{self.num_requests}_p{self.prompt_len}_{a}_n{self.max_tokens}x{self.repeats}"
         return f"b{self.batch_size}_p{self.prompt_len}_{a}_t{self.timed_steps}x{self.repeats}"
 
 

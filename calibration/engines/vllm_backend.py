@@ -150,6 +150,8 @@ class VllmBackend(RecordingWindow):
         self._describe()
         self._describe_draft_tp(draft_tp_size)
         self._install_hooks()
+        self._scheduled: list[list[int]] = []
+        self._hook_scheduler()
 
     # ---- set-up ------------------------------------------------------------------------------
     def _model_runner(self):
@@ -285,6 +287,31 @@ class VllmBackend(RecordingWindow):
                 if n is not None:
                     self._steps[-1][f"{key}_tokens"] = int(n)
         return hook
+
+    def _hook_scheduler(self) -> None:
+        """What the scheduler places in each step (request-level runs: prefill chunks beside decodes): per
+        schedule call [total tokens, requests, the largest request's tokens]."""
+        core = getattr(getattr(self.engine, "engine_core", None), "engine_core", None)
+        sched = getattr(core, "scheduler", None)
+        orig = getattr(sched, "schedule", None)
+        if orig is None:
+            self._info.notes.append("hook scheduler: the engine core's scheduler is not reachable in process")
+            return
+
+        def schedule(*args, **kwargs):
+            out = orig(*args, **kwargs)
+            n = getattr(out, "num_scheduled_tokens", None) or {}
+            if self._recording:
+                self._scheduled.append([int(getattr(out, "total_num_scheduled_tokens", 0) or 0), len(n),
+                                    int(max(n.values())) if n else 0])
+            return out
+        sched.schedule = schedule
+        self._info.hooks.append("scheduler")
+
+    def last_scheduled(self) -> list[list[int]]:
+        """The schedule calls since the last read ([total tokens, requests, largest request's tokens] each)."""
+        out, self._scheduled = self._scheduled, []
+        return out
 
     # ---- EngineBackend -----------------------------------------------------------------------
     def info(self) -> EngineInfo:

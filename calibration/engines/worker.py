@@ -19,6 +19,7 @@ from pathlib import Path
 
 from calibration.engines.plans import ProcessPlan
 from calibration.engines.points import POINTS_SCHEMA, read_raw_text
+from calibration.engines.requests_loop import measure_requests, summarize_run
 from calibration.engines.run_loop import measure_point, prompt_pool
 
 
@@ -142,14 +143,18 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
                               # which model ran: a profile or records built from these points name theirs
                               "model": {"target": plan.target_config, "draft": plan.draft_config}},
                           startup_s=time.perf_counter() - t0, created_unix=time.time()))
-    pool = prompt_pool(max(p.batch_size for p in todo), max(p.prompt_len for p in todo), seed=plan.prompt_seed,
-                       vocab_size=plan.target_config.get("vocab_size"))
+    steady = [p for p in todo if p.workload == "steady"]  # request-level points draw fresh prompts of their own
+    pool = prompt_pool(max(p.batch_size for p in steady), max(p.prompt_len for p in steady), seed=plan.prompt_seed,
+                       vocab_size=plan.target_config.get("vocab_size")) if steady else []
     n = 0
     try:
         for p in todo:
             t1 = time.perf_counter()
             try:
-                res = measure_point(backend, p, pool, plan.max_model_len)
+                if p.workload == "steady":
+                    res = measure_point(backend, p, pool, plan.max_model_len)
+                else:
+                    res = measure_requests(backend, p, vocab_size=plan.target_config.get("vocab_size"))
             except Exception as e:  # noqa: BLE001 - one point's failure is recorded, the rest go on
                 append_line(out, dict(kind="error", label=plan.label, key=p.key, error=repr(e),
                                       trace=traceback.format_exc()[-2000:]))
@@ -161,8 +166,14 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
             append_line(out, dict(kind="point", label=plan.label, session=plan.session, engine=info.engine,
                                   engine_version=info.engine_version, point=res, wall_s=time.perf_counter() - t1))
             rep = res["repeats"][-1]
-            log(f"{plan.label} {p.key}: {rep['num_tokens'] / rep['elapsed_us'] * 1e6:.1f} tok/s, "
-                f"{rep['elapsed_us'] / rep['num_cycles']:.0f} us/step ({time.perf_counter() - t1:.1f} s)")
+            if p.workload == "steady":
+                log(f"{plan.label} {p.key}: {rep['num_tokens'] / rep['elapsed_us'] * 1e6:.1f} tok/s, "
+                    f"{rep['elapsed_us'] / rep['num_cycles']:.0f} us/step ({time.perf_counter() - t1:.1f} s)")
+            else:
+                s = summarize_run(rep)
+                log(f"{plan.label} {p.key}: {s['tok_per_s']:.1f} tok/s over {rep['elapsed_us'] / 1e6:.3f} s, "
+                    f"TTFT p50 {s['ttft_ms_p50']:.1f} ms, {rep['num_engine_steps']} steps "
+                    f"({time.perf_counter() - t1:.1f} s)")
             n += 1
     finally:
         backend.shutdown()

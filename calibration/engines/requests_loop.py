@@ -1,0 +1,136 @@
+"""One measured request-level run of an engine: what `LLM.generate` and `bench serve` see.
+
+A steady window (`run_loop.measure_point`) times decode steps with the batch held full; a user's
+run has a start and an end. Two workloads, driven through the same backend interface:
+
+- `closed_batch`: `batch_size` requests of `prompt_len` fresh prompt tokens, all added at once,
+  each generating exactly `max_tokens` tokens; the engine steps until the last one finishes (an
+  offline `LLM.generate` of the batch: prefill, the first decode steps, the batch draining).
+- `closed_loop`: `concurrency` requests in flight, each finished one replaced at once by a new one,
+  until `num_requests` have finished (`vllm bench serve --max-concurrency`).
+
+Every repeat gets prompts of its own (fresh random token ids), so an engine's prefix cache never
+serves a repeat from the one before. Per step the run records the wall clock at the step's return,
+the tokens each request emitted and, where the backend reports it, the tokens the scheduler placed
+in that step (prefill chunks and decode); per request its first-token and finish times. From these
+a check computes what users compute (decode tok/s, total tok/s, TTFT, TPOT, ITL, end-to-end
+latency) and sees where the time between steady decoding and the whole run goes.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import asdict
+
+import numpy as np
+
+from calibration.engines.backend import EngineBackend
+from calibration.engines.run_loop import PointPlan, prompt_pool
+
+MAX_RUN_STEPS = 200_000  # engine steps a run may take before it is given up
+
+
+def _fresh_prompts(plan: PointPlan, repeat_idx: int, count: int, vocab_size: int | None) -> list[list[int]]:
+    """Prompts no other run of the process shares a prefix with (seeded by the point and repeat)."""
+    seed = zlib.crc32(f"{plan.key}/{repeat_idx}".encode())
+    return prompt_pool(count, plan.prompt_len, seed=seed, vocab_size=vocab_size)
+
+
+def _scheduled(backend: EngineBackend) -> dict | None:
+    """The tokens the engine's scheduler placed in the step just run, where the backend says."""
+    read = getattr(backend, "last_scheduled", None)
+    return read() if read is not None else None
+
+
+def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab_size: int | None = None) -> dict:
+    """One run of a closed batch or a closed loop (module docstring); the run's record.
+
+    Returns:
+        {'repeat_idx', 'elapsed_us', 'num_requests', 'num_tokens', 'requests': [{'ttft_us',
+        'finish_us', 'num_tokens', 'token_times_us' (first, and the time of each step that emitted
+        to it, from the run's start)}], 'steps': [{'t_us', 'emitted' (requests emitting),
+        'tokens', 'running', 'scheduled' (backend's, or None)}], 'accept_length_counts',
+        'host': {window step figures: host period / blocked, means}}.
+    """
+    concurrent = plan.batch_size if plan.workload == "closed_batch" else plan.concurrency
+    total = plan.batch_size if plan.workload == "closed_batch" else plan.num_requests
+    n_tok = plan.max_tokens
+    prompts = _fresh_prompts(plan, repeat_idx, total, vocab_size)
+    k = backend.num_steps
+    counts = [0] * (k + 1)
+    backend.set_acceptance(plan.acceptance_rate if k else None)
+    backend.start_window(False)
+    t0 = backend.clock_us()
+    ids = backend.add_requests(prompts[:concurrent], n_tok)
+    added = len(ids)
+    req = {r: dict(start_us=0.0, times=[], tokens=0) for r in ids}
+    live = set(ids)
+    steps = []
+    try:
+        for _ in range(MAX_RUN_STEPS):
+            if not live:
+                break
+            out = backend.step()
+            now = backend.clock_us() - t0
+            tokens = 0
+            for rid, n in out.items():
+                q = req.get(rid)
+                if q is None or n <= 0:
+                    continue
+                q["tokens"] += n
+                q["times"].append(now)
+                tokens += n
+                if q["times"][1:] and 1 <= n <= k + 1:  # a decode step's tokens: its accept length
+                    counts[n - 1] += 1
+            steps.append(dict(t_us=now, emitted=sum(1 for n in out.values() if n > 0), tokens=tokens,
+                              running=len(live), scheduled=_scheduled(backend)))
+            done = [r for r in live if req[r]["tokens"] >= n_tok]
+            live.difference_update(done)
+            refill = min(len(done), total - added) if plan.workload == "closed_loop" else 0
+            if refill:
+                new = backend.add_requests(prompts[added:added + refill], n_tok)
+                added += refill
+                for r in new:
+                    req[r] = dict(start_us=now, times=[], tokens=0)
+                live.update(new)
+        else:
+            raise RuntimeError(f"{plan.key}: {len(live)} requests unfinished after {MAX_RUN_STEPS} engine steps")
+        elapsed = backend.clock_us() - t0
+    finally:
+        window = backend.end_window()
+        backend.abort(list(req))
+    host = [s for s in window if s.host_period_us is not None]
+    return dict(repeat_idx=repeat_idx, elapsed_us=elapsed, num_requests=len(req),
+                num_tokens=int(sum(q["tokens"] for q in req.values())), accept_length_counts=counts,
+                requests=[dict(start_us=q["start_us"], ttft_us=(q["times"][0] - q["start_us"]) if q["times"] else None,
+                               finish_us=q["times"][-1] if q["times"] else None, num_tokens=q["tokens"],
+                               token_times_us=q["times"]) for q in req.values()],
+                steps=steps, num_engine_steps=len(window),
+                host_period_us=[s.host_period_us for s in host],
+                host_blocked_us=[s.host_blocked_us for s in host])
+
+
+def measure_requests(backend: EngineBackend, plan: PointPlan, vocab_size: int | None = None) -> dict:
+    """Every repeat of a request-level point; the point's record (as measure_point's, with
+    request-level repeats)."""
+    k = backend.num_steps
+    repeats = [run_requests(backend, plan, r, vocab_size) for r in range(plan.repeats)]
+    return dict(key=plan.key, workload=plan.workload, num_steps=k, batch_size=plan.batch_size,
+                prompt_len=plan.prompt_len, acceptance_rate=plan.acceptance_rate if k else None,
+                max_tokens=plan.max_tokens, concurrency=plan.concurrency, num_requests=plan.num_requests,
+                plan=asdict(plan), repeats=repeats)
+
+
+def summarize_run(rec: dict) -> dict:
+    """What a user computes from one run: tok/s over the whole run, TTFT / TPOT / end-to-end
+    latency p50 (ms)."""
+    reqs = rec["requests"]
+    ttft = [r["ttft_us"] for r in reqs if r["ttft_us"] is not None]
+    tpot = [(r["finish_us"] - r["start_us"] - r["ttft_us"]) / (r["num_tokens"] - 1)
+            for r in reqs if r["num_tokens"] > 1 and r["ttft_us"] is not None]
+    e2e = [r["finish_us"] - r["start_us"] for r in reqs if r["finish_us"] is not None]
+    ms = 1e-3
+    return dict(tok_per_s=rec["num_tokens"] / rec["elapsed_us"] * 1e6,
+                ttft_ms_p50=float(np.median(ttft)) * ms if ttft else None,
+                tpot_ms_p50=float(np.median(tpot)) * ms if tpot else None,
+                e2e_ms_p50=float(np.median(e2e)) * ms if e2e else None)

@@ -1,0 +1,96 @@
+"""Request-level engine runs (calibration/engines/requests_loop.py) on the fake engine: closed
+batches and closed loops, what a user's `LLM.generate` and `bench serve` measure (issue 45)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from calibration.engines.campaign import run_processes
+from calibration.engines.fake_backend import FakeBackend, FakeCosts
+from calibration.engines.plans import ProcessPlan
+from calibration.engines.requests_loop import measure_requests, run_requests, summarize_run
+from calibration.engines.run_loop import PointPlan
+
+
+def _plan(**kw) -> PointPlan:
+    base = dict(batch_size=4, prompt_len=64, acceptance_rate=0.0, workload="closed_batch", max_tokens=16, repeats=1)
+    return PointPlan(**{**base, **kw})
+
+
+def test_a_closed_batch_of_deterministic_steps_takes_the_closed_form_time():
+    """No jitter, no acceptance: one prefill step for the batch, then max_tokens - 1 decode steps at
+    the whole batch; the run's time is exactly their sum, every request gets max_tokens."""
+    costs = FakeCosts()
+    be = FakeBackend(2, jitter_cv=0.0, costs=costs)
+    rec = run_requests(be, _plan(), 0)
+    b, p, n, k = 4, 64, 16, 2
+    prefill = 500.0 + 0.05 * b * p
+    fwd = costs.target_forward_us(b * (k + 1), b, 0.0)  # context only moves the fake's price through kv terms
+    assert rec["num_tokens"] == b * n and all(r["num_tokens"] == n for r in rec["requests"])
+    assert len(rec["steps"]) == 1 + (n - 1)
+    assert rec["steps"][0]["t_us"] == pytest.approx(prefill)
+    assert all(r["ttft_us"] == pytest.approx(prefill) for r in rec["requests"])
+    assert rec["elapsed_us"] == pytest.approx(rec["steps"][-1]["t_us"])
+    assert rec["elapsed_us"] > prefill + (n - 1) * fwd * 0.5
+    assert sum(rec["accept_length_counts"]) == b * (n - 1) and rec["accept_length_counts"][0] == b * (n - 1)
+    s = summarize_run(rec)
+    assert s["tok_per_s"] == pytest.approx(b * n / rec["elapsed_us"] * 1e6)
+    assert s["tpot_ms_p50"] == pytest.approx((rec["elapsed_us"] - prefill) / (n - 1) / 1e3)
+
+
+def test_a_closed_batch_drains_speculative_requests_to_exactly_max_tokens():
+    be = FakeBackend(3, jitter_cv=0.0)
+    rec = run_requests(be, _plan(acceptance_rate=0.9, max_tokens=50), 0)
+    assert all(r["num_tokens"] == 50 for r in rec["requests"])
+    assert sum(rec["accept_length_counts"][1:]) > 0  # accepted drafts seen
+    assert rec["steps"][-1]["running"] >= 1 and rec["steps"][0]["running"] == 4
+
+
+def test_a_closed_loop_keeps_the_concurrency_and_runs_every_request():
+    be = FakeBackend(1, jitter_cv=0.0)
+    plan = _plan(workload="closed_loop", concurrency=2, num_requests=5, batch_size=2, max_tokens=8)
+    rec = run_requests(be, plan, 0)
+    assert rec["num_requests"] == 5 and rec["num_tokens"] == 40
+    assert max(s["running"] for s in rec["steps"]) == 2
+    later = [r for r in rec["requests"] if r["start_us"] > 0]
+    assert len(later) == 3 and all(r["ttft_us"] > 0 for r in later)
+
+
+def test_repeats_draw_fresh_prompts_and_keys_name_the_workload():
+    plan = _plan(repeats=2)
+    assert plan.key == "cb_b4_p64_a0_n16x2"
+    loop = _plan(workload="closed_loop", concurrency=2, num_requests=6)
+    assert loop.key.startswith("cl_c2_r6_p64")
+    assert _plan(workload="steady", max_tokens=None).key == "b4_p64_a0_t48x1"
+    res = measure_requests(FakeBackend(1, jitter_cv=0.0), plan)
+    assert [r["repeat_idx"] for r in res["repeats"]] == [0, 1] and res["workload"] == "closed_batch"
+
+
+@pytest.mark.parametrize("point, word", [
+    (dict(workload="closed_batch"), "max_tokens: needed"),
+    (dict(workload="steady", max_tokens=5), "max_tokens: not taken"),
+    (dict(workload="closed_loop", max_tokens=5, concurrency=4, num_requests=2), "num_requests 2 < concurrency 4"),
+    (dict(workload="closed_batch", max_tokens=8000), "max_model_len"),
+])
+def test_a_plan_refuses_request_fields_that_do_not_fit(point, word):
+    pt = dict(batch_size=2, prompt_len=512, acceptance_rate=None, **point)
+    with pytest.raises(ValidationError, match=word):
+        ProcessPlan(engine="fake", session="live", label="e2e_s0", num_steps=0, target_config={}, points=[pt])
+
+
+def test_the_fake_campaign_writes_request_level_points(tmp_path):
+    pts = [dict(batch_size=2, prompt_len=64, acceptance_rate=0.7, workload="closed_batch", max_tokens=12, repeats=1),
+           dict(batch_size=2, prompt_len=64, acceptance_rate=0.7, workload="closed_loop", concurrency=2,
+                num_requests=4, max_tokens=6, repeats=1)]
+    plan = ProcessPlan(engine="fake", session="live", label="e2e_s2", num_steps=2, target_config={}, points=pts)
+    out = tmp_path / "e2e.points.jsonl"
+    status = run_processes([plan], out, in_process=True, log=lambda *_: None)
+    assert status == {"e2e_s2": "done"}
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    got = {r["point"]["key"]: r["point"] for r in recs if r["kind"] == "point"}
+    assert set(got) == {"cb_b2_p64_a0.7_n12x1", "cl_c2_r4_p64_a0.7_n6x1"}
+    assert got["cb_b2_p64_a0.7_n12x1"]["repeats"][0]["num_tokens"] == 24
+    assert run_processes([plan], out, in_process=True, log=lambda *_: None) == {"e2e_s2": "skipped"}
