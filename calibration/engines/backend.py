@@ -197,6 +197,8 @@ class EngineInfo:
     torch_version: str = ""
     cuda_version: str = ""
     max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0  # tokens the scheduler places in one step at most (prefill chunks); 0: not read
+    enable_prefix_caching: bool | None = None
     cudagraph_capture_sizes: list[int] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
     startup_s: float = 0.0
