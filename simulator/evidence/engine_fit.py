@@ -201,7 +201,7 @@ def run_observations(scenario, runs, source: str) -> list[Observation]:
     """Observations from a scenario and a user's observed runs (simulator.evidence.importers).
 
     Each run sets what it states on a copy of the scenario: its batch size (rounded), num_steps,
-    and its acceptance (per-position or mean accept length: runs.acceptance_from_run);
+    and its acceptance (per-position or mean accept length: importers.acceptance_from_run);
     a run with speculation off (or no acceptance) is a baseline observation. Runs without a
     throughput (output tok/s or TPOT) are skipped.
 
