@@ -229,8 +229,7 @@ def roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = T
     return out
 
 
-
-
+# ---- reading a profile -----------------------------------------------------------------------
 ENGINE_PROFILES_DIR = "engine_profiles"
 
 
@@ -282,7 +281,6 @@ def load_engine_profile(ref: str | Path, base_dir: Path | None = None) -> Engine
         from simulator.inputs import UserInputError
         raise UserInputError(f"{p}: an engine profile is a regular JSON file")
     return _load(str(p.resolve()), p.stat().st_mtime_ns)
-
 
 
 def scenario_engine_profile(scenario) -> EngineProfile | None:
