@@ -3,7 +3,7 @@
     python benchmarks/bench_import_server_log.py [--lines 1000000] [--keep DIR]
 
 Writes a server log of LINES lines (decode-batch lines at batch 1-64, speculative and not, with
-prefill lines between, as SGLang's scheduler prints them: simulator.engines.runs.sglang), runs
+prefill lines between, as SGLang's scheduler prints them: simulator.evidence.importers.sglang), runs
 the fit on it as a user would (a fresh process of `python -m simulator.cli calibrate from-runs`
 with the test suite's SGLang Llama-8B scenario) and prints, for a tenth of the log and for all of
 it: the lines, the file's size, the wall time and the process's peak resident memory. The goal

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.engines.plans import few_run_keys  # noqa: E402
-from simulator.engines.native import load_engine_profile  # noqa: E402
+from simulator.engines.profile import load_engine_profile  # noqa: E402
 from simulator.profile import load_profile, resolve_profile_path  # noqa: E402
 from simulator.evidence.validate import (best_num_steps, compare, crossovers, load_records,  # noqa: E402
                                          with_engine_profile)

@@ -146,7 +146,8 @@ def cell_processes_table() -> None:
 def drain_table() -> None:
     """The GPU-bound points' parts priced against their own wall step: the committed profile (no probe
     before a window) and a profile of this queue's num_steps 2-4 processes (a probe before each)."""
-    from simulator.engines.native import NativeCosts, load_engine_profile
+    from simulator.costs.engine_native import NativeCosts
+    from simulator.engines.profile import load_engine_profile
     print()
     print("| profile | GPU-bound points, num_steps 2-4 | parts priced / wall step - 1, median | min | max |")
     print("|---|---:|---:|---:|---:|")
@@ -164,7 +165,7 @@ def _hostspeed_profile():
     from typer.testing import CliRunner
 
     from simulator.cli import app
-    from simulator.engines.native import load_engine_profile
+    from simulator.engines.profile import load_engine_profile
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "p.json"
         res = CliRunner().invoke(app, ["calibrate", "engine", "--engine", "vllm", "--from-points",

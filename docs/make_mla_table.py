@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.engines.build import build_profile, engine_lines, engine_point  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402
-from simulator.engines.native import NativeCosts  # noqa: E402
+from simulator.costs.engine_native import NativeCosts  # noqa: E402
 from simulator.profile import load_profile, resolve_profile_path  # noqa: E402
 from simulator.scenario import scenario_from_dict  # noqa: E402
 

@@ -65,7 +65,7 @@ def cost_model(entry: dict, tp: int, box: str) -> CostModel:
 
 
 def main() -> None:
-    from simulator.engines.runs.moe_bench import load_moe_kernel_times
+    from simulator.evidence.importers.moe_bench import load_moe_kernel_times
     entries = yaml.safe_load(DATA.read_text())["entries"]
     print("| source | box | model, TP | tokens | published us | modelled us | published / modelled |")
     print("|---|---|---|---|---|---|---|")

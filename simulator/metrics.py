@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.des.records import CycleLog
 from simulator.files import SIMULATION_OUTPUT
@@ -95,6 +95,11 @@ class SimulationResult(BaseModel):
     scenario: dict
     serving: dict | None = None  # serving mode's metrics (simulator.serving.metrics.ServingResult) when
     # the scenario has a `serving:` section; the fields above stay the steady batch's
+    # what the printed result says of its pricing; not written (the notes say it in words)
+    priced_by_engine_profile: bool = Field(False, exclude=True, description=(
+        "The cycle was priced from the scenario's engine-native profile, not the op-table profile."))
+    untabled_op_notes: dict[str, bool] = Field(default_factory=dict, exclude=True, description=(
+        "The notes of op shapes with no measured table -> scaled from the nearest measured GEMM."))
 
 
 def batch_means_interval(values: np.ndarray, num_batches: int = NUM_BATCHES,

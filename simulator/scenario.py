@@ -131,7 +131,7 @@ def _check_engine_profile(sc: Scenario, source: str) -> None:
     ref = getattr(sc.serving_engine, "engine_profile", None)
     if not ref:
         return
-    from simulator.engines.native import load_engine_profile
+    from simulator.engines.profile import load_engine_profile
     try:
         load_engine_profile(ref)
     except FileNotFoundError as e:

@@ -96,6 +96,7 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         notes=sorted(set(cost.notes) | set(scenario.target.config_notes) | set(scenario.draft.config_notes)),
         scenario=scenario.model_dump(mode="json"),
         serving=_serving_block(scenario, profile),
+        priced_by_engine_profile=cost.native is not None, untabled_op_notes=dict(cost.lookup.untabled_op_notes),
     )
     check_result(result)
     if progress is not None:

@@ -16,7 +16,7 @@ from calibration.engines.build import build_profile
 from calibration.engines.points import read_points_file
 from calibration.engines.records import write_records
 from calibration.shapes import LLAMA_8B, eagle3_draft
-from simulator.engines.native import EngineProfile
+from simulator.engines.profile import EngineProfile
 from simulator.evidence.validate import load_records
 from simulator.inputs import UserInputError
 from simulator.scenario import scenario_from_dict

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from calibration.engines.queue import vllm_capture_sizes_for_spec
 from simulator.cli import app
 from simulator.costs.forward import CostModel
-from simulator.engines.native import load_engine_profile, rounded_to_query, with_capture_sizes
+from simulator.engines.profile import load_engine_profile, rounded_to_query, with_capture_sizes
 from simulator.profile import load_profile, resolve_profile_path
 from simulator.scenario import load_scenario
 

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from simulator.evidence.cases import predict
 from simulator.cli import app
-from simulator.engines.defaults import fit_from_cases
-from simulator.engines.fit import FIT_PARAMS, Observation, fit_engine
+from simulator.evidence.engine_defaults import fit_from_cases
+from simulator.evidence.engine_fit import FIT_PARAMS, Observation, fit_engine
 from simulator.engines import ENGINE_HOST_DEFAULTS
 from simulator.inputs import UserInputError
 from simulator.scenario import load_scenario, scenario_from_dict

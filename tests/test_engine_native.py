@@ -1,4 +1,4 @@
-"""Engine-native calibration (calibration/engines/, simulator/engines/native.py), on CPU.
+"""Engine-native calibration (calibration/engines/, simulator/engines/profile.py, simulator/costs/engine_native.py), on CPU.
 
 The fake engine has the interface of the vLLM backend and known costs: the run loop, the engine
 processes, the profile builder, the records and the pricing are tested end to end through it.
@@ -31,7 +31,8 @@ from calibration.shapes import LLAMA_8B, eagle3_draft
 from simulator.analytic import analyze, cycle_time_us
 from simulator.acceptance import build_acceptance
 from simulator.costs.forward import CostModel
-from simulator.engines.native import EngineProfile, NativeCosts, load_engine_profile, profile_mismatch
+from simulator.costs.engine_native import NativeCosts, profile_mismatch
+from simulator.engines.profile import EngineProfile, load_engine_profile
 from simulator.inputs import UserInputError
 from simulator.profile import load_profile, resolve_profile_path
 from simulator.scenario import scenario_from_dict
@@ -276,7 +277,7 @@ def test_full_graph_rule_pads_requests_as_the_dispatcher_does():
     """vLLM V2's dispatcher runs n tokens at the smallest captured count >= n: 7 requests of 3
     tokens (21) run the 24-token uniform-decode graph of 8 requests, padded; 4 of 3 (12) fall on
     the 16-token piecewise graph, the rounded 18 lying above it."""
-    from simulator.engines.native import full_graph_verify
+    from simulator.engines.profile import full_graph_verify
     sizes = [1, 2, 4, 8, 16, 24, 32]
     assert full_graph_verify(7, 2, sizes) and not full_graph_verify(4, 2, sizes)
     assert full_graph_verify(8, 2, sizes, max_num_seqs=8) and not full_graph_verify(8, 2, sizes, max_num_seqs=4)

@@ -1,4 +1,4 @@
-"""simulator.engines.runs: engine outputs -> ObservedRuns, format detection, one-line errors, acceptance.
+"""simulator.evidence.importers: engine outputs -> ObservedRuns, format detection, one-line errors, acceptance.
 
 Fixtures in tests/data/engine_runs/ hold made-up numbers in each engine's line format.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from simulator.config import IidAcceptance, PositionalAcceptance
-from simulator.engines.runs import FORMATS, ObservedRun, acceptance_from_run, detect_format, load_runs
-from simulator.engines.runs.acceptance import conditional_rates, iid_rate
-from simulator.engines.runs.traces import parse_trace
+from simulator.evidence.importers import FORMATS, ObservedRun, acceptance_from_run, detect_format, load_runs
+from simulator.evidence.importers.acceptance import conditional_rates, iid_rate
+from simulator.evidence.importers.traces import parse_trace
 from simulator.inputs import UserInputError
 
 DATA = Path(__file__).parent / "data" / "engine_runs"
@@ -320,7 +320,7 @@ def test_a_real_h200_live_loop_trace_imports_with_every_phase():
     H200 (`bash calibration/h200_run.sh traces-session`; 1B target, 3 steps, 4 cycles, CUDA graphs)."""
     from pathlib import Path
 
-    from simulator.engines.runs import load_runs
+    from simulator.evidence.importers import load_runs
     folder = Path(__file__).resolve().parents[1] / "data" / "traces" / "h200_live_loop_1b_s3"
     spec = load_runs(folder / "1b_b1_s3.trace.json")[0]
     assert spec.source_format == "torch_profiler_trace" and spec.num_cycles == 4
@@ -341,7 +341,7 @@ def _decode_line(b: int, tok_s: float, al: float | None = None) -> str:
 
 
 def test_iter_runs_streams_a_server_log_as_load_runs_reads_it():
-    from simulator.engines.runs import iter_runs
+    from simulator.evidence.importers import iter_runs
     path = DATA / "sglang_server.log"
     assert [r.model_dump() for r in iter_runs(path)] == [r.model_dump() for r in load_runs(path)]
     assert [r.model_dump() for r in iter_runs(DATA / "vllm_server.log")] == \
@@ -349,7 +349,7 @@ def test_iter_runs_streams_a_server_log_as_load_runs_reads_it():
 
 
 def test_iter_runs_names_the_line_of_bad_bytes_a_long_line_and_an_empty_log(tmp_path):
-    from simulator.engines.runs import iter_runs
+    from simulator.evidence.importers import iter_runs
     f = tmp_path / "s.log"
     f.write_bytes((_decode_line(4, 100.0) * 3).encode() + b"\xff\xfe Decode batch\n")
     with pytest.raises(UserInputError, match=r"s.log:4: not UTF-8"):
@@ -370,7 +370,7 @@ def test_an_out_of_range_figure_names_file_line_and_field(tmp_path):
 
 
 def test_operating_points_average_the_lines_of_one_set_up(tmp_path):
-    from simulator.engines.runs import operating_points
+    from simulator.evidence.importers import operating_points
     f = tmp_path / "s.log"
     f.write_text(_decode_line(8, 1000.0, 3.0) + _decode_line(4, 400.0) + _decode_line(8, 1200.0, 2.0)
                  + _decode_line(8, 1100.0, 2.5) + _decode_line(4, 440.0))
@@ -386,8 +386,8 @@ def test_operating_points_average_the_lines_of_one_set_up(tmp_path):
 
 def test_from_runs_fits_points_as_it_fits_their_lines(tmp_path):
     """The weighted fit on operating points is the fit on the lines when a point's lines agree."""
-    from simulator.engines.fit import fit_engine, run_observations
-    from simulator.engines.runs import operating_points
+    from simulator.evidence.engine_fit import fit_engine, run_observations
+    from simulator.evidence.importers import operating_points
     from simulator.scenario import load_scenario
     sc = load_scenario(Path(__file__).parent / "data" / "engine_fit" / "sglang_llama8b_h100.yaml")
     f = tmp_path / "s.log"
@@ -404,7 +404,7 @@ def test_from_runs_fits_points_as_it_fits_their_lines(tmp_path):
 
 def test_a_vllm_server_log_streams_without_being_held(tmp_path, monkeypatch):
     """A vLLM log is read line by line (load.STREAMED), so a log past load_runs' bound still reads."""
-    from simulator.engines.runs import iter_runs, load
+    from simulator.evidence.importers import iter_runs, load
     src = (DATA / "vllm_server.log").read_text()
     f = tmp_path / "big.log"
     f.write_text(src * 3)

@@ -169,7 +169,7 @@ def test_uniform_routing_patch_adds_noise_once(monkeypatch):
 
 def test_carry_points_scales_the_target_and_keeps_the_draft():
     from calibration.engines.shard import carry_points
-    from simulator.engines.native import EnginePoint
+    from simulator.engines.profile import EnginePoint
 
     def pt(layers, k):
         fwd = 1000.0 + 100.0 * layers + 20.0 * k
@@ -199,7 +199,7 @@ def test_a_host_bound_shards_pace_is_not_carried_as_gpu_work():
     8, as SGLang's num_steps-3 shards measured): the carried step is the GPU's parts at 60 layers
     or the host's mean work, never the line through the two paces (which would go negative)."""
     from calibration.engines.shard import carry_points
-    from simulator.engines.native import EnginePoint
+    from simulator.engines.profile import EnginePoint
 
     def pt(layers, host):
         fwd = 400.0 + 130.0 * layers
@@ -452,7 +452,7 @@ def test_the_mla_records_and_profile_are_rebuilt_as_committed():
 
     from calibration.cli.engine import _configs
     from calibration.engines.records import live_records
-    from simulator.engines.native import load_engine_profile
+    from simulator.engines.profile import load_engine_profile
     ROOT = Path(__file__).resolve().parents[1]
     from simulator.evidence.validate import load_records
     pts = ROOT / "data" / "engine_runs" / "h200_sglang_0.5.15_deepseek-v2-lite" / "points.jsonl.gz"

@@ -23,7 +23,8 @@ from calibration.engines.plans import ProcessPlan, calibrate_plans, live_plans
 from calibration.engines.records import live_records, write_records
 from calibration.engines.worker import read_lines
 from calibration.shapes import LLAMA_8B, eagle3_draft
-from simulator.engines.native import EngineProfile, placement_label, profile_mismatch
+from simulator.costs.engine_native import profile_mismatch
+from simulator.engines.profile import EngineProfile, placement_label
 from simulator.evidence.validate import compare, load_records, summarize
 from simulator.profile import load_profile, resolve_profile_path
 

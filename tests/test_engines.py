@@ -28,7 +28,7 @@ def test_every_list_of_engine_kinds_derives_from_the_engine_classes():
 
     from simulator import inputs
     from simulator.engines import ENGINE_CLASSES, ENGINE_KINDS, ENGINE_MODEL_KINDS, EngineModel
-    from simulator.engines.runs import ObservedRun
+    from simulator.evidence.importers import ObservedRun
     union, _ = get_args(ServingEngine)
     assert tuple(get_args(member)[0] for member in get_args(union)) == ENGINE_CLASSES
     assert ENGINE_KINDS == tuple(cls.model_fields["kind"].default for cls in ENGINE_CLASSES)

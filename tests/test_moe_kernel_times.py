@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from simulator.analytic import cycle_time_us
 from simulator.costs.forward import CostModel, engine_moe_layer_us
-from simulator.engines.runs.moe_bench import load_moe_kernel_times
+from simulator.evidence.importers.moe_bench import load_moe_kernel_times
 from simulator.inputs import UserInputError
 from tests.conftest import TINY_TARGET, flat_profile, make_scenario
 
@@ -256,7 +256,7 @@ def test_from_runs_fits_a_scenario_holding_the_table_with_its_profile_beside_it(
     import shutil
 
     from simulator.cli import app
-    from simulator.engines.fit import predict
+    from simulator.evidence.engine_fit import predict
     from simulator.profile import shipped_profiles_dir
     from simulator.scenario import load_scenario
     (tmp_path / "sc").mkdir()
@@ -366,7 +366,7 @@ def test_a_whole_forward_table_of_the_moe_target_says_the_table_is_not_applied()
 def test_a_scenario_that_would_not_load_is_not_written(tmp_path, monkeypatch):
     """The written scenario is validated before the write: with the reader's bound lifted, 300
     batch sizes (the field takes 256) are refused naming --out, and nothing is written."""
-    import simulator.engines.runs.moe_bench as moe_bench
+    import simulator.evidence.importers.moe_bench as moe_bench
     from simulator.cli import app
     monkeypatch.setattr(moe_bench, "MOE_TABLE_MAX_ENTRIES", 1000)
     log = tmp_path / "moe.txt"

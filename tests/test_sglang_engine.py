@@ -11,7 +11,7 @@ from calibration.engines.records import _acceptance
 from calibration.engines.sglang_backend import iid_accept_length
 from simulator.acceptance import iid_mean_accept_length
 from simulator.cli import app
-from simulator.engines.native import load_engine_profile
+from simulator.engines.profile import load_engine_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,7 +100,7 @@ def test_tree_and_sync_records_name_their_shape():
 
 def test_a_chain_profile_does_not_price_a_tree_or_a_sync_engine():
     from simulator.config import Scenario
-    from simulator.engines.native import profile_mismatch
+    from simulator.costs.engine_native import profile_mismatch
     t, d = _shapes()
     from calibration.engines.records import live_records
     _, rec = live_records([P], t, d, variant=(4, 8, True))[0]

@@ -11,6 +11,9 @@ Rules:
   single modules;
 - the model (every module of simulator/ outside simulator/studies/ and simulator/cli/) imports no
   study (simulator.studies), nothing of calibration/ and not torch;
+- the engine model (simulator/engines/) imports no fit or importer (simulator.evidence), no study,
+  no command, and nothing built on it: the cost model, the scenario loader, the simulation;
+- the pricing model (simulator/costs/, simulator/des/, simulator/serving/) imports no evidence;
 - at most MAX_ROOT_MODULES modules in the simulator/ root, and no module of simulator/,
   calibration/ or benchmarks/ over MAX_LINES lines.
 """
@@ -155,3 +158,36 @@ def test_no_module_over_600_lines():
     files = [p for d in (*PACKAGES, "benchmarks") for p in (ROOT / d).rglob("*.py")]
     long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert files and not long, f"files over {MAX_LINES} lines: {long}"
+
+
+ENGINE_MODEL = "simulator.engines"  # the engine model: the `serving_engine:` schemas, the engine-native profile
+ABOVE_THE_ENGINE_MODEL = ("simulator.evidence", "simulator.studies", "simulator.cli", "simulator.costs",
+                          "simulator.scenario", "simulator.simulate")
+PRICING_ROOMS = ("simulator.costs", "simulator.des", "simulator.serving")  # the model that prices and runs
+
+
+def _offenders(modules, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    """module -> the names it imports that lie in a forbidden room (none: left out)."""
+    found = {m: sorted(n for n in imported_names(m) if any(_within(n, f) for f in forbidden)) for m in modules}
+    return {m: names for m, names in found.items() if names}
+
+
+def test_the_engine_model_imports_no_fit_no_importer_and_nothing_above_it():
+    engine_model = [m for m in MODULES if _within(m, ENGINE_MODEL)]
+    offenders = _offenders(engine_model, ABOVE_THE_ENGINE_MODEL)
+    assert engine_model and not offenders, f"simulator/engines/ modules importing the rooms above it: {offenders}"
+
+
+def test_the_pricing_model_imports_no_evidence():
+    pricing = [m for m in MODULES if any(_within(m, r) for r in PRICING_ROOMS)]
+    offenders = _offenders(pricing, ("simulator.evidence",))
+    assert pricing and not offenders, f"cost model, DES or serving modules importing simulator.evidence: {offenders}"
+
+
+def test_the_room_rules_see_an_upward_import():
+    """The rules' own check: cases.py imports the engine fit (evidence) inside evidence/, validate.py
+    imports the cost model, and a function-level import is seen (cli.common's of the engine notes)."""
+    assert _offenders(["simulator.evidence.cases"], ("simulator.evidence",))
+    assert _offenders(["simulator.evidence.validate"], ABOVE_THE_ENGINE_MODEL)
+    assert _offenders(["simulator.cli.common"], ("simulator.costs",))
+    assert "simulator.engines.profile" in MODULES and "simulator.costs.engine_native" in MODULES

@@ -16,7 +16,7 @@ from calibration.live.run import LiveSession, oracle_accept_lengths  # noqa: E40
 from simulator.analytic import analyze  # noqa: E402
 from simulator.cli import app  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402
-from simulator.engines.runs import load_runs  # noqa: E402
+from simulator.evidence.importers import load_runs  # noqa: E402
 from simulator.profile import CalibrationProfile, load_profile  # noqa: E402
 from simulator.acceptance import build_acceptance  # noqa: E402
 from simulator.simulate import simulate  # noqa: E402

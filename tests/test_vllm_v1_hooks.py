@@ -206,8 +206,9 @@ def test_a_measured_point_prices_the_host_at_the_mean_pace_over_processes():
     the processes' mean, not the slower one's; host_pace_us stays out of the host's fitted form."""
     import pytest
 
-    from simulator.engines.native import EnginePoint, EngineProfile, NativeCosts
-    from simulator.engines.native_fit import fit_parts
+    from simulator.costs.engine_native import NativeCosts
+    from simulator.engines.profile import EnginePoint, EngineProfile
+    from simulator.evidence.engine_profile_fit import fit_parts
     common = dict(num_steps=3, batch_size=1, prompt_len=1024, context_len=1100.0, mean_accept_length=2.5,
                   gpu_bound=True, target_forward_us=5000.0, sample_us=50.0, propose_us=1000.0,
                   draft_extend_us=100.0, draft_steps_us=400.0)

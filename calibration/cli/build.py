@@ -9,8 +9,8 @@ scenario with an engine's fused-MoE time per layer from its MoE benchmark (moe-k
     specdecsim calibrate from-traces DIR --out PROFILE.json [--roofline-from h200_datasheet] [--name N]
     specdecsim calibrate moe-kernel-times SCENARIO LOG --out OUT.yaml
 
-The work is `calibration.build` (nccl_tests, merge), `simulator.engines.fit` with
-`simulator.engines.runs` (moe_bench for the MoE benchmark), and `simulator.evidence.trace_profile`; `calibration.cli.calibrate` mounts these
+The work is `calibration.build` (nccl_tests, merge), `simulator.evidence.engine_fit` with
+`simulator.evidence.importers` (moe_bench for the MoE benchmark), and `simulator.evidence.trace_profile`; `calibration.cli.calibrate` mounts these
 commands. Parses, checks, runs and writes; no modelled numbers here.
 """
 
@@ -144,7 +144,7 @@ def from_runs(
                                                   "vllm or trtllm; hardware; models; spec).")],
     runs: Annotated[list[Path], typer.Argument(help="Engine outputs: SGLang server logs or bench output, vLLM "
                                                     "spec-decode logs, /metrics scrapes or bench output, "
-                                                    "trtllm-bench reports (simulator.engines.runs).")],
+                                                    "trtllm-bench reports (simulator.evidence.importers).")],
     out: Annotated[Path, typer.Option(help="Scenario YAML to write: SCENARIO with the fitted engine fields.")],
     fit: Annotated[Optional[str], typer.Option(help="Comma-separated engine fields to fit (default per engine: "
                                                     "host_decode_step_us, host_cycle_us[, host_draft_step_us]); "
@@ -156,9 +156,9 @@ def from_runs(
     each run's throughput, batch and acceptance are read from its log; the scenario gives the rest.
     Prints the fitted values with standard errors and each run's error, and writes SCENARIO with
     them as --out (a baseline and one speculative run are enough for the two default fields)."""
-    from simulator.engines.fit import FIT_PARAMS, fit_engine, run_observations
+    from simulator.evidence.engine_fit import FIT_PARAMS, fit_engine, run_observations
     from simulator.engines.models import ENGINE_MODEL_KINDS
-    from simulator.engines.runs import FORMATS, iter_runs, operating_points
+    from simulator.evidence.importers import FORMATS, iter_runs, operating_points
     from simulator.inputs import UserInputError
     from simulator.scenario import load_scenario
 
@@ -180,7 +180,7 @@ def from_runs(
                  f"({', '.join(FIT_PARAMS)})")
         params = tuple(p.strip() for p in fit.split(",") if p.strip()) if fit else FIT_PARAMS[kind]
         # one run per operating point of each file (a server log's lines at one batch size and set-up
-        # averaged: simulator.engines.runs.points), the logs streamed line by line
+        # averaged: simulator.evidence.importers.points), the logs streamed line by line
         observed = [r for path in runs for r in operating_points(iter_runs(path, run_format))]
         other = sorted({r.engine for r in observed if r.engine not in (kind, None)})
         if other:
@@ -292,7 +292,7 @@ def moe_kernel_times(
     scenario's TP/EP; a text log does not say its shape, so that is the user's to match."""
     from simulator.costs.forward import CostModel
     from simulator.engines.models import ENGINE_MODEL_KINDS
-    from simulator.engines.runs.moe_bench import load_moe_kernel_records
+    from simulator.evidence.importers.moe_bench import load_moe_kernel_records
     from simulator.inputs import UserInputError
     from simulator.scenario import load_profile_for, load_scenario
 

@@ -416,7 +416,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
     if engine_profile is not None and not engine_profile.strip():
         fail("--engine-profile '': give a shipped engine profile's name or a path")
     if engine_profile:
-        from simulator.engines.native import load_engine_profile
+        from simulator.engines.profile import load_engine_profile
         try:
             eprof = load_engine_profile(engine_profile)
         except (FileNotFoundError, UserInputError, ValueError) as e:
@@ -452,7 +452,8 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             f" of topk {variant['key'][0]}, num_draft_tokens {variant['key'][1]}, overlap "
             f"{'on' if variant['key'][2] else 'off'}" if variant["suffix"] else ""))
     if engine_profile:
-        from simulator.engines.native import load_engine_profile, profile_mismatch
+        from simulator.costs.engine_native import profile_mismatch
+        from simulator.engines.profile import load_engine_profile
         prof = load_engine_profile(engine_profile)
         whys = [w for _, r in recs if (w := profile_mismatch(prof, r.scenario))]
         if whys:

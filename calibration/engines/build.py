@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from calibration.engines.points import read_points_files
 from simulator.inputs import format_validation_error
-from simulator.engines.native import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, missing_fits
-from simulator.engines.native_fit import fit_parts
+from simulator.engines.profile import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, missing_fits
+from simulator.evidence.engine_profile_fit import fit_parts
 
 SGLANG_PERIOD_MATCH_FRAC = 0.02  # an SGLang speculative step's GPU period within this of its wall period
 # an SGLang step whose instrumented GPU period holds more than this outside its timed graph replays

@@ -262,7 +262,7 @@ def full_graph_rule(capture_sizes: list[int] | None = None, max_num_seqs: int = 
     """The predicate (batch_size, num_steps) -> full CUDA graph for the verify, for an engine
     started with these capture sizes (default: what the campaign starts vLLM with)."""
     from calibration.engines.vllm_backend import default_capture_sizes
-    from simulator.engines.native import full_graph_verify
+    from simulator.engines.profile import full_graph_verify
     sizes = list(capture_sizes) if capture_sizes else default_capture_sizes()
     return lambda b, k: full_graph_verify(b, k, sizes, max_num_seqs)
 

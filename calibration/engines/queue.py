@@ -145,7 +145,7 @@ def vllm_capture_sizes_for_spec(num_steps: int, max_size: int = 512) -> list[int
     """vLLM's default capture sizes each rounded up to a multiple of num_steps + 1 (model runner
     V1's `adjust_cudagraph_sizes_for_spec_decode` does this; V2 keeps the list as given)."""
     from calibration.engines.vllm_backend import default_capture_sizes
-    from simulator.engines.native import rounded_to_query
+    from simulator.engines.profile import rounded_to_query
     return rounded_to_query(default_capture_sizes(max_size), num_steps)
 
 

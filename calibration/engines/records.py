@@ -17,7 +17,7 @@ from pathlib import Path
 
 from calibration.engines.build import CHAIN, engine_lines, of_group, of_variant
 from simulator.config import Scenario
-from simulator.engines.native import placement_label
+from simulator.engines.profile import placement_label
 from simulator.files import write_json_atomic
 from simulator.evidence.live_records import LiveRun
 from simulator.profile import HardwareInfo

@@ -139,7 +139,7 @@ def carry_points(short: list, long: list, moe_short: int, moe_long: int, moe_tar
     Raises:
         ValueError: a point of one shard without its pair in the other.
     """
-    from simulator.engines.native import EnginePoint
+    from simulator.engines.profile import EnginePoint
 
     def key(p):
         return (p.num_steps, p.batch_size, p.prompt_len)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from simulator.acceptance import build_acceptance, iid_mean_accept_length  # noqa: E402
 from simulator.analytic import analyze  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402
-from simulator.engines.runs.moe_bench import load_moe_kernel_times  # noqa: E402
+from simulator.evidence.importers.moe_bench import load_moe_kernel_times  # noqa: E402
 from simulator.profile import CollectiveTable, Provenance  # noqa: E402
 from simulator.scenario import load_profile_for, read_scenario_dict, scenario_from_dict  # noqa: E402
 

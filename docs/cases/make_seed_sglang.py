@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT / "docs" / "cases"))
 from calibration.engines.build import engine_lines, engine_point  # noqa: E402
 from calibration.engines.shard import carry_points, moe_layers  # noqa: E402
 from make_seed_hypotheses import ALPHA, FP8, PUB_AL, PUB_BASELINE, PUB_SPEC, STEPS, run, scenario  # noqa: E402
-from simulator.engines.native import EngineProfile  # noqa: E402
-from simulator.engines.native_fit import fit_parts  # noqa: E402
+from simulator.engines.profile import EngineProfile  # noqa: E402
+from simulator.evidence.engine_profile_fit import fit_parts  # noqa: E402
 from simulator.files import write_json_atomic  # noqa: E402
 
 DOC = ROOT / "docs" / "cases" / "seed-sglang-native.md"

@@ -130,18 +130,20 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator:
 
 def engine_profile_note(scenario, overrides, rows=()) -> None:
     """Notes for a sweep or search whose scenario names an engine profile
-    (simulator.engines.native_notes): what the profile measured, and, of the study's rows (each with
+    (simulator.costs.engine_notes): what the profile measured, and, of the study's rows (each with
     `batch_size` and `num_steps`), the vLLM cells whose verify gets no full CUDA graph; nothing where it
     names none or does not load."""
     from rich.markup import escape
 
-    from simulator.engines.native_notes import graph_gap_note, study_note
+    from simulator.costs.engine_notes import graph_gap_note, study_note
+    from simulator.engines.profile import scenario_engine_profile
     from simulator.inputs import UserInputError
     from simulator.scenario import load_scenario
     try:
         sc = load_scenario(scenario, overrides)
         cells = [(int(r["batch_size"]), int(r["num_steps"])) for r in rows if "batch_size" in r and "num_steps" in r]
-        notes = [study_note(sc), graph_gap_note(sc, cells)]
+        prof = scenario_engine_profile(sc)  # read once, for both notes
+        notes = [study_note(prof), graph_gap_note(sc, prof, cells)] if prof is not None else []
     except (UserInputError, ValueError, FileNotFoundError, KeyError, TypeError):
         return
     for note in filter(None, notes):

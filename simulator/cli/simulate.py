@@ -186,15 +186,15 @@ def print_result(r) -> None:
     if r.serving is not None:
         print_serving(r.serving, sc.get("serving") or {})
     eprof = sc["serving_engine"].get("engine_profile")
-    native = eprof and any("priced from the engine-native profile" in n for n in r.notes)
+    native = eprof and r.priced_by_engine_profile
     console.print(f"[dim]{r.num_cycles} cycles, {r.simulated_us / 1e6:.3f} s simulated, seed {r.seed}, "
                   + (f"engine profile {escape(short_path(eprof))} (op-table profile {escape(short_path(r.profile))} "
                      "not used for the cycle)" if native else f"profile {escape(short_path(r.profile))}") + "[/]")
-    roof = [n for n in r.notes if n.startswith("no table for ")]
-    for n in [n for n in r.notes if n not in roof]:
+    roof = [n for n in r.notes if n in r.untabled_op_notes]
+    for n in [n for n in r.notes if n not in r.untabled_op_notes]:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     if roof:
-        near = sum("nearest measured GEMM" in n for n in roof)
+        near = sum(r.untabled_op_notes[n] for n in roof)
         how = f" ({near} GEMMs scaled from the nearest measured GEMM)" if near else ""
         console.print(f"[yellow]note:[/] {len(roof)} op shapes have no measured table in this profile and use "
                       f"its roofline{how} (list: the `notes` of --json output)", highlight=False)

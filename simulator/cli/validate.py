@@ -54,9 +54,9 @@ def validate(
         fail(str(e))
     recs = with_costs_source(recs, costs_source)
     if engine_profile is not None:
-        from simulator.engines.native import load_engine_profile
+        from simulator.engines.profile import load_engine_profile
         from simulator.evidence.validate import with_engine_profile
-        from simulator.engines.native import profile_mismatch
+        from simulator.costs.engine_native import profile_mismatch
         try:
             eprof = load_engine_profile(engine_profile)
             recs = with_engine_profile(recs, engine_profile)

@@ -31,7 +31,8 @@ from simulator.config import ModelShape, Scenario
 from simulator.costs import forward_ops as FO
 from simulator.costs import ops as O
 from simulator.costs.lookup import LatencyLookup
-from simulator.engines.native import native_costs
+from simulator.costs.engine_native import native_costs
+from simulator.engines.profile import EngineProfile, scenario_engine_profile
 from simulator.profile import CalibrationProfile
 
 PHASES = ("draft", "draft_extend", "verify", "accept", "decode")
@@ -145,13 +146,16 @@ class CostModel:
         profile: validated CalibrationProfile.
         lookup: a LatencyLookup of this profile in this scenario's launch mode to share (its
             interpolators and per-op cache depend on nothing else); default a new one.
+        engine_profile: the engine profile the scenario's `serving_engine.engine_profile` names, where
+            the caller read it; default read here (none where the scenario names none).
 
     Raises:
         KeyError: costs.source is whole_forward and the profile lacks a needed table.
         ValueError: `lookup` belongs to another profile or launch mode.
     """
 
-    def __init__(self, scenario: Scenario, profile: CalibrationProfile, lookup: LatencyLookup | None = None):
+    def __init__(self, scenario: Scenario, profile: CalibrationProfile, lookup: LatencyLookup | None = None,
+                 engine_profile: EngineProfile | None = None):
         self.sc = scenario
         self.profile = profile
         self.engine = scenario.serving_engine
@@ -173,7 +177,9 @@ class CostModel:
         self.cycle_forwards = lru_cache(maxsize=None)(self._cycle_forwards)
         self._spec_schedule_us: float | None = None
         self._base_schedule_us: float | None = None
-        self.native = native_costs(scenario, self.lookup.notes)
+        if engine_profile is None:
+            engine_profile = scenario_engine_profile(scenario)
+        self.native = native_costs(scenario, engine_profile, self.lookup.notes)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -365,7 +371,7 @@ class CostModel:
         return self.sc.workload.expert_routing.kind != "uniform" or ep > 1
 
     def _native_forward(self, phase: str) -> Forward:
-        """A phase priced from the engine-native profile (simulator.engines.native): the engine's own
+        """A phase priced from the engine-native profile (simulator.costs.engine_native): the engine's own
         measured or fitted parts, GPU time only (the host's work is host_schedule_us)."""
         nat, b, c, k = self.native, self.b, self.c, self.sc.spec.num_steps
         gpus = self.all_gpus

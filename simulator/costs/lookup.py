@@ -137,6 +137,8 @@ class LatencyLookup:
         self.rf = profile.roofline
         self.collective_mode = collective_mode
         self.notes: set[str] = set()
+        # the notes of op shapes with no table (each in `notes` too) -> scaled from the nearest measured GEMM
+        self.untabled_op_notes: dict[str, bool] = {}
         self.transfer = profile.transfer
         if self.transfer is not None:
             self.notes.add(transfer_note(self.transfer, collectives_own=profile.collectives_on is None))
@@ -205,6 +207,11 @@ class LatencyLookup:
                   compute_dtype=op.compute_dtype)
         return near, self._measured_op_us(near)
 
+    def _untabled(self, note: str, scaled: bool) -> None:
+        """Note an op shape with no table (`untabled_op_notes`; `scaled`: from the nearest measured GEMM)."""
+        self.notes.add(note)
+        self.untabled_op_notes[note] = scaled
+
     def _measured_op_us(self, op: Op) -> float:
         table = self._ops.get(op.key)
         roof = roofline_compute_us(op, self.rf)
@@ -213,9 +220,10 @@ class LatencyLookup:
             if near is not None:
                 # a GEMM shape not measured: the nearest measured GEMM's fraction of the roofline
                 # (cuBLAS streams weights faster than a device copy, the profile's bandwidth figure)
-                self.notes.add(f"no table for {op.key}: the nearest measured GEMM ({near[0].key}) scaled by roofline")
+                self._untabled(f"no table for {op.key}: the nearest measured GEMM ({near[0].key}) scaled by roofline",
+                               scaled=True)
                 return near[1] * roof / roofline_compute_us(near[0], self.rf)
-            self.notes.add(f"no table for {op.key}: roofline")
+            self._untabled(f"no table for {op.key}: roofline", scaled=False)
             return roof
         missing = [a for a in table.axes if a not in op.axes]
         if missing:

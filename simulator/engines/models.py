@@ -36,7 +36,7 @@ from simulator.schema_base import StrictModel
 GraphMode = Literal["full", "piecewise", "none"]
 
 # Host times fitted on the public figures marked `role: fit` in data/cases/public.yaml, by
-# `python -m simulator.engines.defaults` (scipy least squares, simulator.engines.fit; it prints this dict;
+# `python -m simulator.evidence.engine_defaults` (scipy least squares, simulator.evidence.engine_fit; it prints this dict;
 # tests check it).
 # SGLang: the Llama-3.1-8B H100 baseline (SGLang docs / EAGLE-3 paper) and the Llama-3.3-70B TP8
 # tree run on one plain request (sglang PR #4716); vLLM: the Llama-3.1-8B EAGLE-3 K-sweep's
@@ -253,8 +253,8 @@ class SglangEngine(EngineModel):
     - MLA verify: the absorbed path (models/deepseek_common/attention_backend_handler.py picks MHA
       only for extend without speculation): verify_attention 'decode'.
     - cuda_graph_max_bs: 256 for 80-160 GB GPUs at TP < 4 (server_args._handle_gpu_memory_settings).
-    Host times (host_*_us): ENGINE_HOST_DEFAULTS, fitted (simulator.engines.fit, printed by
-    `python -m simulator.engines.defaults`) on the runs marked `role: fit` in data/cases/public.yaml;
+    Host times (host_*_us): ENGINE_HOST_DEFAULTS, fitted (simulator.evidence.engine_fit, printed by
+    `python -m simulator.evidence.engine_defaults`) on the runs marked `role: fit` in data/cases/public.yaml;
     kernel_efficiency 1 (the profile's kernels) unless a user fits it (`calibrate from-runs`).
     """
 
@@ -343,7 +343,7 @@ class TrtllmEngine(EngineModel):
     - MLA verify: the generation (absorbed) kernel with k + 1 query tokens: verify_attention 'decode'.
     - decode CUDA graphs up to batch 128 (DecodeCudaGraphConfig max_batch_size).
     - one device-to-host sync per cycle (the new tokens, read by the overlapped scheduler a step later).
-    Host times: the profile's (no fitted defaults: simulator.engines.fit, FIT_PARAMS); kernel_efficiency 1
+    Host times: the profile's (no fitted defaults: simulator.evidence.engine_fit, FIT_PARAMS); kernel_efficiency 1
     unless fitted by the user.
     """
 

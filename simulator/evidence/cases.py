@@ -8,7 +8,7 @@ catalog, the engine model and the profile alone (closed form, `simulator.analyti
 - a speculative run passes when its tok/s is within 10% (`TOK_S_TOL`) and, where the source also
   gives a baseline, its speedup within 0.10 (`SPEEDUP_TOL`) of the published ones;
 - a baseline passes within 10%; a communication case (simulator.costs.collectives_model) within 15%;
-- figures marked `role: fit` set the engines' fitted host times (simulator.engines.fit) and are
+- figures marked `role: fit` set the engines' fitted host times (simulator.evidence.engine_fit) and are
   reported but not scored; figures the source lacks an input for are `replayable: false`;
 - a case passes when every scored figure of it passes; cases with nothing scored are not counted;
 - a sweep also reports the leave-out protocol (`leave_out`): the engine's kernel efficiency and
@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
-from simulator.engines.fit import predict  # noqa: F401  (re-exported: the closed form of a case's scenario)
+from simulator.evidence.engine_fit import predict  # noqa: F401  (re-exported: the closed form of a case's scenario)
 from simulator.inputs import UserInputError, format_validation_error, read_yaml, refuse_nulls
 from simulator.schema_base import StrictModel
 
@@ -326,10 +326,10 @@ def replay_case(cf: CaseFile, case: PublishedCase, base_dir: Path,
 
 def leave_out(cf: CaseFile, case: PublishedCase, base_dir: Path) -> list[FigureResult]:
     """The leave-out protocol of a sweep: fit the engine's LEAVE_OUT_PARAMS (kernel efficiency
-    and host time per cycle, simulator.engines.fit) on the sweep's two end runs only, for this case
+    and host time per cycle, simulator.evidence.engine_fit) on the sweep's two end runs only, for this case
     alone, then predict the runs between them. Rows have role 'leave_out'; [] for a case that is
     not a sweep or has fewer than three replayable runs."""
-    from simulator.engines.fit import LEAVE_OUT_PARAMS, Observation, fit_engine
+    from simulator.evidence.engine_fit import LEAVE_OUT_PARAMS, Observation, fit_engine
     runs = [r for r in case.runs if r.replayable]
     if not case.sweep or len(runs) < 3:
         return []

@@ -3,7 +3,7 @@
 The traces are those `specdecsim diagnose trace` writes (calibration/diagnostics/trace.py): one
 Chrome trace per point (the no-speculation baseline and one point per num_steps) of one target
 and draft, with host ranges per phase and per cycle, and an index (`TraceIndex`, `index.json`)
-saying what each trace ran. Read through `simulator.engines.runs.load_runs` (traces.py).
+saying what each trace ran. Read through `simulator.evidence.importers.load_runs` (traces.py).
 
 What the profile holds, and where each number comes from (all from the traces but the roofline):
 - whole-forward tables at the traced context length, batch size 1, the traced mode (graph on
@@ -43,7 +43,7 @@ from pydantic import Field, ValidationError
 
 from simulator.config import ModelShape, Scenario, StrictModel
 from simulator.costs.forward import CostModel
-from simulator.engines.runs import ObservedRun, load_runs
+from simulator.evidence.importers import ObservedRun, load_runs
 from simulator.files import OUTPUT_KEY, TRACE_INDEX_OUTPUT
 from simulator.inputs import UserInputError, format_validation_error, load_json, read_text
 from simulator.profile import (CalibrationProfile, ForwardTable, HardwareInfo, HostOverheads, Provenance,
@@ -107,7 +107,7 @@ def load_index(folder: Path) -> TraceIndex:
 
 
 def load_trace_runs(folder: Path, index: TraceIndex) -> dict[str, ObservedRun]:
-    """file name -> the ObservedRun of each point's trace (simulator.engines.runs.load_runs).
+    """file name -> the ObservedRun of each point's trace (simulator.evidence.importers.load_runs).
 
     Raises:
         UserInputError: a trace that is missing, not a torch.profiler trace, or has no cycle ranges.

@@ -758,7 +758,7 @@ _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
 
 
 def gen_importers(rng: random.Random) -> Case:
-    """Kind 12: engine outputs given to `calibrate from-runs` (simulator.engines.runs), each a
+    """Kind 12: engine outputs given to `calibrate from-runs` (simulator.evidence.importers), each a
     shipped fixture with one figure replaced (negative, NaN, 1e400, 5,000 digits, a list, text),
     a line dropped or repeated, the file cut, a bad byte, JSON nested deep or with a key twice."""
     name = rng.choice(IMPORTER_FIXTURES)

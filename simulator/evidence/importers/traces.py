@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from simulator.engines.runs.observed import ObservedRun, observed_run
+from simulator.evidence.importers.observed import ObservedRun, observed_run
 from simulator.inputs import UserInputError, quote
 
 PHASES = ("draft_extend", "verify", "draft", "decode", "accept", "sync")  # matched in this order: 'draft_extend' first

@@ -33,17 +33,17 @@ Formats (`ObservedRun.source_format`) and the file of each engine that prints th
 - trtllm_bench: tensorrt_llm/bench/dataclasses/reporting.py
 - torch_profiler_trace: torch.profiler export_chrome_trace (Kineto JSON), see traces.py
 
-Apart from runs: `simulator.engines.runs.moe_bench.load_moe_kernel_times(path) -> {tokens: us}` reads
+Apart from runs: `simulator.evidence.importers.moe_bench.load_moe_kernel_times(path) -> {tokens: us}` reads
 an engine's fused-MoE benchmark output (SGLang tuning_fused_moe_triton.py, vLLM benchmark_moe.py)
 for `serving_engine.moe_layer_latency_us`.
 
 Pure Python (json, re, prometheus_client's text parser, scipy for the iid solve); no torch.
 """
 
-from simulator.engines.runs.acceptance import acceptance_from_run
-from simulator.engines.runs.load import FORMATS, detect_format, iter_runs, load_runs
-from simulator.engines.runs.points import operating_points
-from simulator.engines.runs.observed import ObservedRun
+from simulator.evidence.importers.acceptance import acceptance_from_run
+from simulator.evidence.importers.load import FORMATS, detect_format, iter_runs, load_runs
+from simulator.evidence.importers.points import operating_points
+from simulator.evidence.importers.observed import ObservedRun
 
 __all__ = ["FORMATS", "ObservedRun", "acceptance_from_run", "detect_format", "iter_runs", "load_runs",
            "operating_points"]

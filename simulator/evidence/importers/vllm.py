@@ -13,8 +13,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from simulator.engines.runs.observed import ObservedRun, observed_run
-from simulator.engines.runs.report_text import json_numbers, line_error, to_float, to_int
+from simulator.evidence.importers.observed import ObservedRun, observed_run
+from simulator.evidence.importers.report_text import json_numbers, line_error, to_float, to_int
 from simulator.inputs import quote
 from simulator.units import MS_PER_S
 

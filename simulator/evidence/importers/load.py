@@ -20,10 +20,10 @@ import re
 from pathlib import Path
 from typing import Any, Callable, get_args
 
-from simulator.engines.runs import serving_bench, sglang, trtllm, vllm
-from simulator.engines.runs.observed import ObservedRun, SourceFormat
-from simulator.engines.runs.report_text import json_numbers, line_error
-from simulator.engines.runs.traces import parse_trace
+from simulator.evidence.importers import serving_bench, sglang, trtllm, vllm
+from simulator.evidence.importers.observed import ObservedRun, SourceFormat
+from simulator.evidence.importers.report_text import json_numbers, line_error
+from simulator.evidence.importers.traces import parse_trace
 from simulator.inputs import MAX_TRACE_BYTES, UserInputError, load_json, quote, read_text
 
 FORMATS: tuple[str, ...] = get_args(SourceFormat)

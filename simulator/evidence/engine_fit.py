@@ -10,10 +10,10 @@ Jacobian at the optimum, cov = s^2 (J^T J)^-1 with s^2 = sum(r^2) / (m - n); wit
 observations as parameters (m = n) the fit is exact and has no error estimate (None).
 
 Two users:
-- simulator.engines.defaults: the engine defaults in simulator/engines/models.py (ENGINE_HOST_DEFAULTS)
+- simulator.evidence.engine_defaults: the engine defaults in simulator/engines/models.py (ENGINE_HOST_DEFAULTS)
   are this fit on the figures marked `role: fit` in data/cases/public.yaml (`python -m
-  simulator.engines.defaults` prints them; tests/test_engine_fit.py checks the shipped defaults);
-- `specdecsim calibrate from-runs`: a user's own engine logs (simulator.engines.runs) and scenario.
+  simulator.evidence.engine_defaults` prints them; tests/test_engine_fit.py checks the shipped defaults);
+- `specdecsim calibrate from-runs`: a user's own engine logs (simulator.evidence.importers) and scenario.
 """
 
 from __future__ import annotations
@@ -198,17 +198,17 @@ def fit_engine(kind: str, observations: list[Observation], params: tuple[str, ..
 
 
 def run_observations(scenario, runs, source: str) -> list[Observation]:
-    """Observations from a scenario and a user's observed runs (simulator.engines.runs).
+    """Observations from a scenario and a user's observed runs (simulator.evidence.importers).
 
     Each run sets what it states on a copy of the scenario: its batch size (rounded), num_steps,
-    and its acceptance (per-position or mean accept length: runs.acceptance_from_run);
+    and its acceptance (per-position or mean accept length: importers.acceptance_from_run);
     a run with speculation off (or no acceptance) is a baseline observation. Runs without a
     throughput (output tok/s or TPOT) are skipped.
 
     Raises:
         UserInputError: no run has a throughput; a run's acceptance does not fit the scenario.
     """
-    from simulator.engines.runs import acceptance_from_run
+    from simulator.evidence.importers import acceptance_from_run
     from simulator.scenario import scenario_from_dict
     base = scenario.model_dump(mode="json", exclude_none=True)
     for role in ("target", "draft"):  # the dump holds the config.json's fields already

@@ -1,18 +1,14 @@
-"""What an engine-native profile measured, in words: the one line a sweep or search over a
-scenario that names one prints."""
+"""What an engine-native profile measured, in words: the lines a sweep or search over a scenario
+that names one prints (the caller reads the profile once and passes it)."""
 
 from __future__ import annotations
 
-from simulator.engines.native import capture_sizes_for, full_graph_verify, load_engine_profile
+from simulator.engines.profile import EngineProfile, capture_sizes_for, full_graph_verify
 
 
-def study_note(scenario) -> str | None:
-    """One line for a sweep or search over a scenario that names an engine profile: what the
+def study_note(prof: EngineProfile) -> str:
+    """One line for a sweep or search over a scenario that names the engine profile `prof`: what the
     profile measured, and what prices the other points (`simulate` on a point names which)."""
-    ref = getattr(scenario.serving_engine, "engine_profile", None)
-    if not ref:
-        return None
-    prof = load_engine_profile(ref)
     ks = sorted({p.num_steps for p in prof.points if p.num_steps})
     bs = sorted({p.batch_size for p in prof.points})
     cs = [p.context_len for p in prof.points]
@@ -22,16 +18,12 @@ def study_note(scenario) -> str | None:
             "size or GPU the engine model from the op tables (`specdecsim simulate` on a point says which)")
 
 
-def graph_gap_note(scenario, cells) -> str | None:
-    """One line for a sweep or search over a vLLM scenario with an engine profile: the (batch,
+def graph_gap_note(scenario, prof: EngineProfile, cells) -> str | None:
+    """One line for a sweep or search over a vLLM scenario with the engine profile `prof`: the (batch,
     num_steps) cells whose verify gets no full CUDA graph at the capture sizes it runs with (the
     scenario's `cudagraph_capture_sizes`, else the profile's): there vLLM runs piecewise graphs and the
     host paces the step, which moved about 2x between processes where measured; None where no cell does."""
-    ref = getattr(scenario.serving_engine, "engine_profile", None)
-    if not ref or scenario.serving_engine.kind != "vllm":
-        return None
-    prof = load_engine_profile(ref)
-    if prof.engine != "vllm":
+    if scenario.serving_engine.kind != "vllm" or prof.engine != "vllm":
         return None
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     gaps = []

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.engines.runs.observed import ObservedRun, observed_run
-from simulator.engines.runs.report_text import LABEL_VALUE, json_numbers, line_error, to_float, to_int
+from simulator.evidence.importers.observed import ObservedRun, observed_run
+from simulator.evidence.importers.report_text import LABEL_VALUE, json_numbers, line_error, to_float, to_int
 
 HEADER = "Serving Benchmark Result"
 BLOCK_EXPECTED = ("'Output token throughput (tok/s):  F' inside the '=== Serving Benchmark Result ===' block "

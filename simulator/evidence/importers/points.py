@@ -7,7 +7,7 @@ runs of one file that share what the simulator is given of a run (engine, format
 batch size rounded, num_steps, topk, num_draft_tokens, CUDA graph, and which throughput and
 acceptance fields it states) into one run whose figures are the means of theirs, with
 `num_intervals` counting them. It reads its input once, holding one accumulator per point, so a
-file streamed through it (simulator.engines.runs.load.iter_runs) is never held whole.
+file streamed through it (simulator.evidence.importers.load.iter_runs) is never held whole.
 
 What the mean loses: the spread of accept lengths and throughputs within a point (the
 scenario's context and the throughput's dependence on the accept length are taken at the mean).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from simulator.engines.runs.observed import ObservedRun
+from simulator.evidence.importers.observed import ObservedRun
 
 MEANED = ("output_tok_per_s", "tpot_ms", "step_ms", "accept_length", "acceptance_rate", "e2e_latency_ms")
 

@@ -1,7 +1,7 @@
-"""The shipped engine defaults: the engine fit (simulator.engines.fit) on the published figures
+"""The shipped engine defaults: the engine fit (simulator.evidence.engine_fit) on the published figures
 marked `role: fit` in data/cases/public.yaml.
 
-    python -m simulator.engines.defaults [CASES]    # prints each engine's fit and ENGINE_HOST_DEFAULTS
+    python -m simulator.evidence.engine_defaults [CASES]    # prints each engine's fit and ENGINE_HOST_DEFAULTS
 
 simulator/engines/models.py holds the printed dict as ENGINE_HOST_DEFAULTS; tests/test_engine_fit.py checks
 the two agree.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simulator.evidence.cases import build_case_scenario, load_case_file
-from simulator.engines.fit import FIT_PARAMS, FitResult, Observation, fit_engine
+from simulator.evidence.engine_fit import FIT_PARAMS, FitResult, Observation, fit_engine
 
 
 def case_observations(path: Path, kind: str) -> list[Observation]:
@@ -45,7 +45,7 @@ def fit_from_cases(path: Path, kind: str) -> FitResult:
 
 
 def main() -> None:
-    """`python -m simulator.engines.defaults [CASES]`: print each engine's fit on the shipped cases."""
+    """`python -m simulator.evidence.engine_defaults [CASES]`: print each engine's fit on the shipped cases."""
     import sys
     from simulator.profile import data_dir
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else data_dir() / "cases" / "public.yaml"

@@ -1,6 +1,6 @@
 """ObservedRun: what one serving-engine output says about a run, in the simulator's terms.
 
-Every parser in `simulator.engines.runs` returns these. A field is None when the source does not
+Every parser in `simulator.evidence.importers` returns these. A field is None when the source does not
 state it; nothing is guessed. Quantities keep the unit the engines print them in (tokens per
 second, milliseconds), named in the field; trace timings are microseconds like the simulator's
 clock.
@@ -54,7 +54,7 @@ class ObservedRun(BaseModel):
     source_format: SourceFormat
     source_line: int | None = Field(None, ge=1, description="Line of the file the record starts on.")
     num_intervals: int = Field(1, ge=1, description="Log lines / records this run averages (an operating "
-                                                    "point of simulator.engines.runs.points: 1 = one as read).")
+                                                    "point of simulator.evidence.importers.points: 1 = one as read).")
     speculative: bool | None = Field(None, description="Speculative decoding on; None = not stated.")
     batch_size: float | None = Field(
         None, ge=0.0, description="Running requests (an integer where the engine prints one; a mean "

@@ -1,6 +1,6 @@
 """Printed engine reports read line by line: numbers, 'label: value' lines and the one-line error.
 
-The parsers of `simulator.engines.runs` share these so every malformed line is refused the same
+The parsers of `simulator.evidence.importers` share these so every malformed line is refused the same
 way: `UserInputError('<file>:<line>: <what was found>; expected <what the engine prints>')`.
 """
 

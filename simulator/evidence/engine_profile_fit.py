@@ -1,4 +1,4 @@
-"""The fitted forms of an engine-native profile's parts (simulator.engines.native's docstring says
+"""The fitted forms of an engine-native profile's parts (simulator.engines.profile's docstring says
 which): scipy least squares on relative errors, rooflines for the forwards and the sampler,
 non-negative least squares for the small linear parts."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.engines.native import EnginePoint, EngineProfile, PartFit, _roofline
+from simulator.engines.profile import EnginePoint, EngineProfile, PartFit, roofline
 
 
 def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
@@ -52,7 +52,7 @@ def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool) -> Pa
         for o in offsets:
             m = off == o
             if m.any():
-                out[m] = _roofline(p, t[m], b[m], c[m], o, multi_token=with_multi)
+                out[m] = roofline(p, t[m], b[m], c[m], o, multi_token=with_multi)
         return out
 
     res = least_squares(lambda x: model(x) / y - 1.0, [x0[n] for n in names], bounds=(0.0, np.inf),

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simulator.engines.runs.observed import ObservedRun, observed_run
-from simulator.engines.runs.report_text import comma_fields, line_error, to_bool, to_float, to_int
+from simulator.evidence.importers.observed import ObservedRun, observed_run
+from simulator.evidence.importers.report_text import comma_fields, line_error, to_bool, to_float, to_int
 from simulator.units import MS_PER_S
 
 _DECODE = re.compile(r"Decode batch(?: \[\d+\])?[.,] (?P<body>#running-req: .*)$")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 
 from simulator.config import IidAcceptance, PositionalAcceptance
-from simulator.engines.runs.observed import ObservedRun
+from simulator.evidence.importers.observed import ObservedRun
 from simulator.inputs import UserInputError
 
 

@@ -1,4 +1,5 @@
-"""Engine-native profiles: a serving engine's own cycle parts, measured inside that engine.
+"""Engine-native profiles: a serving engine's own cycle parts, measured inside that engine (the
+schema, its fitted forms, reading a profile, and the engine's CUDA-graph capture sizes).
 
 `specdecsim calibrate engine` (calibration/engines/) starts the engine a user deploys (vLLM)
 with dummy weights and forced acceptance and times, per engine step, with CUDA events around
@@ -15,13 +16,12 @@ the model runner's phases and the host's wait on the GPU:
 - `host_busy_us`: the host's work per step, the step's wall period less the time the host waited
   on the GPU's output (vLLM's scheduler runs a step ahead, so a step takes the longer of the two).
 
-An `EngineProfile` holds every measured point and a fitted form per part. `NativeCosts` prices a
-part at (batch_size, num_steps, context_len): from the measured points of that batch and
-num_steps (linear in the context between them, or along the fitted slope from one), else from the
-fitted form. The forms are rooflines of the engine's own points, fitted by scipy least squares
-on relative errors: c0 + ((w)^4 + (f T)^4)^(1/4) + kv b C (+ q (T - b) C for a multi-token
-verify), with T the padded tokens of the forward, b requests and C their context; the host and the
-small GPU work are linear in b and b x num_steps.
+An `EngineProfile` holds every measured point and a fitted form per part. The forms are rooflines
+of the engine's own points, fitted by scipy least squares on relative errors
+(simulator.evidence.engine_profile_fit): c0 + ((w)^4 + (f T)^4)^(1/4) + kv b C (+ q (T - b) C for a
+multi-token verify), with T the padded tokens of the forward, b requests and C their context
+(`roofline`); the host and the small GPU work are linear in b and b x num_steps. The prices of a
+scenario from a profile are simulator.costs.engine_native's.
 """
 
 from __future__ import annotations
@@ -216,7 +216,9 @@ FORWARD_PARTS = {  # part -> (joint family, offset parameter name)
     "target_forward_us": "target", "draft_extend_us": "draft", "draft_step_us": "draft", "sample_us": "sample"}
 
 
-def _roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = True):
+def roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = True):
+    """A roofline form (module docstring) of the parameters `p` at `tokens` (padded), `batch` requests
+    and `context`, us; `offset` names the constant (decode_us, verify_us, ...)."""
     t = np.asarray(tokens, float)
     b = np.asarray(batch, float)
     c = np.asarray(context, float)
@@ -227,141 +229,7 @@ def _roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = 
     return out
 
 
-# ---- pricing ---------------------------------------------------------------------------------
-class NativeCosts:
-    """The parts of one engine step at (batch_size, num_steps, context_len), us (module docstring)."""
-
-    def __init__(self, profile: EngineProfile):
-        self.profile = profile
-        self.sources: set[str] = set()  # 'measured' / 'fitted' per part priced, for the notes
-
-    def _usable(self, p: EnginePoint, value_of, gpu: bool) -> bool:
-        return value_of(p) is not None and not (gpu and p.gpu_bound is False)
-
-    def _measured(self, value_of, batch_size: int, num_steps: int, context_len: float,
-                  gpu: bool = True) -> float | None:
-        pts = [p for p in self.profile.points
-               if p.batch_size == batch_size and p.num_steps == num_steps and self._usable(p, value_of, gpu)]
-        if not pts:
-            return None
-        by_prompt: dict[int, list[EnginePoint]] = {}
-        for p in pts:
-            by_prompt.setdefault(p.prompt_len, []).append(p)
-        groups = sorted((float(np.mean([p.context_len for p in g])), float(np.mean([value_of(p) for p in g])))
-                        for g in by_prompt.values())
-        cs, vs = [c for c, _ in groups], [v for _, v in groups]
-        if len(cs) == 1:
-            return vs[0]
-        i = min(max(bisect.bisect_left(cs, context_len), 1), len(cs) - 1)  # extrapolate along the end segment
-        c0, c1, v0, v1 = cs[i - 1], cs[i], vs[i - 1], vs[i]
-        return max(0.0, v0 + (v1 - v0) * (context_len - c0) / (c1 - c0))
-
-    def _price(self, label: str, value_of, fitted, batch_size: int, num_steps: int, context_len: float,
-               gpu: bool = True) -> float:
-        """A part from the measured points of this batch and num_steps (GPU parts: GPU-bound points
-        only), else from its fitted form."""
-        m = self._measured(value_of, batch_size, num_steps, context_len, gpu)
-        if m is not None:
-            pts = [p for p in self.profile.points if p.batch_size == batch_size and p.num_steps == num_steps
-                   and self._usable(p, value_of, gpu)]
-            if len({p.prompt_len for p in pts}) == 1 and fitted is not None:
-                c0 = float(np.mean([p.context_len for p in pts]))
-                m += fitted(context_len) - fitted(c0)  # the fitted form's context slope
-            self.sources.add(f"{label}: measured")
-            return max(0.0, m)
-        if fitted is None:
-            raise KeyError(f"engine profile {self.profile.name!r} has no {label} measurement or fit")
-        self.sources.add(f"{label}: fitted")
-        return max(0.0, float(fitted(context_len)))
-
-    def _roof(self, fit_name: str, offset: str, tokens: int, batch_size: int, multi: bool = True):
-        fit = self.profile.fits.get(fit_name)
-        if fit is None or offset not in fit.params:
-            return None
-        t = self.profile.padded_tokens(tokens, batch_size)
-        return lambda c: float(_roofline(fit.params, t, batch_size, c, offset, multi_token=multi))
-
-    def _lin(self, fit_name: str, batch_size: int, num_steps: int):
-        fit = self.profile.fits.get(fit_name)
-        if fit is None:
-            return None
-        p = fit.params
-        v = p.get("c0_us", 0.0) + p.get("per_request_us", 0.0) * batch_size \
-            + p.get("per_draft_token_us", 0.0) * batch_size * num_steps
-        return lambda c: v
-
-    def verify_tokens(self, num_steps: int) -> int:
-        """Tokens per request the target's forward runs at num_steps (1 for the baseline decode)."""
-        if num_steps == 0:
-            return 1
-        return self.profile.num_draft_tokens if self.profile.topk > 1 and self.profile.num_draft_tokens \
-            else num_steps + 1
-
-    def target_forward_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        off = "decode_us" if num_steps == 0 else "verify_us"
-        return self._price("target forward", lambda p: p.target_forward_us,
-                           self._roof("target_forward_us", off, batch_size * self.verify_tokens(num_steps),
-                                      batch_size),
-                           batch_size, num_steps, context_len)
-
-    def sample_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        off = "base_us" if num_steps == 0 else "spec_us"
-        return self._price("sampling", lambda p: p.sample_us,
-                           self._roof("sample_us", off, batch_size * (num_steps + 1), batch_size, multi=False),
-                           batch_size, num_steps, 0.0)
-
-    def draft_extend_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        return self._price("draft extend", lambda p: p.draft_extend_us,
-                           self._roof("draft_us", "extend_us", batch_size * (num_steps + 1), batch_size, multi=False),
-                           batch_size, num_steps, context_len)
-
-    def draft_step_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        """One draft forward after the first (num_steps >= 2)."""
-        return self._price("draft step", lambda p: p.draft_steps_us / (p.num_steps - 1) if p.draft_steps_us
-                           and p.num_steps >= 2 else None,
-                           self._roof("draft_us", "step_us", batch_size * self.profile.topk, batch_size,
-                                      multi=False),
-                           batch_size, num_steps, context_len)
-
-    def propose_overhead_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        """The draft phase's own small kernels (hidden-state fc, input preparation)."""
-        def rest(p):
-            if p.propose_us is None:
-                return None
-            return max(0.0, p.propose_us - (p.draft_extend_us or 0.0) - (p.draft_steps_us or 0.0))
-        return self._price("draft overhead", rest, self._lin("propose_overhead_us", batch_size, num_steps),
-                           batch_size, num_steps, context_len)
-
-    def other_gpu_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        """The GPU's step less its timed parts; none where no GPU-bound point measured it (a
-        host-bound engine's GPU period holds its idle gaps, not work)."""
-        name = "other_gpu_us" if num_steps else "other_gpu_us_baseline"
-        fitted = self._lin(name, batch_size, num_steps)
-        if fitted is None and self._measured(lambda p: p.other_gpu_us if p.gpu_bound else None, batch_size, num_steps,
-                                             context_len) is None:
-            self.sources.add("other GPU work: none (no GPU-bound point measured it)")
-            return 0.0
-        return self._price("other GPU work", lambda p: p.other_gpu_us if p.gpu_bound else None,
-                           fitted, batch_size, num_steps, context_len)
-
-    def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        name = "host_busy_us" if num_steps else "host_busy_us_baseline"
-        return self._price("host work", lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us,
-                           self._lin(name, batch_size, num_steps),
-                           batch_size, num_steps, context_len, gpu=False)
-
-    def step_us(self, batch_size: int, num_steps: int, context_len: float) -> tuple[float, float]:
-        """(GPU, host) us of one engine step: the cycle (or decode step) takes the longer."""
-        gpu = self.target_forward_us(batch_size, num_steps, context_len) \
-            + self.sample_us(batch_size, num_steps, context_len) + self.other_gpu_us(batch_size, num_steps, context_len)
-        if num_steps:
-            gpu += self.draft_extend_us(batch_size, num_steps, context_len) \
-                + self.propose_overhead_us(batch_size, num_steps, context_len)
-            if num_steps >= 2:
-                gpu += (num_steps - 1) * self.draft_step_us(batch_size, num_steps, context_len)
-        return gpu, self.host_us(batch_size, num_steps, context_len)
-
-
+# ---- reading a profile -----------------------------------------------------------------------
 ENGINE_PROFILES_DIR = "engine_profiles"
 
 
@@ -415,50 +283,11 @@ def load_engine_profile(ref: str | Path, base_dir: Path | None = None) -> Engine
     return _load(str(p.resolve()), p.stat().st_mtime_ns)
 
 
-def _same_shape(measured: dict | None, shape) -> bool:
-    from simulator.model_shape import ModelShape
-
-    if measured is None or shape is None:
-        return measured is None and shape is None
-    m = ModelShape.model_validate({**measured, "name": shape.name})
-    return m.model_dump(exclude={"name"}) == shape.model_dump(exclude={"name"})
-
-
-def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
-    """Why the profile cannot price this scenario as measured (None: it can)."""
-    eng = scenario.serving_engine
-    if profile.engine not in (eng.kind, "fake"):
-        return f"it was measured on {profile.engine}, the scenario's engine is {eng.kind}"
-    if not _same_shape(profile.target, scenario.target):
-        return f"its target is another shape than {scenario.target.name}"
-    if not _same_shape(profile.draft, scenario.draft):
-        return f"its draft is another shape than {scenario.draft.name}"
-    if scenario.tp_size != profile.tp_size:
-        return f"it was measured at tp {profile.tp_size}, the scenario runs tp {scenario.tp_size}"
-    if not any(p.num_steps for p in profile.points):
-        return "it holds no speculative point (a baseline-only calibration): it prices no speculative cycle"
-    ran = profile.draft_tp_size or profile.tp_size
-    placement = scenario.placement
-    if placement.kind.value == "dedicated":
-        return ("the engines run the draft on the target's GPUs; the scenario's placement tp1_dedicated puts it on a "
-                "GPU of its own")
-    if scenario.spec.method != "ngram" and scenario.draft_tp_size != ran:
-        return (f"its draft ran at tp {ran} (placement {placement_label(profile.tp_size, ran)}), the scenario's "
-                f"placement {scenario.placement.label} runs it at tp {scenario.draft_tp_size}")
-    spec = scenario.spec
-    if spec.method != profile.method:
-        return f"it was measured with {profile.method} drafts"
-    if spec.topk != profile.topk or (profile.topk > 1 and spec.num_draft_tokens != profile.num_draft_tokens):
-        shape = (f"trees of topk {profile.topk}, {profile.num_draft_tokens} draft tokens" if profile.topk > 1
-                 else "chains (topk 1)")
-        return f"it was measured with {shape}"
-    if profile.engine != "fake" and bool(profile.async_scheduling) != bool(scenario.serving_engine.overlapped):
-        return (f"it was measured with the engine's overlap scheduling {'on' if profile.async_scheduling else 'off'}, "
-                f"the scenario's is {'on' if scenario.serving_engine.overlapped else 'off'}")
-    gpu = getattr(scenario.hardware, "gpu", None) if getattr(scenario, "hardware", None) else None
-    if gpu and profile.catalog_gpu and gpu != profile.catalog_gpu:
-        return f"it was measured on {profile.catalog_gpu}, the scenario's GPU is {gpu}"
-    return None
+def scenario_engine_profile(scenario) -> EngineProfile | None:
+    """The engine profile a scenario's `serving_engine.engine_profile` names, read (`load_engine_profile`);
+    None where it names none."""
+    ref = getattr(scenario.serving_engine, "engine_profile", None)
+    return load_engine_profile(ref) if ref else None
 
 
 def placement_label(tp_size: int, draft_tp_size: int) -> str:
@@ -521,10 +350,6 @@ def rounded_to_query(sizes: list[int], num_steps: int) -> list[int]:
     return sorted({-(-s // q) * q for s in sizes if -(-s // q) * q <= max(sizes)}) if sizes else []
 
 
-def _sizes_text(sizes: list[int]) -> str:
-    return ", ".join(map(str, sizes[:6])) + (f", ... {sizes[-1]}" if len(sizes) > 6 else "")
-
-
 def capture_sizes_for(profile: EngineProfile, sizes: list[int] | str, num_steps: int) -> list[int]:
     """The capture sizes a scenario's `cudagraph_capture_sizes` names at num_steps ('rounded_to_query':
     the profile's own list rounded, `rounded_to_query`)."""
@@ -546,41 +371,3 @@ def with_capture_sizes(profile: EngineProfile, sizes: list[int] | str, num_steps
             full_graph_verify(p.batch_size, p.num_steps, old_sizes, profile.max_num_seqs) == \
             full_graph_verify(p.batch_size, p.num_steps, new_sizes, profile.max_num_seqs)
     return new.model_copy(update={"points": [p for p in profile.points if same(p)]})
-
-
-def native_costs(scenario, notes: set[str]) -> NativeCosts | None:
-    """NativeCosts of the scenario's engine profile (`serving_engine.engine_profile`) where it prices
-    this scenario as measured; None (with a note saying why) where it does not or none is given.
-
-    Raises:
-        FileNotFoundError: the profile named does not exist.
-    """
-    ref = getattr(scenario.serving_engine, "engine_profile", None)
-    if not ref:
-        return None
-    profile = load_engine_profile(ref)
-    if why := profile_mismatch(profile, scenario):
-        notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name} not used ({why}): priced by the "
-                  "engine model from the profile's op tables")
-        return None
-    b, k, c = scenario.workload.batch_size, scenario.spec.num_steps, scenario.workload.context_len
-    sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
-    if sizes is not None and profile.engine == "vllm":
-        profile = with_capture_sizes(profile, sizes, k)
-        notes.add(f"vllm: CUDA-graph capture sizes {_sizes_text(profile.cudagraph_capture_sizes)} (the scenario's"
-                  f"{', rounded_to_query' if sizes == 'rounded_to_query' else ''}; the profile was measured with its "
-                  "own list): the profile's points whose verify these pad to another token count are not used, "
-                  "its fitted forms price those")
-    for why in outside_measured(profile, b, k, c):
-        notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name}: {why}")
-    sizes_now = profile.cudagraph_capture_sizes
-    if profile.engine == "vllm" and not profile.full_graph_verify(b, k) and (not sizes_now or b * (k + 1) <= sizes_now[-1]):
-        notes.add(f"vllm: at batch {b} with num_steps {k} the verify ({b * (k + 1)} tokens) gets no full CUDA "
-                  "graph (the smallest size vLLM captures at or above it is a piecewise one): it runs piecewise "
-                  "and host-bound, and its step time varied about 2x from process to process where measured "
-                  "(docs/engine-calibration.md)")
-    graphs = profile.cudagraph_mode if "graph" in profile.cudagraph_mode else f"{profile.cudagraph_mode or '?'} graphs"
-    notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
-              f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
-              f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured points, fitted forms between them)")
-    return NativeCosts(profile)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from simulator.engines.runs.observed import ObservedRun, observed_run
-from simulator.engines.runs.report_text import LABEL_VALUE, line_error, to_float
+from simulator.evidence.importers.observed import ObservedRun, observed_run
+from simulator.evidence.importers.report_text import LABEL_VALUE, line_error, to_float
 
 MARKER = "PERFORMANCE OVERVIEW"
 EXPECTED = ("'Total Output Throughput (tokens/sec):  F' under '= PERFORMANCE OVERVIEW' "
