@@ -9,7 +9,7 @@
 - `fit`: engine host times and kernel efficiency fitted to observed runs (least squares).
 - `native`: engine-native profiles (an engine's own cycle parts measured inside it by `specdecsim
   calibrate engine`), read by the cost model when a scenario's `serving_engine.engine_profile`
-  names one (docs/engine-calibration.md).
+  names one (docs/engines/README.md).
 - `runs`: engine outputs (server logs, benchmark output, /metrics scrapes, torch.profiler
   traces) read into `ObservedRun`s; an engine's MoE benchmark output (`runs.moe_bench`).
 
