@@ -145,8 +145,8 @@ def test_unbounded_grids_are_refused_before_anything_is_made(tmp_path, grid):
 
 
 def test_every_numeric_field_documents_its_range():
-    from simulator.config import (CostsConfig, FidelityConfig, IidAcceptance, ModelShape, Placement, Scenario,
-                                  SpecConfig, WorkloadConfig)
+    from simulator.config import CostsConfig, FidelityConfig, ModelShape, Placement, Scenario
+    from simulator.workload_config import IidAcceptance, SpecConfig, WorkloadConfig
     from simulator.evidence.live_records import LiveRun
     from simulator.profile import (CollectiveTable, ForwardTable, HardwareInfo, HostOverheads, RooflineParams)
     for model in (ModelShape, SpecConfig, IidAcceptance, WorkloadConfig, FidelityConfig, CostsConfig, Placement,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.config import IidAcceptance, PositionalAcceptance
+from simulator.workload_config import IidAcceptance, PositionalAcceptance
 from simulator.engines.runs import FORMATS, ObservedRun, acceptance_from_run, detect_format, load_runs
 from simulator.engines.runs.acceptance import conditional_rates, iid_rate
 from simulator.engines.runs.traces import parse_trace
