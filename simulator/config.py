@@ -290,8 +290,9 @@ class Scenario(StrictModel):
                              f"engine kind (serving_engine.kind: {', '.join(ENGINE_MODEL_KINDS[:-1])} or "
                              f"{ENGINE_MODEL_KINDS[-1]}) for other methods")
         self._check_moe_parallel()
-        # what these checks read of acceptance (kind, list lengths) is simulator.studies.grid.acceptance_signature:
-        # grouped sweeps check a group once per signature, not once per point
+        # what these checks read of acceptance (kind, list lengths) is
+        # simulator.studies.grid_groups.acceptance_signature: grouped sweeps check a group once per
+        # signature, not once per point
         acc = self.acceptance
         s = self.spec.num_steps
         if self.spec.topk > 1 and acc.kind not in ("tree", "empirical"):
