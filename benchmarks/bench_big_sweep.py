@@ -103,7 +103,8 @@ def numpy_limit_cpu_s(repeat: int) -> tuple[float, int]:
 def phases_cpu_s(tmp: Path | None) -> list[tuple[str, float]]:
     """CPU seconds of each step of the grouped sweep over GRID (`simulator.studies.sweep_grouped.run_grouped`
     without the DES spot-check), in this process."""
-    from simulator.studies.grid import group_grid, parse_grids
+    from simulator.studies.grid import parse_grids
+    from simulator.studies.grid_groups import group_grid
     from simulator.scenario import apply_overrides, read_scenario_dict
     from simulator.studies.points import point_items
     from simulator.studies.sweep_grouped import MAX_GROUPED_GRID_POINTS, GroupedRows, best_num_steps_rows, evaluate

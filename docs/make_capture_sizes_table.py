@@ -1,4 +1,4 @@
-"""Table of docs/engine-calibration.md: vLLM 0.26.0's no-full-graph cell (num_steps 2 at batch 4: a
+"""Table of docs/engines/vllm.md: vLLM 0.26.0's no-full-graph cell (num_steps 2 at batch 4: a
 12-token verify) at the default CUDA-graph capture sizes and with them rounded up to multiples of 3
 (`serving_engine.cudagraph_capture_sizes: rounded_to_query`), each measured on the lent H200 (queues
 `vllm-h200-diag-moe` and `vllm-h200-moe-base`: processes diag_s2 and diag_s2_cap3, six 48-step windows

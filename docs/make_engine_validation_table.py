@@ -1,4 +1,4 @@
-"""Tables of docs/engine-calibration.md: vLLM's live records predicted three ways.
+"""Tables of docs/engines/vllm.md: vLLM's live records predicted three ways.
 
     python docs/make_engine_validation_table.py
 

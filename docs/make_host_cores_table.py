@@ -1,5 +1,5 @@
 """The lent machine's cores, and what pinning the stepping thread did (issues 24 and 26;
-docs/engine-calibration.md, "Whether holding the core still fixes it").
+docs/engines/host-speed.md, "Whether holding the core still fixes it").
 
     python docs/make_host_cores_table.py
 

@@ -1,5 +1,5 @@
 """What moves the host-bound no-full-graph cell (issue 24): the stepping thread's core speed, window by
-window (docs/engine-calibration.md).
+window (docs/engines/host-speed.md).
 
     python docs/make_host_probe_table.py
 

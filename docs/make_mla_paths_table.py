@@ -1,4 +1,4 @@
-"""Table of docs/engine-calibration.md: vLLM's two verify paths for an MLA target, as the op-table `vllm`
+"""Table of docs/engines/mla.md: vLLM's two verify paths for an MLA target, as the op-table `vllm`
 engine model prices them on the lent H200 (DeepSeek-V2-Lite's shape with an EAGLE-3 draft, num_steps 3,
 acceptance 0.7), and, once queue `vllm-h200-mla-paths` has run, as vLLM 0.26.0 measured them:
 

@@ -1,4 +1,4 @@
-"""Table of docs/engine-calibration.md: an MLA target's verify by context, inside SGLang 0.5.15 on the
+"""Table of docs/engines/mla.md: an MLA target's verify by context, inside SGLang 0.5.15 on the
 lent H200 (DeepSeek-V2-Lite's shape with an EAGLE-3 draft, dummy weights, experts routed uniformly:
 queue `sglang-h200-mla`), against (1) the engine-native profile built from the shortest and longest
 contexts only (`--context-lens`), at the contexts between, and (2) the op-table `sglang` engine model

@@ -1,6 +1,6 @@
 """Print docs/engines.md's tables on MoE kernel time at decode token counts: published engine
 fused-MoE kernel times against what the model prices the same MoE layer at
-(data/engines/moe_kernel_times_public.yaml); SGLang's Triton MoE kernels timed on the lent H200
+(data/measurements/engines/moe_kernel_times_public.yaml); SGLang's Triton MoE kernels timed on the lent H200
 (data/measurements/h200_sglang_triton_moe.jsonl, `bash calibration/h200_run.sh engine-moe`)
 against the model and, for the shape a source published, against that; and the DeepSeek-R1
 experiment (data/cases/experiments/dsr1_moe_times_proxy.yaml, what `specdecsim cases FILE` prints).
@@ -26,7 +26,7 @@ from simulator.evidence.cases import replay_cases  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402
 from simulator.scenario import load_profile_for, scenario_from_dict  # noqa: E402
 
-DATA = ROOT / "data" / "engines" / "moe_kernel_times_public.yaml"
+DATA = ROOT / "data" / "measurements" / "engines" / "moe_kernel_times_public.yaml"
 MEASURED = ROOT / "data" / "measurements" / "h200_sglang_triton_moe.jsonl"
 # the measured shapes as models: (target, TP), fp8 routed experts in 128x128 blocks as measured (a
 # config.json's quantization_config is not read as the weight format: precision says it)

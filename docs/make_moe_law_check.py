@@ -32,7 +32,7 @@ from simulator.hardware import default_catalog  # noqa: E402
 
 QUANT_BYTES = {"fp8_tensor": 1.0, "fp8_block128": 1.0}
 MEASURED = ROOT / "data" / "measurements" / "h200_sglang_triton_moe.jsonl"
-PUBLISHED = ROOT / "data" / "engines" / "moe_kernel_times_public.yaml"
+PUBLISHED = ROOT / "data" / "measurements" / "engines" / "moe_kernel_times_public.yaml"
 QWEN3_POINTS = ROOT / "data" / "engine_runs" / "h200_vllm_0.26.0_qwen3-30b-a3b" / "points_2026-12-04.jsonl.gz"
 PUBLISHED_SHAPES = {  # (experts, hidden, intermediate per rank, top-k, weight bytes): the entries' models at TP8
     "sglang-pr11816-b200-dsr1-tp8-fp8": (256, 7168, 2048 // 8, 8, 1.0),

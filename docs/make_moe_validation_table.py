@@ -1,4 +1,4 @@
-"""Table of docs/engine-calibration.md: the MoE targets (Qwen3-30B-A3B on each engine, DeepSeek-V2-Lite's
+"""Table of docs/engines/moe.md: the MoE targets (Qwen3-30B-A3B on each engine, DeepSeek-V2-Lite's
 MLA on SGLang, each with its EAGLE-3 draft), its live records predicted from that engine's own profile (each record names it), whole and
 by batch size (issue 26's bar: median <= 5%, max <= 12%).
 

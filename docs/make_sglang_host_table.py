@@ -1,4 +1,4 @@
-"""SGLang's chain steps are the host's (issue 25; docs/engine-calibration.md, "SGLang's steps are paced
+"""SGLang's chain steps are the host's (issue 25; docs/engines/host-speed.md, "SGLang's steps are paced
 by the host").
 
     python docs/make_sglang_host_table.py

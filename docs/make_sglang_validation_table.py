@@ -1,4 +1,4 @@
-"""Table of docs/engine-calibration.md: SGLang's live records predicted from its engine-native
+"""Table of docs/engines/sglang.md: SGLang's live records predicted from its engine-native
 profiles (each record names the profile of its shape).
 
     python docs/make_sglang_validation_table.py

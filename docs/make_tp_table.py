@@ -1,4 +1,4 @@
-"""The TP group's path on one GPU against the single-process calibrations (docs/engine-calibration.md,
+"""The TP group's path on one GPU against the single-process calibrations (docs/engines/tp-groups.md,
 issue 28).
 
     python docs/make_tp_table.py

@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 
 from simulator.acceptance import (build_acceptance, iid_mean_accept_length, pmf_from_conditional,
                                   tree_candidates_per_depth)
-from simulator.config import (EmpiricalAcceptance, IidAcceptance, PositionalAcceptance, SpecConfig,
-                              TreeAcceptance)
+from simulator.workload_config import (EmpiricalAcceptance, IidAcceptance, PositionalAcceptance, SpecConfig,
+                                       TreeAcceptance)
 
 
 def chain(s):

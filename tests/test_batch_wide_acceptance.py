@@ -52,7 +52,7 @@ def test_the_des_draws_one_length_per_step_and_agrees_with_the_closed_form(granu
 
 
 def test_a_batch_wide_draw_with_per_request_rates_is_refused():
-    from simulator.config import IidAcceptance
+    from simulator.workload_config import IidAcceptance
     with pytest.raises(ValueError, match="per_batch_step"):
         IidAcceptance(acceptance_rate=0.6, rate_concentration=10.0, draw="per_batch_step")
 

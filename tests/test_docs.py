@@ -50,14 +50,14 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_moe_engine_table.py", "docs/engines.md"),
     pytest.param(SEED_SCRIPT, SEED_DOC, marks=pytest.mark.slow),  # small form: test_seed_hypothesis_a1_rows_...
     ("docs/make_cases_table.py", "docs/engines.md"),
-    ("docs/make_engine_validation_table.py", "docs/engine-calibration.md"),
-    ("docs/make_tp_table.py", "docs/engine-calibration.md"),
-    ("docs/make_host_probe_table.py", "docs/engine-calibration.md"),
-    ("docs/make_host_cores_table.py", "docs/engine-calibration.md"),
-    ("docs/make_sglang_validation_table.py", "docs/engine-calibration.md"),
-    ("docs/make_moe_validation_table.py", "docs/engine-calibration.md"),
-    ("docs/make_sglang_host_table.py", "docs/engine-calibration.md"),
-    ("docs/make_mla_paths_table.py", "docs/engine-calibration.md"),
+    ("docs/make_engine_validation_table.py", "docs/engines/vllm.md"),
+    ("docs/make_tp_table.py", "docs/engines/tp-groups.md"),
+    ("docs/make_host_probe_table.py", "docs/engines/host-speed.md"),
+    ("docs/make_host_cores_table.py", "docs/engines/host-speed.md"),
+    ("docs/make_sglang_validation_table.py", "docs/engines/sglang.md"),
+    ("docs/make_moe_validation_table.py", "docs/engines/moe.md"),
+    ("docs/make_sglang_host_table.py", "docs/engines/host-speed.md"),
+    ("docs/make_mla_paths_table.py", "docs/engines/mla.md"),
     ("docs/make_moe_law_check.py", "docs/engines.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)

@@ -246,7 +246,7 @@ def test_cli_calibrate_and_live_with_the_fake_engine(tmp_path):
 
 
 def test_shipped_vllm_campaign_validates_as_documented():
-    """docs/engine-calibration.md: the 154 fresh vLLM records (num_steps 1, 2, 3, 4, 6) from the
+    """docs/engines/vllm.md: the 154 fresh vLLM records (num_steps 1, 2, 3, 4, 6) from the
     engine-native profile alone."""
     recs = load_records([ROOT / "data" / "live" / "h200_vllm_0.26.0"])
     assert len(recs) == 154

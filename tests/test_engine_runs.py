@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.config import IidAcceptance, PositionalAcceptance
+from simulator.workload_config import IidAcceptance, PositionalAcceptance
 from simulator.evidence.importers import FORMATS, ObservedRun, acceptance_from_run, detect_format, load_runs
 from simulator.evidence.importers.acceptance import conditional_rates, iid_rate
 from simulator.evidence.importers.traces import parse_trace

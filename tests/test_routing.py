@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from simulator.config import HistogramRouting, UniformRouting, ZipfRouting
 from simulator.costs import forward_ops as FO
 from simulator.costs import moe_ops as MO
 from simulator.costs import routing as R
 from simulator.costs.collectives_model import collective_us
 from simulator.costs.forward import CostModel
 from simulator.costs.lookup import roofline_collective_us
+from simulator.workload_config import HistogramRouting, UniformRouting, ZipfRouting
 from tests.conftest import TINY_TARGET, flat_profile, make_scenario
 
 MOE_TARGET = {**TINY_TARGET, "name": "tiny-moe", "n_routed_experts": 8, "num_experts_per_tok": 2,

@@ -14,8 +14,8 @@ Rules:
 - the engine model (simulator/engines/) imports no fit or importer (simulator.evidence), no study,
   no command, and nothing built on it: the cost model, the scenario loader, the simulation;
 - the pricing model (simulator/costs/, simulator/des/, simulator/serving/) imports no evidence;
-- at most MAX_ROOT_MODULES modules in the simulator/ root, and no module of simulator/,
-  calibration/ or benchmarks/ over MAX_LINES lines.
+- at most MAX_ROOT_MODULES modules in the simulator/ root, and no Python file of simulator/,
+  calibration/, benchmarks/ or tests/ over MAX_LINES lines (LONG_FILES: the ones not split yet).
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("simulator", "calibration")
 MAX_ROOT_MODULES = 20
-MAX_LINES = 600
+MAX_LINES = 500
+LINE_DIRS = (*PACKAGES, "benchmarks", "tests")
+LONG_FILES = {
+    "tests/test_engine_runs.py",  # issue 48: not split here (others edit it); over MAX_LINES
+    "calibration/cli/engine.py",  # split in rooms-cal (merged next)
+}
 MODEL_EXCEPT = ("simulator.studies", "simulator.cli")  # the rooms outside the model
 
 
@@ -154,9 +159,10 @@ def test_the_simulator_root_holds_at_most_20_modules():
     assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules in simulator/: {', '.join(root)}"
 
 
-def test_no_module_over_600_lines():
-    files = [p for d in (*PACKAGES, "benchmarks") for p in (ROOT / d).rglob("*.py")]
-    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
+def test_no_file_over_500_lines():
+    files = [p for d in LINE_DIRS for p in (ROOT / d).rglob("*.py")]
+    long = {name: n for p in files if (name := str(p.relative_to(ROOT))) not in LONG_FILES
+            and (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert files and not long, f"files over {MAX_LINES} lines: {long}"
 
 

@@ -79,7 +79,7 @@ def _check_engine_installed(engine: str, what: str | None = None) -> None:
         if importlib.util.find_spec(mod) is None:
             fail(f"{what or '--engine ' + engine}: {mod} is not installed in this Python ({mod} runs the engine; "
                  "on a GPU host without a package index, an offline bundle brings it: ../shared/engines/ for vLLM, "
-                 "engines/build-sglang-bundle.sh for SGLang)")
+                 "calibration/engines/bundles/build-sglang-bundle.sh for SGLang)")
 
 
 def _check_deadline(deadline_s: Optional[float]) -> None:

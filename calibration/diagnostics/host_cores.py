@@ -3,7 +3,7 @@
     specdecsim diagnose host-cores --out cores.json [--seconds 60] [--interval-s 1]
 
 The lent machine's engine steps that the host paces move with the speed of the core the stepping
-thread runs on, and that speed has two states there (docs/engine-calibration.md, "What moves it"
+thread runs on, and that speed has two states there (docs/engines/host-speed.md, "What moves it"
 and "Whether holding the core still fixes it"). This pins the calling thread to each CPU it may run
 on in turn and times the same fixed piece of interpreter work
 (calibration.engines.backend.host_speed_probe_us) there, every round, with each CPU's steal time

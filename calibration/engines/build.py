@@ -8,7 +8,7 @@ A point's figures: the wall time per step and the host's work from its uninstrum
 the GPU parts from its instrumented repeat, scaled to the uninstrumented step where the GPU bound
 it (the CUDA events lengthen a step by 1-2%); where the host bound it, the spans hold the GPU's
 waits for the host's launches, so they are kept as measured but priced from nowhere
-(simulator.engines.native reads GPU parts from GPU-bound points only); the accept lengths pooled
+(simulator.costs.engine_native reads GPU parts from GPU-bound points only); the accept lengths pooled
 over every repeat.
 """
 

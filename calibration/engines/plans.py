@@ -237,7 +237,7 @@ def few_run_keys(num_steps: list[int], batch_sizes: list[int], prompt_lens: list
 
     Args:
         full_graph: a predicate on (batch_size, num_steps), True where the engine replays a full
-            CUDA graph for the verify (simulator.engines.native.full_graph_verify); a run is
+            CUDA graph for the verify (simulator.engines.profile.full_graph_verify); a run is
             moved to the nearest batch size where it does, since a piecewise (host-bound) verify
             says nothing of the GPU parts the rest are priced from.
     """

@@ -4,7 +4,7 @@ A target too large for the GPU at hand (Kimi-K2 at TP8) is measured through its 
 the HF config with the widths SGLang's TP splits divided by the TP size, and a few layers. The
 engine runs that shard as a TP-1 model with its own kernels, graphs and scheduler; what the shard
 does not do is the TP group's communication, which the simulator adds from the box's links
-(`simulator.engines.native`, `EngineProfile.per_rank_of_tp`). Two shards that differ only in their
+(`simulator.engines.profile`, `EngineProfile.per_rank_of_tp`). Two shards that differ only in their
 MoE layer count give the per-layer cost (their difference) and the rest (embedding, LM head,
 sampling, the dense first layer): `scale_to_layers` carries a measured part to the whole depth.
 
@@ -124,7 +124,7 @@ def _other_gpu_us(p) -> float | None:
 
 
 def carry_points(short: list, long: list, moe_short: int, moe_long: int, moe_target: int) -> list:
-    """EnginePoints of the whole depth from two shards' points (simulator.engines.native.EnginePoint,
+    """EnginePoints of the whole depth from two shards' points (simulator.engines.profile.EnginePoint,
     paired by num_steps, batch and prompt).
 
     The target's forward (one CUDA-graph replay: GPU time whatever paced its launch) is carried

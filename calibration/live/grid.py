@@ -37,10 +37,11 @@ from rich.table import Table
 from calibration.live.run import LiveSession, merge_repeats, run_live
 from calibration.shapes import SIZES
 from simulator.acceptance import build_acceptance
-from simulator.config import IidAcceptance, Scenario, SpecConfig
+from simulator.config import Scenario
 from simulator.costs import forward_ops
 from simulator.files import write_json_atomic
 from simulator.evidence.live_records import LiveRun
+from simulator.workload_config import IidAcceptance, SpecConfig
 
 console = Console()
 

@@ -47,12 +47,13 @@ from calibration.live.run import LiveSession, check_single_gpu_scenario, hardwar
 from calibration.provenance import command_line, git_commit
 from calibration.shapes import SIZES
 from simulator.acceptance import build_acceptance
-from simulator.config import Scenario, SpecConfig
+from simulator.config import Scenario
 from simulator.files import write_json_atomic
 from simulator.evidence.live_records import LiveServingRun, serving_record_fields
 from simulator.serving.scheduler import ServingRun, serving_rngs
 from simulator.serving.metrics import serving_metrics
 from simulator.units import US_PER_MS, US_PER_S
+from simulator.workload_config import SpecConfig
 
 console = Console()
 

@@ -27,9 +27,10 @@ from calibration.live.grid import (ACCEPTANCE_RATES, CONTEXT_LEN, EST_HOST_S, NO
 from calibration.live.tp import TP_PLACEMENTS, TPLiveSession, check_tp_scenario, run_live_tp
 from calibration.shapes import TP_SIZES
 from simulator.acceptance import build_acceptance
-from simulator.config import IidAcceptance, Placement, Scenario, SpecConfig
+from simulator.config import Placement, Scenario
 from simulator.costs import forward_ops
 from simulator.files import write_json_atomic
+from simulator.workload_config import IidAcceptance, SpecConfig
 
 EST_COLLECTIVE_S = {True: 8e-6, False: 20e-6}  # graph / eager small NVLink collective, rough H200 (estimate only)
 

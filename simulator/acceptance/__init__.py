@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.config import (AcceptanceConfig, EmpiricalAcceptance, IidAcceptance,
-                              PositionalAcceptance, SpecConfig, TreeAcceptance)
+from simulator.workload_config import (AcceptanceConfig, EmpiricalAcceptance, IidAcceptance,
+                                       PositionalAcceptance, SpecConfig, TreeAcceptance)
 
 
 def pmf_from_conditional(rates: np.ndarray) -> np.ndarray:

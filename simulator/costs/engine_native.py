@@ -227,7 +227,7 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str]) -> Na
         notes.add(f"vllm: at batch {b} with num_steps {k} the verify ({b * (k + 1)} tokens) gets no full CUDA "
                   "graph (the smallest size vLLM captures at or above it is a piecewise one): it runs piecewise "
                   "and host-bound, and its step time varied about 2x from process to process where measured "
-                  "(docs/engine-calibration.md)")
+                  "(docs/engines/vllm.md)")
     graphs = profile.cudagraph_mode if "graph" in profile.cudagraph_mode else f"{profile.cudagraph_mode or '?'} graphs"
     notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "

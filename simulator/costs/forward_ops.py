@@ -25,10 +25,11 @@ Left out: prefill, pipeline parallelism, a draft's expert parallelism.
 
 from __future__ import annotations
 
-from simulator.config import ExpertRouting, ModelShape
+from simulator.config import ModelShape
 from simulator.costs.linear_attention_ops import linear_attention_block
 from simulator.costs.moe_ops import mlp_block
 from simulator.costs.ops import Op, attention_block, attn_mask, collective, elementwise, linear, mla_attention_prefill
+from simulator.workload_config import ExpertRouting
 
 
 def decoder_layer_ops(m: ModelShape, tp: int, b: int, n: int, c: int, layer_idx: int,

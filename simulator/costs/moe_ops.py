@@ -16,9 +16,10 @@ Left out: a draft's expert parallelism.
 
 from __future__ import annotations
 
-from simulator.config import ExpertRouting, ModelShape, UniformRouting, default_compute_dtype
+from simulator.config import ModelShape, default_compute_dtype
 from simulator.costs.ops import Op, collective, elementwise, linear
 from simulator.costs.routing import busiest_rank, routing_key
+from simulator.workload_config import ExpertRouting, UniformRouting
 
 
 def expected_distinct_experts(num_experts: int, experts_per_token: int, num_tokens: int) -> float:

@@ -54,7 +54,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from simulator.config import ExpertRouting, HistogramRouting, UniformRouting, ZipfRouting
+from simulator.workload_config import ExpertRouting, HistogramRouting, UniformRouting, ZipfRouting
 
 
 def load_shares(routing: ExpertRouting, num_experts: int) -> np.ndarray:

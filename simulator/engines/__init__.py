@@ -7,7 +7,7 @@ engine model only.
   VllmEngine` works.
 - `profile`: the engine-native profile's schema (`EngineProfile`, its `EnginePoint`s and fitted
   forms `PartFit`; an engine's own cycle parts measured inside it by `specdecsim calibrate engine`,
-  docs/engine-calibration.md), reading one (`load_engine_profile`), and the engine's CUDA-graph
+  docs/engines/README.md), reading one (`load_engine_profile`), and the engine's CUDA-graph
   capture sizes (`full_graph_verify`, `with_capture_sizes`).
 
 What is built on the model lives elsewhere: the prices from an engine profile beside the other

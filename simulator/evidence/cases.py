@@ -209,7 +209,7 @@ def _acceptance(spec: dict, accept_length: float, source: str) -> dict:
         UserInputError: the accept length is not reachable with these steps / tree.
     """
     from simulator.acceptance import build_acceptance
-    from simulator.config import SpecConfig, TreeAcceptance, IidAcceptance
+    from simulator.workload_config import IidAcceptance, SpecConfig, TreeAcceptance
     sp = SpecConfig(**spec)
     tree = sp.topk > 1
 

@@ -51,12 +51,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulator import __version__
 from simulator.acceptance import build_acceptance
 from simulator.analytic import analyze, extend_length_pmf
-from simulator.config import EmpiricalAcceptance
 from simulator.costs.forward import CostModel
 from simulator.files import VALIDATION_OUTPUT
 from simulator.inputs import UserInputError, format_validation_error, quote, read_json
 from simulator.profile import CalibrationProfile
 from simulator.evidence.live_records import LiveRun
+from simulator.workload_config import EmpiricalAcceptance
 
 MAX_RECORD_FILES = 100_000
 

@@ -30,13 +30,14 @@ from __future__ import annotations
 import math
 
 from simulator.analytic import baseline_step_us, cycle_time_us
-from simulator.config import Scenario, SpecConfig
+from simulator.config import Scenario
 from simulator.costs import forward_ops as FO
 from simulator.costs import ops as O
 from simulator.costs.forward import CostModel
 from simulator.costs.lookup import LatencyLookup
 from simulator.profile import CalibrationProfile
 from simulator.units import BYTES_PER_US_PER_GB_PER_S, FLOPS_PER_US_PER_TFLOPS
+from simulator.workload_config import SpecConfig
 
 CONTEXT_GRID_PER_OCTAVE = 4
 PREFILL_GRID_PER_OCTAVE = 8

@@ -33,11 +33,12 @@ import numpy as np
 import simpy
 
 from simulator.acceptance import AcceptanceModel, build_acceptance
-from simulator.config import PositionalAcceptance, Scenario, SpecConfig, policy_spec
+from simulator.config import Scenario
 from simulator.inputs import UserInputError
 from simulator.serving.costs import StepCosts
 from simulator.serving.workload import LengthSampler, read_trace
 from simulator.units import US_PER_S
+from simulator.workload_config import PositionalAcceptance, SpecConfig, policy_spec
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.config import Scenario, SpecConfig
+from simulator.config import Scenario
 from simulator.costs.forward import CostModel
 from simulator.costs.lookup import LatencyLookup
 from simulator.profile import CalibrationProfile
+from simulator.workload_config import SpecConfig
 
 DEFAULT_WORLD_SIZES = (2, 4, 8)
 DEFAULT_VERIFY_TOKENS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 48, 64)

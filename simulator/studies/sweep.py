@@ -36,8 +36,9 @@ from simulator.config import Scenario
 from simulator.inputs import quote
 from simulator.scenario import UserInputError, apply_overrides, read_scenario_dict
 from simulator.studies.backend import Backend, LocalBackend
-from simulator.studies.grid import (MAX_GRID_POINTS, NUM_STEPS_FIELD, GridAxis, check_grid_points, expand, group_grid,
+from simulator.studies.grid import (MAX_GRID_POINTS, NUM_STEPS_FIELD, GridAxis, check_grid_points, expand,
                                     parse_grid, parse_grids)
+from simulator.studies.grid_groups import group_grid
 from simulator.studies.points import (MEMORY_COLUMNS, cached_profile, cost_key, des_agreement, memory_of, point_items,
                                       run_points)
 from simulator.studies.sweep_files import (BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS, SweepMeta, SweepResult,

@@ -6,7 +6,7 @@ MAX_GROUPED_GRID_POINTS points) unless the grid has fields inside other swept fi
 has a `serving:` section; it writes the files the point-by-point path writes, byte for byte
 (tests/test_sweep_grouped.py holds the two paths together).
 
-- The grid is split (`simulator.studies.grid.group_grid`) into groups, the combinations of the swept
+- The grid is split (`simulator.studies.grid_groups.group_grid`) into groups, the combinations of the swept
   fields outside `acceptance` (everything a cost model depends on), and acceptances, the
   combinations of the swept acceptance fields; a point is a (group, acceptance) pair. A group's
   scenario and cost model are made once, not a scenario per point.
@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from simulator.scenario import UserInputError
-from simulator.studies.grid import NUM_STEPS_FIELD, GroupedGrid
+from simulator.studies.grid import NUM_STEPS_FIELD
+from simulator.studies.grid_groups import GroupedGrid
 from simulator.studies.points import (MEMORY_COLUMNS, build_cost_model, cached_profile, cost_key, des_agreement,
                                       memory_of, point_items, points_bar, run_chunk, run_points)
 from simulator.studies.sweep_files import (BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS, SweepResult, cell_key,
@@ -80,7 +81,7 @@ def point_by_point_reason(grid: GroupedGrid | None) -> str | None:
     """Why a grid runs point by point rather than grouped (None: it runs grouped).
 
     Args:
-        grid: `simulator.studies.grid.group_grid`'s answer (None for fields inside other swept fields).
+        grid: `simulator.studies.grid_groups.group_grid`'s answer (None for fields inside other swept fields).
     """
     if grid is None:
         return "fields inside other swept fields"

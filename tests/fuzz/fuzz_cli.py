@@ -3,8 +3,8 @@
     python tests/fuzz/fuzz_cli.py [--seed 0] [--cases-per-kind 50] [--jobs 2] [--subprocess-every 12]
                                   [--timeout 30] [--show 3]
 
-Each case (tests/fuzz/cases.py: one generator per kind of bad input) lays out its files in an
-empty folder and runs one command there. Most cases run in a forked child with typer's
+Each case (tests/fuzz/cases.py; one generator per kind of bad input, tests/fuzz/kinds.py) lays out
+its files in an empty folder and runs one command there. Most cases run in a forked child with typer's
 CliRunner (the parent has imported everything once, so a case costs its own work only); every
 `--subprocess-every`-th case runs as a real `python -m simulator.cli` process, so a traceback
 the in-process runner would hide is still seen. A case that does not finish within `--timeout`
@@ -36,8 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.fuzz.cases import (KINDS, OUTCOMES, as_expected, classify, generate, lay_out,  # noqa: E402
-                              prepare_fixtures, run_in_process, snapshot)
+from tests.fuzz.cases import KINDS  # noqa: E402
+from tests.fuzz.kinds import generate  # noqa: E402
+from tests.fuzz.running import (OUTCOMES, as_expected, classify, lay_out, prepare_fixtures,  # noqa: E402
+                                run_in_process, snapshot)
 
 BAD = ("traceback", "hang", "nan or negative", "wrote outside outputs", "unclear error", "other exit")
 

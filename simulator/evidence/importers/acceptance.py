@@ -14,7 +14,7 @@ Two conversions, the most detailed one the run allows:
 from __future__ import annotations
 
 
-from simulator.config import IidAcceptance, PositionalAcceptance
+from simulator.workload_config import IidAcceptance, PositionalAcceptance
 from simulator.evidence.importers.observed import ObservedRun
 from simulator.inputs import UserInputError
 

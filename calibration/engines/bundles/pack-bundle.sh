@@ -5,7 +5,7 @@
 # members matching the globs given for them in DROP, "wheel-prefix:glob ..."), so xz sees raw bytes.
 # calibration/engines/device.sh `stash` / `start` join and install them on the GPU host.
 #
-#   bash engines/pack-bundle.sh WHEEL_DIR OUT_DIR [PART_MB]
+#   bash calibration/engines/bundles/pack-bundle.sh WHEEL_DIR OUT_DIR [PART_MB]
 set -euo pipefail
 src=${1:?usage: pack-bundle.sh WHEEL_DIR OUT_DIR [PART_MB]}; out=${2:?OUT_DIR}; mb=${3:-32}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

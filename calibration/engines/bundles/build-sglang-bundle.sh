@@ -3,18 +3,18 @@
 # GPU host with Python 3.12, torch 2.11.0+cu130 and no package access, in parts small enough for
 # the device tool (each call carries at most 64 MiB with the working tree).
 #
-#   bash engines/build-sglang-bundle.sh OUT_DIR [PART_MB=32]
+#   bash calibration/engines/bundles/build-sglang-bundle.sh OUT_DIR [PART_MB=32]
 #
 # Writes OUT_DIR/c00/part_00, OUT_DIR/c01/part_01, ... (one folder a call carries) and the
 # bundle's SHA256 in the last folder. A call carries the working tree too (about 29 MB tracked
 # now), so PART_MB plus the tree must stay under 64 MiB: `du -sh --exclude=.git .` tells.
-# Packed by engines/pack-bundle.sh. The bundle also holds what the host lacks beside SGLang (simpy, decorator, and the transformers
+# Packed by calibration/engines/bundles/pack-bundle.sh. The bundle also holds what the host lacks beside SGLang (simpy, decorator, and the transformers
 # and tokenizers SGLang pins: the host's transformers 5.17 registers a config SGLang registers too). The bundle is one tar of wheels, xz-compressed; the large
 # wheels are re-zipped uncompressed first so xz sees their raw bytes. Left out, and why:
 # - sglang-kernel: sgl_kernel/sm100/common_ops (Blackwell; a Hopper GPU loads sm90/);
 #   FA3 (flash_ops.abi3.so, 1.76 GB) and FlashMLA are kept;
 # - flashinfer-cubin: its SM100 / SM103 / SM110 / SM120 cubins (1.7 GB of 1.76);
-# - the dependencies that engines/sglang-0.5.15-deps.txt says are not imported on this path.
+# - the dependencies that calibration/engines/bundles/sglang-0.5.15-deps.txt says are not imported on this path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: build-sglang-bundle.sh OUT_DIR [PART_MB]}; mb=${2:-32}
