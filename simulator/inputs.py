@@ -301,7 +301,7 @@ def _first_line(e: BaseException) -> str:
 # simulator.engines.models.ENGINE_KINDS (`_union_tags`: read there when an error is formatted, so
 # that importing this module, as the CLI does to build its commands, loads no schema).
 _UNION_TAGS = {"acceptance": ("iid", "positional", "empirical", "tree"),
-               "arrivals": ("poisson", "closed_loop", "trace"),
+               "arrivals": ("poisson", "closed_loop", "closed_batch", "trace"),
                "expert_routing": ("uniform", "zipf", "histogram"),
                "input_len": ("fixed", "uniform", "lognormal", "file"),
                "output_len": ("fixed", "uniform", "lognormal", "file")}

@@ -214,3 +214,18 @@ def test_a_serving_sweep_is_estimated_with_its_serving_des(tmp_path):
                                  "--grid", "serving.num_requests=1000000"])
     assert r.exit_code == 2 and "over the 10 min limit" in r.output, r.output
     assert not (tmp_path / "sw").exists()
+
+
+def test_a_closed_batch_sends_every_request_at_once_and_equals_a_closed_loop_of_its_size():
+    """LLM.generate of B prompts: B requests at t = 0, none after; the same schedule as a closed
+    loop of concurrency B sending B requests in all."""
+    batch = serving_scenario("serving.num_requests=6", arrivals="closed_batch")
+    loop = serving_scenario("serving.num_requests=6", "serving.arrivals.concurrency=6")
+    a, b = run_serving(*batch), run_serving(*loop)
+    assert len(a.arrival_us) == 6 and np.all(a.arrival_us == 0.0)
+    assert np.allclose(a.finish_us, b.finish_us) and np.allclose(a.first_token_us, b.first_token_us)
+
+
+def test_a_closed_batch_needs_its_size():
+    with pytest.raises(UserInputError, match="closed_batch"):
+        serving_scenario("serving.duration_s=5", arrivals="closed_batch")

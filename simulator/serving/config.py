@@ -34,6 +34,14 @@ class ClosedLoopArrivals(StrictModel):
     concurrency: int = Field(ge=1, le=65_536, description="Requests in flight, 1..65536.")
 
 
+class ClosedBatchArrivals(StrictModel):
+    """A closed batch: `num_requests` requests all at t = 0, none sent after (an offline
+    `LLM.generate` of that many prompts, `vllm bench throughput`, SGLang's bench_offline_throughput):
+    the batch prefills, decodes and drains as its requests finish."""
+
+    kind: Literal["closed_batch"] = "closed_batch"
+
+
 class TraceArrivals(StrictModel):
     """Arrivals replayed from a file: CSV with a header, or JSONL, with arrival_s, input_tokens,
     output_tokens per request (relative to the scenario file)."""
@@ -42,7 +50,8 @@ class TraceArrivals(StrictModel):
     path: str = Field(min_length=1, max_length=4096, description="CSV or JSONL trace file.")
 
 
-Arrivals = Annotated[PoissonArrivals | ClosedLoopArrivals | TraceArrivals, Field(discriminator="kind")]
+Arrivals = Annotated[PoissonArrivals | ClosedLoopArrivals | ClosedBatchArrivals | TraceArrivals,
+                     Field(discriminator="kind")]
 
 
 class FixedLength(StrictModel):
@@ -151,6 +160,9 @@ class ServingConfig(StrictModel):
             raise ValueError(f"num_steps_by_batch batch sizes must increase, got {sizes}")
         if self.arrivals.kind == "trace" and self.duration_s is not None and self.num_requests is not None:
             raise ValueError("give num_requests or duration_s for a trace, not both")
+        if self.arrivals.kind == "closed_batch" and (self.num_requests is None or self.duration_s is not None):
+            raise ValueError("a closed_batch is num_requests requests at t = 0: give num_requests (the batch), "
+                             "not duration_s")
         return self
 
     @property

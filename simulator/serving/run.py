@@ -93,7 +93,8 @@ def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
         n = arrivals.concurrency * sv.duration_s * TOKENS_PER_S_PER_REQUEST / max(out, 1.0)
     else:
         n = 1000
-    batch = min(arrivals.concurrency, sv.max_running_requests) if arrivals.kind == "closed_loop" else 1
+    batch = (min(arrivals.concurrency, sv.max_running_requests) if arrivals.kind == "closed_loop"
+             else min(n, sv.max_running_requests) if arrivals.kind == "closed_batch" else 1)
     steps = n * out / max(batch, 1)
     seconds = 2 * (steps * SECONDS_PER_STEP + n * SECONDS_PER_REQUEST)
     memory = 2 * n * (out * BYTES_PER_TOKEN + BYTES_PER_REQUEST)

@@ -157,6 +157,9 @@ class ServingRun:
             for _ in range(arr.concurrency):
                 if self._more_to_send(env.now):
                     self._new_request(env.now, *self._lengths())
+        elif arr.kind == "closed_batch":  # every request at once (the batch is num_requests)
+            while self._more_to_send(env.now):
+                self._new_request(env.now, *self._lengths())
         elif arr.kind == "poisson":
             mean_gap_us = US_PER_S / arr.rate_per_s
             while True:
