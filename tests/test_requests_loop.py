@@ -94,3 +94,23 @@ def test_the_fake_campaign_writes_request_level_points(tmp_path):
     assert set(got) == {"cb_b2_p64_a0.7_n12x1", "cl_c2_r4_p64_a0.7_n6x1"}
     assert got["cb_b2_p64_a0.7_n12x1"]["repeats"][0]["num_tokens"] == 24
     assert run_processes([plan], out, in_process=True, log=lambda *_: None) == {"e2e_s2": "skipped"}
+
+
+def test_request_points_are_read_apart_from_the_steady_windows(tmp_path):
+    """A points file holding request-level runs validates line by line (strictly) and the profile
+    builder and live records never take them for steady windows."""
+    from calibration.engines.build import engine_lines
+    from calibration.engines.points import read_points_file
+    from simulator.inputs import UserInputError
+    pts = [dict(batch_size=2, prompt_len=64, acceptance_rate=0.7, workload="closed_batch", max_tokens=12, repeats=1)]
+    plan = ProcessPlan(engine="fake", session="live", label="e2e_s2", num_steps=2, target_config={}, points=pts)
+    out = tmp_path / "e2e.points.jsonl"
+    run_processes([plan], out, in_process=True, log=lambda *_: None)
+    assert [r["kind"] for r in read_points_file(out)] == ["engine", "point"]
+    assert engine_lines([out])[1] == [] and len(engine_lines([out], requests=True)[1]) == 1
+    lines = out.read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["point"]["repeats"][0]["num_tokens"] += 1
+    out.write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(UserInputError, match="num_tokens is not the requests' tokens summed"):
+        read_points_file(out)

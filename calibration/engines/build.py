@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from calibration.engines.points import read_points_files
+from calibration.engines.points import is_request_point, read_points_files
 from simulator.inputs import format_validation_error
 from simulator.engines.profile import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, missing_fits
 from simulator.evidence.engine_profile_fit import fit_parts
@@ -204,17 +204,18 @@ def of_group(engines: list[dict], lines: list[dict], group: tuple[int, int | Non
     return out, group
 
 
-def engine_lines(paths: list[Path], session: str | None = None,
-                 notes: list[str] | None = None) -> tuple[list[dict], list[dict]]:
+def engine_lines(paths: list[Path], session: str | None = None, notes: list[str] | None = None,
+                 requests: bool = False) -> tuple[list[dict], list[dict]]:
     """(engine lines, point lines) of the points files (validated: calibration.engines.points), of
-    one session ('calibrate' / 'live') or all."""
+    one session ('calibrate' / 'live') or all; the steady windows' points, or with `requests` the
+    request-level runs' (calibration.engines.requests_loop)."""
     engines, points = [], []
     for rec in read_points_files(list(paths), notes):
         if session is not None and rec.get("session") != session:
             continue
         if rec["kind"] == "engine":
             engines.append(rec)
-        elif rec["kind"] == "point":
+        elif rec["kind"] == "point" and is_request_point(rec) == requests:
             points.append(rec)
     return engines, points
 

@@ -81,6 +81,82 @@ class PointBody(StrictModel):
         return self
 
 
+class RequestRecord(StrictModel):
+    """One request of a request-level run, times in us from the run's start."""
+
+    start_us: float = Field(ge=0.0, le=1e12, allow_inf_nan=False)
+    ttft_us: float | None = Field(None, ge=0.0, le=1e12, allow_inf_nan=False)
+    finish_us: float | None = Field(None, ge=0.0, le=1e12, allow_inf_nan=False)
+    num_tokens: int = Field(ge=0, le=10**9)
+    token_times_us: list[Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False)]] = Field(max_length=10**7)
+
+
+class RequestStep(StrictModel):
+    """One engine step of a request-level run."""
+
+    t_us: float = Field(ge=0.0, le=1e12, allow_inf_nan=False, description="When the step returned, us from the start.")
+    emitted: int = Field(ge=0, le=10**7, description="Requests that got tokens in the step.")
+    tokens: int = Field(ge=0, le=10**9)
+    running: int = Field(ge=0, le=10**7, description="Requests unfinished when the step began.")
+    scheduled: list[list[Annotated[int, Field(ge=0, le=10**9)]]] | None = Field(
+        None, max_length=1000, description="The scheduler's calls since the step before: [tokens, requests, the "
+                                           "largest request's tokens] each (vLLM).")
+
+
+class RequestRun(StrictModel):
+    """One run (repeat) of a request-level point (calibration.engines.requests_loop)."""
+
+    repeat_idx: int = Field(ge=0, le=1000)
+    elapsed_us: float = Field(gt=0.0, le=1e12, allow_inf_nan=False)
+    num_requests: int = Field(ge=1, le=10**7)
+    num_tokens: int = Field(ge=1, le=10**12)
+    accept_length_counts: list[Annotated[int, Field(ge=0, le=10**12)]] = Field(min_length=1, max_length=65)
+    requests: list[RequestRecord] = Field(min_length=1, max_length=10**7)
+    steps: list[RequestStep] = Field(min_length=1, max_length=10**7)
+    num_engine_steps: int = Field(ge=0, le=10**8)
+    host_period_us: list[Us] = Field(default_factory=list, max_length=10**8)
+    host_blocked_us: list[Us | None] = Field(default_factory=list, max_length=10**8)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if len(self.requests) != self.num_requests:
+            raise ValueError(f"requests holds {len(self.requests)} entries; num_requests says {self.num_requests}")
+        if sum(r.num_tokens for r in self.requests) != self.num_tokens:
+            raise ValueError("num_tokens is not the requests' tokens summed")
+        for i, r in enumerate(self.requests):
+            if len(r.token_times_us) > r.num_tokens or any(b < a for a, b in zip(r.token_times_us, r.token_times_us[1:])):
+                raise ValueError(f"requests[{i}]: token_times_us must rise and be no more than num_tokens")
+        return self
+
+
+class RequestPointBody(StrictModel):
+    """One request-level point: closed batches or a closed loop (calibration.engines.requests_loop)."""
+
+    key: str = Field(min_length=1, max_length=200)
+    workload: Literal["closed_batch", "closed_loop"]
+    num_steps: int = Field(ge=0, le=64)
+    batch_size: int = Field(ge=1, le=1_000_000)
+    prompt_len: int = Field(ge=1, le=2**27)
+    acceptance_rate: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
+    max_tokens: int = Field(ge=1, le=2**20)
+    concurrency: int | None = Field(None, ge=1, le=1_000_000)
+    num_requests: int | None = Field(None, ge=1, le=10**7)
+    plan: dict = Field(default_factory=dict)
+    repeats: list[RequestRun] = Field(min_length=1, max_length=1000)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        for r in self.repeats:
+            if len(r.accept_length_counts) != self.num_steps + 1:
+                raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts has {len(r.accept_length_counts)} "
+                                 f"entries; num_steps {self.num_steps} needs {self.num_steps + 1}")
+            if any(q.num_tokens > self.max_tokens for q in r.requests):
+                raise ValueError(f"repeat {r.repeat_idx}: a request has more tokens than max_tokens {self.max_tokens}")
+        if (self.acceptance_rate is None) != (self.num_steps == 0):
+            raise ValueError("acceptance_rate is given for speculative points (num_steps >= 1) only")
+        return self
+
+
 class _Line(StrictModel):
     """What every line holds: the schema, and the engine process it came from."""
 
@@ -95,6 +171,10 @@ class PointLine(_Line):
     engine_version: str = Field(max_length=200)
     point: PointBody
     wall_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
+
+
+class RequestPointLine(PointLine):
+    point: RequestPointBody
 
 
 class EngineLine(_Line):
@@ -116,6 +196,20 @@ class ErrorLine(_Line):
 
 
 LINE_MODELS = {"point": PointLine, "engine": EngineLine, "error": ErrorLine}
+
+
+def line_model(rec: dict) -> type[_Line]:
+    """The schema of a line: a point line whose point names a workload other than 'steady' is a
+    request-level one (calibration.engines.requests_loop)."""
+    point = rec.get("point")
+    if rec.get("kind") == "point" and isinstance(point, dict) and point.get("workload", "steady") != "steady":
+        return RequestPointLine
+    return LINE_MODELS[rec["kind"]]
+
+
+def is_request_point(rec: dict) -> bool:
+    """A validated point line of a request-level run (not a steady window)."""
+    return rec.get("kind") == "point" and "workload" in rec.get("point", {})
 
 
 MAX_POINTS_BYTES = 1 << 30  # a points file of a whole campaign is a few MB (raw per-step times included)
@@ -179,7 +273,7 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
                                  f"{', '.join(LINE_MODELS)})")
         try:
             # the validated line, its defaults filled in (a repeat without `means`, say), is what is kept
-            rec = LINE_MODELS[kind].model_validate(rec, strict=True).model_dump(by_alias=True)
+            rec = line_model(rec).model_validate(rec, strict=True).model_dump(by_alias=True)
         except ValidationError as e:
             raise UserInputError(format_validation_error(f"{path}:{i}", e)) from None
         if kind == "engine":
