@@ -9,7 +9,13 @@ import pytest
 
 from calibration.engines.campaign import run_queue
 from calibration.engines.plans import ProcessPlan, model_configs
-from calibration.engines.queue import MOE_POINTS, seed_acceptance, sglang_h200, sglang_h200_moe, write_queue
+from calibration.engines.queue import AcceptLength, iid_acceptance_for, queue_plans, write_queue
+
+MOE_POINTS = "qwen3-30b-a3b.points.jsonl"  # sglang-h200-moe's MoE processes (their labels are the chain's)
+
+
+def seed_acceptance() -> float:
+    return iid_acceptance_for(AcceptLength(mean=2.1, num_steps=5))
 from calibration.engines.shard import moe_layers, scale_to_layers, shard_plans, tp_shard_config
 from calibration.engines.worker import read_lines
 from simulator.acceptance import iid_mean_accept_length
@@ -74,7 +80,7 @@ def test_engine_env_names_are_engine_settings():
 
 
 def test_sglang_h200_queue_is_unique_and_ordered(tmp_path):
-    plans = sglang_h200()
+    plans = queue_plans("sglang-h200")
     labels = [p.label for p in plans]
     assert len(set(labels)) == len(labels)
     assert labels[0] == "calibrate_s3_r2" and labels.index("calibrate_s6") < labels.index("shard8_l3_s0")
@@ -132,7 +138,7 @@ def test_a_process_with_its_own_points_file_writes_there_and_resumes_from_it(tmp
 
 
 def test_moe_queue_keeps_the_moe_target_in_its_own_points_file():
-    plans = sglang_h200_moe()
+    plans = queue_plans("sglang-h200-moe")
     assert plans[0].label == "shard8_l3_s0"
     moe = [p for p in plans if p.points_file]
     assert {p.points_file for p in moe} == {MOE_POINTS} and len(moe) == 4
@@ -155,10 +161,10 @@ def test_uniform_routing_patch_adds_noise_once(monkeypatch):
     for name in ("sglang", "sglang.srt", "sglang.srt.layers", "sglang.srt.layers.moe"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.setitem(sys.modules, "sglang.srt.layers.moe.topk", mod)
-    from calibration.engines.sglang_backend import ROUTING_SPREAD, _uniform_routing
-    assert "uniform" in _uniform_routing()
+    from calibration.engines.backends.sglang_model import ROUTING_SPREAD, uniform_routing
+    assert "uniform" in uniform_routing()
     first = TopK.forward_cuda
-    _uniform_routing()
+    uniform_routing()
     assert TopK.forward_cuda is first  # patched once
     logits = torch.zeros(6, 384)
     TopK().forward_cuda(None, logits)
@@ -217,8 +223,7 @@ def test_a_host_bound_shards_pace_is_not_carried_as_gpu_work():
 
 def test_next_queue_runs_the_seed_rank_first_and_repeats_each_configuration():
     from calibration.engines.build import label_variant
-    from calibration.engines.queue import sglang_h200_next
-    labels = [p.label for p in sglang_h200_next()]
+    labels = [p.label for p in queue_plans("sglang-h200-next")]
     assert labels[:4] == ["shard8_l3_s0", "shard8_l3_s5", "shard8_l9_s0", "shard8_l9_s5"]
     assert len(set(labels)) == len(labels)
     assert all(label_variant(x) is not None for x in labels if not x.startswith("shard"))
@@ -313,8 +318,7 @@ def test_shard_prompts_stay_inside_the_ranks_vocabulary_and_its_kv_pool_is_bound
 
 def test_eager_queue_measures_the_seed_rank_without_graphs_then_orders_live_before_calibrate():
     from calibration.engines.build import label_variant
-    from calibration.engines.queue import sglang_h200_eager
-    plans = sglang_h200_eager()
+    plans = queue_plans("sglang-h200-eager")
     eager = [p for p in plans if p.label.endswith("_eager")]
     assert [p.label for p in eager] == ["shard8_l3_s0_eager", "shard8_l3_s5_eager", "shard8_l9_s0_eager",
                                         "shard8_l9_s5_eager"]
@@ -328,8 +332,7 @@ def test_protocol_queue_times_live_in_calibration_windows_and_back():
     """sglang-h200-protocol: the live grid in 48-step windows, a calibration in 40-step ones, a
     plain pair; all of the num_steps-3 chain (the `_w` suffix keeps the variant)."""
     from calibration.engines.build import label_variant
-    from calibration.engines.queue import sglang_h200_protocol
-    plans = {p.label: p for p in sglang_h200_protocol()}
+    plans = {p.label: p for p in queue_plans("sglang-h200-protocol")}
     assert list(plans)[:4] == ["live_s3_w48", "calibrate_s3_w40", "calibrate_s3_r4", "live_s3_r4"]
     assert {q["timed_steps"] for q in plans["live_s3_w48"].points} == {48}
     assert {q["timed_steps"] for q in plans["calibrate_s3_w40"].points} == {40}
@@ -431,7 +434,8 @@ def test_the_mla_queue_runs_deepseek_v2_lite_with_a_capped_kv_pool():
     the baseline and num_steps 3 over contexts 1k-16k, in a points file of its own, the KV pool capped
     so the GQA draft's pool (the target's token count) fits beside the MLA target's."""
     from calibration.cli.engine import _configs
-    from calibration.engines.queue import MLA_POINTS, QUEUES
+    from calibration.engines.queue import QUEUES
+    MLA_POINTS = "deepseek-v2-lite.points.jsonl"
     plans = QUEUES["sglang-h200-mla"]()
     assert [p.label for p in plans] == ["calibrate_s3", "live_s3", "calibrate_s0", "live_s0"]
     assert all(p.points_file == MLA_POINTS and p.uniform_expert_routing and p.max_total_tokens for p in plans)
@@ -535,8 +539,9 @@ def test_the_mla_paths_queue_runs_both_vllm_verify_paths_at_the_published_cases_
 
     from calibration.engines.build import CHAIN, label_variant
     from calibration.engines.plans import ProcessPlan
-    from calibration.engines.queue import MLA_PATH_CONTEXTS, QUEUES
-    from calibration.engines.vllm_backend import llm_kwargs
+    from calibration.engines.queue import QUEUES
+    MLA_PATH_CONTEXTS = [2048, 10000, 30000]  # the published Kimi-K2.5 verify-path case's contexts
+    from calibration.engines.backends.vllm import llm_kwargs
     from simulator.evidence.cases import load_case_file
     plans = QUEUES["vllm-h200-mla-paths"]()
     assert [(p.label, p.mla_attention_backend) for p in plans] == [("calibrate_s3_mla_triton", "TRITON_MLA"),

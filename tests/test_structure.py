@@ -155,3 +155,12 @@ def test_no_module_over_600_lines():
     files = [p for d in (*PACKAGES, "benchmarks") for p in (ROOT / d).rglob("*.py")]
     long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert files and not long, f"files over {MAX_LINES} lines: {long}"
+
+
+MAX_CALIBRATION_LINES = 500
+
+
+def test_no_file_under_calibration_over_500_lines():
+    files = [p for p in (ROOT / "calibration").rglob("*") if p.is_file() and p.suffix in (".py", ".sh", ".yaml")]
+    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_CALIBRATION_LINES}
+    assert files and not long, f"files under calibration/ over {MAX_CALIBRATION_LINES} lines: {long}"
