@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from calibration.engines.campaigns import CAMPAIGNS_DIR, campaign_names
 from calibration.engines.plans import (DEFAULT_BATCH_SIZES, DEFAULT_CALIBRATE_ACCEPTANCE, DEFAULT_LIVE_ACCEPTANCES,
@@ -90,6 +90,14 @@ class Part(StrictModel):
     set: dict = Field(default_factory=dict)
     points_set: dict = Field(default_factory=dict)
     capture_sizes_for_num_steps: int | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k in ("queue", "grid", "shard", "plan") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a part takes its processes from one of queue, grid, shard or plan; this one names "
+                             f"{', '.join(given) or 'none'}")
+        return self
 
 
 class Campaign(StrictModel):
