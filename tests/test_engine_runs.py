@@ -465,7 +465,7 @@ def test_a_pinned_point_runs_its_stepping_thread_on_the_fastest_cpu(tmp_path):
     the other threads of the process keep their masks."""
     import threading
 
-    from calibration.engines import backend
+    from calibration.engines.backends import base as backend
     from calibration.engines.backends.fake import FakeBackend
     from calibration.engines.points import read_points_files
     from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool
