@@ -29,7 +29,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs"))
 
 from calibration.engines.build import engine_lines, engine_point  # noqa: E402
-from calibration.engines.queue import MLA_PATH_CONTEXTS  # noqa: E402
+from calibration.engines.queue import queue_plans  # noqa: E402
+
+# the contexts of the published Kimi-K2.5 verify-path case (data/cases/public.yaml), as the queue measures them
+MLA_PATH_CONTEXTS = sorted({q["prompt_len"] for p in queue_plans("vllm-h200-mla-paths") for q in p.points})
 from make_mla_table import shapes  # noqa: E402  (the MLA target's and draft's shapes, as the SGLang table's)
 from simulator.analytic import cycle_time_us  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402

@@ -18,14 +18,14 @@ from typer.testing import CliRunner
 
 from calibration.cli.calibrate import calibrate_app
 from calibration.cli.live import live
-from calibration.engines.backend import StepTimes
+from calibration.engines.backends.base import StepTimes
 from calibration.engines.build import build_profile, engine_point
 from calibration.engines.campaign import run_processes
-from calibration.engines.fake_backend import FakeBackend
+from calibration.engines.backends.fake import FakeBackend
 from calibration.engines.plans import calibrate_plans, few_run_keys, interleave, live_plans, model_configs, spread_order
 from calibration.engines.records import live_records, write_records
 from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool, summarize_steps
-from calibration.engines.vllm_backend import default_capture_sizes, write_model_dirs
+from calibration.engines.backends.vllm import default_capture_sizes, write_model_dirs
 from calibration.engines.worker import append_line, done_keys, read_lines, run_plan
 from calibration.shapes import LLAMA_8B, eagle3_draft
 from simulator.analytic import analyze, cycle_time_us

@@ -6,12 +6,14 @@ import pytest
 
 from calibration.engines.campaign import run_queue
 from calibration.engines.plans import ProcessPlan, model_configs
-from calibration.engines.queue import MOE_POINTS, sglang_h200, sglang_h200_moe, write_queue
+from calibration.engines.queue import queue_plans, write_queue
+
+MOE_POINTS = "qwen3-30b-a3b.points.jsonl"  # sglang-h200-moe's MoE processes (their labels are the chain's)
 from calibration.engines.worker import read_lines
 
 
 def test_sglang_h200_queue_is_unique_and_ordered(tmp_path):
-    plans = sglang_h200()
+    plans = queue_plans("sglang-h200")
     labels = [p.label for p in plans]
     assert len(set(labels)) == len(labels)
     assert labels[0] == "calibrate_s3_r2" and labels.index("calibrate_s6") < labels.index("shard8_l3_s0")
@@ -69,7 +71,7 @@ def test_a_process_with_its_own_points_file_writes_there_and_resumes_from_it(tmp
 
 
 def test_moe_queue_keeps_the_moe_target_in_its_own_points_file():
-    plans = sglang_h200_moe()
+    plans = queue_plans("sglang-h200-moe")
     assert plans[0].label == "shard8_l3_s0"
     moe = [p for p in plans if p.points_file]
     assert {p.points_file for p in moe} == {MOE_POINTS} and len(moe) == 4
@@ -81,8 +83,7 @@ def test_moe_queue_keeps_the_moe_target_in_its_own_points_file():
 
 def test_next_queue_runs_the_seed_rank_first_and_repeats_each_configuration():
     from calibration.engines.build import label_variant
-    from calibration.engines.queue import sglang_h200_next
-    labels = [p.label for p in sglang_h200_next()]
+    labels = [p.label for p in queue_plans("sglang-h200-next")]
     assert labels[:4] == ["shard8_l3_s0", "shard8_l3_s5", "shard8_l9_s0", "shard8_l9_s5"]
     assert len(set(labels)) == len(labels)
     assert all(label_variant(x) is not None for x in labels if not x.startswith("shard"))
@@ -159,8 +160,7 @@ def test_a_tree_may_verify_as_many_tokens_as_its_nodes():
 
 def test_eager_queue_measures_the_seed_rank_without_graphs_then_orders_live_before_calibrate():
     from calibration.engines.build import label_variant
-    from calibration.engines.queue import sglang_h200_eager
-    plans = sglang_h200_eager()
+    plans = queue_plans("sglang-h200-eager")
     eager = [p for p in plans if p.label.endswith("_eager")]
     assert [p.label for p in eager] == ["shard8_l3_s0_eager", "shard8_l3_s5_eager", "shard8_l9_s0_eager",
                                         "shard8_l9_s5_eager"]
@@ -174,8 +174,7 @@ def test_protocol_queue_times_live_in_calibration_windows_and_back():
     """sglang-h200-protocol: the live grid in 48-step windows, a calibration in 40-step ones, a
     plain pair; all of the num_steps-3 chain (the `_w` suffix keeps the variant)."""
     from calibration.engines.build import label_variant
-    from calibration.engines.queue import sglang_h200_protocol
-    plans = {p.label: p for p in sglang_h200_protocol()}
+    plans = {p.label: p for p in queue_plans("sglang-h200-protocol")}
     assert list(plans)[:4] == ["live_s3_w48", "calibrate_s3_w40", "calibrate_s3_r4", "live_s3_r4"]
     assert {q["timed_steps"] for q in plans["live_s3_w48"].points} == {48}
     assert {q["timed_steps"] for q in plans["calibrate_s3_w40"].points} == {40}
@@ -277,7 +276,8 @@ def test_the_mla_queue_runs_deepseek_v2_lite_with_a_capped_kv_pool():
     the baseline and num_steps 3 over contexts 1k-16k, in a points file of its own, the KV pool capped
     so the GQA draft's pool (the target's token count) fits beside the MLA target's."""
     from calibration.cli.engine import _configs
-    from calibration.engines.queue import MLA_POINTS, QUEUES
+    from calibration.engines.queue import QUEUES
+    MLA_POINTS = "deepseek-v2-lite.points.jsonl"
     plans = QUEUES["sglang-h200-mla"]()
     assert [p.label for p in plans] == ["calibrate_s3", "live_s3", "calibrate_s0", "live_s0"]
     assert all(p.points_file == MLA_POINTS and p.uniform_expert_routing and p.max_total_tokens for p in plans)
@@ -381,8 +381,9 @@ def test_the_mla_paths_queue_runs_both_vllm_verify_paths_at_the_published_cases_
 
     from calibration.engines.build import CHAIN, label_variant
     from calibration.engines.plans import ProcessPlan
-    from calibration.engines.queue import MLA_PATH_CONTEXTS, QUEUES
-    from calibration.engines.vllm_backend import llm_kwargs
+    from calibration.engines.queue import QUEUES
+    MLA_PATH_CONTEXTS = [2048, 10000, 30000]  # the published Kimi-K2.5 verify-path case's contexts
+    from calibration.engines.backends.vllm import llm_kwargs
     from simulator.evidence.cases import load_case_file
     plans = QUEUES["vllm-h200-mla-paths"]()
     assert [(p.label, p.mla_attention_backend) for p in plans] == [("calibrate_s3_mla_triton", "TRITON_MLA"),

@@ -418,7 +418,7 @@ def test_a_vllm_server_log_streams_without_being_held(tmp_path, monkeypatch):
 def test_a_host_probe_window_records_its_threads_core_speed(tmp_path):
     """PointPlan.host_probe: after each window a fixed piece of Python work is timed in the stepping
     thread (queue vllm-h200-hostprobe), and the points file keeps it."""
-    from calibration.engines.fake_backend import FakeBackend
+    from calibration.engines.backends.fake import FakeBackend
     from calibration.engines.points import read_points_files
     from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool
     from calibration.engines.worker import append_line
@@ -465,8 +465,8 @@ def test_a_pinned_point_runs_its_stepping_thread_on_the_fastest_cpu(tmp_path):
     the other threads of the process keep their masks."""
     import threading
 
-    from calibration.engines import backend
-    from calibration.engines.fake_backend import FakeBackend
+    from calibration.engines.backends import base as backend
+    from calibration.engines.backends.fake import FakeBackend
     from calibration.engines.points import read_points_files
     from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool
     from calibration.engines.worker import append_line

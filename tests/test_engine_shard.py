@@ -8,7 +8,7 @@ import types
 import pytest
 
 from calibration.engines.plans import ProcessPlan, model_configs
-from calibration.engines.queue import seed_acceptance
+from calibration.engines.queue import AcceptLength, iid_acceptance_for
 from calibration.engines.shard import moe_layers, scale_to_layers, shard_plans, tp_shard_config
 from simulator.acceptance import iid_mean_accept_length
 
@@ -51,6 +51,10 @@ def test_scale_to_layers_is_linear_in_the_moe_layers():
         scale_to_layers(1.0, 2, 2.0, 2, 60)
 
 
+def seed_acceptance() -> float:
+    return iid_acceptance_for(AcceptLength(mean=2.1, num_steps=5))
+
+
 def test_seed_acceptance_gives_the_published_accept_length():
     assert iid_mean_accept_length(seed_acceptance(), 5) == pytest.approx(2.1)
 
@@ -84,10 +88,10 @@ def test_uniform_routing_patch_adds_noise_once(monkeypatch):
     for name in ("sglang", "sglang.srt", "sglang.srt.layers", "sglang.srt.layers.moe"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.setitem(sys.modules, "sglang.srt.layers.moe.topk", mod)
-    from calibration.engines.sglang_backend import ROUTING_SPREAD, _uniform_routing
-    assert "uniform" in _uniform_routing()
+    from calibration.engines.backends.sglang_model import ROUTING_SPREAD, uniform_routing
+    assert "uniform" in uniform_routing()
     first = TopK.forward_cuda
-    _uniform_routing()
+    uniform_routing()
     assert TopK.forward_cuda is first  # patched once
     logits = torch.zeros(6, 384)
     TopK().forward_cuda(None, logits)

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from calibration.engines.build import build_profile, engine_group, of_group
 from calibration.engines.campaign import run_processes
-from calibration.engines.fake_backend import FAIL_ENV, TARGET_LAYERS, FakeCosts, allreduce_us
+from calibration.engines.backends.fake import FAIL_ENV, TARGET_LAYERS, FakeCosts, allreduce_us
 from calibration.engines.plans import ProcessPlan, calibrate_plans, live_plans
 from calibration.engines.records import live_records, write_records
 from calibration.engines.worker import read_lines

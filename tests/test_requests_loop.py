@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from calibration.engines.campaign import run_processes
-from calibration.engines.fake_backend import FakeBackend, FakeCosts
+from calibration.engines.backends.fake import FakeBackend, FakeCosts
 from calibration.engines.plans import ProcessPlan
 from calibration.engines.requests_loop import measure_requests, run_requests, summarize_run
 from calibration.engines.run_loop import PointPlan

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calibration.engines.records import _acceptance
-from calibration.engines.sglang_backend import iid_accept_length
+from calibration.engines.backends.sglang import iid_accept_length
 from simulator.acceptance import iid_mean_accept_length
 from simulator.cli import app
 from simulator.engines.profile import load_engine_profile
@@ -123,12 +123,12 @@ def test_exclude_process_needs_from_points(tmp_path):
 
 
 def test_transformers_fallback_is_refused():
-    from calibration.engines.sglang_backend import _check_sglang_model
+    from calibration.engines.backends.sglang_model import check_sglang_model
     fallback = type("TransformersForCausalLM", (), {"__module__": "sglang.srt.models.transformers"})
     own = type("DeepseekV3ForCausalLM", (), {"__module__": "sglang.srt.models.deepseek_v2"})
     with pytest.raises(RuntimeError, match="Transformers fallback"):
-        _check_sglang_model(fallback())
-    assert _check_sglang_model(own()).endswith("DeepseekV3ForCausalLM")
+        check_sglang_model(fallback())
+    assert check_sglang_model(own()).endswith("DeepseekV3ForCausalLM")
 
 
 @pytest.mark.parametrize("folder,profile", [("h200_sglang_0.5.15_tree", "tree"), ("h200_sglang_0.5.15_no_overlap", "sync")])
@@ -145,8 +145,8 @@ def test_dsa_stand_ins_keep_deepseek_importable(monkeypatch):
         pytest.skip("CuTe DSL installed: no stand-in is needed")
     for name in ("sglang.srt.layers.attention.dsa_backend", "sglang.jit_kernel.dsa.cutedsl_paged_mqa_logits"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    from calibration.engines.sglang_backend import _stub_dsa_backend
-    note = _stub_dsa_backend()
+    from calibration.engines.backends.sglang_model import stub_dsa_backend
+    note = stub_dsa_backend()
     assert "cutedsl_paged_mqa_logits" in note
     kmod = sys.modules["sglang.jit_kernel.dsa.cutedsl_paged_mqa_logits"]
     assert isinstance(kmod.CuteDSLPagedMQALogitsRunner, type)
@@ -193,9 +193,9 @@ def test_sglang_cells_are_told_apart_by_the_forced_rate(tmp_path):
 
 
 def test_a_window_turns_recorded_steps_and_events_into_step_times():
-    """The hooked engines' shared window (calibration.engines.backend): host periods from the step
+    """The hooked engines' shared window (calibration.engines.backends.base): host periods from the step
     starts, spans from event pairs (ms -> us), the GPU period from one step's start to the next."""
-    from calibration.engines.backend import RecordingWindow, window_step_times
+    from calibration.engines.backends.base import RecordingWindow, window_step_times
 
     class Ev:
         def __init__(self, ms):

@@ -32,7 +32,6 @@ MAX_LINES = 500
 LINE_DIRS = (*PACKAGES, "benchmarks", "tests")
 LONG_FILES = {
     "tests/test_engine_runs.py",  # issue 48: not split here (others edit it); over MAX_LINES
-    "calibration/cli/engine.py",  # split in rooms-cal (merged next)
 }
 MODEL_EXCEPT = ("simulator.studies", "simulator.cli")  # the rooms outside the model
 
@@ -197,3 +196,12 @@ def test_the_room_rules_see_an_upward_import():
     assert _offenders(["simulator.evidence.validate"], ABOVE_THE_ENGINE_MODEL)
     assert _offenders(["simulator.cli.common"], ("simulator.costs",))
     assert "simulator.engines.profile" in MODULES and "simulator.costs.engine_native" in MODULES
+
+
+MAX_CALIBRATION_LINES = 500
+
+
+def test_no_file_under_calibration_over_500_lines():
+    files = [p for p in (ROOT / "calibration").rglob("*") if p.is_file() and p.suffix in (".py", ".sh", ".yaml")]
+    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_CALIBRATION_LINES}
+    assert files and not long, f"files under calibration/ over {MAX_CALIBRATION_LINES} lines: {long}"

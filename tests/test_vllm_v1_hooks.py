@@ -1,4 +1,4 @@
-"""vLLM model runner V1's timers (calibration/engines/vllm_backend.py `_install_v1_hooks`) on a fake
+"""vLLM model runner V1's timers (calibration/engines/backends/vllm.py `_install_v1_hooks`) on a fake
 runner with V1's method names and a fake clock for CUDA events: no vLLM, no GPU."""
 
 import sys
@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from calibration.engines.backend import EngineInfo
-from calibration.engines.vllm_backend import VllmBackend
+from calibration.engines.backends.base import EngineInfo
+from calibration.engines.backends.vllm import VllmBackend
 
 
 class Clock:
@@ -98,7 +98,7 @@ def test_v1_runner_parts_are_timed_by_their_own_names(monkeypatch):
     assert {"execute_model", "target_forward", "sample", "propose", "draft_forwards", "host_blocked"} <= set(b._info.hooks)
     assert any("model runner V1" in n for n in b._info.notes)
     b.runner.drafter.flag = 7  # attributes pass through the timed stand-in
-    from calibration.engines.vllm_backend import _TimedDraftModel
+    from calibration.engines.backends.vllm import _TimedDraftModel
     timed = b.runner.drafter.model
     assert type(timed) is _TimedDraftModel
     # vLLM 0.26's proposer asserts isinstance(self.model, <an EAGLE-3 model class>): the stand-in passes
@@ -131,7 +131,7 @@ def test_v1_runner_dummy_runs_and_unrecorded_steps_leave_no_events():
 def test_step_times_carry_the_stepping_threads_cpu_time():
     """host_cpu_us / process_cpu_us are the differences of thread_time / process_time between step
     starts; a step without them (a fake engine's) has None, and the last step has no period."""
-    from calibration.engines.backend import machine_cpu_ticks, window_step_times
+    from calibration.engines.backends.base import machine_cpu_ticks, window_step_times
     steps = [{"host_t": 1.0, "cpu_t": 0.5, "proc_t": 2.0}, {"host_t": 1.010, "cpu_t": 0.506, "proc_t": 2.012},
              {"host_t": 1.030}]
     out = window_step_times(steps, {})
@@ -143,7 +143,7 @@ def test_step_times_carry_the_stepping_threads_cpu_time():
 
 
 def test_a_window_records_how_busy_the_machine_was(tmp_path):
-    from calibration.engines.fake_backend import FakeBackend
+    from calibration.engines.backends.fake import FakeBackend
     from calibration.engines.points import RepeatLine
     from calibration.engines.run_loop import PointPlan, measure_point, prompt_pool
     b = FakeBackend(1, seed=0, max_model_len=512)
@@ -230,8 +230,8 @@ def test_uniform_expert_routing_turns_on_vllms_routing_simulator(monkeypatch, tm
     (each token's experts a uniform draw) and says so in the engine's notes; one without leaves it off."""
     import os
 
-    import calibration.engines.vllm_backend as vb
-    from calibration.engines.backend import EngineInfo
+    import calibration.engines.backends.vllm as vb
+    from calibration.engines.backends.base import EngineInfo
     from calibration.engines.plans import ProcessPlan, model_configs
     from calibration.engines.worker import start_backend
     seen = {}

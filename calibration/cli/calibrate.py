@@ -25,7 +25,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from calibration.cli import bench, build, engine
+from calibration.cli import bench, build, engine, engine_queue
 from calibration.cli.common import (FORCE_HELP, check_device, check_output, check_points_file, console, err_console,
                                     fail, need_torch, print_profile)
 from simulator.files import PROFILE_OUTPUT
@@ -91,6 +91,6 @@ for _name, _command in (("import-nccl-tests", build.import_nccl_tests), ("merge"
                         ("from-runs", build.from_runs), ("from-traces", build.from_traces),
                         ("moe-kernel-times", build.moe_kernel_times), ("engine", engine.calibrate_engine)):
     calibrate_app.command(_name)(_command)
-calibrate_app.command("engine-process", hidden=True)(engine.engine_process)
-calibrate_app.command("engine-queue")(engine.engine_queue)
-calibrate_app.command("engine-queue-run")(engine.engine_queue_run)
+calibrate_app.command("engine-process", hidden=True)(engine_queue.engine_process)
+calibrate_app.command("engine-queue")(engine_queue.engine_queue)
+calibrate_app.command("engine-queue-run")(engine_queue.engine_queue_run)

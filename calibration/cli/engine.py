@@ -24,7 +24,17 @@ from calibration.cli.common import (check_batches, check_choice, check_gpus, che
                                     fail)
 
 ENGINE_PROFILE_OUTPUT = "engine_profile/1"
-ENGINES = ("vllm", "sglang", "fake")
+
+
+def _spec(engine: str):
+    """The registered engine (calibration.engines.backends): what it runs with, and where it differs."""
+    from calibration.engines.backends import engine_spec
+    return engine_spec(engine)
+
+
+def _engines() -> tuple[str, ...]:
+    from calibration.engines.backends import ENGINES
+    return tuple(ENGINES)
 
 
 def _ints(option: str, text: str, low: int, high: int) -> list[int]:
@@ -72,14 +82,12 @@ MAX_MODEL_LEN = 8192  # what the engine processes start with (calibration.engine
 def _check_engine_installed(engine: str, what: str | None = None) -> None:
     """--engine vllm / sglang (or a queue's plans, `what`) needs the engine (and torch) importable here:
     one line before any process starts."""
-    if engine not in ("vllm", "sglang"):
-        return
     import importlib.util
-    for mod in ("torch", engine):
+    for mod in _spec(engine).requires:
         if importlib.util.find_spec(mod) is None:
             fail(f"{what or '--engine ' + engine}: {mod} is not installed in this Python ({mod} runs the engine; "
                  "on a GPU host without a package index, an offline bundle brings it: ../shared/engines/ for vLLM, "
-                 "calibration/engines/bundles/build-sglang-bundle.sh for SGLang)")
+                 "engines/build-sglang-bundle.sh for SGLang)")
 
 
 def _check_deadline(deadline_s: Optional[float]) -> None:
@@ -149,7 +157,7 @@ def _variant(engine: str, topk: int, num_draft_tokens: Optional[int], no_overlap
     that keeps their processes apart in one points file."""
     if not 1 <= topk <= 16:
         fail(f"--topk {topk}: an integer 1..16")
-    if engine != "sglang" and (topk != 1 or num_draft_tokens is not None or no_overlap):
+    if not _spec(engine).tree_and_overlap and (topk != 1 or num_draft_tokens is not None or no_overlap):
         fail("--topk, --num-draft-tokens and --no-overlap are SGLang's; vLLM runs a chain of num_steps drafts "
              "with its async scheduling (and the fake engine stands in for it)")
     if num_draft_tokens is not None:
@@ -183,10 +191,10 @@ def _tp_group(engine: str, tp: Optional[int], draft_tp: Optional[int], running: 
             fail(f"--draft-tp {draft_tp}: 1 or the target's --tp")
         if tp is not None and draft_tp not in (1, n):
             fail(f"--draft-tp {draft_tp}: 1 or the target's --tp ({n})")
-        if engine == "sglang" and draft_tp != n:
+        if not _spec(engine).own_draft_tp and draft_tp != n:
             fail(f"--draft-tp {draft_tp}: SGLang runs an EAGLE draft in the target's TP group (it has no draft TP "
                  f"setting); leave --draft-tp out or give {n}")
-    if running and n > 1 and engine in ("vllm", "sglang"):
+    if running and n > 1 and not _spec(engine).in_process:
         check_gpus(f"--tp {n}", n, hint="one engine rank a GPU")
     suffix = (f"_tp{n}" if n > 1 else "") + (f"_d{draft_tp}" if draft_tp is not None and draft_tp != n else "")
     # the group to build from: None takes the only one the points hold; a target TP of None, the only one there
@@ -263,7 +271,7 @@ def calibrate_engine(
     from simulator.inputs import UserInputError
 
     if engine is not None:
-        check_choice("--engine", engine, ENGINES)
+        check_choice("--engine", engine, _engines())
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
     if from_points:  # nothing runs: the points say whose they are, and --engine, given, must agree
         engine = _check_points(_existing_points(from_points), engine, t_cfg, d_cfg)
@@ -326,7 +334,7 @@ def calibrate_engine(
         if variant["suffix"] or tpg["suffix"]:
             plans = [p.model_copy(update={"label": p.label + variant["suffix"] + _tp_suffix(tpg, p.num_steps)})
                      for p in plans]
-        status = run_processes(plans, pts, deadline_s=deadline_s, in_process=engine == "fake",
+        status = run_processes(plans, pts, deadline_s=deadline_s, in_process=_spec(engine).in_process,
                                log=lambda s: err_console.print(escape(s), highlight=False))
         bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
         if bad:
@@ -404,7 +412,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
     from simulator.inputs import UserInputError
 
     if engine is not None:
-        check_choice("--engine", engine, ENGINES)
+        check_choice("--engine", engine, _engines())
         if not from_points:  # with --from-points nothing runs: --engine says whose points they must be
             _check_engine_installed(engine)
     bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
@@ -436,7 +444,7 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             n = num_draft_tokens
             plans = [p.model_copy(update={"label": p.label + variant["suffix"]}) for p in plans if p.num_steps
                      and (n is None or p.num_steps + 1 <= n <= topk * p.num_steps + 1)]
-        run_processes(plans, pts, in_process=engine == "fake",
+        run_processes(plans, pts, in_process=_spec(engine).in_process,
                       log=lambda s: err_console.print(escape(s), highlight=False))
         files = [pts]
     notes: list[str] = []
@@ -469,101 +477,3 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
             fail(f"--out {out}: holds files with the records' names that are not LiveRun records; --force replaces them")
     write_records(recs, out)
     console.print(escape(f"wrote {len(recs)} live records to {out}"), highlight=False)
-
-
-def engine_process(
-    plan: Annotated[Path, typer.Argument(help="ProcessPlan JSON (written by the campaign).")],
-    points: Annotated[Path, typer.Argument(help="Points file to append to (resumes).")],
-) -> None:
-    """One engine process of a campaign: start the engine once, measure the plan's points."""
-    from pydantic import ValidationError
-
-    from calibration.engines.plans import ProcessPlan
-    from calibration.engines.worker import run_plan
-    from simulator.inputs import format_validation_error, read_text
-
-    try:
-        p = ProcessPlan.model_validate_json(read_text(plan, "ProcessPlan file"), strict=True)
-    except ValidationError as e:
-        fail(format_validation_error(str(plan), e))
-    from calibration.engines.tp_launch import POINTS_FAILED_RC, in_group, run_group
-    if (p.tensor_parallel_size > 1 or p.group_launch) and not in_group():  # one process a rank
-        rc, line = run_group(plan, points, p.label, p.tensor_parallel_size, log=lambda s: print(s, flush=True))
-        if line is not None:
-            from calibration.engines.worker import append_line
-            append_line(points, line)
-        if rc:
-            raise typer.Exit(rc)
-        return
-    run_plan(p, points, points.parent / "engine_models", log=lambda s: print(s, flush=True))
-    from calibration.engines.worker import done_keys
-    done = done_keys(points)
-    if any((p.label, q.key) not in done for q in p.point_plans()):
-        raise typer.Exit(POINTS_FAILED_RC)  # some point failed: its error line says why
-
-
-def engine_queue(
-    name: Annotated[str, typer.Argument(help="The queue: vllm-e2e, vllm-h200-mla-all, vllm-h200-mla-paths, vllm-h200-hostspeed, sglang-h200-hostprobe, vllm-h200-hostprobe, vllm-h200-group1, sglang-h200-group1, "
-                                             "vllm-h200x2-tp, vllm-h200x4-tp, vllm-h200x8-tp, sglang-h200x2-tp, "
-                                             "sglang-h200x4-tp, sglang-h200x8-tp (TP groups: a machine of that "
-                                             "many GPUs), vllm-h200-routing-check, vllm-h200-next, vllm-h200-mla, sglang-h200-mla, vllm-h200-moe-base, vllm-h200-diag-moe, sglang-h200-protocol, "
-                                             "sglang-h200-eager, sglang-h200-moe, sglang-h200-next or sglang-h200, "
-                                             "newest first "
-                                             "(calibration/engines/queue.py).")],
-    out: Annotated[Path, typer.Argument(help="Folder to write its ProcessPlan files into, in run order.")],
-    force: Annotated[bool, typer.Option("--force", help="Replace a queue written there before (a folder holding "
-                                                        "only queue files, NNN_label.json).")] = False,
-) -> None:
-    """Write a device session's engine processes as ProcessPlan files (run by engine-queue-run)."""
-    import re
-
-    from calibration.engines.queue import QUEUES, write_queue
-    check_choice("NAME", name, tuple(QUEUES))
-    if out.exists() and not out.is_dir():
-        fail(f"{out}: not a folder")
-    held = sorted(out.iterdir()) if out.is_dir() else []
-    if held:
-        ours = all(f.is_file() and re.fullmatch(r"\d{3}_[A-Za-z0-9][A-Za-z0-9._-]*\.json", f.name) for f in held)
-        if not (force and ours):
-            fail(f"{out}: not empty; a queue is written into a new or empty folder (its files run in name order, "
-                 "so two queues in one folder would interleave)" + (
-                     "; --force replaces the queue there" if ours else
-                     "; it holds other files than a queue's, which --force does not replace"))
-        for f in held:
-            f.unlink()
-    for f in write_queue(QUEUES[name](), out):
-        console.print(escape(str(f)), highlight=False)
-
-
-def engine_queue_run(
-    plans: Annotated[Path, typer.Argument(help="Folder of ProcessPlan files (engine-queue), run in name order.")],
-    points: Annotated[Path, typer.Argument(help="Points file to append to (resumes: measured points are skipped).")],
-    deadline_s: Annotated[Optional[float], typer.Option(help="Start no engine process after this many seconds, "
-                                                             "and end one still running then.")] = None,
-) -> None:
-    """Run a queue of engine processes one after another (calibration/engines/campaign.run_queue)."""
-    from calibration.engines.campaign import MIN_PROCESS_S, load_queue, run_queue
-    from simulator.inputs import UserInputError
-    if not plans.is_dir():
-        fail(f"{plans}: not a folder of ProcessPlan files")
-    _check_deadline(deadline_s)
-    if deadline_s is not None and deadline_s <= MIN_PROCESS_S + 1:
-        fail(f"--deadline-s {deadline_s:g}: more than {MIN_PROCESS_S + 1:g} (no engine process is started with "
-             f"less than {MIN_PROCESS_S:g} s left)")
-    _points_path(points, points, "POINTS")
-    try:
-        queue = load_queue(plans)
-    except UserInputError as e:  # a plan file's problems, one a line: kept apart on the one error line
-        fail("; ".join(str(e).splitlines()))
-    for f in sorted({p.points_file for p in queue if p.points_file}):
-        _points_path(points.parent / f, points.parent / f, "points_file")
-    for engine in sorted({p.engine for p in queue}):
-        first = next(p.label for p in queue if p.engine == engine)
-        _check_engine_installed(engine, f"{plans}: {first} and the other {engine} plans")
-    status = run_queue(plans, points, deadline_s, log=lambda s: print(s, flush=True), plans=queue)
-    bad = {k: v for k, v in status.items() if v not in ("done", "skipped")}
-    if bad:
-        files = sorted({str(points.parent / p.points_file) if p.points_file else str(points)
-                        for p in queue if p.label in bad})
-        fail(f"engine processes not finished: {bad} (the log above says why; points, and a failed point's "
-             f"error line, in {', '.join(files)})")

@@ -6,7 +6,7 @@ The lent machine's engine steps that the host paces move with the speed of the c
 thread runs on, and that speed has two states there (docs/engines/host-speed.md, "What moves it"
 and "Whether holding the core still fixes it"). This pins the calling thread to each CPU it may run
 on in turn and times the same fixed piece of interpreter work
-(calibration.engines.backend.host_speed_probe_us) there, every round, with each CPU's steal time
+(calibration.engines.backends.base.host_speed_probe_us) there, every round, with each CPU's steal time
 (the hypervisor's, /proc/stat) and its clock (/proc/cpuinfo) over the round. It answers whether a
 slow state is a core's (another core is fast at the same time) or the machine's (every core slow
 together), and how long a core keeps one (on the lent H200: a core's, for 2 s at the median, so
@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from calibration.engines.backend import probe_cpus
+from calibration.engines.backends.base import probe_cpus
 from simulator.files import HOST_CORES_OUTPUT, OUTPUT_KEY, write_json_atomic
 
 SLOW_FACTOR = 1.5  # a probe this many times the CPU's fastest is a slow state

@@ -56,6 +56,9 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
     (each a graph replay), with no other GPU work beside them. `model_runner`: the engine's model
     runner class (the engine line's); vLLM's V1 runner's speculative steps are judged by their GPU's
     idle share (V1_GPU_IDLE_FRAC)."""
+    from calibration.engines.backends import ENGINES
+    spec = ENGINES.get(engine) if engine is not None else None
+    graph_spans = spec is not None and spec.host_paced_by_gpu_idle  # SGLang's: the wait is not where the hook is
     reps = [r for r in point["repeats"] if r["num_incomplete_steps"] == 0 and r["num_cycles"] > 0]
     if not reps:
         return None
@@ -85,7 +88,7 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
         fields["draft_extend_tokens_padded"] = means.get("draft_extend_tokens_padded")
         blocked, period = inst[0]["host_blocked_us"], inst[0]["elapsed_us"] / inst[0]["num_cycles"]
         fields["gpu_bound"] = blocked is not None and blocked > GPU_BOUND_BLOCKED_FRAC * period
-        if not fields["gpu_bound"] and engine == "sglang" and point["num_steps"]:
+        if not fields["gpu_bound"] and graph_spans and point["num_steps"]:
             # SGLang's EAGLE worker (spec v2) waits for the GPU inside run_batch, not where the hook
             # times the output copy, so the wait says nothing here. Its verify, draft and draft
             # extend are each one CUDA-graph replay: the span of an event pair around a replay is
@@ -109,14 +112,14 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
                     v1_host_paced = True
                     fields["host_busy_us"] = _mean(r["host_busy_us"] for r in clean)
                     fields["other_gpu_us"] = None  # not measured: the GPU's period held the host's gaps
-        if not overlap and engine == "sglang":
+        if not overlap and graph_spans:
             timed = [fields.get(n) for n in ("target_forward_us", "sample_us")]
             if all(t is not None for t in timed):
                 fields["gpu_bound"] = True  # the parts are graph spans; the step is theirs plus the host's
                 fields["other_gpu_us"] = 0.0
                 fields["host_busy_us"] = max(0.0, fields["step_us"] - sum(timed) - (fields.get("propose_us") or 0.0))
         idle = (fields.get("other_gpu_us") or 0.0) / fields["gpu_period_us"] if fields.get("gpu_period_us") else 0.0
-        host_paced = engine == "sglang" and overlap and idle > SGLANG_GPU_IDLE_FRAC
+        host_paced = graph_spans and overlap and idle > SGLANG_GPU_IDLE_FRAC
         if host_paced and fields["gpu_bound"]:
             fields["other_gpu_us"] = 0.0
         if fields["gpu_bound"] and fields["instrumented_step_us"] and overlap and not host_paced and not v1_host_paced:

@@ -9,7 +9,7 @@
 #                                                           (`specdecsim calibrate engine --engine vllm
 #                                                           --with-live ...` with ARGS), then watch
 #   QUEUE=DIR bash calibration/engines/device.sh start DEADLINE_S   the same, running DIR's ProcessPlan
-#                                                           files in name order instead (calibration/engines/queue.py)
+#                                                           files in name order instead (calibration/engines/queue.py, campaigns/)
 #   bash calibration/engines/device.sh watch [SECONDS]     watch the daemon up to SECONDS (default 540)
 #
 # HOST_CORES_S=S (start): `specdecsim diagnose host-cores` for S seconds first, into host_cores.json.

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PlainValidator, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from calibration.engines.run_loop import PointPlan
+from simulator.engines.fields import (ENGINE_DESCRIPTION, NUM_DRAFT_TOKENS_DESCRIPTION, DraftTpSize, NumDraftTokens,
+                                     TopK, TpSize)
 from simulator.schema_base import StrictModel
-
-ENGINE_KINDS = ("vllm", "sglang", "fake")
 
 
 class PointFields(StrictModel):
@@ -70,10 +71,28 @@ class PointFields(StrictModel):
 VllmMlaBackend = Literal["TRITON_MLA", "FLASHMLA", "FLASH_ATTN_MLA", "FLASHINFER_MLA"]
 
 
+def _registered_engine(value: object) -> str:
+    """An engine kind of the registry (calibration.engines.backends.ENGINES), refused as a Literal of
+    its names would be."""
+    from calibration.engines.backends import ENGINES
+    if not (isinstance(value, str) and value in ENGINES):
+        names = [repr(n) for n in ENGINES]
+        raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                  {"expected": " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1
+                                                           else names)})
+    return value
+
+
+def _engine_schema(schema: dict) -> None:
+    from calibration.engines.backends import ENGINES
+    schema.update(enum=list(ENGINES), type="string")
+
+
 class ProcessPlan(StrictModel):
     """One engine process: the engine, its configuration and the points it measures."""
 
-    engine: Literal["vllm", "sglang", "fake"] = Field(description="vllm, sglang or fake.")
+    engine: Annotated[str, PlainValidator(_registered_engine)] = Field(
+        description=ENGINE_DESCRIPTION, json_schema_extra=_engine_schema)
     session: Literal["calibrate", "live"] = Field(description="'calibrate' or 'live': which set of points these are.")
     label: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$",
                        description="File-name label of the process, e.g. 'calibrate_s3' (letters, digits, '.', '_', "
@@ -88,11 +107,9 @@ class ProcessPlan(StrictModel):
     max_total_tokens: int | None = Field(None, ge=256, le=2**26, description=(
         "SGLang's KV pool in tokens (max_total_tokens; default: what memory allows). The draft's pool takes "
         "the target's token count: an MLA shard's small latent would size a GQA draft's pool past the GPU."))
-    topk: int = Field(1, ge=1, le=16, description="Draft branches per step (SGLang's speculative_eagle_topk); "
-                                                  "1 is a chain.")
-    num_draft_tokens: int | None = Field(None, ge=2, le=256, description="Tokens verified per request (SGLang's "
-                                                                         "speculative_num_draft_tokens); default "
-                                                                         "num_steps + 1.")
+    topk: TopK = 1
+    num_draft_tokens: NumDraftTokens | None = Field(None, description=NUM_DRAFT_TOKENS_DESCRIPTION
+                                                    + "; default num_steps + 1.")
     overlap: bool = Field(True, description="SGLang's overlap scheduler (off: disable_overlap_schedule).")
     cuda_graphs: bool = Field(True, description="SGLang's CUDA graphs (off: disable_cuda_graph; every kernel "
                                                 "launched by the host).")
@@ -108,9 +125,9 @@ class ProcessPlan(StrictModel):
     points_file: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.jsonl$",
                                     description="A points file of its own beside the queue's (a name, no path), for "
                                                 "another model's processes, whose labels would mix with the queue's.")
-    tensor_parallel_size: int = Field(1, ge=1, le=8, description=(
+    tensor_parallel_size: TpSize = Field(1, le=8, description=(
         "GPUs of the target's TP group: one process a rank (calibration/engines/tp_launch.py), each on its GPU."))
-    draft_tensor_parallel_size: int | None = Field(None, ge=1, le=8, description=(
+    draft_tensor_parallel_size: DraftTpSize | None = Field(None, le=8, description=(
         "The draft's TP as asked of the engine (vLLM's speculative_config draft_tensor_parallel_size: 1 or the "
         "target's); None leaves it to the engine (the target's group). What the engine did is recorded apart."))
     group_launch: bool = Field(False, description=(
@@ -143,7 +160,8 @@ class ProcessPlan(StrictModel):
     def _mla_backend_is_vllms(self):
         if self.mla_attention_backend is None:
             return self
-        if self.engine != "vllm":
+        from calibration.engines.backends import engine_spec
+        if not engine_spec(self.engine).mla_attention_backend:
             raise ValueError(f"mla_attention_backend {self.mla_attention_backend}: a vLLM setting; this plan's "
                              f"engine is {self.engine}")
         if "kv_lora_rank" not in self.target_config:
@@ -157,7 +175,8 @@ class ProcessPlan(StrictModel):
         if dtp is not None and dtp not in (1, tp):
             raise ValueError(f"draft_tensor_parallel_size {dtp}: 1 or the target's tensor_parallel_size ({tp}), as "
                              "vLLM allows")
-        if dtp is not None and dtp != tp and self.engine == "sglang":
+        from calibration.engines.backends import engine_spec
+        if dtp is not None and dtp != tp and not engine_spec(self.engine).own_draft_tp:
             raise ValueError(f"draft_tensor_parallel_size {dtp}: SGLang runs an EAGLE draft in the target's TP group "
                              f"(no draft TP setting); leave it out or give {tp}")
         return self
@@ -223,6 +242,40 @@ def live_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_
     return plans
 
 
+def request_points(speculative: bool, batch_sizes: list[int], prompt_lens: list[int], acceptances: list[float],
+                   max_tokens: int = 256, more_max_tokens: tuple[int, ...] = (128, 512),
+                   concurrencies: tuple[int, ...] = (64, 16, 4), repeats: int = 2) -> list[dict]:
+    """Request-level points of one engine process (issue 45; calibration.engines.requests_loop), largest
+    first: closed batches of `max_tokens` new tokens at every batch size, prompt length and acceptance;
+    `more_max_tokens` at the middle acceptance and the shortest prompt; the prefill alone (1 new token)
+    at every batch size and prompt length (what a user subtracts: decode tok/s = (tokens - B) / (the
+    run's time - the prefill run's)); closed loops at each concurrency (three times as many requests in
+    all) at the shortest prompt and the middle acceptance."""
+    rates = sorted(acceptances) if speculative else [None]
+    mid = rates[len(rates) // 2]
+    short = min(prompt_lens)
+    pts = []
+    for p in sorted(prompt_lens, reverse=True):
+        for b in sorted(batch_sizes, reverse=True):
+            cb = dict(workload="closed_batch", batch_size=b, prompt_len=p, repeats=repeats)
+            pts += [dict(cb, acceptance_rate=a, max_tokens=max_tokens) for a in rates]
+            pts.append(dict(cb, acceptance_rate=mid, max_tokens=1))
+            if p == short:
+                pts += [dict(cb, acceptance_rate=mid, max_tokens=n) for n in more_max_tokens]
+    for c in concurrencies:
+        pts.append(dict(workload="closed_loop", batch_size=c, concurrency=c, num_requests=3 * c, prompt_len=short,
+                        acceptance_rate=mid, max_tokens=max_tokens, repeats=repeats))
+    return pts
+
+
+def request_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],
+                  acceptances: list[float], **kw) -> list[ProcessPlan]:
+    """One live process of request-level runs per num_steps (0: the baseline), labelled e2e_s<k>."""
+    return [ProcessPlan(**base, session="live", label=f"e2e_s{k}", num_steps=k,
+                        points=request_points(bool(k), batch_sizes, prompt_lens, acceptances, **kw))
+            for k in num_steps]
+
+
 def few_run_keys(num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],
                  full_graph=None) -> list[tuple[int, int, int]]:
     """(num_steps, batch_size, prompt_len) of the few runs: the baseline at the smallest and the
@@ -261,7 +314,7 @@ def few_run_keys(num_steps: list[int], batch_sizes: list[int], prompt_lens: list
 def full_graph_rule(capture_sizes: list[int] | None = None, max_num_seqs: int = 64):
     """The predicate (batch_size, num_steps) -> full CUDA graph for the verify, for an engine
     started with these capture sizes (default: what the campaign starts vLLM with)."""
-    from calibration.engines.vllm_backend import default_capture_sizes
+    from calibration.engines.backends.vllm import default_capture_sizes
     from simulator.engines.profile import full_graph_verify
     sizes = list(capture_sizes) if capture_sizes else default_capture_sizes()
     return lambda b, k: full_graph_verify(b, k, sizes, max_num_seqs)

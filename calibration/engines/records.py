@@ -29,7 +29,9 @@ def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> d
     per request; SGLang's SGLANG_SIMULATE_ACC_LEN (match-expected) draws one length per verify step,
     the floor or the ceiling of the i.i.d. mean, weighted so the mean is exact (sglang
     srt/speculative/spec_utils.py), which is this pmf."""
-    if not num_steps or engine != "sglang":
+    from calibration.engines.backends import ENGINES
+    spec = ENGINES.get(engine)  # a points file's engine may be one no backend here runs: its draws are taken as iid
+    if not num_steps or spec is None or not spec.acceptance_per_batch_step:
         return {"kind": "iid", "acceptance_rate": acceptance_rate if num_steps else 0.0}
     from simulator.acceptance import iid_mean_accept_length
     mean = min(float(num_steps + 1), max(1.0, iid_mean_accept_length(acceptance_rate, num_steps)))
@@ -48,7 +50,8 @@ def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: st
     k, b = point["num_steps"], point["batch_size"]
     steps = max(1, k)
     topk, ndt, overlap = variant
-    serving = {"kind": engine if engine != "fake" else "vllm", "version": "2026"}
+    from calibration.engines.backends import ENGINES
+    serving = {"kind": ENGINES[engine].serving_kind if engine in ENGINES else engine, "version": "2026"}
     if not overlap:
         serving["overlap_scheduler"] = False
     if engine_profile:

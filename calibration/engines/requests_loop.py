@@ -24,7 +24,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from calibration.engines.backend import EngineBackend
+from calibration.engines.backends.base import EngineBackend
 from calibration.engines.run_loop import PointPlan, prompt_pool
 
 MAX_RUN_STEPS = 200_000  # engine steps a run may take before it is given up

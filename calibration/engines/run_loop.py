@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from calibration.engines.backend import (EngineBackend, StepTimes, fastest_cpu, host_speed_probe_us,
+from calibration.engines.backends.base import (EngineBackend, StepTimes, fastest_cpu, host_speed_probe_us,
                                          machine_cpu_ticks, thread_cpu)
 
 REFILL_STEPS_AFTER_PROBE = 4  # untimed engine steps between a probe and the window it precedes

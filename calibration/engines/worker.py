@@ -23,7 +23,6 @@ from calibration.engines.requests_loop import measure_requests, summarize_run
 from calibration.engines.run_loop import measure_point, prompt_pool
 
 
-
 def read_lines(path: Path) -> list[dict]:
     """The complete JSON lines of this project's points file (a resuming process's view: a torn or
     foreign line is skipped; `calibration.engines.points` validates a file a user gives). A missing
@@ -65,45 +64,14 @@ def append_line(path: Path | None, rec: dict) -> None:
 
 
 def start_backend(plan: ProcessPlan, workdir: Path, rank: int = 0):
-    """The plan's engine, started (vLLM: folders of config.json written under workdir); in a TP
-    group (calibration.engines.tp_launch) this rank's."""
+    """The plan's engine, started by its registered backend (calibration.engines.backends; vLLM and
+    SGLang: folders of config.json written under workdir); in a TP group (calibration.engines.tp_launch)
+    this rank's."""
+    from calibration.engines.backends import engine_spec
     os.environ.update(plan.engine_env)  # read by the engine when it is imported
-    tp, dtp = plan.tensor_parallel_size, plan.draft_tensor_parallel_size
     if rank:
         workdir = workdir / f"rank{rank}"  # each rank writes its own copy of the model folders
-    if plan.engine == "fake":
-        from calibration.engines.fake_backend import FakeBackend
-        return FakeBackend(plan.num_steps, seed=plan.prompt_seed + plan.num_steps, max_model_len=plan.max_model_len,
-                           tp_size=tp, draft_tp_size=dtp, rank=rank)
-    if plan.engine == "vllm":
-        from calibration.engines.vllm_backend import (VLLM_UNIFORM_ROUTING, VllmBackend, default_capture_sizes,
-                                                      write_model_dirs)
-        if plan.uniform_expert_routing:  # vLLM's own routing simulator (router_factory), read at model build
-            os.environ.update(VLLM_UNIFORM_ROUTING)
-        target, draft = write_model_dirs(workdir / plan.label, plan.target_config,
-                                         plan.draft_config if plan.num_steps else None)
-        backend = VllmBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
-                              max_num_seqs=plan.max_num_seqs, gpu_memory_utilization=plan.gpu_memory_utilization,
-                              capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed,
-                              tp_size=tp, draft_tp_size=dtp, mla_attention_backend=plan.mla_attention_backend)
-        if plan.uniform_expert_routing:
-            backend.info().notes.append(
-                "uniform expert routing: vLLM's routing simulator (VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
-                "uniform_random: each token's top-k experts drawn uniformly, with replacement)")
-        return backend
-    if plan.engine == "sglang":
-        from calibration.engines.sglang_backend import SglangBackend
-        from calibration.engines.vllm_backend import write_model_dirs
-        target, draft = write_model_dirs(workdir / plan.label, plan.target_config,
-                                         plan.draft_config if plan.num_steps else None)
-        return SglangBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
-                             max_num_seqs=plan.max_num_seqs, mem_fraction_static=plan.gpu_memory_utilization,
-                             topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
-                             seed=plan.prompt_seed, capture_sizes=plan.capture_sizes or None,
-                             uniform_expert_routing=plan.uniform_expert_routing,
-                             max_total_tokens=plan.max_total_tokens, cuda_graphs=plan.cuda_graphs,
-                             tp_size=tp, rank=rank)
-    raise ValueError(f"engine {plan.engine!r}: one of vllm, sglang, fake")
+    return engine_spec(plan.engine).start(plan, workdir, rank)
 
 
 def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:

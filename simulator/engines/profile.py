@@ -34,6 +34,7 @@ from typing import Annotated, Literal, Self
 import numpy as np
 from pydantic import Field, model_validator
 
+from simulator.engines.fields import CalibratedEngine, TopK
 from simulator.inputs import read_json
 from simulator.schema_base import StrictModel
 
@@ -118,7 +119,7 @@ class EngineProfile(StrictModel):
 
     specdecsim_output: Literal["engine_profile/1"] = ENGINE_PROFILE_OUTPUT
     name: str = Field(min_length=1, max_length=200)
-    engine: Literal["vllm", "sglang", "fake"]
+    engine: CalibratedEngine
     engine_version: str = Field(max_length=200)
     attention_backend: str = ""
     cudagraph_mode: str = ""
@@ -134,8 +135,7 @@ class EngineProfile(StrictModel):
     tp_size: int = Field(1, ge=1, le=1024, description="The target's TP group the engine ran.")
     draft_tp_size: int | None = Field(None, ge=1, le=1024, description=(
         "The draft's TP as the engine built it (read from its layers; None: the target's group)."))
-    topk: int = Field(1, ge=1, le=16, description="Draft branches per step the engine ran (SGLang's "
-                                                  "speculative_eagle_topk); 1 is a chain.")
+    topk: TopK = 1
     num_draft_tokens: int | None = Field(None, ge=2, le=256, description="Tokens verified per request (SGLang's "
                                                                          "speculative_num_draft_tokens); None: "
                                                                          "num_steps + 1 (a chain).")

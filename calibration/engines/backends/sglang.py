@@ -44,8 +44,10 @@ import time
 from array import array
 from pathlib import Path
 
-from calibration.engines.backend import (EngineInfo, RecordingWindow, StepTimes, fastest_cpu, host_speed_probe_us,
-                                         module_tp_size, thread_cpu, wrap_method, window_step_times)
+from calibration.engines.backends.base import (EngineInfo, EngineSpec, RecordingWindow, StepTimes, fastest_cpu,
+                                               host_speed_probe_us, module_tp_size, thread_cpu, wrap_method,
+                                               window_step_times)
+from calibration.engines.backends.sglang_model import check_sglang_model, stub_dsa_backend, uniform_routing
 from simulator.acceptance import iid_mean_accept_length
 
 US_PER_S = 1e6
@@ -55,72 +57,6 @@ ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHME
 
 
 iid_accept_length = iid_mean_accept_length  # the mean accept length SGLANG_SIMULATE_ACC_LEN is set to
-
-
-def _stub_dsa_backend() -> str | None:
-    """Without nvidia-cutlass-dsl (left out of the bundle: Blackwell / DSA kernels), SGLang's draft
-    graph capture still imports its DeepSeek-sparse-attention backend for an isinstance test; a
-    stand-in class that no backend is an instance of lets a dense or MLA model start. Returns the
-    note to record, or None where CuTe DSL is installed."""
-    import importlib.util
-    import sys
-    import types
-    if importlib.util.find_spec("cutlass") is not None:
-        return None
-    name = "sglang.srt.layers.attention.dsa_backend"
-    mod = types.ModuleType(name)
-    mod.DeepseekSparseAttnBackend = type("DeepseekSparseAttnBackend", (), {})
-    sys.modules.setdefault(name, mod)
-    # DeepSeek-V2/V3 (models/deepseek_v2.py) imports the DSA indexer at module level, which imports
-    # its CuTe DSL logits kernel: without the stand-in SGLang drops its own DeepSeek class and falls
-    # back to the Transformers implementation
-    kernel = "sglang.jit_kernel.dsa.cutedsl_paged_mqa_logits"
-    kmod = types.ModuleType(kernel)
-    kmod.CuteDSLPagedMQALogitsRunner = type("CuteDSLPagedMQALogitsRunner", (), {})
-
-    def pick_dsl_expand(*args, **kwargs):
-        raise RuntimeError("DSA's CuTe DSL kernel is not installed (nvidia-cutlass-dsl)")
-    kmod.pick_dsl_expand = pick_dsl_expand
-    sys.modules.setdefault(kernel, kmod)
-    return (f"{name} and {kernel} stood in by empty stand-ins (nvidia-cutlass-dsl not installed; DSA sparse "
-            "attention is not used by this model)")
-
-
-def _check_sglang_model(model) -> str:
-    """The class SGLang runs the target as; refuses its Transformers fallback (the measurement would
-    not be SGLang's own kernels)."""
-    cls = type(model)
-    where = f"{cls.__module__}.{cls.__name__}"
-    if "transformers" in cls.__module__.split(".")[-1] or cls.__module__.startswith("transformers"):
-        raise RuntimeError(f"SGLang runs the target through its Transformers fallback ({where}), not its own "
-                           "implementation: a module it imports failed (see 'Ignore import error' in the log)")
-    return where
-
-
-ROUTING_SPREAD = 4.0  # router logits + uniform(-4, 4): sigmoid or softmax scores far apart, none saturated
-
-
-def _uniform_routing() -> str:
-    """Every token's experts drawn uniformly at random: SGLang's TopK (patched on the class before
-    the model is built, which binds its forward) sees its router logits plus uniform noise far
-    larger than dummy weights' logits (about 1e-3), so each token's top-k is a fresh uniform draw,
-    inside CUDA graphs too (the noise is drawn on the GPU at every replay). Dummy weights would
-    otherwise send the same tokens to the same experts, and a verify's tokens touch fewer distinct
-    experts than real traffic does (E (1 - (1 - k/E)^T) for T tokens)."""
-    from sglang.srt.layers.moe.topk import TopK
-    orig = TopK.forward_cuda
-    if getattr(orig, "_specdecsim_uniform", False):
-        return "uniform expert routing (router logits + uniform noise)"
-
-    def forward_cuda(self, hidden_states, router_logits, **kwargs):
-        noise = (self._torch_rand(router_logits) * 2.0 - 1.0) * ROUTING_SPREAD
-        return orig(self, hidden_states, router_logits + noise, **kwargs)
-    import torch
-    TopK._torch_rand = staticmethod(lambda t: torch.rand_like(t, dtype=torch.float32).to(t.dtype))
-    forward_cuda._specdecsim_uniform = True
-    TopK.forward_cuda = forward_cuda
-    return (f"uniform expert routing: router logits + uniform(-{ROUTING_SPREAD:g}, {ROUTING_SPREAD:g}) noise in "
-            "SGLang's TopK (each token's experts a fresh uniform draw)")
 
 
 class _Control:
@@ -160,8 +96,8 @@ class SglangBackend(RecordingWindow):
         from sglang.srt.server_args import PortArgs, ServerArgs
 
         self._torch = torch
-        stubbed = _stub_dsa_backend()
-        routing_note = _uniform_routing() if uniform_expert_routing else None
+        stubbed = stub_dsa_backend()
+        routing_note = uniform_routing() if uniform_expert_routing else None
         kwargs = dict(model_path=str(target_dir), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
                       context_length=max_model_len, max_running_requests=max_num_seqs,
                       mem_fraction_static=mem_fraction_static, random_seed=seed,
@@ -190,7 +126,7 @@ class SglangBackend(RecordingWindow):
         self.sched = Scheduler(sa, pa, gpu_id=self.rank, tp_rank=self.rank, moe_ep_rank=0, pp_rank=0,
                                attn_cp_rank=0, moe_dp_rank=0, dp_rank=None)
         self.server_args = sa
-        model_class = _check_sglang_model(self.sched.tp_worker.model_runner.model)
+        model_class = check_sglang_model(self.sched.tp_worker.model_runner.model)
         self.vocab_size = int(self.sched.model_config.vocab_size)
         self._info = EngineInfo(engine="sglang", engine_version=sglang.__version__,
                                 gpu_name=torch.cuda.get_device_name(), torch_version=torch.__version__,
@@ -496,3 +432,21 @@ class SglangBackend(RecordingWindow):
         else:
             self.sched.gracefully_exit = True
         self._thread.join(timeout=30.0)
+
+
+def start(plan, workdir: Path, rank: int = 0) -> SglangBackend:
+    """The plan's SGLang scheduler, from folders holding the models' config.json under workdir."""
+    from calibration.engines.backends.vllm import write_model_dirs
+    target, draft = write_model_dirs(workdir / plan.label, plan.target_config,
+                                     plan.draft_config if plan.num_steps else None)
+    return SglangBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
+                         max_num_seqs=plan.max_num_seqs, mem_fraction_static=plan.gpu_memory_utilization,
+                         topk=plan.topk, num_draft_tokens=plan.num_draft_tokens, overlap=plan.overlap,
+                         seed=plan.prompt_seed, capture_sizes=plan.capture_sizes or None,
+                         uniform_expert_routing=plan.uniform_expert_routing,
+                         max_total_tokens=plan.max_total_tokens, cuda_graphs=plan.cuda_graphs,
+                         tp_size=plan.tensor_parallel_size, rank=rank)
+
+
+SPEC = EngineSpec("sglang", start, serving_kind="sglang", requires=("torch", "sglang"), own_draft_tp=False,
+                  tree_and_overlap=True, host_paced_by_gpu_idle=True, acceptance_per_batch_step=True)

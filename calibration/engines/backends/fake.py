@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from calibration.engines.backend import EngineInfo, StepTimes
+from calibration.engines.backends.base import EngineInfo, EngineSpec, StepTimes
 
 FAIL_ENV = "SPECDECSIM_FAKE_RANK_EXIT"  # "RANK:STEP": that rank of a TP group exits at that step (tests)
 GROUP_TIMEOUT_S = 120  # a rank waiting this long on another raises instead of hanging
@@ -213,3 +213,13 @@ class FakeBackend:
         self.requests.clear()
         if self._group is not None and self._group.is_initialized():
             self._group.destroy_process_group()
+
+
+def start(plan, workdir, rank: int = 0) -> FakeBackend:
+    """The fake engine of the plan's configuration (nothing written under workdir)."""
+    return FakeBackend(plan.num_steps, seed=plan.prompt_seed + plan.num_steps, max_model_len=plan.max_model_len,
+                       tp_size=plan.tensor_parallel_size, draft_tp_size=plan.draft_tensor_parallel_size, rank=rank)
+
+
+# the campaign runs it in this process; it stands in for vLLM (a chain, its own draft TP), whose records it names
+SPEC = EngineSpec("fake", start, serving_kind="vllm", in_process=True)

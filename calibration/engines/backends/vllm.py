@@ -43,8 +43,8 @@ import os
 import time
 from pathlib import Path
 
-from calibration.engines.backend import (EngineInfo, RecordingWindow, StepTimes, module_tp_size, wrap_method,
-                                         window_step_times)
+from calibration.engines.backends.base import (EngineInfo, EngineSpec, RecordingWindow, StepTimes, module_tp_size,
+                                               wrap_method, window_step_times)
 
 US_PER_S = 1e6
 ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
@@ -396,3 +396,24 @@ class _TimedDraftModel:
 
     def __setattr__(self, name, value):
         setattr(self._model, name, value)
+
+
+def start(plan, workdir: Path, rank: int = 0) -> VllmBackend:
+    """The plan's vLLM engine, from folders holding the models' config.json under workdir."""
+    if plan.uniform_expert_routing:  # vLLM's own routing simulator (router_factory), read at model build
+        os.environ.update(VLLM_UNIFORM_ROUTING)
+    target, draft = write_model_dirs(workdir / plan.label, plan.target_config,
+                                     plan.draft_config if plan.num_steps else None)
+    backend = VllmBackend(target, draft, plan.num_steps, max_model_len=plan.max_model_len,
+                          max_num_seqs=plan.max_num_seqs, gpu_memory_utilization=plan.gpu_memory_utilization,
+                          capture_sizes=plan.capture_sizes or default_capture_sizes(), seed=plan.prompt_seed,
+                          tp_size=plan.tensor_parallel_size, draft_tp_size=plan.draft_tensor_parallel_size,
+                          mla_attention_backend=plan.mla_attention_backend)
+    if plan.uniform_expert_routing:
+        backend.info().notes.append(
+            "uniform expert routing: vLLM's routing simulator (VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
+            "uniform_random: each token's top-k experts drawn uniformly, with replacement)")
+    return backend
+
+
+SPEC = EngineSpec("vllm", start, serving_kind="vllm", requires=("torch", "vllm"), mla_attention_backend=True)

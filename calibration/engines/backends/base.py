@@ -3,13 +3,17 @@
 An engine backend is one started engine (one configuration: target, draft, `num_steps` or none)
 that the run loop drives step by step. Times are microseconds on the backend's own clock
 (`clock_us`): wall time for a real engine, a simulated clock for the fake one.
+
+`EngineSpec` is what the rest of calibration knows of an engine kind: how to start its backend
+for a plan, and the few facts in which engines differ (the registry in
+calibration/engines/backends/__init__.py holds one per engine).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from simulator.units import US_PER_MS, US_PER_S
 
@@ -269,3 +273,41 @@ class EngineBackend(Protocol):
         """Stop recording; the figures of each engine step since start_window."""
 
     def shutdown(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One engine kind as calibration sees it: its backend's start, and where it differs from the others.
+
+    Attributes:
+        name: the engine's name in plans, points files and `--engine` (simulator.engines.fields.CALIBRATED_ENGINES).
+        start: (plan, workdir, rank) -> the plan's engine started as this process's backend (in a TP
+            group, this rank's); `workdir` is the process's own (calibration.engines.worker.start_backend).
+        serving_kind: the simulator's `serving_engine.kind` its live records name (calibration.engines.records).
+        requires: modules importable here for it to run (`--engine` and a queue check them before any
+            process starts); none for an engine that needs no install.
+        in_process: the campaign runs it in this process (no GPU: the fake engine), not a child process a plan.
+        own_draft_tp: the draft's TP can be asked apart from the target's (`--draft-tp 1`, a plan's
+            draft_tensor_parallel_size); False: the draft runs in the target's TP group.
+        tree_and_overlap: the draft tree (`--topk`, `--num-draft-tokens`) and overlap scheduler
+            (`--no-overlap`) settings apply; False: a chain of num_steps drafts, its own scheduling.
+        mla_attention_backend: a plan's mla_attention_backend (the target's MLA layers' backend) applies.
+        host_paced_by_gpu_idle: the engine waits for the GPU inside its step where the output-copy hook
+            does not see it (SGLang's EAGLE worker): calibration.engines.build keeps its timed parts as graph
+            spans, tells a host-paced step by the GPU's idle share, and without overlap takes the host's
+            work as the step less the parts.
+        acceptance_per_batch_step: forced acceptance draws one accept length per verify step for the whole
+            batch (SGLang's SGLANG_SIMULATE_ACC_LEN); False: i.i.d. per request and draft (vLLM's synthetic
+            sampler). calibration.engines.records writes the acceptance its live records ran with from it.
+    """
+
+    name: str
+    start: Callable[..., EngineBackend]  # (ProcessPlan, Path, int)
+    serving_kind: str
+    requires: tuple[str, ...] = ()
+    in_process: bool = False
+    own_draft_tp: bool = True
+    tree_and_overlap: bool = False
+    mla_attention_backend: bool = False
+    host_paced_by_gpu_idle: bool = False
+    acceptance_per_batch_step: bool = False
