@@ -451,10 +451,18 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
     try:
         recs = live_records(files, t_shape, d_shape, engine_profile=engine_profile, notes=notes, variant=variant["key"],
                             group=tpg["group"])
+        from calibration.engines.request_records import request_records
+        reqs = request_records(files, t_shape, d_shape, engine_profile=engine_profile) if from_points else []
     except (ValueError, UserInputError) as e:
         fail(str(e))
     for n in notes:
         err_console.print(escape(f"note: {n}"), highlight=False)
+    if reqs:  # request-level runs: serving records (`specdecsim validate-serving OUT/requests`)
+        write_records(reqs, out / "requests")
+        console.print(escape(f"wrote {len(reqs)} request-level serving records to {out / 'requests'}"),
+                      highlight=False)
+        if not recs:
+            return
     if not recs:
         fail(f"no live points in {', '.join(map(str, files))}" + (
             f" of topk {variant['key'][0]}, num_draft_tokens {variant['key'][1]}, overlap "

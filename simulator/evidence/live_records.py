@@ -200,8 +200,8 @@ class LiveServingRun(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> Self:
         sc = self.scenario
-        if sc.serving is None or sc.serving.arrivals.kind != "closed_loop":
-            raise ValueError("scenario.serving must be set, with closed_loop arrivals")
+        if sc.serving is None or sc.serving.arrivals.kind not in ("closed_loop", "closed_batch"):
+            raise ValueError("scenario.serving must be set, with closed_loop or closed_batch arrivals")
         n = len(self.arrival_us)
         per_req = ("admit_us", "first_token_us", "finish_us", "input_tokens", "output_tokens")
         if n == 0 or any(len(getattr(self, f)) != n for f in per_req):
@@ -218,11 +218,17 @@ class LiveServingRun(StrictModel):
                 raise ValueError(f"request {i}: needs arrival_us <= first_token_us <= finish_us, got {a}, {f0}, {f1}")
         if any(e < s for s, e in zip(self.step_start_us, self.step_end_us)):
             raise ValueError("a step ends before it starts (step_end_us < step_start_us)")
-        if any(b > sc.serving.arrivals.concurrency for b in self.step_batch_size):
-            raise ValueError(f"a step's batch exceeds concurrency {sc.serving.arrivals.concurrency}")
+        if any(b > self.concurrency for b in self.step_batch_size):
+            raise ValueError(f"a step's batch exceeds concurrency {self.concurrency}")
         if not self.speculative and any(self.step_num_steps):
             raise ValueError("a baseline run has no speculative steps (step_num_steps must be 0)")
         return self
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight at most: a closed loop's concurrency, a closed batch's size."""
+        arr = self.scenario.serving.arrivals
+        return arr.concurrency if arr.kind == "closed_loop" else len(self.arrival_us)
 
     def serving_records(self) -> ServingRecords:
         """The record's facts as the serving DES's records (what `serving_metrics` reads)."""

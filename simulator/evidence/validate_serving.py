@@ -111,7 +111,7 @@ def check_record(src: str, rec: LiveServingRun, profile: CalibrationProfile,
     def p50(x):
         return x.p50 if x is not None else float("nan")
     return ServingComparison(
-        source=src, target=sc.target.name, speculative=rec.speculative, concurrency=cfg.arrivals.concurrency,
+        source=src, target=sc.target.name, speculative=rec.speculative, concurrency=rec.concurrency,
         num_requests=meas.num_requests, same_schedule=bool(same),
         measured_tok_per_s=meas.output_tok_per_s, predicted_tok_per_s=pred.output_tok_per_s,
         tok_per_s_error_frac=_err(pred.output_tok_per_s, meas.output_tok_per_s),

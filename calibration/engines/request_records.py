@@ -1,0 +1,144 @@
+"""Request-level points of an engine (calibration.engines.requests_loop) -> live serving records.
+
+Each repeat of a closed batch or a closed loop becomes one `LiveServingRun` whose scenario is what
+ran: the target and draft, `serving_engine` of the engine's kind (naming the engine profile to check
+against), `num_steps`, the acceptance forced, and a `serving:` section of the same workload (a closed
+batch of B requests at t = 0, or a closed loop at concurrency C sending R requests), fixed prompt and
+output lengths, the engine's own `max_num_seqs` and prefill chunk (`max_num_batched_tokens`). Its
+columns are the engine's: each request's arrival, first token and finish, each gap between its
+emissions, each engine step's decode requests and tokens. `specdecsim validate-serving` then runs
+the serving DES on the scenario and compares what users compare: output tok/s, TTFT, TPOT, ITL.
+
+A point whose requests generate one token each (the prefill alone) is no serving record: it is what
+users subtract (`decode_tok_per_s`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import numpy as np
+
+from calibration.engines.build import engine_lines
+from calibration.engines.records import _scenario
+from simulator.evidence.live_records import LiveServingRun
+from simulator.profile import HardwareInfo
+from simulator.serving.metrics import serving_metrics
+from simulator.serving.scheduler import ServingRecords
+from simulator.units import US_PER_S
+
+DEFAULT_CHUNK_TOKENS = 8192  # vLLM's max_num_batched_tokens where an engine line does not say
+
+
+def _serving(pt: dict, info: dict) -> dict:
+    n = pt["batch_size"] if pt["workload"] == "closed_batch" else pt["num_requests"]
+    arrivals = {"kind": "closed_batch"} if pt["workload"] == "closed_batch" else \
+        {"kind": "closed_loop", "concurrency": pt["concurrency"]}
+    return {"arrivals": arrivals, "num_requests": n,
+            "input_len": {"kind": "fixed", "tokens": pt["prompt_len"]},
+            "output_len": {"kind": "fixed", "tokens": pt["max_tokens"]},
+            "max_running_requests": int(info.get("max_num_seqs") or 256),
+            "chunked_prefill_tokens": int(info.get("max_num_batched_tokens") or DEFAULT_CHUNK_TOKENS)}
+
+
+def _columns(rep: dict, prompt_len: int, num_steps: int) -> dict:
+    """The LiveServingRun columns of one run (times in us from its start)."""
+    reqs = rep["requests"]
+    first = {}
+    for q in reqs:
+        if q["token_times_us"]:
+            first[q["token_times_us"][0]] = first.get(q["token_times_us"][0], 0) + 1
+    itl_idx, itl = [], []
+    for i, q in enumerate(reqs):
+        t = q["token_times_us"]
+        itl_idx += [i] * (len(t) - 1)
+        itl += np.diff(t).tolist()
+    starts, ends, batch, ks, acc = [], [], [], [], []
+    prev = 0.0
+    for s in rep["steps"]:
+        firsts = first.get(s["t_us"], 0)
+        decode = max(0, s["emitted"] - firsts)
+        starts.append(prev)
+        ends.append(s["t_us"])
+        batch.append(decode)
+        ks.append(num_steps if decode else 0)
+        acc.append(max(0, s["tokens"] - firsts) if decode else 0)
+        prev = s["t_us"]
+    return dict(arrival_us=[q["start_us"] for q in reqs], admit_us=[q["start_us"] for q in reqs],
+                first_token_us=[q["token_times_us"][0] for q in reqs], finish_us=[q["token_times_us"][-1] for q in reqs],
+                input_tokens=[prompt_len] * len(reqs), output_tokens=[q["num_tokens"] for q in reqs],
+                itl_request_idx=itl_idx, itl_us=itl, step_start_us=starts, step_end_us=ends, step_batch_size=batch,
+                step_num_steps=ks, step_accepted=acc)
+
+
+def _result(cols: dict, speculative: bool):
+    f = lambda v: np.asarray(v, dtype=float)  # noqa: E731
+    i = lambda v: np.asarray(v, dtype=np.int64)  # noqa: E731
+    rec = ServingRecords(
+        arrival_us=f(cols["arrival_us"]), admit_us=f(cols["admit_us"]), first_token_us=f(cols["first_token_us"]),
+        finish_us=f(cols["finish_us"]), input_tokens=i(cols["input_tokens"]), output_tokens=i(cols["output_tokens"]),
+        num_preemptions=np.zeros(len(cols["arrival_us"]), dtype=np.int64), itl_request_idx=i(cols["itl_request_idx"]),
+        itl_us=f(cols["itl_us"]), step_start_us=f(cols["step_start_us"]), step_end_us=f(cols["step_end_us"]),
+        step_batch_size=i(cols["step_batch_size"]), step_num_steps=i(cols["step_num_steps"]),
+        step_prefill_tokens=np.zeros(len(cols["step_start_us"]), dtype=np.int64),
+        step_accepted=i(cols["step_accepted"]), speculative=speculative)
+    return serving_metrics(rec, 0.0, None, None)
+
+
+def request_records(paths: list[Path], target: dict, draft: dict, engine_profile: str | None = None,
+                    profile: str = "h200", notes: list[str] | None = None) -> list[tuple[str, LiveServingRun]]:
+    """(file name, LiveServingRun) per repeat of every request-level point of the points files that
+    generates more than one token a request (module docstring).
+
+    Raises:
+        UserInputError: a points file that is not one (calibration.engines.points).
+    """
+    engines, lines = engine_lines(paths, "live", notes, requests=True)
+    info = {e["label"]: e["info"] for e in engines}
+    out = []
+    for ln in lines:
+        pt = ln["point"]
+        if pt["max_tokens"] < 2:
+            continue
+        k, eng = pt["num_steps"], ln.get("engine", "vllm")
+        inf = info.get(ln["label"], {})
+        sc = _scenario({**pt, "batch_size": pt["batch_size"]}, pt["prompt_len"], target, draft, eng, engine_profile,
+                       profile)
+        sc = type(sc).model_validate({**sc.model_dump(mode="json", exclude_none=True), "serving": _serving(pt, inf)})
+        hardware = HardwareInfo(gpu_name=inf.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
+                                torch_version=inf.get("torch_version") or None,
+                                cuda_version=inf.get("cuda_version") or None)
+        for rep in pt["repeats"]:
+            cols = _columns(rep, pt["prompt_len"], k)
+            rec = LiveServingRun(
+                scenario=sc, speculative=bool(k), warmup_cycles=0, result=_result(cols, bool(k)), hardware=hardware,
+                created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                command_line=f"specdecsim live --engine {eng} (engine process {ln['label']}, point {pt['key']})",
+                **cols)
+            out.append((f"{ln['label']}_{pt['key']}_r{rep['repeat_idx']}.json", rec))
+    return out
+
+
+def decode_tok_per_s(paths: list[Path], notes: list[str] | None = None) -> list[dict]:
+    """What a user computes of each closed batch: (tokens - B) / (the run's wall time - the same batch's
+    prefill-alone run's), each repeat's mean; with the whole run's tok/s and the prefill run's seconds."""
+    _, lines = engine_lines(paths, "live", notes, requests=True)
+    def mean_s(pt):
+        return float(np.mean([r["elapsed_us"] for r in pt["repeats"]])) / US_PER_S
+    prefill = {(ln["label"], ln["point"]["batch_size"], ln["point"]["prompt_len"]): mean_s(ln["point"])
+               for ln in lines if ln["point"]["workload"] == "closed_batch" and ln["point"]["max_tokens"] == 1}
+    rows = []
+    for ln in lines:
+        pt = ln["point"]
+        if pt["workload"] != "closed_batch" or pt["max_tokens"] < 2:
+            continue
+        b, n = pt["batch_size"], pt["max_tokens"]
+        t1 = prefill.get((ln["label"], b, pt["prompt_len"]))
+        tn = mean_s(pt)
+        spread = [r["elapsed_us"] / US_PER_S for r in pt["repeats"]]
+        rows.append(dict(label=ln["label"], num_steps=pt["num_steps"], batch_size=b, prompt_len=pt["prompt_len"],
+                         acceptance_rate=pt["acceptance_rate"], max_tokens=n, generate_s=tn, prefill_s=t1,
+                         repeat_generate_s=spread, tok_per_s=b * n / tn,
+                         decode_tok_per_s=(b * n - b) / (tn - t1) if t1 is not None and tn > t1 else None))
+    return rows
