@@ -114,3 +114,49 @@ def test_request_points_are_read_apart_from_the_steady_windows(tmp_path):
     out.write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(UserInputError, match="num_tokens is not the requests' tokens summed"):
         read_points_file(out)
+
+
+def test_request_points_become_serving_records_that_validate_serving_reads(tmp_path):
+    """`specdecsim live --from-points` writes each closed batch / closed loop repeat as a live serving
+    record of the same workload; validate-serving runs the serving DES on each."""
+    from typer.testing import CliRunner
+
+    from simulator.cli import build_app
+    from simulator.evidence.validate_serving import check_record, load_serving_records
+    from simulator.scenario import load_profile_for
+    pts = [dict(batch_size=3, prompt_len=64, acceptance_rate=0.7, workload="closed_batch", max_tokens=20, repeats=1),
+           dict(batch_size=3, prompt_len=64, acceptance_rate=0.7, workload="closed_batch", max_tokens=1, repeats=1),
+           dict(batch_size=2, prompt_len=64, acceptance_rate=0.7, workload="closed_loop", concurrency=2,
+                num_requests=5, max_tokens=10, repeats=1)]
+    plan = ProcessPlan(engine="fake", session="live", label="e2e_s2", num_steps=2, target_config={}, points=pts)
+    out = tmp_path / "e2e.points.jsonl"
+    run_processes([plan], out, in_process=True, log=lambda *_: None)
+    r = CliRunner().invoke(build_app(), ["live", "--engine", "fake", "--from-points", str(out), "--out",
+                                         str(tmp_path / "recs")])
+    assert r.exit_code == 0, r.output
+    recs = dict(load_serving_records([tmp_path / "recs" / "requests"]))
+    assert len(recs) == 2  # the prefill-alone point is what users subtract, not a serving record
+    kinds = sorted(rec.scenario.serving.arrivals.kind for rec in recs.values())
+    assert kinds == ["closed_batch", "closed_loop"]
+    batch = next(rec for rec in recs.values() if rec.scenario.serving.arrivals.kind == "closed_batch")
+    assert batch.concurrency == 3 and sum(batch.output_tokens) == 60 and set(batch.arrival_us) == {0.0}
+    assert batch.result.mean_accept_length > 1.0
+    src, rec = next(iter(recs.items()))
+    row = check_record(src, rec, load_profile_for(rec.scenario)[0])
+    assert row.measured_tok_per_s > 0 and row.predicted_tok_per_s > 0
+
+
+def test_decode_tok_per_s_is_what_users_compute():
+    """(tokens - B) / (the batch's run less its prefill-alone run), per closed batch."""
+    from calibration.engines.request_records import decode_tok_per_s
+    import tempfile
+    from pathlib import Path
+    pts = [dict(batch_size=2, prompt_len=64, acceptance_rate=0.0, workload="closed_batch", max_tokens=n, repeats=1)
+           for n in (1, 16)]
+    plan = ProcessPlan(engine="fake", session="live", label="e2e_s1", num_steps=1, target_config={}, points=pts)
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "e2e.points.jsonl"
+        run_processes([plan], out, in_process=True, log=lambda *_: None)
+        (row,) = decode_tok_per_s([out])
+    assert row["decode_tok_per_s"] == pytest.approx((2 * 16 - 2) / (row["generate_s"] - row["prefill_s"]))
+    assert row["tok_per_s"] == pytest.approx(32 / row["generate_s"])
