@@ -229,3 +229,24 @@ def test_a_closed_batch_sends_every_request_at_once_and_equals_a_closed_loop_of_
 def test_a_closed_batch_needs_its_size():
     with pytest.raises(UserInputError, match="closed_batch"):
         serving_scenario("serving.duration_s=5", arrivals="closed_batch")
+
+
+def test_a_closed_batch_with_free_prefill_and_full_acceptance_takes_the_closed_form_time():
+    """B requests at t = 0, prefill free, every draft accepted (accept length k + 1): one prefill step
+    emits each request's first token, then ceil((N - 1) / (k + 1)) cycles at the whole batch, the last
+    cycle's tokens past N thrown away; the run is exactly that many steady cycles at batch B."""
+    b, n, k = 4, 30, 3
+    sc, prof = serving_scenario("serving.num_requests=4", "serving.prefill_latency_scale=0",
+                                "serving.input_len.tokens=1024", f"serving.output_len.tokens={n}",
+                                "acceptance.acceptance_rate=1.0", f"spec.num_steps={k}", f"spec.num_draft_tokens={k + 1}",
+                                f"workload.batch_size={b}", arrivals="closed_batch")
+    rec = run_serving(sc, prof)
+    cycles = -(-(n - 1) // (k + 1))
+    decode = rec.step_batch_size > 0
+    assert decode.sum() == cycles and set(rec.step_batch_size[decode]) == {b}
+    assert np.all(rec.output_tokens == n) and np.all(rec.first_token_us == rec.first_token_us[0])
+    costs = StepCosts(sc, prof)
+    per_cycle = (rec.step_end_us - rec.step_start_us)[decode]
+    assert rec.finish_us.max() == pytest.approx(rec.first_token_us[0] + per_cycle.sum())
+    ctx = [costs.decode_step_us(b, sc.spec, c, extend_len=k + 1) for c in (1024, 1024 + n)]
+    assert min(ctx) * 0.999 <= per_cycle.min() and per_cycle.max() <= max(ctx) * 1.001
