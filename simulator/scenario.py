@@ -17,7 +17,7 @@ from simulator.model_config import shape_fields_from_hf_config
 from simulator.profile import CalibrationProfile, load_profile, resolve_profile_path
 
 __all__ = ["UserInputError", "format_validation_error", "apply_overrides", "scenario_from_dict",
-           "read_scenario_dict", "load_scenario", "load_profile_for"]
+           "read_scenario_dict", "resolve_scenario_path", "load_scenario", "load_profile_for"]
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
@@ -53,6 +53,18 @@ def _existing_key(node: dict, part: str) -> str | int:
     return part
 
 
+def model_config_path(ref: str, base_dir: Path) -> Path:
+    """The file a `config_path` names: a path (relative to the scenario's folder), or, for a bare name that
+    is no file there, a shipped model config: `<data_dir()>/models/<name>.json` or
+    `<data_dir()>/models/engine/<name>.config.json` (`config_path: qwen3-30b-a3b`)."""
+    path = Path(ref) if Path(ref).is_absolute() else base_dir / ref
+    if path.exists() or "/" in ref or ref.endswith(".json"):
+        return path
+    from simulator.profile import data_dir
+    models = data_dir() / "models"
+    return next((p for p in (models / f"{ref}.json", models / "engine" / f"{ref}.config.json") if p.is_file()), path)
+
+
 def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> dict:
     """Fill a model section from its HF config.json (fields written in the scenario win)."""
     if "config_path" not in model:
@@ -61,7 +73,7 @@ def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> 
     if not isinstance(ref, str) or not ref.strip():
         raise UserInputError(f"{source}: {role}.config_path: expected the path of a model config.json, "
                              f"got {quote(ref)}")
-    path = Path(ref) if Path(ref).is_absolute() else base_dir / ref
+    path = model_config_path(ref, base_dir)
     try:
         cfg = read_json(path, "model config.json")
     except UserInputError as e:
@@ -167,6 +179,27 @@ def read_scenario_dict(path: Path) -> dict:
         got = "an empty file" if data is None else type(data).__name__
         raise UserInputError(f"{path}: top level must be a mapping of scenario fields, got {got}")
     return data
+
+
+def resolve_scenario_path(ref: Path) -> Path:
+    """A scenario file as given, or, for a bare name that is no file here, the shipped scenario of that
+    name (`vllm_llama8b_h200` -> `<scenarios_dir()>/vllm_llama8b_h200.yaml`; an installed wheel carries them).
+
+    Raises:
+        UserInputError: a bare name (no folder, no suffix) that is neither a file nor a shipped scenario.
+    """
+    ref = Path(ref)
+    if ref.exists() or len(ref.parts) != 1 or ref.suffix not in ("", ".yaml", ".yml"):
+        return ref
+    from simulator.profile import scenarios_dir
+    shipped = scenarios_dir() / f"{ref.stem}.yaml"
+    if shipped.is_file():
+        return shipped
+    if ref.suffix:
+        return ref  # a file name: the reader says it is missing
+    names = sorted(p.stem for p in scenarios_dir().glob("*.yaml"))
+    raise UserInputError(f"scenario {quote(str(ref))}: no such file, and no shipped scenario of that name "
+                         f"(shipped: {', '.join(names) or 'none'})")
 
 
 def load_scenario(path: Path, overrides: list[str] | None = None) -> Scenario:

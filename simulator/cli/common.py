@@ -29,6 +29,8 @@ BACKEND_HELP = "Where points run: local (this machine) or ray (a Ray cluster; pi
 JOBS_HELP = "local: worker processes (default 1); ray: CPUs of the Ray instance started here (default all)."
 ADDRESS_HELP = ("With --backend ray: the cluster to use (host:port, ray://host:port or auto); default: start "
                 "a Ray instance here.")
+SCENARIO_HELP = ("Scenario YAML, e.g. scenarios/tp1_draft.yaml, or a shipped scenario's name (vllm_llama8b_h200: "
+                 "scenarios/vllm_llama8b_h200.yaml of the checkout or of the installed package).")
 FORCE_HELP = ("Replace an existing file that is not this command's output, and run work estimated above "
               f"{MAX_RUN_S / 60:.0f} minutes or {MAX_RUN_BYTES / 2**30:.0f} GiB.")
 

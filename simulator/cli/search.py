@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console,
-                                  engine_profile_note, err_console, fail)
+from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, SCENARIO_HELP, check_work,
+                                  console, engine_profile_note, err_console, fail)
 from simulator.inputs import UserInputError
 from simulator.studies.objectives import OBJECTIVES
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def search_command(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
+    scenario: Annotated[Path, typer.Argument(help=SCENARIO_HELP)],
     objective: Annotated[str, typer.Option(help=f"What to optimise: {', '.join(OBJECTIVES)}.")] = "tok_per_s_per_user",
     space: Annotated[Optional[list[str]], typer.Option(
         "--space", help="field=values (sweep grid syntax) replacing or adding a search axis (repeat).")] = None,
@@ -37,6 +37,7 @@ def search_command(
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Search placement, num_steps, topk / num_draft_tokens, TP size (and --space fields) for an objective."""
+    from simulator.scenario import resolve_scenario_path
     from simulator.files import check_output_folder, is_own_output
     from simulator.studies.backend import make_backend
     from simulator.studies.search import SEARCH_OUTPUT, run_search, write_search
@@ -48,6 +49,7 @@ def search_command(
     if top < 1:
         fail(f"--top {top}: expected 1 or more")
     try:
+        scenario = resolve_scenario_path(scenario)
         if out is not None:
             check_output_folder(out, "--out", "search.json", lambda p: is_own_output(p, SEARCH_OUTPUT), force)
         res = run_search(scenario, objective, space, set_, profile, max_tpot_ms, max_gpus,

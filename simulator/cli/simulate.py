@@ -9,13 +9,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, check_work, console, err_console, fail, progress_bar, short_path, json_to_stdout, output_name
+from simulator.cli.common import FORCE_HELP, SCENARIO_HELP, check_work, console, err_console, fail, progress_bar, short_path, json_to_stdout, output_name
 from simulator.inputs import UserInputError
 from simulator.trace_window import DEFAULT_WINDOW_BYTES, TRACE_LIMIT_BYTES
 
 
 def simulate(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
+    scenario: Annotated[Path, typer.Argument(help=SCENARIO_HELP)],
     profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="RNG seed (overrides the scenario's).")] = None,
@@ -31,7 +31,7 @@ def simulate(
     json_to_stdout(json_out)
     from simulator.costs.forward import CostModel
     from simulator.files import SIMULATION_OUTPUT, TRACE_OUTPUT, check_output_file, write_json_atomic
-    from simulator.scenario import load_profile_for, load_scenario
+    from simulator.scenario import load_profile_for, load_scenario, resolve_scenario_path
     from simulator.estimate import estimate_run
     from simulator.simulate import simulate as run_simulation
     from simulator.trace import TraceWriter
@@ -44,6 +44,7 @@ def simulate(
     if seed is not None:
         overrides.append(f"seed={seed}")
     try:
+        scenario = resolve_scenario_path(scenario)
         check_output_file(json_out, "--json", SIMULATION_OUTPUT, force)
         check_output_file(trace, "--trace", TRACE_OUTPUT, force)
         if json_out is not None and trace is not None and json_out.resolve() == trace.resolve():  # after ..

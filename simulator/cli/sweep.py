@@ -9,13 +9,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console,
-                                  engine_profile_note, err_console, fail)
+from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, SCENARIO_HELP, check_work,
+                                  console, engine_profile_note, err_console, fail)
 from simulator.inputs import UserInputError
 
 
 def sweep_command(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
+    scenario: Annotated[Path, typer.Argument(help=SCENARIO_HELP)],
     grid: Annotated[list[str], typer.Option("--grid", help="field=values: 1..8 | 0.3:0.95:0.05 | a,b,c (repeat).")],
     solver: Annotated[str, typer.Option(help="closed_form (fast) or des.")] = "closed_form",
     jobs: Annotated[Optional[int], typer.Option(help=JOBS_HELP)] = None,
@@ -32,6 +32,7 @@ def sweep_command(
     engine: Annotated[Optional[str], typer.Option(hidden=True, help="Renamed: --solver.")] = None,
 ) -> None:
     """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
+    from simulator.scenario import resolve_scenario_path
     from simulator.files import SWEEP_OUTPUT, check_output_folder, is_own_html, is_own_output
     from simulator.studies.backend import make_backend
     from simulator.studies.sweep import run_sweep
@@ -45,6 +46,7 @@ def sweep_command(
                    disk_bytes=disk_bytes, out=out)
 
     try:
+        scenario = resolve_scenario_path(scenario)
         check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)
         if html:
             check_output_folder(out / "plots", "--out", "index.html", is_own_html, force)
