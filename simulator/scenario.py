@@ -23,6 +23,10 @@ __all__ = ["UserInputError", "format_validation_error", "apply_overrides", "scen
 def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
     """Merge `key.path=value` strings into the scenario dict; values are parsed as YAML scalars.
 
+    Chain rule (as `sweep` does for a swept num_steps): overrides that set `spec.num_steps` but not
+    `spec.num_draft_tokens`, on a chain (`spec.topk` 1 after them), also set num_draft_tokens = num_steps + 1,
+    the only value a chain takes (`--set spec.num_steps=6` alone).
+
     Raises:
         UserInputError: an override without '=' or whose path crosses a non-mapping.
     """
@@ -42,7 +46,18 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
                 raise UserInputError(f"--set {quote(item)}: {quote(p)} in {source} is not a mapping")
             node = nxt
         node[_existing_key(node, parts[-1])] = value
+    _chain_rule(data, [item.split("=", 1)[0].strip() for item in overrides])
     return data
+
+
+def _chain_rule(data: dict, keys: list[str]) -> None:
+    """num_draft_tokens = num_steps + 1 where the overrides set num_steps alone on a chain (apply_overrides)."""
+    spec = data.get("spec")
+    if "spec.num_steps" not in keys or "spec.num_draft_tokens" in keys or not isinstance(spec, dict):
+        return
+    steps, topk = spec.get("num_steps"), spec.get("topk", 1)
+    if type(steps) is int and topk == 1 and type(topk) is int and 1 <= steps <= 4095:
+        spec["num_draft_tokens"] = steps + 1
 
 
 def _existing_key(node: dict, part: str) -> str | int:
@@ -115,6 +130,7 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
         moves = "; ".join(f"{old} -> {new}" for old, new in renames)
         raise UserInputError(f"{source}: these keys moved (the serving engine and the simulation's fidelity have "
                              f"sections of their own): {moves}")
+    _check_engine_spec_keys(data, source)
     data = dict(data)
     for role in ("target", "draft"):
         if isinstance(data.get(role), dict):
@@ -132,6 +148,22 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
         raise UserInputError(format_validation_error(source, e)) from None
     _check_engine_profile(sc, source)
     return sc
+
+
+def _check_engine_spec_keys(data: dict, source: str) -> None:
+    """A spec key written in an engine's word (vLLM's num_speculative_tokens, SGLang's speculative_num_steps)
+    is refused with the field it is here (simulator.engines.spec_words).
+
+    Raises:
+        UserInputError: naming the key and the field.
+    """
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        return
+    from simulator.engines.spec_words import spec_key_hint
+    for key in spec:
+        if isinstance(key, str) and (hint := spec_key_hint(key)):
+            raise UserInputError(f"{source}: spec.{key}: {hint}")
 
 
 def _check_engine_profile(sc: Scenario, source: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -150,3 +151,47 @@ def engine_profile_note(scenario, overrides, rows=()) -> None:
         return
     for note in filter(None, notes):
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+# The engines' own words for the speculative settings (simulator.engines.spec_words), on simulate, sweep, search.
+SpeculativeConfigOption = Annotated[Optional[str], typer.Option(
+    "--speculative-config", help="vLLM's --speculative-config JSON, e.g. '{\"method\": \"eagle3\", "
+    "\"num_speculative_tokens\": 3, \"draft_tensor_parallel_size\": 1}': sets spec (and placement); a note says how.")]
+SpeculativeAlgorithmOption = Annotated[Optional[str], typer.Option(
+    "--speculative-algorithm", help="SGLang's: EAGLE3, EAGLE, NEXTN, STANDALONE or NGRAM -> spec.method.")]
+SpeculativeNumStepsOption = Annotated[Optional[int], typer.Option(
+    "--speculative-num-steps", help="SGLang's -> spec.num_steps (a chain's num_draft_tokens follows).")]
+SpeculativeEagleTopkOption = Annotated[Optional[int], typer.Option(
+    "--speculative-eagle-topk", help="SGLang's -> spec.topk.")]
+SpeculativeNumDraftTokensOption = Annotated[Optional[int], typer.Option(
+    "--speculative-num-draft-tokens", help="SGLang's -> spec.num_draft_tokens.")]
+
+
+def engine_words(scenario: Path, overrides: list[str], speculative_config: str | None, algorithm: str | None,
+                 num_steps: int | None, topk: int | None, num_draft_tokens: int | None) -> tuple[list[str], list[str]]:
+    """The user's `--set` overrides followed by those of the engines' own words (vLLM's --speculative-config,
+    SGLang's --speculative-* flags: simulator.engines.spec_words), and the notes saying what became what.
+
+    Raises:
+        UserInputError: both engines' words at once, or words that do not map.
+    """
+    from simulator.engines.spec_words import sglang_overrides, vllm_overrides
+    from simulator.inputs import UserInputError
+    sglang = (algorithm, num_steps, topk, num_draft_tokens)
+    if speculative_config is None and all(v is None for v in sglang):
+        return list(overrides), []
+    if speculative_config is not None and any(v is not None for v in sglang):
+        raise UserInputError("--speculative-config (vLLM's) and --speculative-* flags (SGLang's): give one engine's")
+    if speculative_config is not None:
+        from simulator.scenario import apply_overrides, read_scenario_dict
+        tp_size = apply_overrides(read_scenario_dict(scenario), list(overrides), str(scenario)).get("tp_size", 1)
+        sets, note = vllm_overrides(speculative_config, tp_size if isinstance(tp_size, int) else 1)
+    else:
+        sets, note = sglang_overrides(*sglang)
+    return [*overrides, *sets], [note]
+
+
+def print_notes(notes: list[str], to_stderr: bool = False) -> None:
+    """Notes as `note:` lines (markup escaped)."""
+    for note in notes:
+        (err_console if to_stderr else console).print(f"[yellow]note:[/] {escape(note)}", highlight=False)

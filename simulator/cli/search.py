@@ -13,6 +13,9 @@ from rich.table import Table
 
 from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, SCENARIO_HELP, check_work,
                                   console, engine_profile_note, err_console, fail)
+from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigOption, SpeculativeEagleTopkOption,
+                                  SpeculativeNumDraftTokensOption, SpeculativeNumStepsOption, engine_words,
+                                  print_notes)
 from simulator.inputs import UserInputError
 from simulator.studies.objectives import OBJECTIVES
 
@@ -35,6 +38,11 @@ def search_command(
     backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
     address: Annotated[Optional[str], typer.Option(help=ADDRESS_HELP)] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+    speculative_config: SpeculativeConfigOption = None,
+    speculative_algorithm: SpeculativeAlgorithmOption = None,
+    speculative_num_steps: SpeculativeNumStepsOption = None,
+    speculative_eagle_topk: SpeculativeEagleTopkOption = None,
+    speculative_num_draft_tokens: SpeculativeNumDraftTokensOption = None,
 ) -> None:
     """Search placement, num_steps, topk / num_draft_tokens, TP size (and --space fields) for an objective."""
     from simulator.scenario import resolve_scenario_path
@@ -50,6 +58,8 @@ def search_command(
         fail(f"--top {top}: expected 1 or more")
     try:
         scenario = resolve_scenario_path(scenario)
+        set_, word_notes = engine_words(scenario, set_ or [], speculative_config, speculative_algorithm,
+                                        speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)
         if out is not None:
             check_output_folder(out, "--out", "search.json", lambda p: is_own_output(p, SEARCH_OUTPUT), force)
         res = run_search(scenario, objective, space, set_, profile, max_tpot_ms, max_gpus,
@@ -67,6 +77,7 @@ def search_command(
     if not res.ranked:
         fail("no configuration meets the constraints", code=1)
     engine_profile_note(scenario, set_)
+    print_notes(word_notes, to_stderr=True)
     console.print(top_table(res, top))
     console.print(pareto_table(res))
 

@@ -10,6 +10,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from simulator.cli.common import FORCE_HELP, SCENARIO_HELP, check_work, console, err_console, fail, progress_bar, short_path, json_to_stdout, output_name
+from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigOption, SpeculativeEagleTopkOption,
+                                  SpeculativeNumDraftTokensOption, SpeculativeNumStepsOption, engine_words,
+                                  print_notes)
 from simulator.inputs import UserInputError
 from simulator.trace_window import DEFAULT_WINDOW_BYTES, TRACE_LIMIT_BYTES
 
@@ -26,6 +29,11 @@ def simulate(
         help="Cycles to trace, A:B = A to B-1 counted from 0 (warm-up included); A: to the end. Default: every "
              f"cycle when the trace fits {DEFAULT_WINDOW_BYTES // 2**20} MiB, else the first cycles that do.")] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+    speculative_config: SpeculativeConfigOption = None,
+    speculative_algorithm: SpeculativeAlgorithmOption = None,
+    speculative_num_steps: SpeculativeNumStepsOption = None,
+    speculative_eagle_topk: SpeculativeEagleTopkOption = None,
+    speculative_num_draft_tokens: SpeculativeNumDraftTokensOption = None,
 ) -> None:
     """Predict tokens/s, accept length, TPOT and the cycle-time breakdown of one scenario."""
     json_to_stdout(json_out)
@@ -45,6 +53,8 @@ def simulate(
         overrides.append(f"seed={seed}")
     try:
         scenario = resolve_scenario_path(scenario)
+        overrides, word_notes = engine_words(scenario, overrides, speculative_config, speculative_algorithm,
+                                             speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)
         check_output_file(json_out, "--json", SIMULATION_OUTPUT, force)
         check_output_file(trace, "--trace", TRACE_OUTPUT, force)
         if json_out is not None and trace is not None and json_out.resolve() == trace.resolve():  # after ..
@@ -103,6 +113,7 @@ def simulate(
         written.append(f"wrote {escape(str(trace))}: cycles {window}, {writer.num_events:,} events, "
                        f"{trace.stat().st_size / 2**20:,.1f} MiB (open in https://ui.perfetto.dev)")
     print_result(result)
+    print_notes(word_notes)
     for line in written:
         console.print(line, highlight=False)
 

@@ -11,6 +11,9 @@ from rich.table import Table
 
 from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, SCENARIO_HELP, check_work,
                                   console, engine_profile_note, err_console, fail)
+from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigOption, SpeculativeEagleTopkOption,
+                                  SpeculativeNumDraftTokensOption, SpeculativeNumStepsOption, engine_words,
+                                  print_notes)
 from simulator.inputs import UserInputError
 
 
@@ -30,6 +33,11 @@ def sweep_command(
     seed: Annotated[Optional[int], typer.Option(help="Seed of the DES spot-check sample.")] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
     engine: Annotated[Optional[str], typer.Option(hidden=True, help="Renamed: --solver.")] = None,
+    speculative_config: SpeculativeConfigOption = None,
+    speculative_algorithm: SpeculativeAlgorithmOption = None,
+    speculative_num_steps: SpeculativeNumStepsOption = None,
+    speculative_eagle_topk: SpeculativeEagleTopkOption = None,
+    speculative_num_draft_tokens: SpeculativeNumDraftTokensOption = None,
 ) -> None:
     """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
     from simulator.scenario import resolve_scenario_path
@@ -47,6 +55,8 @@ def sweep_command(
 
     try:
         scenario = resolve_scenario_path(scenario)
+        set_, word_notes = engine_words(scenario, set_ or [], speculative_config, speculative_algorithm,
+                                        speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)
         check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)
         if html:
             check_output_folder(out / "plots", "--out", "index.html", is_own_html, force)
@@ -60,6 +70,7 @@ def sweep_command(
                          f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")),
                   highlight=False)
     engine_profile_note(scenario, set_, res.rows)
+    print_notes(word_notes, to_stderr=True)
     if res.num_infeasible:
         console.print(f"[yellow]note:[/] {res.num_infeasible:,} of the {len(res.rows):,} points do not fit in GPU "
                       "memory (weights and KV cache past the GPU's): sweep.csv's fits_memory is false there, "
