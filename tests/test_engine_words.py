@@ -81,3 +81,22 @@ def test_sweep_and_search_take_the_engines_words(tmp_path):
     r = _run("search", str(VLLM), "--space", "spec.num_steps=2,3", "--speculative-num-steps", "4")
     assert r.exit_code == 0, r.output
     assert "SGLang flags: --speculative-num-steps 4 -> spec.num_steps 4" in " ".join(r.output.split())
+
+
+def test_acceptance_as_the_engines_print_it_is_converted_with_the_conversion_shown(tmp_path):
+    # alpha 0.7 at num_steps 3: accept_length 1 + .7 + .49 + .343 = 2.533; accepted / drafted = 1.533 / 3
+    rate = _json(tmp_path, "rate", str(VLLM), "--vllm-acceptance-rate", f"{1.533 / 3 * 100}")
+    length = _json(tmp_path, "length", str(VLLM), "--sglang-accept-length", "2.533")
+    counts = _json(tmp_path, "counts", str(VLLM), "--vllm-per-position-accepted", "7000,4900,3430",
+                   "--vllm-num-drafts", "10000")
+    for res in (rate, length):
+        assert res["scenario"]["acceptance"]["kind"] == "iid"
+        assert res["scenario"]["acceptance"]["acceptance_rate"] == pytest.approx(0.7, abs=1e-9)
+    assert counts["scenario"]["acceptance"]["kind"] == "positional"
+    assert counts["scenario"]["acceptance"]["acceptance_rates"] == pytest.approx([0.7, 0.7, 0.7])
+    r = _run("simulate", str(VLLM), *FAST, "--vllm-acceptance-rate", "51")
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0 and "vLLM acceptance rate 51.00% (accepted / draft tokens) at num_steps 3" in text
+    assert "accept_length 1 + 0.5100 x 3 = 2.5300" in text
+    r = _run("simulate", str(VLLM), "--vllm-per-position-accepted", "5,4", "--vllm-num-drafts", "10")
+    assert r.exit_code == 2 and "2 positions" in r.output

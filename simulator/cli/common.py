@@ -195,3 +195,49 @@ def print_notes(notes: list[str], to_stderr: bool = False) -> None:
     """Notes as `note:` lines (markup escaped)."""
     for note in notes:
         (err_console if to_stderr else console).print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+# Acceptance as the engines print it (simulator.evidence.importers.acceptance), on simulate, sweep, search.
+AcceptanceRatePctOption = Annotated[Optional[float], typer.Option(
+    "--vllm-acceptance-rate", help="vLLM's 'Acceptance rate (%)' (accepted / draft tokens), in %: the scenario's "
+    "acceptance becomes the i.i.d. alpha giving it at its num_steps; a note shows the conversion.")]
+PerPositionOption = Annotated[Optional[str], typer.Option(
+    "--vllm-per-position-accepted", help="vLLM's accepted tokens per draft position, 'c1,c2,...' (one per num_steps; "
+    "with --vllm-num-drafts): positional acceptance (conditional rates).")]
+NumDraftsOption = Annotated[Optional[int], typer.Option(
+    "--vllm-num-drafts", help="vLLM's number of drafts (vllm:spec_decode_num_drafts) the counts are out of.")]
+AcceptLengthOption = Annotated[Optional[float], typer.Option(
+    "--sglang-accept-length", help="SGLang's accept length (with the bonus token): the i.i.d. alpha giving it.")]
+
+
+def acceptance_words(scenario: Path, overrides: list[str], rate_pct: float | None, per_position: str | None,
+                     num_drafts: int | None, accept_length: float | None) -> tuple[list[str], list[str]]:
+    """The overrides followed by the `acceptance` an engine's printed acceptance converts to (at the scenario's
+    num_steps, after the overrides), and the note showing the conversion.
+
+    Raises:
+        UserInputError: more than one form, counts without --vllm-num-drafts, values out of range.
+    """
+    import json
+
+    from simulator.evidence.importers import acceptance as conv
+    from simulator.inputs import UserInputError
+    given = [x is not None for x in (rate_pct, per_position, accept_length)]
+    if not any(given) and num_drafts is None:
+        return overrides, []
+    if sum(given) != 1 or (per_position is None) != (num_drafts is None):
+        raise UserInputError("give one of --vllm-acceptance-rate, --vllm-per-position-accepted (with "
+                             "--vllm-num-drafts) or --sglang-accept-length")
+    from simulator.scenario import load_scenario
+    num_steps = load_scenario(scenario, overrides).spec.num_steps
+    if rate_pct is not None:
+        acc, note = conv.from_vllm_acceptance_rate(rate_pct / 100.0, num_steps)
+    elif accept_length is not None:
+        acc, note = conv.from_sglang_accept_length(accept_length, num_steps)
+    else:
+        try:
+            counts = [int(c) for c in per_position.split(",")]
+        except ValueError:
+            raise UserInputError(f"--vllm-per-position-accepted {per_position!r}: expected integers c1,c2,...") from None
+        acc, note = conv.from_vllm_per_position_counts(counts, num_drafts, num_steps)
+    return [*overrides, f"acceptance={json.dumps(acc)}"], [note]

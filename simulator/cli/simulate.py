@@ -13,6 +13,8 @@ from simulator.cli.common import FORCE_HELP, SCENARIO_HELP, check_work, console,
 from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigOption, SpeculativeEagleTopkOption,
                                   SpeculativeNumDraftTokensOption, SpeculativeNumStepsOption, engine_words,
                                   print_notes)
+from simulator.cli.common import (AcceptanceRatePctOption, AcceptLengthOption, NumDraftsOption, PerPositionOption,
+                                  acceptance_words)
 from simulator.inputs import UserInputError
 from simulator.trace_window import DEFAULT_WINDOW_BYTES, TRACE_LIMIT_BYTES
 
@@ -34,6 +36,10 @@ def simulate(
     speculative_num_steps: SpeculativeNumStepsOption = None,
     speculative_eagle_topk: SpeculativeEagleTopkOption = None,
     speculative_num_draft_tokens: SpeculativeNumDraftTokensOption = None,
+    vllm_acceptance_rate: AcceptanceRatePctOption = None,
+    vllm_per_position_accepted: PerPositionOption = None,
+    vllm_num_drafts: NumDraftsOption = None,
+    sglang_accept_length: AcceptLengthOption = None,
 ) -> None:
     """Predict tokens/s, accept length, TPOT and the cycle-time breakdown of one scenario."""
     json_to_stdout(json_out)
@@ -55,6 +61,10 @@ def simulate(
         scenario = resolve_scenario_path(scenario)
         overrides, word_notes = engine_words(scenario, overrides, speculative_config, speculative_algorithm,
                                              speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)
+        overrides, acceptance_notes = acceptance_words(scenario, overrides, vllm_acceptance_rate,
+                                                       vllm_per_position_accepted, vllm_num_drafts,
+                                                       sglang_accept_length)
+        word_notes += acceptance_notes
         check_output_file(json_out, "--json", SIMULATION_OUTPUT, force)
         check_output_file(trace, "--trace", TRACE_OUTPUT, force)
         if json_out is not None and trace is not None and json_out.resolve() == trace.resolve():  # after ..

@@ -14,6 +14,8 @@ from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_H
 from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigOption, SpeculativeEagleTopkOption,
                                   SpeculativeNumDraftTokensOption, SpeculativeNumStepsOption, engine_words,
                                   print_notes)
+from simulator.cli.common import (AcceptanceRatePctOption, AcceptLengthOption, NumDraftsOption, PerPositionOption,
+                                  acceptance_words)
 from simulator.inputs import UserInputError
 
 
@@ -38,6 +40,10 @@ def sweep_command(
     speculative_num_steps: SpeculativeNumStepsOption = None,
     speculative_eagle_topk: SpeculativeEagleTopkOption = None,
     speculative_num_draft_tokens: SpeculativeNumDraftTokensOption = None,
+    vllm_acceptance_rate: AcceptanceRatePctOption = None,
+    vllm_per_position_accepted: PerPositionOption = None,
+    vllm_num_drafts: NumDraftsOption = None,
+    sglang_accept_length: AcceptLengthOption = None,
 ) -> None:
     """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
     from simulator.scenario import resolve_scenario_path
@@ -57,6 +63,10 @@ def sweep_command(
         scenario = resolve_scenario_path(scenario)
         set_, word_notes = engine_words(scenario, set_ or [], speculative_config, speculative_algorithm,
                                         speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)
+        set_, acceptance_notes = acceptance_words(scenario, set_, vllm_acceptance_rate,
+                                                  vllm_per_position_accepted, vllm_num_drafts,
+                                                  sglang_accept_length)
+        word_notes += acceptance_notes
         check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)
         if html:
             check_output_folder(out / "plots", "--out", "index.html", is_own_html, force)
