@@ -16,9 +16,9 @@ Shapes only (no torch): the simulator's `ModelShape`.
 from __future__ import annotations
 
 from simulator.config import ModelShape
+from simulator.model_config import EAGLE3_NUM_FC_INPUT_HIDDEN_STATES  # 3: its one home is the config reader
 
 EAGLE3_DRAFT_VOCAB_SIZE = 32000  # yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json: draft_vocab_size
-EAGLE3_NUM_FC_INPUT_HIDDEN_STATES = 3  # low, mid and high target layers (Li et al. 2025, arXiv 2503.01840)
 
 LLAMA_8B = ModelShape(name="llama-3.1-8b", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
                       num_key_value_heads=8, intermediate_size=14336, vocab_size=128256)

@@ -142,8 +142,37 @@ def shape_fields_from_hf_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], li
             out["sliding_window_layers"] = sliding
     elif _int(cfg, "sliding_window") and cfg.get("use_sliding_window", False):
         notes.append("sliding_window on every layer above max_window_layers not modelled: full attention assumed")
+    if is_eagle3_config(cfg):
+        out["num_fc_input_hidden_states"] = eagle3_num_fc_inputs(cfg)
     q = cfg.get("quantization_config")
     if isinstance(q, dict) and q.get("quant_method"):
         notes.append(f"quantization_config ({q['quant_method']}) not read: give the weight formats in the "
                      "model's `precision` section")
     return {k: v for k, v in out.items() if v is not None}, notes
+
+
+EAGLE3_NUM_FC_INPUT_HIDDEN_STATES = 3  # low, mid and high target layers (Li et al. 2025, arXiv 2503.01840)
+
+
+def is_eagle3_config(cfg: dict[str, Any]) -> bool:
+    """An EAGLE-3 draft's config.json: an `architectures` entry naming Eagle3 (`LlamaForCausalLMEagle3`, the
+    name SGLang's and SpecForge's drafts carry; `Eagle3LlamaForCausalLM`, vLLM's). Source: SGLang
+    `python/sglang/srt/models/llama_eagle3.py` (EntryClass LlamaForCausalLMEagle3), vLLM
+    `vllm/model_executor/models/llama_eagle3.py` and its registry's `Eagle3LlamaForCausalLM`."""
+    archs = cfg.get("architectures")
+    return isinstance(archs, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in archs)
+
+
+def eagle3_num_fc_inputs(cfg: dict[str, Any]) -> int:
+    """Target hidden states an EAGLE-3 draft's fc layer fuses: the length of
+    `eagle_config.eagle_aux_hidden_state_layer_ids` where the config lists them, else 3.
+
+    Source: vLLM `vllm/model_executor/models/llama_eagle3.py` (fc input `target_hidden_size * 3`; the aux layer
+    ids from `eagle_aux_hidden_state_layer_ids`), SGLang `llama_eagle3.py` (fc over `hidden_size * 3`); Li et al.
+    2025, EAGLE-3, arXiv 2503.01840 (low, middle and high features).
+    """
+    ids = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") if isinstance(
+        cfg.get("eagle_config"), dict) else None
+    if isinstance(ids, list) and 1 <= len(ids) <= 8 and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return len(ids)
+    return EAGLE3_NUM_FC_INPUT_HIDDEN_STATES

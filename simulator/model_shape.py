@@ -167,6 +167,12 @@ class ModelShape(StrictModel):
                              f"num_key_value_heads={self.kv_heads}")
         return self
 
+    def shape_values(self) -> dict:
+        """The fields that make the shape, by value: not its label (`name`), the file it was read from
+        (`config_path`) or the notes on that file. Two models are the same shape when these are equal,
+        whether written field by field or read from a config.json."""
+        return self.model_dump(exclude={"name", "config_path", "config_notes"})
+
     @property
     def kv_heads(self) -> int:
         return self.num_key_value_heads or self.num_attention_heads

@@ -353,21 +353,44 @@ class CalibrationProfile(StrictModel):
 
 
 DATA_DIR_ENV = "SPECDECSIM_DATA"
+DATA_PACKAGE = "specdecsim_data"  # data/ as installed from a wheel (setup.py maps the folder to this package)
 
 
 def data_dir() -> Path:
-    """The folder of measured data (profiles/, points/, live/, measurements/, hardware/).
+    """The folder of the shipped data (profiles/, engine_profiles/, hardware/, cases/, models/, fits/, ...).
 
-    `$SPECDECSIM_DATA` when set; else the `data/` folder beside the `simulator` package (a
-    source checkout or an editable install, where the shipped data lives); else, for a package
-    installed elsewhere (`pip install .`), the `data/` folder of the working directory (a
-    checkout run from its root).
+    `$SPECDECSIM_DATA` when set; else the `data/` folder of the checkout this `simulator` package
+    lies in (a source checkout, or an editable install of one); else the installed package
+    `specdecsim_data`, found through `importlib.resources` (a wheel: `pip install .`). A wheel
+    carries the data the commands read and leaves out the raw points, live records and traces
+    (data/engine_runs, data/live, data/points, data/traces), which need a checkout.
     """
     env = os.environ.get(DATA_DIR_ENV)
     if env:
         return Path(env)
-    beside = Path(__file__).resolve().parent.parent / "data"
-    return beside if beside.is_dir() else Path.cwd() / "data"
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "data").is_dir():
+        return checkout / "data"
+    installed = _installed_data_dir()
+    return installed if installed is not None else checkout / "data"
+
+
+def _installed_data_dir() -> Path | None:
+    """The `specdecsim_data` package's folder (importlib.resources), or None when it is not installed
+    or not a folder on disk (a zipped install)."""
+    from importlib.resources import files
+    try:
+        root = files(DATA_PACKAGE)
+    except ModuleNotFoundError:
+        return None
+    return root if isinstance(root, Path) and root.is_dir() else None
+
+
+def scenarios_dir() -> Path:
+    """The shipped example scenarios: `scenarios/` of an installed data package (`specdecsim_data/scenarios`),
+    else the checkout's `scenarios/` beside `data/`."""
+    inside = data_dir() / "scenarios"
+    return inside if inside.is_dir() else data_dir().parent / "scenarios"
 
 
 def shipped_profiles_dir() -> Path:

@@ -17,11 +17,15 @@ from simulator.model_config import shape_fields_from_hf_config
 from simulator.profile import CalibrationProfile, load_profile, resolve_profile_path
 
 __all__ = ["UserInputError", "format_validation_error", "apply_overrides", "scenario_from_dict",
-           "read_scenario_dict", "load_scenario", "load_profile_for"]
+           "read_scenario_dict", "resolve_scenario_path", "load_scenario", "load_profile_for"]
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
     """Merge `key.path=value` strings into the scenario dict; values are parsed as YAML scalars.
+
+    Chain rule (as `sweep` does for a swept num_steps): overrides that set `spec.num_steps` but not
+    `spec.num_draft_tokens`, on a chain (`spec.topk` 1 after them), also set num_draft_tokens = num_steps + 1,
+    the only value a chain takes (`--set spec.num_steps=6` alone).
 
     Raises:
         UserInputError: an override without '=' or whose path crosses a non-mapping.
@@ -42,7 +46,18 @@ def apply_overrides(data: dict, overrides: list[str], source: str) -> dict:
                 raise UserInputError(f"--set {quote(item)}: {quote(p)} in {source} is not a mapping")
             node = nxt
         node[_existing_key(node, parts[-1])] = value
+    _chain_rule(data, [item.split("=", 1)[0].strip() for item in overrides])
     return data
+
+
+def _chain_rule(data: dict, keys: list[str]) -> None:
+    """num_draft_tokens = num_steps + 1 where the overrides set num_steps alone on a chain (apply_overrides)."""
+    spec = data.get("spec")
+    if "spec.num_steps" not in keys or "spec.num_draft_tokens" in keys or not isinstance(spec, dict):
+        return
+    steps, topk = spec.get("num_steps"), spec.get("topk", 1)
+    if type(steps) is int and topk == 1 and type(topk) is int and 1 <= steps <= 4095:
+        spec["num_draft_tokens"] = steps + 1
 
 
 def _existing_key(node: dict, part: str) -> str | int:
@@ -53,6 +68,18 @@ def _existing_key(node: dict, part: str) -> str | int:
     return part
 
 
+def model_config_path(ref: str, base_dir: Path) -> Path:
+    """The file a `config_path` names: a path (relative to the scenario's folder), or, for a bare name that
+    is no file there, a shipped model config: `<data_dir()>/models/<name>.json` or
+    `<data_dir()>/models/engine/<name>.config.json` (`config_path: qwen3-30b-a3b`)."""
+    path = Path(ref) if Path(ref).is_absolute() else base_dir / ref
+    if path.exists() or "/" in ref or ref.endswith(".json"):
+        return path
+    from simulator.profile import data_dir
+    models = data_dir() / "models"
+    return next((p for p in (models / f"{ref}.json", models / "engine" / f"{ref}.config.json") if p.is_file()), path)
+
+
 def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> dict:
     """Fill a model section from its HF config.json (fields written in the scenario win)."""
     if "config_path" not in model:
@@ -61,7 +88,7 @@ def _merge_model_config(model: dict, base_dir: Path, source: str, role: str) -> 
     if not isinstance(ref, str) or not ref.strip():
         raise UserInputError(f"{source}: {role}.config_path: expected the path of a model config.json, "
                              f"got {quote(ref)}")
-    path = Path(ref) if Path(ref).is_absolute() else base_dir / ref
+    path = model_config_path(ref, base_dir)
     try:
         cfg = read_json(path, "model config.json")
     except UserInputError as e:
@@ -103,6 +130,7 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
         moves = "; ".join(f"{old} -> {new}" for old, new in renames)
         raise UserInputError(f"{source}: these keys moved (the serving engine and the simulation's fidelity have "
                              f"sections of their own): {moves}")
+    _check_engine_spec_keys(data, source)
     data = dict(data)
     for role in ("target", "draft"):
         if isinstance(data.get(role), dict):
@@ -120,6 +148,22 @@ def scenario_from_dict(data: dict, source: str, base_dir: Path) -> Scenario:
         raise UserInputError(format_validation_error(source, e)) from None
     _check_engine_profile(sc, source)
     return sc
+
+
+def _check_engine_spec_keys(data: dict, source: str) -> None:
+    """A spec key written in an engine's word (vLLM's num_speculative_tokens, SGLang's speculative_num_steps)
+    is refused with the field it is here (simulator.engines.spec_words).
+
+    Raises:
+        UserInputError: naming the key and the field.
+    """
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        return
+    from simulator.engines.spec_words import spec_key_hint
+    for key in spec:
+        if isinstance(key, str) and (hint := spec_key_hint(key)):
+            raise UserInputError(f"{source}: spec.{key}: {hint}")
 
 
 def _check_engine_profile(sc: Scenario, source: str) -> None:
@@ -167,6 +211,27 @@ def read_scenario_dict(path: Path) -> dict:
         got = "an empty file" if data is None else type(data).__name__
         raise UserInputError(f"{path}: top level must be a mapping of scenario fields, got {got}")
     return data
+
+
+def resolve_scenario_path(ref: Path) -> Path:
+    """A scenario file as given, or, for a bare name that is no file here, the shipped scenario of that
+    name (`vllm_llama8b_h200` -> `<scenarios_dir()>/vllm_llama8b_h200.yaml`; an installed wheel carries them).
+
+    Raises:
+        UserInputError: a bare name (no folder, no suffix) that is neither a file nor a shipped scenario.
+    """
+    ref = Path(ref)
+    if ref.exists() or len(ref.parts) != 1 or ref.suffix not in ("", ".yaml", ".yml"):
+        return ref
+    from simulator.profile import scenarios_dir
+    shipped = scenarios_dir() / f"{ref.stem}.yaml"
+    if shipped.is_file():
+        return shipped
+    if ref.suffix:
+        return ref  # a file name: the reader says it is missing
+    names = sorted(p.stem for p in scenarios_dir().glob("*.yaml"))
+    raise UserInputError(f"scenario {quote(str(ref))}: no such file, and no shipped scenario of that name "
+                         f"(shipped: {', '.join(names) or 'none'})")
 
 
 def load_scenario(path: Path, overrides: list[str] | None = None) -> Scenario:

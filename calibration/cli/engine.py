@@ -66,8 +66,8 @@ def _configs(target: str, draft: str) -> tuple[dict, dict, dict, dict]:
         t_fields, _ = shape_fields_from_hf_config(t)
         d_fields, _ = shape_fields_from_hf_config(d)
         t_shape = ModelShape(name=name, **t_fields)
-        d_shape = ModelShape(name=f"eagle3-{name}", num_fc_input_hidden_states=EAGLE3_NUM_FC_INPUT_HIDDEN_STATES,
-                             **d_fields)
+        d_shape = ModelShape(name=f"eagle3-{name}", **{"num_fc_input_hidden_states": EAGLE3_NUM_FC_INPUT_HIDDEN_STATES,
+                                                       **d_fields})  # an EAGLE-3 config gives it too
     except (ValueError, TypeError) as e:
         fail(f"--target {target} / --draft {draft}: not a model shape: {str(e).splitlines()[0]}")
     if d_shape.num_hidden_layers != 1 or d_shape.hidden_size != t_shape.hidden_size:

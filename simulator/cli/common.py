@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -29,6 +30,8 @@ BACKEND_HELP = "Where points run: local (this machine) or ray (a Ray cluster; pi
 JOBS_HELP = "local: worker processes (default 1); ray: CPUs of the Ray instance started here (default all)."
 ADDRESS_HELP = ("With --backend ray: the cluster to use (host:port, ray://host:port or auto); default: start "
                 "a Ray instance here.")
+SCENARIO_HELP = ("Scenario YAML, e.g. scenarios/tp1_draft.yaml, or a shipped scenario's name (vllm_llama8b_h200: "
+                 "scenarios/vllm_llama8b_h200.yaml of the checkout or of the installed package).")
 FORCE_HELP = ("Replace an existing file that is not this command's output, and run work estimated above "
               f"{MAX_RUN_S / 60:.0f} minutes or {MAX_RUN_BYTES / 2**30:.0f} GiB.")
 
@@ -148,3 +151,93 @@ def engine_profile_note(scenario, overrides, rows=()) -> None:
         return
     for note in filter(None, notes):
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+# The engines' own words for the speculative settings (simulator.engines.spec_words), on simulate, sweep, search.
+SpeculativeConfigOption = Annotated[Optional[str], typer.Option(
+    "--speculative-config", help="vLLM's --speculative-config JSON, e.g. '{\"method\": \"eagle3\", "
+    "\"num_speculative_tokens\": 3, \"draft_tensor_parallel_size\": 1}': sets spec (and placement); a note says how.")]
+SpeculativeAlgorithmOption = Annotated[Optional[str], typer.Option(
+    "--speculative-algorithm", help="SGLang's: EAGLE3, EAGLE, NEXTN, STANDALONE or NGRAM -> spec.method.")]
+SpeculativeNumStepsOption = Annotated[Optional[int], typer.Option(
+    "--speculative-num-steps", help="SGLang's -> spec.num_steps (a chain's num_draft_tokens follows).")]
+SpeculativeEagleTopkOption = Annotated[Optional[int], typer.Option(
+    "--speculative-eagle-topk", help="SGLang's -> spec.topk.")]
+SpeculativeNumDraftTokensOption = Annotated[Optional[int], typer.Option(
+    "--speculative-num-draft-tokens", help="SGLang's -> spec.num_draft_tokens.")]
+
+
+def engine_words(scenario: Path, overrides: list[str], speculative_config: str | None, algorithm: str | None,
+                 num_steps: int | None, topk: int | None, num_draft_tokens: int | None) -> tuple[list[str], list[str]]:
+    """The user's `--set` overrides followed by those of the engines' own words (vLLM's --speculative-config,
+    SGLang's --speculative-* flags: simulator.engines.spec_words), and the notes saying what became what.
+
+    Raises:
+        UserInputError: both engines' words at once, or words that do not map.
+    """
+    from simulator.engines.spec_words import sglang_overrides, vllm_overrides
+    from simulator.inputs import UserInputError
+    sglang = (algorithm, num_steps, topk, num_draft_tokens)
+    if speculative_config is None and all(v is None for v in sglang):
+        return list(overrides), []
+    if speculative_config is not None and any(v is not None for v in sglang):
+        raise UserInputError("--speculative-config (vLLM's) and --speculative-* flags (SGLang's): give one engine's")
+    if speculative_config is not None:
+        from simulator.scenario import apply_overrides, read_scenario_dict
+        tp_size = apply_overrides(read_scenario_dict(scenario), list(overrides), str(scenario)).get("tp_size", 1)
+        sets, note = vllm_overrides(speculative_config, tp_size if isinstance(tp_size, int) else 1)
+    else:
+        sets, note = sglang_overrides(*sglang)
+    return [*overrides, *sets], [note]
+
+
+def print_notes(notes: list[str], to_stderr: bool = False) -> None:
+    """Notes as `note:` lines (markup escaped)."""
+    for note in notes:
+        (err_console if to_stderr else console).print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+# Acceptance as the engines print it (simulator.evidence.importers.acceptance), on simulate, sweep, search.
+AcceptanceRatePctOption = Annotated[Optional[float], typer.Option(
+    "--vllm-acceptance-rate", help="vLLM's 'Acceptance rate (%)' (accepted / draft tokens), in %: the scenario's "
+    "acceptance becomes the i.i.d. alpha giving it at its num_steps; a note shows the conversion.")]
+PerPositionOption = Annotated[Optional[str], typer.Option(
+    "--vllm-per-position-accepted", help="vLLM's accepted tokens per draft position, 'c1,c2,...' (one per num_steps; "
+    "with --vllm-num-drafts): positional acceptance (conditional rates).")]
+NumDraftsOption = Annotated[Optional[int], typer.Option(
+    "--vllm-num-drafts", help="vLLM's number of drafts (vllm:spec_decode_num_drafts) the counts are out of.")]
+AcceptLengthOption = Annotated[Optional[float], typer.Option(
+    "--sglang-accept-length", help="SGLang's accept length (with the bonus token): the i.i.d. alpha giving it.")]
+
+
+def acceptance_words(scenario: Path, overrides: list[str], rate_pct: float | None, per_position: str | None,
+                     num_drafts: int | None, accept_length: float | None) -> tuple[list[str], list[str]]:
+    """The overrides followed by the `acceptance` an engine's printed acceptance converts to (at the scenario's
+    num_steps, after the overrides), and the note showing the conversion.
+
+    Raises:
+        UserInputError: more than one form, counts without --vllm-num-drafts, values out of range.
+    """
+    import json
+
+    from simulator.evidence.importers import acceptance as conv
+    from simulator.inputs import UserInputError
+    given = [x is not None for x in (rate_pct, per_position, accept_length)]
+    if not any(given) and num_drafts is None:
+        return overrides, []
+    if sum(given) != 1 or (per_position is None) != (num_drafts is None):
+        raise UserInputError("give one of --vllm-acceptance-rate, --vllm-per-position-accepted (with "
+                             "--vllm-num-drafts) or --sglang-accept-length")
+    from simulator.scenario import load_scenario
+    num_steps = load_scenario(scenario, overrides).spec.num_steps
+    if rate_pct is not None:
+        acc, note = conv.from_vllm_acceptance_rate(rate_pct / 100.0, num_steps)
+    elif accept_length is not None:
+        acc, note = conv.from_sglang_accept_length(accept_length, num_steps)
+    else:
+        try:
+            counts = [int(c) for c in per_position.split(",")]
+        except ValueError:
+            raise UserInputError(f"--vllm-per-position-accepted {per_position!r}: expected integers c1,c2,...") from None
+        acc, note = conv.from_vllm_per_position_counts(counts, num_drafts, num_steps)
+    return [*overrides, f"acceptance={json.dumps(acc)}"], [note]

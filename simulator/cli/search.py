@@ -11,8 +11,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console,
-                                  engine_profile_note, err_console, fail)
+from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, SCENARIO_HELP, check_work,
+                                  console, engine_profile_note, err_console, fail)
+from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigOption, SpeculativeEagleTopkOption,
+                                  SpeculativeNumDraftTokensOption, SpeculativeNumStepsOption, engine_words,
+                                  print_notes)
+from simulator.cli.common import (AcceptanceRatePctOption, AcceptLengthOption, NumDraftsOption, PerPositionOption,
+                                  acceptance_words)
 from simulator.inputs import UserInputError
 from simulator.studies.objectives import OBJECTIVES
 
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def search_command(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
+    scenario: Annotated[Path, typer.Argument(help=SCENARIO_HELP)],
     objective: Annotated[str, typer.Option(help=f"What to optimise: {', '.join(OBJECTIVES)}.")] = "tok_per_s_per_user",
     space: Annotated[Optional[list[str]], typer.Option(
         "--space", help="field=values (sweep grid syntax) replacing or adding a search axis (repeat).")] = None,
@@ -35,8 +40,18 @@ def search_command(
     backend: Annotated[str, typer.Option(help=BACKEND_HELP)] = "local",
     address: Annotated[Optional[str], typer.Option(help=ADDRESS_HELP)] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+    speculative_config: SpeculativeConfigOption = None,
+    speculative_algorithm: SpeculativeAlgorithmOption = None,
+    speculative_num_steps: SpeculativeNumStepsOption = None,
+    speculative_eagle_topk: SpeculativeEagleTopkOption = None,
+    speculative_num_draft_tokens: SpeculativeNumDraftTokensOption = None,
+    vllm_acceptance_rate: AcceptanceRatePctOption = None,
+    vllm_per_position_accepted: PerPositionOption = None,
+    vllm_num_drafts: NumDraftsOption = None,
+    sglang_accept_length: AcceptLengthOption = None,
 ) -> None:
     """Search placement, num_steps, topk / num_draft_tokens, TP size (and --space fields) for an objective."""
+    from simulator.scenario import resolve_scenario_path
     from simulator.files import check_output_folder, is_own_output
     from simulator.studies.backend import make_backend
     from simulator.studies.search import SEARCH_OUTPUT, run_search, write_search
@@ -48,6 +63,13 @@ def search_command(
     if top < 1:
         fail(f"--top {top}: expected 1 or more")
     try:
+        scenario = resolve_scenario_path(scenario)
+        set_, word_notes = engine_words(scenario, set_ or [], speculative_config, speculative_algorithm,
+                                        speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)
+        set_, acceptance_notes = acceptance_words(scenario, set_, vllm_acceptance_rate,
+                                                  vllm_per_position_accepted, vllm_num_drafts,
+                                                  sglang_accept_length)
+        word_notes += acceptance_notes
         if out is not None:
             check_output_folder(out, "--out", "search.json", lambda p: is_own_output(p, SEARCH_OUTPUT), force)
         res = run_search(scenario, objective, space, set_, profile, max_tpot_ms, max_gpus,
@@ -65,6 +87,7 @@ def search_command(
     if not res.ranked:
         fail("no configuration meets the constraints", code=1)
     engine_profile_note(scenario, set_)
+    print_notes(word_notes, to_stderr=True)
     console.print(top_table(res, top))
     console.print(pareto_table(res))
 

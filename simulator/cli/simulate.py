@@ -9,13 +9,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import FORCE_HELP, check_work, console, err_console, fail, progress_bar, short_path, json_to_stdout, output_name
+from simulator.cli.common import FORCE_HELP, SCENARIO_HELP, check_work, console, err_console, fail, progress_bar, short_path, json_to_stdout, output_name
+from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigOption, SpeculativeEagleTopkOption,
+                                  SpeculativeNumDraftTokensOption, SpeculativeNumStepsOption, engine_words,
+                                  print_notes)
+from simulator.cli.common import (AcceptanceRatePctOption, AcceptLengthOption, NumDraftsOption, PerPositionOption,
+                                  acceptance_words)
 from simulator.inputs import UserInputError
 from simulator.trace_window import DEFAULT_WINDOW_BYTES, TRACE_LIMIT_BYTES
 
 
 def simulate(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
+    scenario: Annotated[Path, typer.Argument(help=SCENARIO_HELP)],
     profile: Annotated[Optional[str], typer.Option(help="Profile name or JSON path (default: the scenario's).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: key.path=value.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="RNG seed (overrides the scenario's).")] = None,
@@ -26,12 +31,21 @@ def simulate(
         help="Cycles to trace, A:B = A to B-1 counted from 0 (warm-up included); A: to the end. Default: every "
              f"cycle when the trace fits {DEFAULT_WINDOW_BYTES // 2**20} MiB, else the first cycles that do.")] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
+    speculative_config: SpeculativeConfigOption = None,
+    speculative_algorithm: SpeculativeAlgorithmOption = None,
+    speculative_num_steps: SpeculativeNumStepsOption = None,
+    speculative_eagle_topk: SpeculativeEagleTopkOption = None,
+    speculative_num_draft_tokens: SpeculativeNumDraftTokensOption = None,
+    vllm_acceptance_rate: AcceptanceRatePctOption = None,
+    vllm_per_position_accepted: PerPositionOption = None,
+    vllm_num_drafts: NumDraftsOption = None,
+    sglang_accept_length: AcceptLengthOption = None,
 ) -> None:
     """Predict tokens/s, accept length, TPOT and the cycle-time breakdown of one scenario."""
     json_to_stdout(json_out)
     from simulator.costs.forward import CostModel
     from simulator.files import SIMULATION_OUTPUT, TRACE_OUTPUT, check_output_file, write_json_atomic
-    from simulator.scenario import load_profile_for, load_scenario
+    from simulator.scenario import load_profile_for, load_scenario, resolve_scenario_path
     from simulator.estimate import estimate_run
     from simulator.simulate import simulate as run_simulation
     from simulator.trace import TraceWriter
@@ -44,6 +58,13 @@ def simulate(
     if seed is not None:
         overrides.append(f"seed={seed}")
     try:
+        scenario = resolve_scenario_path(scenario)
+        overrides, word_notes = engine_words(scenario, overrides, speculative_config, speculative_algorithm,
+                                             speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)
+        overrides, acceptance_notes = acceptance_words(scenario, overrides, vllm_acceptance_rate,
+                                                       vllm_per_position_accepted, vllm_num_drafts,
+                                                       sglang_accept_length)
+        word_notes += acceptance_notes
         check_output_file(json_out, "--json", SIMULATION_OUTPUT, force)
         check_output_file(trace, "--trace", TRACE_OUTPUT, force)
         if json_out is not None and trace is not None and json_out.resolve() == trace.resolve():  # after ..
@@ -102,6 +123,7 @@ def simulate(
         written.append(f"wrote {escape(str(trace))}: cycles {window}, {writer.num_events:,} events, "
                        f"{trace.stat().st_size / 2**20:,.1f} MiB (open in https://ui.perfetto.dev)")
     print_result(result)
+    print_notes(word_notes)
     for line in written:
         console.print(line, highlight=False)
 

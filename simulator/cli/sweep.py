@@ -9,13 +9,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, check_work, console,
-                                  engine_profile_note, err_console, fail)
+from simulator.cli.common import (ADDRESS_HELP, BACKEND_HELP, FORCE_HELP, JOBS_HELP, SCENARIO_HELP, check_work,
+                                  console, engine_profile_note, err_console, fail)
+from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigOption, SpeculativeEagleTopkOption,
+                                  SpeculativeNumDraftTokensOption, SpeculativeNumStepsOption, engine_words,
+                                  print_notes)
+from simulator.cli.common import (AcceptanceRatePctOption, AcceptLengthOption, NumDraftsOption, PerPositionOption,
+                                  acceptance_words)
 from simulator.inputs import UserInputError
 
 
 def sweep_command(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML, e.g. scenarios/tp1_draft.yaml.")],
+    scenario: Annotated[Path, typer.Argument(help=SCENARIO_HELP)],
     grid: Annotated[list[str], typer.Option("--grid", help="field=values: 1..8 | 0.3:0.95:0.05 | a,b,c (repeat).")],
     solver: Annotated[str, typer.Option(help="closed_form (fast) or des.")] = "closed_form",
     jobs: Annotated[Optional[int], typer.Option(help=JOBS_HELP)] = None,
@@ -30,8 +35,18 @@ def sweep_command(
     seed: Annotated[Optional[int], typer.Option(help="Seed of the DES spot-check sample.")] = None,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
     engine: Annotated[Optional[str], typer.Option(hidden=True, help="Renamed: --solver.")] = None,
+    speculative_config: SpeculativeConfigOption = None,
+    speculative_algorithm: SpeculativeAlgorithmOption = None,
+    speculative_num_steps: SpeculativeNumStepsOption = None,
+    speculative_eagle_topk: SpeculativeEagleTopkOption = None,
+    speculative_num_draft_tokens: SpeculativeNumDraftTokensOption = None,
+    vllm_acceptance_rate: AcceptanceRatePctOption = None,
+    vllm_per_position_accepted: PerPositionOption = None,
+    vllm_num_drafts: NumDraftsOption = None,
+    sglang_accept_length: AcceptLengthOption = None,
 ) -> None:
     """Sweep scenario fields over a grid: tok/s, speedup and cycle breakdown per point, best num_steps."""
+    from simulator.scenario import resolve_scenario_path
     from simulator.files import SWEEP_OUTPUT, check_output_folder, is_own_html, is_own_output
     from simulator.studies.backend import make_backend
     from simulator.studies.sweep import run_sweep
@@ -45,6 +60,13 @@ def sweep_command(
                    disk_bytes=disk_bytes, out=out)
 
     try:
+        scenario = resolve_scenario_path(scenario)
+        set_, word_notes = engine_words(scenario, set_ or [], speculative_config, speculative_algorithm,
+                                        speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)
+        set_, acceptance_notes = acceptance_words(scenario, set_, vllm_acceptance_rate,
+                                                  vllm_per_position_accepted, vllm_num_drafts,
+                                                  sglang_accept_length)
+        word_notes += acceptance_notes
         check_output_folder(out, "--out", "sweep.json", lambda p: is_own_output(p, SWEEP_OUTPUT), force)
         if html:
             check_output_folder(out / "plots", "--out", "index.html", is_own_html, force)
@@ -58,6 +80,7 @@ def sweep_command(
                          f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")),
                   highlight=False)
     engine_profile_note(scenario, set_, res.rows)
+    print_notes(word_notes, to_stderr=True)
     if res.num_infeasible:
         console.print(f"[yellow]note:[/] {res.num_infeasible:,} of the {len(res.rows):,} points do not fit in GPU "
                       "memory (weights and KV cache past the GPU's): sweep.csv's fits_memory is false there, "

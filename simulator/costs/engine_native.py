@@ -157,8 +157,7 @@ def _same_shape(measured: dict | None, shape) -> bool:
 
     if measured is None or shape is None:
         return measured is None and shape is None
-    m = ModelShape.model_validate({**measured, "name": shape.name})
-    return m.model_dump(exclude={"name"}) == shape.model_dump(exclude={"name"})
+    return ModelShape.model_validate({**measured, "name": shape.name}).shape_values() == shape.shape_values()
 
 
 def profile_mismatch(profile: EngineProfile, scenario) -> str | None:

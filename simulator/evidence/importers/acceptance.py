@@ -79,3 +79,67 @@ def acceptance_from_run(run: ObservedRun, num_steps: int | None = None) -> dict:
     except ValueError as e:
         raise UserInputError(f"{where}: {e}") from None
     return IidAcceptance(acceptance_rate=alpha).model_dump(mode="json", exclude_none=True)
+
+
+# ---- acceptance as the engines print it -> the scenario's `acceptance:` (with the conversion said) ----------
+def from_vllm_acceptance_rate(rate_frac: float, num_steps: int) -> tuple[dict, str]:
+    """vLLM's acceptance rate ("Acceptance rate (%)" of `vllm bench serve`, "Avg Draft acceptance rate" of its
+    spec-decode log: accepted / draft tokens) -> iid acceptance and the note.
+
+    accepted / drafted = E[num_accepted_drafts] / num_steps, so E[accept_length] = 1 + rate * num_steps, and
+    alpha solves 1 + alpha + ... + alpha**num_steps = that (i.i.d., chain; Leviathan et al. 2023, eq. 1).
+    Source: vLLM `vllm/v1/spec_decode/metrics.py` (SpecDecodingLogging: draft acceptance rate =
+    num_accepted_tokens / num_draft_tokens), `vllm/benchmarks/serve.py` (Acceptance rate (%)).
+
+    Raises:
+        UserInputError: a rate outside [0, 1].
+    """
+    if not 0.0 <= rate_frac <= 1.0:
+        raise UserInputError(f"vLLM acceptance rate {rate_frac * 100:g}%: expected 0..100%")
+    length = 1.0 + rate_frac * num_steps
+    alpha = iid_rate(length, num_steps)
+    return (IidAcceptance(acceptance_rate=alpha).model_dump(mode="json", exclude_none=True),
+            f"vLLM acceptance rate {rate_frac * 100:.2f}% (accepted / draft tokens) at num_steps {num_steps} -> "
+            f"accept_length 1 + {rate_frac:.4f} x {num_steps} = {length:.4f} (with the bonus token) -> "
+            f"acceptance_rate (alpha per position, i.i.d.) {alpha:.4f}")
+
+
+def from_vllm_per_position_counts(accepted: list[int], num_drafts: int, num_steps: int) -> tuple[dict, str]:
+    """vLLM's per-position acceptance counts (`vllm:spec_decode_num_accepted_tokens_per_pos`, and
+    `vllm:spec_decode_num_drafts`) -> positional acceptance (conditional rates) and the note.
+
+    p_i = accepted_i / num_drafts is unconditional; a chain accepts position i only after 1..i-1, so
+    a_i = p_i / p_{i-1} (conditional_rates). Source: vLLM `vllm/v1/spec_decode/metrics.py`.
+
+    Raises:
+        UserInputError: num_drafts < 1, a count outside 0..num_drafts, or not num_steps counts.
+    """
+    if num_drafts < 1 or any(not 0 <= c <= num_drafts for c in accepted):
+        raise UserInputError(f"vLLM per-position acceptance: counts {accepted} must be 0..num_drafts {num_drafts}")
+    if len(accepted) != num_steps:
+        raise UserInputError(f"vLLM per-position acceptance: {len(accepted)} positions, the scenario drafts "
+                             f"num_steps {num_steps}; give one count per position")
+    per_position = [c / num_drafts for c in accepted]
+    rates = conditional_rates(per_position)
+    return (PositionalAcceptance(acceptance_rates=rates).model_dump(mode="json", exclude_none=True),
+            f"vLLM per-position acceptance {accepted} of {num_drafts} drafts -> unconditional "
+            f"[{', '.join(f'{p:.4f}' for p in per_position)}] -> acceptance_rates (conditional, a_i = p_i / p_i-1) "
+            f"[{', '.join(f'{a:.4f}' for a in rates)}]")
+
+
+def from_sglang_accept_length(accept_length: float, num_steps: int) -> tuple[dict, str]:
+    """SGLang's accept length ("accept len" of its decode log, `spec_accept_length`: tokens a request commits
+    a verify step, the bonus token included) -> iid acceptance and the note (iid_rate).
+    Source: SGLang `python/sglang/srt/managers/scheduler_metrics_mixin.py` (log_decode_stats: accept len = committed
+    tokens / verify steps; scheduler.py in older releases).
+
+    Raises:
+        UserInputError: an accept length outside [1, num_steps + 1].
+    """
+    try:
+        alpha = iid_rate(accept_length, num_steps)
+    except ValueError as e:
+        raise UserInputError(f"SGLang accept length: {e}") from None
+    return (IidAcceptance(acceptance_rate=alpha).model_dump(mode="json", exclude_none=True),
+            f"SGLang accept length {accept_length:g} (with the bonus token) at num_steps {num_steps} -> "
+            f"acceptance_rate (alpha per position, i.i.d.: 1 + a + ... + a^{num_steps} = {accept_length:g}) {alpha:.4f}")
