@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from calibration.engines.build import engine_lines  # noqa: E402
+from calibration.engines.request_records import prefill_alone_s  # noqa: E402
 
 DEFAULT = ROOT / "data" / "engine_runs" / "h100_vllm_0.26.0_e2e" / "e2e_2026-12-06.jsonl.gz"
 
@@ -50,12 +51,7 @@ def phases(rep: dict, batch_size: int) -> dict:
 
 def rows(path: Path) -> list[dict]:
     _, lines = engine_lines([path], "live", requests=True)
-    prefill = {}
-    for ln in lines:
-        pt = ln["point"]
-        if pt["workload"] == "closed_batch" and pt["max_tokens"] == 1:
-            prefill[(ln["label"], pt["batch_size"], pt["prompt_len"])] = \
-                float(np.mean([r["elapsed_us"] for r in pt["repeats"]])) / 1e6
+    prefill = prefill_alone_s(lines)
     out = []
     for ln in lines:
         pt = ln["point"]

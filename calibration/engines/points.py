@@ -22,6 +22,21 @@ Us = Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False)]
 MIN_STEP_US = 1.0  # no engine steps faster (a kernel launch alone takes a few us): a smaller one is not a time
 
 
+def check_counts_and_acceptance(repeats, num_steps: int, acceptance_rate: float | None) -> None:
+    """A point's accept-length counts have num_steps + 1 entries a repeat, and an acceptance rate is
+    given exactly when it speculates.
+
+    Raises:
+        ValueError: naming the repeat or the field.
+    """
+    for r in repeats:
+        if len(r.accept_length_counts) != num_steps + 1:
+            raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts has {len(r.accept_length_counts)} "
+                             f"entries; num_steps {num_steps} needs {num_steps + 1}")
+    if (acceptance_rate is None) != (num_steps == 0):
+        raise ValueError("acceptance_rate is given for speculative points (num_steps >= 1) only")
+
+
 class RepeatLine(StrictModel):
     """One timed window of a point."""
 
@@ -61,10 +76,8 @@ class PointBody(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        check_counts_and_acceptance(self.repeats, self.num_steps, self.acceptance_rate)
         for r in self.repeats:
-            if len(r.accept_length_counts) != self.num_steps + 1:
-                raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts has {len(r.accept_length_counts)} "
-                                 f"entries; num_steps {self.num_steps} needs {self.num_steps + 1}")
             if sum(r.accept_length_counts) > self.batch_size * r.num_cycles:
                 raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts sum past batch_size x num_cycles")
             if r.elapsed_us / r.num_cycles < MIN_STEP_US:
@@ -76,8 +89,6 @@ class PointBody(StrictModel):
             if r.context_len < self.prompt_len:
                 raise ValueError(f"repeat {r.repeat_idx}: context_len {r.context_len:g} below prompt_len "
                                  f"{self.prompt_len}")
-        if (self.acceptance_rate is None) != (self.num_steps == 0):
-            raise ValueError("acceptance_rate is given for speculative points (num_steps >= 1) only")
         return self
 
 
@@ -146,14 +157,10 @@ class RequestPointBody(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        check_counts_and_acceptance(self.repeats, self.num_steps, self.acceptance_rate)
         for r in self.repeats:
-            if len(r.accept_length_counts) != self.num_steps + 1:
-                raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts has {len(r.accept_length_counts)} "
-                                 f"entries; num_steps {self.num_steps} needs {self.num_steps + 1}")
             if any(q.num_tokens > self.max_tokens for q in r.requests):
                 raise ValueError(f"repeat {r.repeat_idx}: a request has more tokens than max_tokens {self.max_tokens}")
-        if (self.acceptance_rate is None) != (self.num_steps == 0):
-            raise ValueError("acceptance_rate is given for speculative points (num_steps >= 1) only")
         return self
 
 

@@ -120,14 +120,23 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
     return out
 
 
+def mean_run_s(point: dict) -> float:
+    """A request-level point's mean wall time over its runs, s."""
+    return float(np.mean([r["elapsed_us"] for r in point["repeats"]])) / US_PER_S
+
+
+def prefill_alone_s(lines: list[dict]) -> dict[tuple[str, int, int], float]:
+    """(process label, batch size, prompt length) -> the mean wall time of that closed batch given one
+    new token a request (the prefill alone, what users subtract), s."""
+    return {(ln["label"], ln["point"]["batch_size"], ln["point"]["prompt_len"]): mean_run_s(ln["point"])
+            for ln in lines if ln["point"]["workload"] == "closed_batch" and ln["point"]["max_tokens"] == 1}
+
+
 def decode_tok_per_s(paths: list[Path], notes: list[str] | None = None) -> list[dict]:
     """What a user computes of each closed batch: (tokens - B) / (the run's wall time - the same batch's
     prefill-alone run's), each repeat's mean; with the whole run's tok/s and the prefill run's seconds."""
     _, lines = engine_lines(paths, "live", notes, requests=True)
-    def mean_s(pt):
-        return float(np.mean([r["elapsed_us"] for r in pt["repeats"]])) / US_PER_S
-    prefill = {(ln["label"], ln["point"]["batch_size"], ln["point"]["prompt_len"]): mean_s(ln["point"])
-               for ln in lines if ln["point"]["workload"] == "closed_batch" and ln["point"]["max_tokens"] == 1}
+    prefill = prefill_alone_s(lines)
     rows = []
     for ln in lines:
         pt = ln["point"]
@@ -135,7 +144,7 @@ def decode_tok_per_s(paths: list[Path], notes: list[str] | None = None) -> list[
             continue
         b, n = pt["batch_size"], pt["max_tokens"]
         t1 = prefill.get((ln["label"], b, pt["prompt_len"]))
-        tn = mean_s(pt)
+        tn = mean_run_s(pt)
         spread = [r["elapsed_us"] / US_PER_S for r in pt["repeats"]]
         rows.append(dict(label=ln["label"], num_steps=pt["num_steps"], batch_size=b, prompt_len=pt["prompt_len"],
                          acceptance_rate=pt["acceptance_rate"], max_tokens=n, generate_s=tn, prefill_s=t1,
