@@ -250,3 +250,18 @@ def test_a_closed_batch_with_free_prefill_and_full_acceptance_takes_the_closed_f
     assert rec.finish_us.max() == pytest.approx(rec.first_token_us[0] + per_cycle.sum())
     ctx = [costs.decode_step_us(b, sc.spec, c, extend_len=k + 1) for c in (1024, 1024 + n)]
     assert min(ctx) * 0.999 <= per_cycle.min() and per_cycle.max() <= max(ctx) * 1.001
+
+
+def test_simulate_names_the_workload_it_predicts(tmp_path):
+    """A steady batch says so in its title and says how to ask for LLM.generate's closed batch; a
+    closed batch's serving table names itself."""
+    from typer.testing import CliRunner
+
+    from simulator.cli import build_app
+    scen = str(ROOT / "scenarios" / "vllm_llama8b_h200.yaml")
+    r = CliRunner().invoke(build_app(), ["simulate", scen], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "steady batch 8" in r.output and "serving.arrivals.kind=closed_batch" in r.output
+    r = CliRunner().invoke(build_app(), ["simulate", scen, "--set", "serving.arrivals.kind=closed_batch", "--set",
+                                         "serving.num_requests=8"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "closed batch of 8 requests at t = 0 (LLM.generate)" in r.output and "steady batch" not in r.output

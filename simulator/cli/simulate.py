@@ -180,7 +180,8 @@ def print_result(r) -> None:
     sc = r.scenario
     spec = sc["spec"]
     title = escape(f"{sc['name']}: {sc['target']['name']} TP{sc['tp_size']}, draft {sc['placement']}, "
-                   f"num_steps={spec['num_steps']} topk={spec['topk']}, batch {sc['workload']['batch_size']}, "
+                   f"num_steps={spec['num_steps']} topk={spec['topk']}, "
+                   f"{'' if sc.get('serving') else 'steady '}batch {sc['workload']['batch_size']}, "
                    f"{_engine_label(sc['serving_engine'])}")
     t = Table(title=title, show_header=True, title_justify="left", highlight=False)
     t.add_column("metric")
@@ -220,6 +221,12 @@ def print_result(r) -> None:
         how = f" ({near} GEMMs scaled from the nearest measured GEMM)" if near else ""
         console.print(f"[yellow]note:[/] {len(roof)} op shapes have no measured table in this profile and use "
                       f"its roofline{how} (list: the `notes` of --json output)", highlight=False)
+    if not sc.get("serving"):
+        b = sc["workload"]["batch_size"]
+        console.print(f"[yellow]note:[/] a steady batch: each finished request is replaced at once. LLM.generate of "
+                      f"{b} prompts also prefills and, speculating, drains as its requests finish "
+                      f"(docs/engines/requests.md); --set serving.arrivals.kind=closed_batch --set "
+                      f"serving.num_requests={b} simulates that", highlight=False)
 
 
 def _ms(p: dict | None) -> tuple[str, str]:
