@@ -224,7 +224,7 @@ def print_result(r) -> None:
     if not sc.get("serving"):
         b = sc["workload"]["batch_size"]
         console.print(f"[yellow]note:[/] a steady batch: each finished request is replaced at once. LLM.generate of "
-                      f"{b} prompts also prefills and, speculating, drains as its requests finish "
+                      f"{b} prompt{'' if b == 1 else 's'} also prefills and, speculating, drains as its requests finish "
                       f"(docs/engines/requests.md); --set serving.arrivals.kind=closed_batch --set "
                       f"serving.num_requests={b} simulates that", highlight=False)
 
