@@ -27,6 +27,7 @@ from pathlib import Path
 
 GROUP_ENV = "SPECDECSIM_TP_GROUP"  # set in a rank's environment: the rank variables are this group's
 GRACE_S = 30.0  # how long the other ranks may outlive the first to end before they are ended
+REAP_S = 2.0  # after a rank failed, how long the others have to end by themselves before they are ended
 POLL_S = 0.2
 LOG_TAIL_CHARS = 2000
 POINTS_FAILED_RC = 3  # an engine process whose engine ran but left some of its points unmeasured (error lines)
@@ -131,6 +132,11 @@ def run_group(plan_file: Path, points: Path, label: str, world: int, log=print,
                     (timeout_s is not None and now - start > timeout_s):
                 break
             time.sleep(POLL_S)
+        if failed:  # the others' own ends first: a rank that died takes a moment to be reaped, and the rank it
+            # took down can fail first (its peer's socket closed), which would leave the cause unnamed
+            end_by = time.monotonic() + REAP_S
+            while time.monotonic() < end_by and any(p.poll() is None for p in procs):
+                time.sleep(POLL_S)
         still_running = [r for r, p in enumerate(procs) if p.poll() is None]
     finally:
         _end(procs)  # also on an exception or a signal here: no rank outlives its launcher
@@ -154,8 +160,10 @@ def run_group(plan_file: Path, points: Path, label: str, world: int, log=print,
                     error=f"rank {r} of {world} was still running when rank 0 ended (exit code {rcs[0]}): a rank "
                           "stopped or waiting in a collective holds the group; the group was ended",
                     trace=_tail(logs[r]))
-    elif culprits and rcs[0] != POINTS_FAILED_RC:  # rank 0's own error lines say which points failed
-        r = culprits[0]
+    elif [r for r in culprits if r] or (culprits and rcs[0] != POINTS_FAILED_RC):
+        # a rank other than 0 that failed on its own is named even where rank 0 wrote its own error lines (they
+        # say which points failed, not why); rank 0 alone is named where it ended without writing them
+        r = next((r for r in culprits if r), culprits[0])
         line = dict(kind="error", label=label, key=f"tp_group_rank{r}",
                     error=f"rank {r} of {world}: exit code {rcs[r]}; the group was ended", trace=_tail(logs[r]))
     if not any(rcs):
