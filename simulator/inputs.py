@@ -235,14 +235,24 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused where it overflows to infinity (1e400)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{quote(text, 30)} is not a finite number (past 1.8e308)")
+    return value
+
+
 def load_json(text: str, source: str) -> Any:
-    """Parse JSON text: no duplicate keys, no NaN/Infinity, depth and size bounded.
+    """Parse JSON text: no duplicate keys, no NaN/Infinity (nor a number past the float range), depth
+    and size bounded.
 
     Raises:
         UserInputError: '<source>:<line>:<col>: not valid JSON: <problem>' or the bound it breaks.
     """
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                          parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise UserInputError(f"{source}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
     except RecursionError:

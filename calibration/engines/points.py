@@ -9,12 +9,13 @@ A torn last line (a process killed while writing it) is the one thing skipped, a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from simulator.inputs import UserInputError, format_validation_error
+from simulator.inputs import UserInputError, format_validation_error, load_json
 from simulator.schema_base import StrictModel
 
 POINTS_SCHEMA = "engine_points/1"
@@ -181,11 +182,20 @@ class EngineLine(_Line):
     kind: Literal["engine"]
     session: Literal["calibrate", "live"]
     num_steps: int = Field(ge=0, le=64)
-    tensor_parallel_size: int = Field(1, ge=1, le=1024)
-    draft_tensor_parallel_size_asked: int | None = Field(None, ge=1, le=1024)
+    tensor_parallel_size: int = Field(1, ge=1, le=8, description="GPUs of the target's TP group, 1..8 (one host; "
+                                                                 "calibration.engines.plans.ProcessPlan's bound).")
+    draft_tensor_parallel_size_asked: int | None = Field(None, ge=1, le=8, description="1 or tensor_parallel_size.")
     info: dict
     startup_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
     created_unix: float = Field(ge=0.0, le=1e11, allow_inf_nan=False)
+
+
+    @model_validator(mode="after")
+    def _draft_tp_is_one_or_the_group(self) -> Self:
+        dtp, tp = self.draft_tensor_parallel_size_asked, self.tensor_parallel_size
+        if dtp is not None and dtp not in (1, tp):
+            raise ValueError(f"draft_tensor_parallel_size_asked {dtp}: 1 or tensor_parallel_size ({tp})")
+        return self
 
 
 class ErrorLine(_Line):
@@ -239,7 +249,24 @@ def read_raw_text(path: Path) -> str:
                 chunks.append(chunk)
     except (OSError, EOFError) as e:
         raise UserInputError(f"{path}: not a readable points file ({e})") from None
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    raw = b"".join(chunks)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise UserInputError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); a points file is UTF-8 "
+                             "JSON lines") from None
+
+
+def _is_cut(line: str) -> bool:
+    """Whether a line is a JSON line cut short (what a killed writer leaves), not a wrong one."""
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
@@ -259,14 +286,16 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if torn and i == len(lines):
+        try:  # the project's JSON reader: no key twice, finite numbers, bounded depth (simulator.inputs)
+            rec = load_json(line, f"{path}:{i}")
+        except UserInputError as e:
+            if torn and i == len(lines) and _is_cut(line):
                 if notes is not None:
                     notes.append(f"{path}:{i}: a torn last line (a process ended while writing it) skipped")
                 continue
-            raise UserInputError(f"{path}:{i}: not a JSON line of an engine points file") from None
+            m = re.match(r"(?::\d+:(\d+))?: (.*)", str(e)[len(f"{path}:{i}"):], re.S)
+            why = (f"column {m.group(1)}: " if m and m.group(1) else "") + (m.group(2) if m else str(e))
+            raise UserInputError(f"{path}:{i}: not a JSON line of an engine points file ({why})") from None
         kind = rec.get("kind") if isinstance(rec, dict) else None
         if not isinstance(rec, dict) or rec.get("schema") != POINTS_SCHEMA or kind not in LINE_MODELS:
             raise UserInputError(f"{path}:{i}: not an engine points line (schema {POINTS_SCHEMA!r}, kind "
