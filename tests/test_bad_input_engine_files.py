@@ -172,3 +172,18 @@ def test_an_op_table_with_axes_its_op_is_not_looked_up_by_is_refused_where_read(
     (tmp_path / "p.json").write_text(dump_json(prof))
     code, out = run(tmp_path, "simulate", "s.yaml")
     assert code == 2 and "p.json: ops.0: axes" in out and "looked up by num_tokens only" in out, out
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda r: r["point"]["repeats"][0]["steps"][0].update(t_us=1e-30), "t_us: Input should be greater than or equal to 1"),
+    (lambda r: r["point"]["repeats"][0]["steps"][-1].update(t_us=1.0), "steps: t_us must rise"),
+    (lambda r: r.update(wall_s=0.0), "wall_s: Input should be greater than or equal to 0.000001")])
+def test_request_steps_take_time_and_rise_and_a_point_takes_wall_time(tmp_path, points, edit, words):
+    lines = points["request"].read_text().splitlines()
+    i = _point_line("\n".join(lines))
+    rec = json.loads(lines[i])
+    edit(rec)
+    lines[i] = json.dumps(rec)
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
+    code, out = run(tmp_path, "live", "--from-points", "r.jsonl", "--out", "recs")
+    assert code == 2 and f"r.jsonl:{i + 1}" in out and words in out, out

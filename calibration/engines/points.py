@@ -95,7 +95,8 @@ class RequestRecord(StrictModel):
 class RequestStep(StrictModel):
     """One engine step of a request-level run."""
 
-    t_us: float = Field(ge=0.0, le=1e12, allow_inf_nan=False, description="When the step returned, us from the start.")
+    t_us: float = Field(ge=MIN_STEP_US, le=1e12, allow_inf_nan=False, description=(
+        "When the step returned, us from the start (a step takes at least MIN_STEP_US)."))
     emitted: int = Field(ge=0, le=10**7, description="Requests that got tokens in the step.")
     tokens: int = Field(ge=0, le=10**9)
     running: int = Field(ge=0, le=10**7, description="Requests unfinished when the step began.")
@@ -127,6 +128,8 @@ class RequestRun(StrictModel):
         for i, r in enumerate(self.requests):
             if len(r.token_times_us) > r.num_tokens or any(b < a for a, b in zip(r.token_times_us, r.token_times_us[1:])):
                 raise ValueError(f"requests[{i}]: token_times_us must rise and be no more than num_tokens")
+        if any(b.t_us < a.t_us for a, b in zip(self.steps, self.steps[1:])):
+            raise ValueError("steps: t_us must rise (each step returns after the one before)")
         return self
 
 
@@ -171,7 +174,8 @@ class PointLine(_Line):
     engine: str = Field(min_length=1, max_length=40)
     engine_version: str = Field(max_length=200)
     point: PointBody
-    wall_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
+    wall_s: float = Field(ge=1e-6, le=1e7, allow_inf_nan=False, description="The point's wall time, s (a measured "
+                                                                            "point takes a step at least).")
 
 
 class RequestPointLine(PointLine):
