@@ -222,7 +222,7 @@ def engine_moe(
         shapes = list(shape or DEFAULT_SHAPES)
         for spec in shapes:
             check_shape(spec)
-        int_list("--tokens", tokens, 1, 65536)  # as written: ASCII digits, no empty item
+        int_list("--tokens", tokens, 1, 65536, "token counts in")  # as written: ASCII digits, no empty item
         counts = [int(t) for t in tokens.split(",")]
     except ValueError as e:
         fail(str(e) if str(e).startswith("--") else f"--tokens {tokens!r}: comma-separated integers")

@@ -130,14 +130,14 @@ def refuse_file(option: str, path: Path) -> None:
 _INT = re.compile(r"[0-9]{1,9}", re.ASCII)  # written in ASCII digits, no sign, no '_', at most 9 of them
 
 
-def int_list(option: str, text: str, low: int, high: int) -> tuple[int, ...]:
+def int_list(option: str, text: str, low: int, high: int, what: str = "integers") -> tuple[int, ...]:
     """A comma-separated list of integers as written (ASCII digits; spaces around an item allowed),
     sorted and unique; exit 2 naming the option unless every item is one in low..high: an empty
     item ('3,', '1,,2', ''), another script's digits, '1_0' or a sign are refused, not read."""
     items = [x.strip() for x in text.split(",")]
     if not all(_INT.fullmatch(x) for x in items) or not all(low <= int(x) <= high for x in items):
         from simulator.inputs import quote
-        fail(f"{option} {quote(text)}: comma-separated integers {low}..{high}, each written in digits 0-9")
+        fail(f"{option} {quote(text)}: comma-separated {what} {low}..{high}, each written in digits 0-9")
     return tuple(sorted({int(x) for x in items}))
 
 
