@@ -263,6 +263,18 @@ def load_json(text: str, source: str) -> Any:
     return data
 
 
+def load_json_line(line: str, source: str) -> Any:
+    """`load_json` of one line of a JSON-lines file (`source`: 'file:line'); the error says the column
+    after the problem, not a line:column of its own: '<file>:<line>: not valid JSON: <problem> (column C)'."""
+    try:
+        return load_json(line, source)
+    except UserInputError as e:
+        m = re.match(r"(?::\d+:(\d+))?(?: \(key [^)]*\))?: (.*)", str(e)[len(source):], re.S)
+        if m is None:
+            raise
+        raise UserInputError(f"{source}: {m.group(2)}" + (f" (column {m.group(1)})" if m.group(1) else "")) from None
+
+
 def _constant_at(text: str) -> str:
     """':<line>:<col> (key K)' of the first bare NaN / Infinity in JSON text (outside strings), or ''."""
     import re
@@ -447,5 +459,5 @@ def quote(value: Any, limit: int = 60) -> str:
 
 
 __all__ = ["MAX_DEPTH", "MAX_INPUT_BYTES", "MAX_NODES", "BoundedSafeLoader", "UserInputError", "check_bounds",
-           "format_validation_error", "load_json", "load_yaml", "load_yaml_scalar", "quote", "read_json",
+           "format_validation_error", "load_json", "load_json_line", "load_yaml", "load_yaml_scalar", "quote", "read_json",
            "read_text", "read_yaml", "refuse_nulls"]

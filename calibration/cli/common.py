@@ -130,21 +130,39 @@ def refuse_file(option: str, path: Path) -> None:
 _INT = re.compile(r"[0-9]{1,9}", re.ASCII)  # written in ASCII digits, no sign, no '_', at most 9 of them
 
 
-def int_list(option: str, text: str, low: int, high: int, what: str = "integers") -> tuple[int, ...]:
+def parse_int_list(text: str, low: int, high: int) -> tuple[int, ...] | None:
     """A comma-separated list of integers as written (ASCII digits; spaces around an item allowed),
-    sorted and unique; exit 2 naming the option unless every item is one in low..high: an empty
-    item ('3,', '1,,2', ''), another script's digits, '1_0' or a sign are refused, not read."""
+    sorted and unique; None unless every item is one in low..high: an empty item ('3,', '1,,2', ''),
+    another script's digits, '1_0' or a sign are refused, not read."""
     items = [x.strip() for x in text.split(",")]
     if not all(_INT.fullmatch(x) for x in items) or not all(low <= int(x) <= high for x in items):
-        from simulator.inputs import quote
-        fail(f"{option} {quote(text)}: comma-separated {what} {low}..{high}, each written in digits 0-9")
+        return None
     return tuple(sorted({int(x) for x in items}))
 
 
+def int_list(option: str, text: str, low: int, high: int, what: str = "integers") -> tuple[int, ...]:
+    """`parse_int_list`, or exit 2: "OPTION 'TEXT': comma-separated WHAT LOW..HIGH, each written in digits 0-9"."""
+    from simulator.inputs import quote
+    vals = parse_int_list(text, low, high)
+    if vals is None:
+        fail(f"{option} {quote(text)}: comma-separated {what} {low}..{high}, each written in digits 0-9")
+    return vals
+
+
 def check_batches(flag: str, batches: str, high: int = 4096) -> tuple[int, ...]:
-    """A comma-separated list of batch sizes, sorted and unique; exit 2 unless all are in 1..`high`
-    (`int_list`)."""
-    return int_list(flag, batches, 1, high)
+    """A comma-separated list of batch sizes, sorted and unique (`parse_int_list`); exit 2 unless all
+    are in 1..`high`."""
+    return must_be_int_list(flag, batches, 1, high)
+
+
+def must_be_int_list(flag: str, text: str, low: int, high: int) -> tuple[int, ...]:
+    """`parse_int_list`, or exit 2: "FLAG must be a comma-separated list of integers in LOW..HIGH ..."."""
+    from simulator.inputs import quote
+    vals = parse_int_list(text, low, high)
+    if vals is None:
+        fail(f"{flag} must be a comma-separated list of integers in {low}..{high} (digits 0-9, no empty item), "
+             f"got {quote(text)}")
+    return vals
 
 
 def print_profile(profile, out: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from calibration.cli.common import (check_batches, check_choice, check_gpus, check_output, console, err_console,
+from calibration.cli.common import (check_choice, check_gpus, check_output, console, err_console,
                                     fail, int_list, need_torch, out_path)
 
 ENGINE_PROFILE_OUTPUT = "engine_profile/1"
@@ -279,8 +279,8 @@ def calibrate_engine(
     ks = _ints("--num-steps", num_steps if ks_given else "1,2,3,4,6", 1, 16)
     variant = _variant(engine, topk, num_draft_tokens, no_overlap, ks)
     tpg = _tp_group(engine, tp, draft_tp, running=not from_points)
-    bs = list(check_batches("--batches", batches if batches is not None else "1,2,4,8,16,32,64",
-                            4096 if from_points else MAX_NUM_SEQS))
+    bs = _ints("--batches", batches if batches is not None else "1,2,4,8,16,32,64", 1,
+               4096 if from_points else MAX_NUM_SEQS)
     ps = _ints("--context-lens", context_lens if context_lens is not None else "1024,4096", 16, 65536)
     if not 0.0 < acceptance <= 1.0:
         fail(f"--acceptance {acceptance}: a rate in (0, 1]")
@@ -420,8 +420,8 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         check_choice("--engine", engine, _engines())
         if not from_points:  # with --from-points nothing runs: --engine says whose points they must be
             _check_engine_installed(engine)
-    bs = list(check_batches("--batches", batches if batches is not None else "1,2,4,8,16,32,64",
-                            4096 if from_points else MAX_NUM_SEQS))
+    bs = _ints("--batches", batches if batches is not None else "1,2,4,8,16,32,64", 1,
+               4096 if from_points else MAX_NUM_SEQS)
     # the num_steps come from the points files (or the grid below): any num_draft_tokens a tree can verify passes
     variant = _variant(engine or "sglang", topk, num_draft_tokens, no_overlap,
                        [num_draft_tokens - 1] if num_draft_tokens else [1])

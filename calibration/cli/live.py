@@ -24,7 +24,7 @@ import typer
 from rich.markup import escape
 
 from calibration.cli.common import (TP_DEVICES, check_at_least, check_batches, check_choice, check_device, check_gpus, check_sizes,
-                                    err_console, fail, int_list, need_torch, out_path, refuse_file)
+                                    err_console, fail, must_be_int_list, need_torch, out_path, refuse_file)
 
 
 def live(
@@ -195,7 +195,7 @@ def _serving(out: Path, device: str, sizes: str, concurrency: str, num_steps: in
              force: bool) -> None:
     from calibration.shapes import SIZES
     size_keys = check_sizes("--sizes", sizes, SIZES)
-    levels = int_list("--concurrency", concurrency, 1, 1024)
+    levels = must_be_int_list("--concurrency", concurrency, 1, 1024)
     if num_steps > 16:
         fail(f"--num-steps must be 1..16, got {num_steps}")
     if requests is not None and requests > 100_000:

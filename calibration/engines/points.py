@@ -9,13 +9,12 @@ A torn last line (a process killed while writing it) is the one thing skipped, a
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from simulator.inputs import UserInputError, format_validation_error, load_json
+from simulator.inputs import UserInputError, format_validation_error, load_json_line
 from simulator.schema_base import StrictModel
 
 POINTS_SCHEMA = "engine_points/1"
@@ -291,14 +290,13 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
         if not line.strip():
             continue
         try:  # the project's JSON reader: no key twice, finite numbers, bounded depth (simulator.inputs)
-            rec = load_json(line, f"{path}:{i}")
+            rec = load_json_line(line, f"{path}:{i}")
         except UserInputError as e:
             if torn and i == len(lines) and _is_cut(line):
                 if notes is not None:
                     notes.append(f"{path}:{i}: a torn last line (a process ended while writing it) skipped")
                 continue
-            m = re.match(r"(?::\d+:(\d+))?: (.*)", str(e)[len(f"{path}:{i}"):], re.S)
-            why = (f"column {m.group(1)}: " if m and m.group(1) else "") + (m.group(2) if m else str(e))
+            why = str(e)[len(f"{path}:{i}: "):]
             raise UserInputError(f"{path}:{i}: not a JSON line of an engine points file ({why})") from None
         kind = rec.get("kind") if isinstance(rec, dict) else None
         if not isinstance(rec, dict) or rec.get("schema") != POINTS_SCHEMA or kind not in LINE_MODELS:

@@ -17,7 +17,7 @@ timed on this project's GPU; data/measurements/h200_sglang_triton_moe.jsonl), on
 shape, token count and routing, `kernels_us` taken (the two grouped GEMMs, the activation and the
 top-k sum; the engine's alignment and activation-quantisation kernels are not in it).
 
-Pure Python (re; JSON lines through simulator.inputs.load_json).
+Pure Python (re; JSON lines through simulator.inputs.load_json_line).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from simulator.engines.models import MOE_TABLE_MAX_ENTRIES
-from simulator.inputs import MAX_TRACE_BYTES, UserInputError, load_json, quote, read_text
+from simulator.inputs import MAX_TRACE_BYTES, UserInputError, load_json_line, quote, read_text
 
 _BATCH = re.compile(r"^\s*Batch size:\s*(\S+?),\s*config:")
 _TIME = re.compile(r"^\s*Kernel time:\s*(\S+)\s*us\s*$")
@@ -138,7 +138,7 @@ def _engine_moe_records(path: Path, lines: list[str], shape: str | None,
         if not line.strip():
             continue
         try:  # the project's JSON reader: no key twice, finite numbers, bounded depth and digits
-            rec = load_json(line, f"{path}:{i}")
+            rec = load_json_line(line, f"{path}:{i}")
         except UserInputError as e:
             raise UserInputError(f"{e}; expected `calibrate engine-moe` records") from None
         if not isinstance(rec, dict) or not {"shape", "tokens", "routing", "kernels_us"} <= rec.keys():
