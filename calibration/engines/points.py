@@ -129,6 +129,9 @@ class RequestRun(StrictModel):
                 raise ValueError(f"requests[{i}]: token_times_us must rise and be no more than num_tokens")
         if any(b.t_us < a.t_us for a, b in zip(self.steps, self.steps[1:])):
             raise ValueError("steps: t_us must rise (each step returns after the one before)")
+        if self.steps[-1].t_us > self.elapsed_us:
+            raise ValueError(f"elapsed_us {self.elapsed_us:.6g}: before the last step returned ({self.steps[-1].t_us:.6g} "
+                             "us); the run lasts until its last step")
         return self
 
 

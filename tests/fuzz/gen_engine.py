@@ -32,10 +32,10 @@ RAW_VALUES = ("NaN", "Infinity", "-Infinity", "1e400", FIVE_K, "-" + FIVE_K)  # 
 BAD_VALUES = (-1, "12", "yes", True, [], {}, 1e30, 0, 1e-30)  # JSON values a strict schema refuses at these fields
 PROFILE_FIELDS = ("points.0.step_us", "points.1.target_forward_us", "points.2.sample_us", "points.3.batch_size",
                   "points.0.context_len", "points.1.mean_accept_length", "points.2.host_busy_us", "tp_size",
-                  "max_num_seqs", "async_scheduling", "fits.sample_us.params.weights_us", "topk", "points.3.propose_us")
+                  "async_scheduling", "topk", "points.3.propose_us")  # max_num_seqs 0 is 'not said': the "seqs" case
 STEADY_FIELDS = ("point.batch_size", "point.prompt_len", "point.repeats.0.elapsed_us", "point.repeats.0.num_cycles",
                  "point.repeats.0.context_len", "point.repeats.0.num_tokens", "point.num_steps", "wall_s")
-REQUEST_FIELDS = ("point.max_tokens", "point.repeats.0.elapsed_us", "point.repeats.0.requests.0.start_us",
+REQUEST_FIELDS = ("point.max_tokens", "point.repeats.0.elapsed_us", "point.batch_size",
                   "point.repeats.0.steps.0.t_us", "point.repeats.0.num_requests", "point.repeats.0.num_tokens")
 OPTION_TEXTS = ("3,", ",3", "1,,2", "", " ", "\uff13", "\u0663", "1_0", "+3", "-1", "0x3", "3.0", "1e1", "3 4",
                 FIVE_K[:30])
@@ -60,7 +60,22 @@ def _mutated_json(data, dotted: str, rng: random.Random, indent: int | None = No
         raw = rng.choice(RAW_VALUES)
         text = json.dumps(_set(json.loads(json.dumps(data)), dotted, "__X__"), indent=indent)
         return text.replace('"__X__"', raw, 1)
-    return json.dumps(_set(json.loads(json.dumps(data)), dotted, rng.choice(BAD_VALUES)), indent=indent)
+    copy = json.loads(json.dumps(data))
+    old = _get(copy, dotted)
+    value = rng.choice([v for v in BAD_VALUES if json.dumps(v) != json.dumps(old)])  # a change, not the value again
+    return json.dumps(_set(copy, dotted, value), indent=indent)
+
+
+def _get(data, dotted: str):
+    node = data
+    for p in dotted.split("."):
+        if isinstance(node, list):
+            node = node[int(p)]
+        elif isinstance(node, dict) and p in node:
+            node = node[p]
+        else:
+            return None
+    return node
 
 
 def _text_damage(text: str, rng: random.Random, how: str) -> str | bytes:
