@@ -235,14 +235,24 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused where it overflows to infinity (1e400)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{quote(text, 30)} is not a finite number (past 1.8e308)")
+    return value
+
+
 def load_json(text: str, source: str) -> Any:
-    """Parse JSON text: no duplicate keys, no NaN/Infinity, depth and size bounded.
+    """Parse JSON text: no duplicate keys, no NaN/Infinity (nor a number past the float range), depth
+    and size bounded.
 
     Raises:
         UserInputError: '<source>:<line>:<col>: not valid JSON: <problem>' or the bound it breaks.
     """
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                          parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise UserInputError(f"{source}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
     except RecursionError:
@@ -251,6 +261,18 @@ def load_json(text: str, source: str) -> Any:
         raise UserInputError(f"{source}{_constant_at(text)}: not valid JSON here: {_first_line(e)}") from None
     check_bounds(data, source)
     return data
+
+
+def load_json_line(line: str, source: str) -> Any:
+    """`load_json` of one line of a JSON-lines file (`source`: 'file:line'); the error says the column
+    after the problem, not a line:column of its own: '<file>:<line>: not valid JSON: <problem> (column C)'."""
+    try:
+        return load_json(line, source)
+    except UserInputError as e:
+        m = re.match(r"(?::\d+:(\d+))?(?: \(key [^)]*\))?: (.*)", str(e)[len(source):], re.S)
+        if m is None:
+            raise
+        raise UserInputError(f"{source}: {m.group(2)}" + (f" (column {m.group(1)})" if m.group(1) else "")) from None
 
 
 def _constant_at(text: str) -> str:
@@ -437,5 +459,5 @@ def quote(value: Any, limit: int = 60) -> str:
 
 
 __all__ = ["MAX_DEPTH", "MAX_INPUT_BYTES", "MAX_NODES", "BoundedSafeLoader", "UserInputError", "check_bounds",
-           "format_validation_error", "load_json", "load_yaml", "load_yaml_scalar", "quote", "read_json",
+           "format_validation_error", "load_json", "load_json_line", "load_yaml", "load_yaml_scalar", "quote", "read_json",
            "read_text", "read_yaml", "refuse_nulls"]

@@ -168,6 +168,14 @@ class CollectiveTable(StrictModel):
         return self
 
 
+# The op families (a key's part before ':') whose ops are looked up by batch_size and context_len as well
+# (simulator.costs.ops: the attentions and their mask; simulator.costs.linear_attention_ops: the delta
+# rule, batch and tokens); every other op (GEMMs, elementwise ops) by num_tokens alone.
+OP_FAMILY_AXES = {"attention": set(OP_AXES), "mla_attention": set(OP_AXES), "mla_attention_prefill": set(OP_AXES),
+                  "attn_mask": set(OP_AXES), "gated_delta_rule": {"batch_size", "num_tokens"}}
+TOKEN_AXES = {"num_tokens"}
+
+
 class OpTable(StrictModel):
     """GPU latency of one op (one key from simulator.costs.ops) on a grid of its axes.
 
@@ -184,6 +192,11 @@ class OpTable(StrictModel):
     def _check(self) -> Self:
         if sorted(self.grid) != sorted(self.axes) or len(set(self.axes)) != len(self.axes):
             raise ValueError(f"grid keys {sorted(self.grid)} must match axes {self.axes}")
+        given = OP_FAMILY_AXES.get(self.key.split(":")[0], TOKEN_AXES)
+        if not set(self.axes) <= given:
+            raise ValueError(f"axes {self.axes}: op {self.key.split(':')[0]!r} is looked up by "
+                             f"{', '.join(a for a in OP_AXES if a in given)} "
+                             "only (simulator.costs.ops)")
         size = 1
         for a in self.axes:
             if not self.grid[a] or any(v <= 0 for v in self.grid[a]):

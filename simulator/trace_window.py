@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from simulator.inputs import UserInputError
+from simulator.inputs import UserInputError, quote
 
 DEFAULT_WINDOW_BYTES = 64 * 2**20  # the default window: every cycle when the trace fits, else the first that do
 TRACE_LIMIT_BYTES = 2**30  # an estimated trace above this needs --force
@@ -33,7 +33,7 @@ class TraceWindow:
         return f"{self.start_cycle}:{self.stop_cycle}"
 
 
-_WINDOW = re.compile(r"\s*(\d*)\s*:\s*(\d*)\s*")
+_WINDOW = re.compile(r"\s*([0-9]{0,15})\s*:\s*([0-9]{0,15})\s*", re.ASCII)  # ASCII digits, at most 15 (1e15 cycles)
 
 
 def parse_window(text: str, total_cycles: int, flag: str = "--trace-cycles") -> TraceWindow:
@@ -45,12 +45,13 @@ def parse_window(text: str, total_cycles: int, flag: str = "--trace-cycles") -> 
     """
     m = _WINDOW.fullmatch(text)
     if m is None:
-        raise UserInputError(f"{flag} {text!r}: expected A:B, cycles A to B-1 (whole numbers, e.g. 0:100; "
+        raise UserInputError(f"{flag} {quote(text)}: expected A:B, cycles A to B-1 (whole numbers in digits 0-9, "
+                             f"e.g. 0:100; "
                              f"A: runs to the end, :B starts at 0)")
     start = int(m.group(1)) if m.group(1) else 0
     stop = int(m.group(2)) if m.group(2) else total_cycles
     if not 0 <= start < stop <= total_cycles:
-        raise UserInputError(f"{flag} {text}: need 0 <= A < B <= {total_cycles:,} (the run's cycles, warm-up "
+        raise UserInputError(f"{flag} {quote(text)}: need 0 <= A < B <= {total_cycles:,} (the run's cycles, warm-up "
                              f"included, are 0..{total_cycles - 1:,})")
     return TraceWindow(start, stop)
 

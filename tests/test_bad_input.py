@@ -26,7 +26,7 @@ from tests.fuzz.kinds import generate
 from tests.fuzz.running import (as_expected, classify, error_lines, lay_out, prepare_fixtures, run, run_in_process,
                                 snapshot, write_scenario)
 
-EXAMPLES_PER_KIND = {1: 20, 2: 20, 3: 25, 4: 20, 5: 25, 6: 20, 7: 12, 8: 20, 9: 20, 10: 10, 11: 20, 12: 40}  # slow tier
+EXAMPLES_PER_KIND = {1: 20, 2: 20, 3: 25, 4: 20, 5: 25, 6: 20, 7: 12, 8: 20, 9: 20, 10: 10, 11: 20, 12: 40, 13: 40}  # slow tier
 SMALL_EXAMPLES_PER_KIND = 4  # default tier: the same property, the first few derandomized instances per kind
 
 

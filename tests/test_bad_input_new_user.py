@@ -163,8 +163,9 @@ def test_a_mistyped_key_gets_a_did_you_mean(tmp_path):
 
 @pytest.mark.slow
 def test_the_fuzz_as_documented_ends_clean():
-    """docs/bad-input.md: `python tests/fuzz/fuzz_cli.py --cases-per-kind 125` (1,500 cases over
-    the 12 kinds, engine outputs for `calibrate from-runs` among them): 0 tracebacks, hangs, NaN
+    """docs/bad-input.md: `python tests/fuzz/fuzz_cli.py --cases-per-kind 125` (1,625 cases over
+    the 13 kinds, engine outputs for `calibrate from-runs` and the engine side's files and options
+    among them): 0 tracebacks, hangs, NaN
     or negative outputs, writes outside the outputs, unclear errors; each case as it expects."""
     import subprocess
     import sys
@@ -172,7 +173,7 @@ def test_the_fuzz_as_documented_ends_clean():
     r = subprocess.run([sys.executable, str(root / "tests" / "fuzz" / "fuzz_cli.py"), "--cases-per-kind", "125",
                         "--jobs", "2", "--seed", "0"], capture_output=True, text=True, timeout=1200, cwd=root)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-    assert "1500 cases" in r.stdout and "0 clean errors where a run was expected, 0 runs where" in r.stdout
+    assert "1625 cases" in r.stdout and "0 clean errors where a run was expected, 0 runs where" in r.stdout
 
 
 def _children(pid: int) -> list[int]:

@@ -457,7 +457,7 @@ def test_shipped_qwen3_moe_vllm_records_load_and_are_moe():
 
 
 @pytest.mark.parametrize("damage, msg", [
-    ("points", "step_us: Input should be greater than 0 (got 0.0)"),
+    ("points", "step_us: Input should be greater than or equal to 1 (got 0.0)"),
     ("fits", "fits.target_forward_us: every parameter is below 1 us (largest 1e-320)")])
 def test_an_engine_profile_that_prices_no_time_is_refused_in_a_line(tmp_path, damage, msg):
     """A profile whose measured steps are 0 us, or whose target forward's fitted form prices (next to)

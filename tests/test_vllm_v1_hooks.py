@@ -8,6 +8,7 @@ import pytest
 
 from calibration.engines.backends.base import EngineInfo
 from calibration.engines.backends.vllm import VllmBackend
+from tests.conftest import TINY_TARGET
 
 
 class Clock:
@@ -219,7 +220,7 @@ def test_a_measured_point_prices_the_host_at_the_mean_pace_over_processes():
                         other_gpu_us=100.0, host_busy_us=1500.0) for b in (1, 8)]
     more = [p.model_copy(update={"batch_size": 8, "step_us": p.step_us + 800, "target_forward_us": 5800.0,
                                  **({"host_busy_us": 7000.0} if p.host_busy_us else {})}) for p in (slow, fast)]
-    fields = dict(name="t", engine="vllm", engine_version="0", target={"name": "t"}, points=[slow, fast, *base, *more])
+    fields = dict(name="t", engine="vllm", engine_version="0", target=dict(TINY_TARGET), points=[slow, fast, *base, *more])
     prof = EngineProfile(**fields, fits=fit_parts(EngineProfile.model_construct(**fields)))
     assert prof.fits["host_busy_us"].num_points == 2  # the host-paced ones only
     assert NativeCosts(prof).host_us(1, 3, 1100.0) == pytest.approx((9000.0 + 6400.0) / 2)

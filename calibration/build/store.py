@@ -50,7 +50,7 @@ class PointStore:
                     key, record = item["key"], item["record"]
                     if not isinstance(key, str) or not isinstance(record, dict):
                         raise TypeError
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError, RecursionError):
                     raise ValueError(f"{self.path}:{line_no}: not a points-file line ({{\"key\": ..., "
                                      f"\"record\": {{...}}}}); is this a points file?") from None
                 records[key] = record

@@ -30,7 +30,7 @@ from rich.table import Table
 
 from calibration.cli.common import (FORCE_HELP, TP_DEVICES, check_at_least, check_batches, check_choice, check_device,
                                     check_gpus, check_output, check_points_file, check_sizes, console, err_console,
-                                    fail, need_torch, refuse_file)
+                                    fail, int_list, need_torch, refuse_file)
 from simulator.files import DIAGNOSTIC_OUTPUT
 
 PointsOption = Annotated[Path, typer.Option(help="PointStore JSONL to add the points to (resumes).")]
@@ -222,7 +222,8 @@ def engine_moe(
         shapes = list(shape or DEFAULT_SHAPES)
         for spec in shapes:
             check_shape(spec)
-        counts = [int(t) for t in tokens.split(",") if t.strip()]
+        int_list("--tokens", tokens, 1, 65536, "token counts in")  # as written: ASCII digits, no empty item
+        counts = [int(t) for t in tokens.split(",")]
     except ValueError as e:
         fail(str(e) if str(e).startswith("--") else f"--tokens {tokens!r}: comma-separated integers")
     if not counts or not all(1 <= t <= 65536 for t in counts):

@@ -7,6 +7,7 @@ its commands). torch is imported only by the checks that need it (`need_torch`, 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -109,21 +110,59 @@ def check_points_file(option: str, path: Path) -> None:
         fail(f"{option}: {e}")
 
 
+def out_path(option: str, text: str, folder: bool = False) -> Path:
+    """An output option as written (typer's Path would drop a trailing '/' and read '' as the working
+    folder): exit 2 for an empty one, and, for a file, one that names a folder ('out/')."""
+    from simulator.inputs import quote
+    if not text.strip():
+        fail(f"{option} {quote(text)}: give a {'folder' if folder else 'file'} path")
+    if not folder and (text.endswith("/") or Path(text).is_dir()):
+        fail(f"{option} {quote(text)}: names a folder; give a file path")
+    return Path(text)
+
+
 def refuse_file(option: str, path: Path) -> None:
     """Exit 2 when an output folder option names something that exists and is not a folder."""
     if path.exists() and not path.is_dir():
         fail(f"{option} {path} exists and is not a folder")
 
 
-def check_batches(flag: str, batches: str) -> tuple[int, ...]:
-    """A comma-separated list of batch sizes, sorted and unique; exit 2 unless all are in 1..4096."""
-    try:
-        sizes = tuple(sorted({int(x) for x in batches.split(",") if x.strip()}))
-    except ValueError:
-        sizes = ()
-    if not sizes or sizes[0] < 1 or sizes[-1] > 4096:
-        fail(f"{flag} must be a comma-separated list of integers in 1..4096, got {batches!r}")
-    return sizes
+_INT = re.compile(r"[0-9]{1,9}", re.ASCII)  # written in ASCII digits, no sign, no '_', at most 9 of them
+
+
+def parse_int_list(text: str, low: int, high: int) -> tuple[int, ...] | None:
+    """A comma-separated list of integers as written (ASCII digits; spaces around an item allowed),
+    sorted and unique; None unless every item is one in low..high: an empty item ('3,', '1,,2', ''),
+    another script's digits, '1_0' or a sign are refused, not read."""
+    items = [x.strip() for x in text.split(",")]
+    if not all(_INT.fullmatch(x) for x in items) or not all(low <= int(x) <= high for x in items):
+        return None
+    return tuple(sorted({int(x) for x in items}))
+
+
+def int_list(option: str, text: str, low: int, high: int, what: str = "integers") -> tuple[int, ...]:
+    """`parse_int_list`, or exit 2: "OPTION 'TEXT': comma-separated WHAT LOW..HIGH, each written in digits 0-9"."""
+    from simulator.inputs import quote
+    vals = parse_int_list(text, low, high)
+    if vals is None:
+        fail(f"{option} {quote(text)}: comma-separated {what} {low}..{high}, each written in digits 0-9")
+    return vals
+
+
+def check_batches(flag: str, batches: str, high: int = 4096) -> tuple[int, ...]:
+    """A comma-separated list of batch sizes, sorted and unique (`parse_int_list`); exit 2 unless all
+    are in 1..`high`."""
+    return must_be_int_list(flag, batches, 1, high)
+
+
+def must_be_int_list(flag: str, text: str, low: int, high: int) -> tuple[int, ...]:
+    """`parse_int_list`, or exit 2: "FLAG must be a comma-separated list of integers in LOW..HIGH ..."."""
+    from simulator.inputs import quote
+    vals = parse_int_list(text, low, high)
+    if vals is None:
+        fail(f"{flag} must be a comma-separated list of integers in {low}..{high} (digits 0-9, no empty item), "
+             f"got {quote(text)}")
+    return vals
 
 
 def print_profile(profile, out: Path) -> None:

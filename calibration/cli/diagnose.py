@@ -20,7 +20,7 @@ from typing import Annotated
 import typer
 
 from calibration.cli.common import (FORCE_HELP, TP_DEVICES, check_at_least, check_choice, check_gpus, check_output,
-                                    fail, need_cuda, need_torch)
+                                    fail, int_list, need_cuda, need_torch)
 from simulator.files import DIAGNOSTIC_OUTPUT, HOST_CORES_OUTPUT
 
 diagnose_app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -132,12 +132,7 @@ def trace(
     check_at_least("--cycles", cycles, 1)
     check_at_least("--warmup", warmup, 1)
     check_at_least("--batch", batch, 1)
-    try:
-        num_steps = tuple(sorted({int(x) for x in steps.split(",")}))
-    except ValueError:
-        fail(f"--steps must be comma-separated integers, got {steps!r}")
-    if not num_steps or num_steps[0] < 1 or num_steps[-1] > 64:
-        fail(f"--steps: each num_steps must be in 1..64, got {steps!r}")
+    num_steps = int_list("--steps", steps, 1, 64)
     if context_len < 2 * (num_steps[-1] + 1):
         fail(f"--context-len {context_len} must be >= 2 * (num_steps + 1) = {2 * (num_steps[-1] + 1)}")
     if out.exists() and not out.is_dir():

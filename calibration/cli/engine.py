@@ -20,8 +20,8 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from calibration.cli.common import (check_batches, check_choice, check_gpus, check_output, console, err_console,
-                                    fail)
+from calibration.cli.common import (check_choice, check_gpus, check_output, console, err_console,
+                                    fail, int_list, need_torch, out_path)
 
 ENGINE_PROFILE_OUTPUT = "engine_profile/1"
 
@@ -38,13 +38,7 @@ def _engines() -> tuple[str, ...]:
 
 
 def _ints(option: str, text: str, low: int, high: int) -> list[int]:
-    try:
-        vals = sorted({int(v) for v in text.split(",") if v.strip()})
-    except ValueError:
-        fail(f"{option} {text!r}: comma-separated integers {low}..{high}")
-    if not vals or vals[0] < low or vals[-1] > high:
-        fail(f"{option} {text!r}: comma-separated integers {low}..{high}")
-    return vals
+    return list(int_list(option, text, low, high))
 
 
 def _configs(target: str, draft: str) -> tuple[dict, dict, dict, dict]:
@@ -77,6 +71,7 @@ def _configs(target: str, draft: str) -> tuple[dict, dict, dict, dict]:
 
 
 MAX_MODEL_LEN = 8192  # what the engine processes start with (calibration.engines.plans.ProcessPlan)
+MAX_NUM_SEQS = 64  # the requests a step the engine processes run at most (ProcessPlan's default max_num_seqs)
 
 
 def _check_engine_installed(engine: str, what: str | None = None) -> None:
@@ -124,7 +119,7 @@ def _check_not_input(out: Path, inputs: list[Path], option: str) -> None:
 
 
 def _check_catalog_gpu(catalog_gpu: Optional[str]) -> None:
-    if not catalog_gpu:
+    if catalog_gpu is None:
         return
     from simulator.hardware import default_catalog
     gpus = default_catalog().gpus
@@ -194,6 +189,8 @@ def _tp_group(engine: str, tp: Optional[int], draft_tp: Optional[int], running: 
         if not _spec(engine).own_draft_tp and draft_tp != n:
             fail(f"--draft-tp {draft_tp}: SGLang runs an EAGLE draft in the target's TP group (it has no draft TP "
                  f"setting); leave --draft-tp out or give {n}")
+    if running and n > 1:  # the ranks join a torch.distributed group (gloo for the fake engine): one line, not one a rank
+        need_torch(f"--tp {n}")
     if running and n > 1 and not _spec(engine).in_process:
         check_gpus(f"--tp {n}", n, hint="one engine rank a GPU")
     suffix = (f"_tp{n}" if n > 1 else "") + (f"_d{draft_tp}" if draft_tp is not None and draft_tp != n else "")
@@ -217,7 +214,7 @@ DRAFT_TP_HELP = ("The draft's TP asked of the engine: 1 (one GPU of the group) o
 
 
 def calibrate_engine(
-    out: Annotated[Path, typer.Option(help="Engine profile JSON to write.")],
+    out: Annotated[str, typer.Option(help="Engine profile JSON to write.")],
     engine: Annotated[Optional[str], typer.Option(
         help="The engine to measure: vllm or sglang (on a GPU host where it is installed) or fake (known costs, "
              "no GPU); default vllm. With --from-points: the points' engine (given, it must be theirs).")] = None,
@@ -270,6 +267,7 @@ def calibrate_engine(
     from simulator.files import write_json_atomic
     from simulator.inputs import UserInputError
 
+    out = out_path("--out", out)
     if engine is not None:
         check_choice("--engine", engine, _engines())
     t_cfg, d_cfg, t_shape, d_shape = _configs(target, draft)
@@ -281,12 +279,15 @@ def calibrate_engine(
     ks = _ints("--num-steps", num_steps if ks_given else "1,2,3,4,6", 1, 16)
     variant = _variant(engine, topk, num_draft_tokens, no_overlap, ks)
     tpg = _tp_group(engine, tp, draft_tp, running=not from_points)
-    bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
-    ps = _ints("--context-lens", context_lens or "1024,4096", 16, 65536)
+    bs = _ints("--batches", batches if batches is not None else "1,2,4,8,16,32,64", 1,
+               4096 if from_points else MAX_NUM_SEQS)
+    ps = _ints("--context-lens", context_lens if context_lens is not None else "1024,4096", 16, 65536)
     if not 0.0 < acceptance <= 1.0:
         fail(f"--acceptance {acceptance}: a rate in (0, 1]")
     _check_deadline(deadline_s)
     _check_catalog_gpu(catalog_gpu)
+    if name is not None and not name.strip():
+        fail(f"--name {name!r}: give the profile a name (default: the --out file's stem)")
     if exclude_process and not from_points:
         fail("--exclude-process goes with --from-points (it leaves a measured process out of the profile)")
     grid, keys = None, None
@@ -319,7 +320,11 @@ def calibrate_engine(
         _check_engine_installed(engine)
         grid = {(k, b, p) for k in [0, *ks] for b in bs for p in ps}  # this run's points, not a file's older ones
         from calibration.engines.plans import DEFAULT_LIVE_ACCEPTANCES, interleave, live_plans, spread_order
+        if points is None and str(out) == "-":
+            fail("--out -: the profile goes to standard output; give --points for the measured points' file")
         pts = _points_path(points, out.with_suffix(".points.jsonl"))
+        if pts.resolve() == out.resolve():
+            fail(f"--points {pts}: is --out too; the profile would replace the measured points (give another path)")
         base = dict(engine=engine, target_config=t_cfg, draft_config=d_cfg, **variant["plan"], **tpg["plan"])
         order = spread_order(ks)
         plans = calibrate_plans(base, order, bs, ps, acceptance)
@@ -415,7 +420,8 @@ def live_engine(out: Path, engine: str | None, points: Optional[Path], from_poin
         check_choice("--engine", engine, _engines())
         if not from_points:  # with --from-points nothing runs: --engine says whose points they must be
             _check_engine_installed(engine)
-    bs = list(check_batches("--batches", batches or "1,2,4,8,16,32,64"))
+    bs = _ints("--batches", batches if batches is not None else "1,2,4,8,16,32,64", 1,
+               4096 if from_points else MAX_NUM_SEQS)
     # the num_steps come from the points files (or the grid below): any num_draft_tokens a tree can verify passes
     variant = _variant(engine or "sglang", topk, num_draft_tokens, no_overlap,
                        [num_draft_tokens - 1] if num_draft_tokens else [1])

@@ -30,12 +30,14 @@ def engine_process(
 
     from calibration.engines.plans import ProcessPlan
     from calibration.engines.worker import run_plan
-    from simulator.inputs import format_validation_error, read_text
+    from simulator.inputs import UserInputError, format_validation_error, read_json
 
     try:
-        p = ProcessPlan.model_validate_json(read_text(plan, "ProcessPlan file"), strict=True)
+        p = ProcessPlan.model_validate(read_json(plan, "ProcessPlan file"), strict=True)
     except ValidationError as e:
         fail(format_validation_error(str(plan), e))
+    except UserInputError as e:
+        fail(str(e))
     from calibration.engines.tp_launch import POINTS_FAILED_RC, in_group, run_group
     if (p.tensor_parallel_size > 1 or p.group_launch) and not in_group():  # one process a rank
         rc, line = run_group(plan, points, p.label, p.tensor_parallel_size, log=lambda s: print(s, flush=True))

@@ -24,11 +24,11 @@ import typer
 from rich.markup import escape
 
 from calibration.cli.common import (TP_DEVICES, check_at_least, check_batches, check_choice, check_device, check_gpus, check_sizes,
-                                    err_console, fail, need_torch, refuse_file)
+                                    err_console, fail, must_be_int_list, need_torch, out_path, refuse_file)
 
 
 def live(
-    out: Annotated[Path, typer.Option(help="Folder for one LiveRun JSON per point (resumes).")],
+    out: Annotated[str, typer.Option(help="Folder for one LiveRun JSON per point (resumes).")],
     quick: Annotated[bool, typer.Option(help="A few points, fewer cycles (< 1 min on one GPU).")] = False,
     noise: Annotated[bool, typer.Option(help="Every CUDA-graph point 3 times in interleaved passes, each "
                                              "speculative run followed by a paired baseline "
@@ -88,6 +88,7 @@ def live(
                                                                        "(vLLM's draft_tensor_parallel_size).")] = None,
 ) -> None:
     """Run the live speculative grid (real forwards, seeded acceptance oracle) and write one record per point."""
+    out = out_path("--out", out, folder=True)
     if engine is not None or from_points:
         if quick or noise or batch_grid or serving or cycles is not None or warmup is not None:
             fail("--engine / --from-points run the engine's own grid: leave out --quick, --noise, --batch-grid, "
@@ -122,11 +123,13 @@ def live(
     check_at_least("--requests", requests, 1)
     need_torch("specdecsim live")
     if serving:
-        _serving(out, device, sizes or "8b", concurrency or "1,4,16,32", num_steps or 3, requests, force)
+        _serving(out, device, sizes if sizes is not None else "8b",
+                 concurrency if concurrency is not None else "1,4,16,32", num_steps or 3, requests, force)
     elif batch_grid:
         if eager:
             fail("--eager goes with --tp (the batch grid runs CUDA graphs; on a CPU, eager)")
-        _batch_grid(out, device, cycles, warmup, sizes or "8b", batches or "1,2,4,8,16,32,64", force)
+        _batch_grid(out, device, cycles, warmup, sizes if sizes is not None else "8b",
+                    batches if batches is not None else "1,2,4,8,16,32,64", force)
     elif tp is None:
         if sizes is not None or eager:
             fail(f"{'--sizes' if sizes is not None else '--eager'} goes with --tp (the single-GPU grid is fixed)")
@@ -192,12 +195,7 @@ def _serving(out: Path, device: str, sizes: str, concurrency: str, num_steps: in
              force: bool) -> None:
     from calibration.shapes import SIZES
     size_keys = check_sizes("--sizes", sizes, SIZES)
-    try:
-        levels = tuple(sorted({int(x) for x in concurrency.split(",") if x.strip()}))
-    except ValueError:
-        levels = ()
-    if not levels or levels[0] < 1 or levels[-1] > 1024:
-        fail(f"--concurrency must be a comma-separated list of integers in 1..1024, got {concurrency!r}")
+    levels = must_be_int_list("--concurrency", concurrency, 1, 1024)
     if num_steps > 16:
         fail(f"--num-steps must be 1..16, got {num_steps}")
     if requests is not None and requests > 100_000:

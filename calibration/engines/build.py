@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from calibration.engines.points import is_request_point, read_points_files
-from simulator.inputs import format_validation_error
+from simulator.inputs import UserInputError, format_validation_error
 from simulator.engines.profile import GPU_BOUND_BLOCKED_FRAC, EnginePoint, EngineProfile, missing_fits
 from simulator.evidence.engine_profile_fit import fit_parts
 
@@ -199,9 +199,13 @@ def of_group(engines: list[dict], lines: list[dict], group: tuple[int, int | Non
         if len(tps) > 1 or len(spec) > 1:
             raise ValueError(f"{what}: points of several TP groups ({listed}): choose one with --tp and --draft-tp")
         group = spec[0] if spec else (tps[0] if tps else 1, None)
+    if group[1] is not None and group[1] not in (1, group[0]):
+        raise ValueError(f"{what}: draft TP {group[1]} over target TP {group[0]}: a draft runs at TP 1 or the "
+                         f"target's (there: {listed})")
     out = [ln for ln in lines if of[ln["label"]][0] == group[0] and
            (ln["point"]["num_steps"] == 0 or of[ln["label"]][1] == group[1])]
-    if lines and not out:
+    spec_asked = group[1] is not None and any(ln["point"]["num_steps"] for ln in lines)
+    if lines and not out or spec_asked and not any(ln["point"]["num_steps"] for ln in out):
         raise ValueError(f"{what}: no points of {group_name(group)} as the engine ran them (there: {listed}; a "
                          "draft TP the engine did not apply is recorded as what it built)")
     return out, group
@@ -302,7 +306,11 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
     runner = {e["label"]: e["info"].get("model_runner", "") for e in engines}
     pts = []
     for ln in lines:
-        ep = engine_point(ln["point"], ln.get("engine"), overlap=variant[2], model_runner=runner.get(ln["label"], ""))
+        try:
+            ep = engine_point(ln["point"], ln.get("engine"), overlap=variant[2], model_runner=runner.get(ln["label"], ""))
+        except ValidationError as e:  # measured times outside what an engine step can take (1e-300 us, say)
+            raise UserInputError(format_validation_error(
+                f"{', '.join(map(str, paths))}: point {ln['point']['key']} of {ln['label']}", e, max_lines=2)) from None
         if ep is not None:
             pts.append(ep)
     if not pts:

@@ -77,7 +77,7 @@ def load_queue(plan_dir: Path) -> list[ProcessPlan]:
     """
     from pydantic import ValidationError
 
-    from simulator.inputs import UserInputError, format_validation_error, read_text
+    from simulator.inputs import UserInputError, format_validation_error, read_json
     files = sorted(Path(plan_dir).glob("*.json"))
     if not files:
         raise UserInputError(f"{plan_dir}: holds no ProcessPlan files (*.json; `specdecsim calibrate engine-queue` "
@@ -85,7 +85,7 @@ def load_queue(plan_dir: Path) -> list[ProcessPlan]:
     plans = []
     for f in files:
         try:
-            plans.append(ProcessPlan.model_validate_json(read_text(f, "ProcessPlan file"), strict=True))
+            plans.append(ProcessPlan.model_validate(read_json(f, "ProcessPlan file"), strict=True))
         except ValidationError as e:
             raise UserInputError(format_validation_error(str(f), e)) from None
     labels = [p.label for p in plans]

@@ -103,7 +103,9 @@ class ProcessPlan(StrictModel):
     max_model_len: int = Field(8192, ge=256, le=2**20)
     max_num_seqs: int = Field(64, ge=1, le=4096)
     gpu_memory_utilization: float = Field(0.85, gt=0.05, le=0.95)
-    capture_sizes: list[int] = Field(default_factory=list)
+    capture_sizes: list[Annotated[int, Field(ge=1, le=2**16)]] = Field(
+        default_factory=list, max_length=4096, description="CUDA-graph capture sizes, 1..65536, strictly increasing; "
+                                                           "empty: the engine's own.")
     max_total_tokens: int | None = Field(None, ge=256, le=2**26, description=(
         "SGLang's KV pool in tokens (max_total_tokens; default: what memory allows). The draft's pool takes "
         "the target's token count: an MLA shard's small latent would size a GQA draft's pool past the GPU."))
@@ -138,8 +140,15 @@ class ProcessPlan(StrictModel):
                           "'mla_attention'; the draft's attention is left to vLLM). TRITON_MLA takes queries of one "
                           "token only, so a verify of 1 + k tokens runs MLA's prefill path (non-absorbed, the "
                           "context up-projected) and no full graph; None: vLLM's choice for the GPU.")
-    prompt_seed: int = 0
+    prompt_seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the prompts' tokens, 0..2^32-1.")
     points: list[dict] = Field(description="PointPlan fields, one dict per point.")
+
+    @field_validator("capture_sizes")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError("capture sizes must be strictly increasing")
+        return v
 
     @field_validator("points")
     @classmethod
@@ -195,6 +204,29 @@ class ProcessPlan(StrictModel):
                 raise ValueError(f"points[{i}].concurrency {p['concurrency']} > max_num_seqs {self.max_num_seqs}")
             if (p["acceptance_rate"] is None) != (self.num_steps == 0):
                 raise ValueError(f"points[{i}].acceptance_rate: None exactly when num_steps is 0 (the baseline)")
+        return self
+
+    @model_validator(mode="after")
+    def _model_configs(self):
+        """An engine that builds the models (one with an install: vLLM, SGLang) is given HF config.json
+        files a model shape reads from (simulator.model_config), not any mapping; the fake engine reads none."""
+        from pydantic import ValidationError
+
+        from calibration.engines.backends import engine_spec
+        from simulator.model_config import shape_fields_from_hf_config
+        from simulator.model_shape import ModelShape
+        if not engine_spec(self.engine).requires:
+            return self
+        for name, cfg in (("target_config", self.target_config), ("draft_config", self.draft_config)):
+            if cfg is None:
+                continue
+            try:
+                ModelShape.model_validate({"name": "model", **shape_fields_from_hf_config(cfg)[0]})
+            except (ValidationError, ValueError) as e:
+                first = e.errors()[0] if isinstance(e, ValidationError) else {"loc": (), "msg": str(e)}
+                where = ".".join(str(x) for x in first["loc"])
+                raise ValueError(f"{name}: not a model's config.json ({self.engine} builds the model from it): "
+                                 f"{where + ': ' if where else ''}{first['msg']}") from None
         return self
 
     def point_plans(self) -> list[PointPlan]:

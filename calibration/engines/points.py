@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from simulator.inputs import UserInputError, format_validation_error
+from simulator.inputs import UserInputError, format_validation_error, load_json_line
 from simulator.schema_base import StrictModel
 
 POINTS_SCHEMA = "engine_points/1"
@@ -105,7 +105,8 @@ class RequestRecord(StrictModel):
 class RequestStep(StrictModel):
     """One engine step of a request-level run."""
 
-    t_us: float = Field(ge=0.0, le=1e12, allow_inf_nan=False, description="When the step returned, us from the start.")
+    t_us: float = Field(ge=MIN_STEP_US, le=1e12, allow_inf_nan=False, description=(
+        "When the step returned, us from the start (a step takes at least MIN_STEP_US)."))
     emitted: int = Field(ge=0, le=10**7, description="Requests that got tokens in the step.")
     tokens: int = Field(ge=0, le=10**9)
     running: int = Field(ge=0, le=10**7, description="Requests unfinished when the step began.")
@@ -137,6 +138,11 @@ class RequestRun(StrictModel):
         for i, r in enumerate(self.requests):
             if len(r.token_times_us) > r.num_tokens or any(b < a for a, b in zip(r.token_times_us, r.token_times_us[1:])):
                 raise ValueError(f"requests[{i}]: token_times_us must rise and be no more than num_tokens")
+        if any(b.t_us < a.t_us for a, b in zip(self.steps, self.steps[1:])):
+            raise ValueError("steps: t_us must rise (each step returns after the one before)")
+        if self.steps[-1].t_us > self.elapsed_us:
+            raise ValueError(f"elapsed_us {self.elapsed_us:.6g}: before the last step returned ({self.steps[-1].t_us:.6g} "
+                             "us); the run lasts until its last step")
         return self
 
 
@@ -177,7 +183,8 @@ class PointLine(_Line):
     engine: str = Field(min_length=1, max_length=40)
     engine_version: str = Field(max_length=200)
     point: PointBody
-    wall_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
+    wall_s: float = Field(ge=1e-6, le=1e7, allow_inf_nan=False, description="The point's wall time, s (a measured "
+                                                                            "point takes a step at least).")
 
 
 class RequestPointLine(PointLine):
@@ -188,11 +195,20 @@ class EngineLine(_Line):
     kind: Literal["engine"]
     session: Literal["calibrate", "live"]
     num_steps: int = Field(ge=0, le=64)
-    tensor_parallel_size: int = Field(1, ge=1, le=1024)
-    draft_tensor_parallel_size_asked: int | None = Field(None, ge=1, le=1024)
+    tensor_parallel_size: int = Field(1, ge=1, le=8, description="GPUs of the target's TP group, 1..8 (one host; "
+                                                                 "calibration.engines.plans.ProcessPlan's bound).")
+    draft_tensor_parallel_size_asked: int | None = Field(None, ge=1, le=8, description="1 or tensor_parallel_size.")
     info: dict
     startup_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
     created_unix: float = Field(ge=0.0, le=1e11, allow_inf_nan=False)
+
+
+    @model_validator(mode="after")
+    def _draft_tp_is_one_or_the_group(self) -> Self:
+        dtp, tp = self.draft_tensor_parallel_size_asked, self.tensor_parallel_size
+        if dtp is not None and dtp not in (1, tp):
+            raise ValueError(f"draft_tensor_parallel_size_asked {dtp}: 1 or tensor_parallel_size ({tp})")
+        return self
 
 
 class ErrorLine(_Line):
@@ -246,7 +262,24 @@ def read_raw_text(path: Path) -> str:
                 chunks.append(chunk)
     except (OSError, EOFError) as e:
         raise UserInputError(f"{path}: not a readable points file ({e})") from None
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    raw = b"".join(chunks)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise UserInputError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); a points file is UTF-8 "
+                             "JSON lines") from None
+
+
+def _is_cut(line: str) -> bool:
+    """Whether a line is a JSON line cut short (what a killed writer leaves), not a wrong one."""
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
@@ -266,14 +299,15 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if torn and i == len(lines):
+        try:  # the project's JSON reader: no key twice, finite numbers, bounded depth (simulator.inputs)
+            rec = load_json_line(line, f"{path}:{i}")
+        except UserInputError as e:
+            if torn and i == len(lines) and _is_cut(line):
                 if notes is not None:
                     notes.append(f"{path}:{i}: a torn last line (a process ended while writing it) skipped")
                 continue
-            raise UserInputError(f"{path}:{i}: not a JSON line of an engine points file") from None
+            why = str(e)[len(f"{path}:{i}: "):]
+            raise UserInputError(f"{path}:{i}: not a JSON line of an engine points file ({why})") from None
         kind = rec.get("kind") if isinstance(rec, dict) else None
         if not isinstance(rec, dict) or rec.get("schema") != POINTS_SCHEMA or kind not in LINE_MODELS:
             raise UserInputError(f"{path}:{i}: not an engine points line (schema {POINTS_SCHEMA!r}, kind "

@@ -34,7 +34,7 @@ def read_lines(path: Path) -> list[dict]:
     for line in read_raw_text(path).splitlines():
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # torn, foreign, 5,000 digits or nested too deep: not ours
             continue
         if isinstance(rec, dict) and rec.get("schema") == POINTS_SCHEMA:
             out.append(rec)

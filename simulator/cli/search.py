@@ -79,6 +79,8 @@ def search_command(
             write_search(res, out, scenario, set_, {"max_tpot_ms": max_tpot_ms, "max_gpus": max_gpus}, top)
     except UserInputError as e:
         fail(str(e))
+    except ArithmeticError as e:  # the serving DES kept no request (a warm-up past the run's arrivals, say)
+        fail(f"{scenario}: {e}")
     for n in res.notes:
         err_console.print(f"[dim]{escape(n)}[/]", highlight=False)
     num_feasible = sum(r["feasible"] for r in res.rows)

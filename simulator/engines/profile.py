@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Self
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simulator.engines.fields import CalibratedEngine, TopK
 from simulator.inputs import read_json
@@ -43,6 +43,9 @@ NATIVE_PARTS = ("target_forward_us", "sample_us", "draft_extend_us", "draft_step
                 "other_gpu_us", "host_busy_us")
 GPU_BOUND_BLOCKED_FRAC = 0.02  # a window whose host waited on the GPU for more than this share of it was GPU-bound
 Us = Annotated[float, Field(ge=0.0, le=1e9)]
+MIN_PART_US = 1.0  # a step, a forward, the sampler or the host's work per step takes at least this (a launch alone does)
+PartUs = Annotated[float, Field(ge=MIN_PART_US, le=1e9, description="1..1e9 us: a GPU forward or a host step "
+                                                                    "takes at least a kernel launch.")]
 
 
 class EnginePoint(StrictModel):
@@ -53,9 +56,9 @@ class EnginePoint(StrictModel):
     prompt_len: int = Field(ge=1, le=2**27)
     context_len: float = Field(ge=1, le=2**27, description="Mean KV length over the timed steps.")
     acceptance_rate: float | None = Field(None, ge=0.0, le=1.0)
-    step_us: float = Field(gt=0.0, le=1e9, description="Wall time per engine step, uninstrumented windows, us "
-                                                       "(> 0: a measured step takes time).")
-    instrumented_step_us: Us | None = Field(None, description="Wall time per step with the CUDA events on.")
+    step_us: float = Field(ge=MIN_PART_US, le=1e9, description="Wall time per engine step, uninstrumented windows, "
+                                                               "us (1..1e9: a measured step takes time).")
+    instrumented_step_us: PartUs | None = Field(None, description="Wall time per step with the CUDA events on.")
     mean_accept_length: float = Field(ge=1.0, le=65.0)
     accept_length_counts: list[int] = Field(default_factory=list, max_length=65)
     target_tokens_padded: int | None = Field(None, ge=1, le=2**24)
@@ -65,20 +68,29 @@ class EnginePoint(StrictModel):
         None, ge=0.5, le=2.0, description="Where GPU-bound: the uninstrumented step over the instrumented one, "
                                           "applied to the GPU parts (the CUDA events lengthen a step by about 1-2%; "
                                           "the event-free period is the reference the parts are scaled to).")
-    target_forward_us: Us | None = None
-    sample_us: Us | None = None
-    propose_us: Us | None = None
-    draft_extend_us: Us | None = None
-    draft_steps_us: Us | None = None
-    gpu_period_us: Us | None = None
+    target_forward_us: PartUs | None = None
+    sample_us: PartUs | None = None
+    propose_us: PartUs | None = None
+    draft_extend_us: PartUs | None = None
+    draft_steps_us: Us | None = Field(None, description="0 where num_steps is 1 (no draft step after the extend), "
+                                                        "else 1..1e9 us.")
+    gpu_period_us: PartUs | None = None
     other_gpu_us: Us | None = None
-    host_busy_us: Us | None = None
-    host_pace_us: Us | None = Field(
+    host_busy_us: PartUs | None = None
+    host_pace_us: PartUs | None = Field(
         None, description="Where the host's own work was not measured (vLLM's model runner V1 waits for the GPU "
                           "inside a speculative step, where no hook times it): the step, the pace the host kept at "
                           "most. It prices the host at this point's batch and num_steps, averaged with the other "
                           "processes' measurements there, and is left out of the host's fitted form.")
     host_blocked_us: Us | None = None
+
+    @model_validator(mode="after")
+    def _draft_steps_take_time(self) -> Self:
+        d = self.draft_steps_us
+        if d is not None and (d < MIN_PART_US if self.num_steps >= 2 else d != 0.0 and d < MIN_PART_US):
+            raise ValueError(f"draft_steps_us {d:.3g}: {'0 (num_steps 1 has no step after the extend) or ' if self.num_steps < 2 else ''}"
+                             f"at least {MIN_PART_US:g} us (num_steps {self.num_steps})")
+        return self
 
 
 FIT_PARAMS = {  # the parameters each fitted form holds (module docstring), each 0..1e7 (us or us per token)
@@ -88,7 +100,8 @@ FIT_PARAMS = {  # the parameters each fitted form holds (module docstring), each
 REQUIRED_FITS = ("target_forward_us", "sample_us", "host_busy_us_baseline")  # every profile prices a baseline
 SPECULATIVE_FITS = ("draft_us", "propose_overhead_us", "other_gpu_us", "host_busy_us")
 FitParam = Annotated[float, Field(ge=0.0, le=1e7)]
-MIN_FORWARD_US = 1.0  # the target forward's fitted form holds at least one parameter this large (a GPU forward)
+MIN_FORWARD_US = 1.0  # a forward's, the sampler's and the host's fitted forms hold a parameter this large at least
+PRICED_FITS = ("target_forward_us", "draft_us", "sample_us", "host_busy_us", "host_busy_us_baseline")
 
 
 def missing_fits(points, fits) -> list[str]:
@@ -143,7 +156,9 @@ class EngineProfile(StrictModel):
                                                          "False for one rank's shard measured alone on one GPU "
                                                          "(calibration/engines/shard.py): the simulator adds them "
                                                          "from the box's links.")
-    max_num_seqs: int = Field(0, ge=0)
+    max_num_seqs: int = Field(0, ge=0, le=4096, description="The engine's max_num_seqs, 1..4096 "
+                                                            "(calibration.engines.plans.ProcessPlan's bound); "
+                                                            "0: the engine did not say.")
     cudagraph_capture_sizes: list[int] = Field(default_factory=list, max_length=4096)
     how_measured: str = ""
     created_utc: str | None = None
@@ -152,6 +167,24 @@ class EngineProfile(StrictModel):
     notes: list[str] = Field(default_factory=list)
     points: list[EnginePoint] = Field(min_length=1, max_length=100_000)
     fits: dict[str, PartFit] = Field(default_factory=dict)
+
+    @field_validator("target", "draft")
+    @classmethod
+    def _model_shape(cls, v: dict | None, info: ValidationInfo) -> dict | None:
+        """The target's and the draft's fields are a ModelShape's (simulator.model_shape)."""
+        from pydantic import ValidationError
+
+        from simulator.model_shape import ModelShape
+        if v is None:
+            return v
+        try:
+            ModelShape.model_validate({"name": "model", **v}, strict=True)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+            raise ValueError(f"not a ModelShape's fields: {where + ': ' if where else ''}{first['msg']}{more}") from None
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -171,11 +204,15 @@ class EngineProfile(StrictModel):
             if name in ("target_forward_us", "draft_us", "sample_us") and fit.form != "roofline" or \
                     name not in ("target_forward_us", "draft_us", "sample_us") and fit.form != "linear":
                 raise ValueError(f"fits.{name}: form {fit.form!r} is not this part's")
-        fwd = self.fits.get("target_forward_us")
-        if fwd is not None and max(fwd.params.values()) < MIN_FORWARD_US:
-            raise ValueError(f"fits.target_forward_us: every parameter is below {MIN_FORWARD_US:g} us (largest "
-                             f"{max(fwd.params.values()):.3g}): a target forward priced at nothing would make the "
-                             "step take no time; at least one parameter must be 1..1e7 us")
+        for name in PRICED_FITS:
+            fit = self.fits.get(name)
+            if fit is not None and max(fit.params.values()) < MIN_FORWARD_US:
+                raise ValueError(f"fits.{name}: every parameter is below {MIN_FORWARD_US:g} us (largest "
+                                 f"{max(fit.params.values()):.3g}): a part priced at nothing would take no time; "
+                                 "at least one parameter must be 1..1e7 us")
+        if self.max_num_seqs and (big := max(p.batch_size for p in self.points)) > self.max_num_seqs:
+            raise ValueError(f"max_num_seqs {self.max_num_seqs}: below the batch of {big} a point measured (the "
+                             "engine runs at most max_num_seqs requests a step)")
         return self
 
     def full_graph_verify(self, batch_size: int, num_steps: int) -> bool:
@@ -263,7 +300,7 @@ def _load(path: str, mtime_ns: int) -> EngineProfile:
 
     from simulator.inputs import UserInputError, format_validation_error
     try:
-        prof = EngineProfile.model_validate(read_json(Path(path), "engine profile JSON"), strict=False)
+        prof = EngineProfile.model_validate(read_json(Path(path), "engine profile JSON"), strict=True)
     except ValidationError as e:
         raise UserInputError(format_validation_error(path, e)) from None
     check_catalog_gpu(prof, path)

@@ -13,6 +13,7 @@ Kinds (the numbers of the bad-input issue):
  4 wrong types                  5 profiles that break the lookup  6 ambiguity (duplicates, nulls, ...)
  7 unbounded work               8 outputs where nobody asked      9 user text as terminal markup
 10 outputs one command writes and another reads                  11 messages (naming file and field)
+12 engine outputs for the importers                               13 engine-side files and options (gen_engine.py)
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "data" / "live" / "h200" / "1b_eager_b1_s1_a50.json"
 ENGINE_RUNS = ROOT / "tests" / "data" / "engine_runs"  # the importers' fixtures (kind 12)
-KINDS = tuple(range(1, 13))
+KINDS = tuple(range(1, 14))
 
 TINY_TARGET = dict(name="tiny-target", hidden_size=64, num_hidden_layers=2, num_attention_heads=8,
                    num_key_value_heads=2, intermediate_size=128, vocab_size=256)

@@ -100,9 +100,25 @@ def prepare_fixtures(folder: Path) -> dict[str, Path]:
         assert r.exit_code == 0, r.output
         r = runner.invoke(app, ["validate", "rec.json", "--profile", "p.json", "--json", "v.json"])
         assert r.exit_code == 0, r.output
+        r = runner.invoke(app, ["calibrate", "engine", "--engine", "fake", "--few", "--out", "ep.json", "--points",
+                                "pts.jsonl"])
+        assert r.exit_code == 0, r.output
     finally:
         os.chdir(old)
-    return {"sweep": folder / "sw", "report": folder / "v.json"}
+    return {"sweep": folder / "sw", "report": folder / "v.json", "pts.jsonl": folder / "pts.jsonl",
+            "req.jsonl": request_points(folder / "req.jsonl")}
+
+
+def request_points(path: Path) -> Path:
+    """A fake engine's request-level points (a closed batch and a closed loop: RequestPointLine)."""
+    from calibration.engines.campaign import run_processes
+    from calibration.engines.plans import ProcessPlan
+    pts = [dict(batch_size=2, prompt_len=64, acceptance_rate=0.7, workload="closed_batch", max_tokens=12, repeats=1),
+           dict(batch_size=2, prompt_len=64, acceptance_rate=0.7, workload="closed_loop", concurrency=2,
+                num_requests=4, max_tokens=6, repeats=1)]
+    plan = ProcessPlan(engine="fake", session="live", label="e2e_s2", num_steps=2, target_config={}, points=pts)
+    assert run_processes([plan], path, in_process=True, log=lambda *_: None) == {"e2e_s2": "done"}
+    return path
 
 
 def lay_out(case: Case, folder: Path, fixtures: dict[str, Path], rng: random.Random) -> None:
@@ -116,6 +132,11 @@ def lay_out(case: Case, folder: Path, fixtures: dict[str, Path], rng: random.Ran
         elif need.startswith("damage:"):
             p = folder / need.split(":", 1)[1]
             p.write_text(damage(p.read_text(), rng, p.name))
+        elif need.startswith("points:"):  # a fixture points file, one line damaged (tests/fuzz/gen_engine.py)
+            from tests.fuzz.gen_engine import damage_points
+            _, name, edit = need.split(":", 2)
+            data = damage_points(fixtures[name].read_text(), json.loads(edit), rng)
+            (folder / name).write_bytes(data) if isinstance(data, bytes) else (folder / name).write_text(data)
         elif need.startswith("damage_cell:"):
             p = folder / need.split(":", 1)[1]
             row = next(csv_rows(p.read_text()))

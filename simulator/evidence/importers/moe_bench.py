@@ -17,17 +17,16 @@ timed on this project's GPU; data/measurements/h200_sglang_triton_moe.jsonl), on
 shape, token count and routing, `kernels_us` taken (the two grouped GEMMs, the activation and the
 top-k sum; the engine's alignment and activation-quantisation kernels are not in it).
 
-Pure Python (json, re).
+Pure Python (re; JSON lines through simulator.inputs.load_json_line).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from simulator.engines.models import MOE_TABLE_MAX_ENTRIES
-from simulator.inputs import MAX_TRACE_BYTES, UserInputError, read_text
+from simulator.inputs import MAX_TRACE_BYTES, UserInputError, load_json_line, quote, read_text
 
 _BATCH = re.compile(r"^\s*Batch size:\s*(\S+?),\s*config:")
 _TIME = re.compile(r"^\s*Kernel time:\s*(\S+)\s*us\s*$")
@@ -138,13 +137,16 @@ def _engine_moe_records(path: Path, lines: list[str], shape: str | None,
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserInputError(f"{path}:{i}: not valid JSON ({e.msg}); expected `calibrate engine-moe` records") from None
+        try:  # the project's JSON reader: no key twice, finite numbers, bounded depth and digits
+            rec = load_json_line(line, f"{path}:{i}")
+        except UserInputError as e:
+            raise UserInputError(f"{e}; expected `calibrate engine-moe` records") from None
         if not isinstance(rec, dict) or not {"shape", "tokens", "routing", "kernels_us"} <= rec.keys():
             raise UserInputError(f"{path}:{i}: a record without shape, tokens, routing and kernels_us; expected "
                                  "`calibrate engine-moe` records")
+        if not isinstance(rec["shape"], str) or not isinstance(rec["routing"], str):
+            raise UserInputError(f"{path}:{i}: shape and routing are text (got {quote(rec['shape'])}, "
+                                 f"{quote(rec['routing'])}); expected `calibrate engine-moe` records")
         records.append((i, rec))
     shapes = sorted({rec["shape"] for _, rec in records})
     if shape is None and len(shapes) > 1:

@@ -66,7 +66,8 @@ class ObservedRun(BaseModel):
     acceptance_rate: Fraction | None = Field(
         None, description="Accepted / drafted tokens as the engine defines it (not the conditional alpha).")
     per_position_acceptance: list[Fraction] | None = Field(
-        None, description="Unconditional P(draft position i accepted), i = 1..num_steps.")
+        None, min_length=1, max_length=64, description="Unconditional P(draft position i accepted), i = 1..num_steps "
+                                                       "(at most 64, as a scenario's spec.num_steps).")
     accepted_tokens: int | None = Field(None, ge=0, description="Accepted draft tokens in the interval.")
     drafted_tokens: int | None = Field(None, ge=0, description="Draft tokens proposed in the interval.")
     num_drafts: int | None = Field(None, ge=0, description="Drafts (request-cycles) in the interval.")

@@ -75,6 +75,10 @@ def _events(data: Any, path: str) -> list[dict]:
                                      f"{quote(value)}, not a number of us; expected {EXPECTED}")
         if dur < 0:
             raise UserInputError(f"{path}: traceEvents[{i}]: dur {dur} < 0; expected {EXPECTED}")
+        corr = ev["args"].get("correlation") if isinstance(ev.get("args"), dict) else None
+        if corr is not None and (isinstance(corr, bool) or not isinstance(corr, int)):
+            raise UserInputError(f"{path}: traceEvents[{i}] ({quote(ev.get('name', ''))}): args.correlation is "
+                                 f"{quote(corr)}, not an integer id; expected {EXPECTED}")
         out.append(ev)
     return out
 
