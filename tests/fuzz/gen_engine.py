@@ -24,6 +24,7 @@ import json
 import random
 
 from tests.fuzz.cases import ENGINE_RUNS, ROOT, Case, Special, base_scenario, dump_json, dump_yaml, scenario_files
+from tests.fuzz.gen_values import set_indexed
 
 ENGINE_PROFILE = ROOT / "data" / "engine_profiles" / "vllm-0.26.0-h200-llama-3.1-8b-eagle3-few.json"
 ENGINE_SCENARIO = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
@@ -41,29 +42,16 @@ OPTION_TEXTS = ("3,", ",3", "1,,2", "", " ", "\uff13", "\u0663", "1_0", "+3", "-
                 FIVE_K[:30])
 
 
-def _set(data, dotted: str, value):
-    node = data
-    parts = dotted.split(".")
-    for p in parts[:-1]:
-        node = node[int(p)] if isinstance(node, list) else node[p]
-    last = parts[-1]
-    if isinstance(node, list):
-        node[int(last)] = value
-    else:
-        node[last] = value
-    return data
-
-
 def _mutated_json(data, dotted: str, rng: random.Random, indent: int | None = None) -> str:
     """`data` as JSON text with the field at `dotted` replaced by a bad value (raw text or JSON)."""
     if rng.random() < 0.5:
         raw = rng.choice(RAW_VALUES)
-        text = json.dumps(_set(json.loads(json.dumps(data)), dotted, "__X__"), indent=indent)
+        text = json.dumps(set_indexed(json.loads(json.dumps(data)), dotted, "__X__"), indent=indent)
         return text.replace('"__X__"', raw, 1)
     copy = json.loads(json.dumps(data))
     old = _get(copy, dotted)
     value = rng.choice([v for v in BAD_VALUES if json.dumps(v) != json.dumps(old)])  # a change, not the value again
-    return json.dumps(_set(copy, dotted, value), indent=indent)
+    return json.dumps(set_indexed(copy, dotted, value), indent=indent)
 
 
 def _get(data, dotted: str):
@@ -179,7 +167,7 @@ def gen_plans(rng: random.Random) -> Case:
     elif how == "prompt_seed":
         plan["prompt_seed"] = rng.choice([-1, 2**40, "1", 1.5])
     elif how == "types":
-        _set(plan, rng.choice(["num_steps", "points.0.batch_size", "max_num_seqs"]), rng.choice(["1", True, 1.0]))
+        set_indexed(plan, rng.choice(["num_steps", "points.0.batch_size", "max_num_seqs"]), rng.choice(["1", True, 1.0]))
     text = dump_json(plan)
     if how == "raw":
         text = _mutated_json(plan, rng.choice(["num_steps", "points.0.batch_size", "points.0.acceptance_rate"]),

@@ -285,7 +285,7 @@ PROFILE_MUTATIONS = (
 )
 
 
-def _set_indexed(data: Any, dotted: str, value: Any) -> Any:
+def set_indexed(data: Any, dotted: str, value: Any) -> Any:
     node = data
     parts = dotted.split(".")
     for p in parts[:-1]:
@@ -303,7 +303,7 @@ def gen_profiles(rng: random.Random) -> Case:
     NaN, denormals, one-point axes; used by the per-op and whole-forward costs."""
     prof = base_profile()
     path, values = rng.choice(PROFILE_MUTATIONS)
-    _set_indexed(prof, path, copy.deepcopy(rng.choice(values)))
+    set_indexed(prof, path, copy.deepcopy(rng.choice(values)))
     text = dump_json(prof)
     if rng.random() < 0.15:
         text = text.replace("50.0", "NaN", 1)
