@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from calibration.engines.build import engine_lines  # noqa: E402
-from calibration.engines.request_records import prefill_alone_s  # noqa: E402
+from calibration.engines.request_records import prefill_alone_s, users_decode_tok_per_s  # noqa: E402
 
 DEFAULT = ROOT / "data" / "engine_runs" / "h100_vllm_0.26.0_e2e" / "e2e_2026-12-06.jsonl.gz"
 
@@ -61,7 +61,7 @@ def rows(path: Path) -> list[dict]:
         ph = [phases(r, b) for r in pt["repeats"]]
         mean = {k: float(np.mean([p[k] for p in ph])) for k in ph[0]}
         t1 = prefill[(ln["label"], b, pt["prompt_len"])]
-        users = (b * n - b) / (mean["generate"] - t1)
+        users = users_decode_tok_per_s(b, n, mean["generate"], t1)
         out.append(dict(k=pt["num_steps"], b=b, p=pt["prompt_len"], a=pt["acceptance_rate"], n=n, t1=t1,
                         spread=max(p["generate"] for p in ph) / min(p["generate"] for p in ph) - 1,
                         users=users, gap=users / mean["full_tok_per_s"] - 1, **mean))

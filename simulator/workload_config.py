@@ -42,6 +42,12 @@ class SpecConfig(StrictModel):
 MIN_BETA_PARAM = 1e-9  # smallest Beta(a c, (1 - a) c) parameter: numpy and scipy need them > 0
 
 
+AcceptanceDraw = Annotated[Literal["per_request", "per_batch_step"], Field(
+    description="per_request: each request's accept length drawn on its own (real drafts; vLLM's synthetic "
+                "acceptance); per_batch_step: one accept length drawn per verify step for the whole batch (SGLang's "
+                "SGLANG_SIMULATE_ACC_LEN).")]
+
+
 class IidAcceptance(StrictModel):
     """Each draft token accepted with the same probability, given the earlier ones were."""
 
@@ -51,10 +57,7 @@ class IidAcceptance(StrictModel):
         None, ge=0.01, le=1e6, description="Per-request heterogeneity, 0.01..1e6: each request draws its rate "
                                            "from Beta(alpha*c, (1-alpha)*c); left out = every request has alpha. "
                                            "Below 0.01 the Beta's quantiles underflow; above 1e6 requests are alike.")
-    draw: Literal["per_request", "per_batch_step"] = Field(
-        "per_request", description="per_request: each request's accept length drawn on its own (real drafts; "
-                                   "vLLM's synthetic acceptance); per_batch_step: one accept length drawn per verify "
-                                   "step for the whole batch (SGLang's SGLANG_SIMULATE_ACC_LEN).")
+    draw: AcceptanceDraw = "per_request"
 
     @model_validator(mode="after")
     def _check_beta(self) -> Self:
@@ -75,10 +78,7 @@ class PositionalAcceptance(StrictModel):
     kind: Literal["positional"] = "positional"
     acceptance_rates: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
         min_length=1, max_length=64, description="a_d for depth d = 1..num_steps.")
-    draw: Literal["per_request", "per_batch_step"] = Field(
-        "per_request", description="per_request: each request's accept length drawn on its own (real drafts; "
-                                   "vLLM's synthetic acceptance); per_batch_step: one accept length drawn per verify "
-                                   "step for the whole batch (SGLang's SGLANG_SIMULATE_ACC_LEN).")
+    draw: AcceptanceDraw = "per_request"
 
 
 class EmpiricalAcceptance(StrictModel):
@@ -87,10 +87,7 @@ class EmpiricalAcceptance(StrictModel):
     kind: Literal["empirical"] = "empirical"
     accept_length_probs: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
         min_length=2, max_length=65, description="P(accept_length = 1), P(= 2), ..., P(= num_steps + 1).")
-    draw: Literal["per_request", "per_batch_step"] = Field(
-        "per_request", description="per_request: each request's accept length drawn on its own (real drafts; "
-                                   "vLLM's synthetic acceptance); per_batch_step: one accept length drawn per verify "
-                                   "step for the whole batch (SGLang's SGLANG_SIMULATE_ACC_LEN).")
+    draw: AcceptanceDraw = "per_request"
 
     @model_validator(mode="after")
     def _check_sum(self) -> Self:

@@ -100,3 +100,14 @@ def test_acceptance_as_the_engines_print_it_is_converted_with_the_conversion_sho
     assert "accept_length 1 + 0.5100 x 3 = 2.5300" in text
     r = _run("simulate", str(VLLM), "--vllm-per-position-accepted", "5,4", "--vllm-num-drafts", "10")
     assert r.exit_code == 2 and "2 positions" in r.output
+
+
+@pytest.mark.parametrize("text", ["3,", "1_0,2", "\uff13,2", "+3,2", "3,,2", ""])
+def test_per_position_counts_are_read_as_written(text):
+    """Counts in ASCII digits, one per position: '1_0', another script's digits, a sign or an empty item
+    are refused, not read (issue 47's option family)."""
+    from simulator.cli.common import acceptance_words
+    from simulator.inputs import UserInputError
+    scen = Path(__file__).resolve().parents[1] / "scenarios" / "vllm_llama8b_h200.yaml"
+    with pytest.raises(UserInputError, match="digits 0-9"):
+        acceptance_words(scen, [], None, text, 100, None)

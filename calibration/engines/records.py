@@ -44,9 +44,11 @@ def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> d
     return {"kind": "empirical", "accept_length_probs": probs, "draw": "per_batch_step"}
 
 
-def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,
-              profile: str, variant: tuple[int, int | None, bool] = CHAIN,
-              group: tuple[int, int | None] = (1, None)) -> Scenario:
+def point_scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,
+                   profile: str, variant: tuple[int, int | None, bool] = CHAIN,
+                   group: tuple[int, int | None] = (1, None), serving_section: dict | None = None) -> Scenario:
+    """The scenario an engine point ran: its shapes, engine, num_steps, forced acceptance, batch and context
+    (and, for a request-level run, its `serving:` section)."""
     k, b = point["num_steps"], point["batch_size"]
     steps = max(1, k)
     topk, ndt, overlap = variant
@@ -64,7 +66,8 @@ def _scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: st
         "spec": {"method": "eagle3", "num_steps": steps, "topk": topk if k else 1,
                  "num_draft_tokens": (ndt or steps + 1) if k else steps + 1},
         "acceptance": _acceptance(engine, k, point["acceptance_rate"]),
-        "workload": {"batch_size": b, "context_len": max(1, round(rep_ctx))}})
+        "workload": {"batch_size": b, "context_len": max(1, round(rep_ctx))},
+        **({"serving": serving_section} if serving_section else {})})
 
 
 def repeat_suffix(label: str) -> str:
@@ -116,7 +119,7 @@ def live_records(paths: list[Path], target: dict, draft: dict, engine_profile: s
         if k == 0 and variant[0] > 1:  # a tree's records are its speculative points (the baselines pair them)
             continue
         ctx = sum(r["context_len"] for r in reps) / len(reps)
-        sc = _scenario(pt, ctx, target, draft, ln.get("engine", "vllm"), engine_profile, profile, variant, group)
+        sc = point_scenario(pt, ctx, target, draft, ln.get("engine", "vllm"), engine_profile, profile, variant, group)
         counts = [sum(r["accept_length_counts"][i] for r in reps) for i in range(k + 1)] if k else []
         total = sum(counts)
         ntok, el = [r["num_tokens"] for r in reps], [r["elapsed_us"] for r in reps]

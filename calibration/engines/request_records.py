@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from calibration.engines.build import engine_lines
-from calibration.engines.records import _scenario
+from calibration.engines.records import point_scenario
 from simulator.evidence.live_records import LiveServingRun
 from simulator.profile import HardwareInfo
 from simulator.serving.metrics import serving_metrics
@@ -103,9 +103,8 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
             continue
         k, eng = pt["num_steps"], ln.get("engine", "vllm")
         inf = info.get(ln["label"], {})
-        sc = _scenario({**pt, "batch_size": pt["batch_size"]}, pt["prompt_len"], target, draft, eng, engine_profile,
-                       profile)
-        sc = type(sc).model_validate({**sc.model_dump(mode="json", exclude_none=True), "serving": _serving(pt, inf)})
+        sc = point_scenario(pt, pt["prompt_len"], target, draft, eng, engine_profile, profile,
+                            serving_section=_serving(pt, inf))
         hardware = HardwareInfo(gpu_name=inf.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                                 torch_version=inf.get("torch_version") or None,
                                 cuda_version=inf.get("cuda_version") or None)
@@ -118,6 +117,14 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
                 **cols)
             out.append((f"{ln['label']}_{pt['key']}_r{rep['repeat_idx']}.json", rec))
     return out
+
+
+def users_decode_tok_per_s(batch_size: int, max_tokens: int, generate_s: float, prefill_s: float | None) -> float | None:
+    """A closed batch's decode tok/s as users compute it: (B x N - B) / (the generate's wall time - the same
+    prompts' with one new token); None without that prefill-alone run, or where it took as long."""
+    if prefill_s is None or generate_s <= prefill_s:
+        return None
+    return (batch_size * max_tokens - batch_size) / (generate_s - prefill_s)
 
 
 def mean_run_s(point: dict) -> float:
@@ -149,5 +156,5 @@ def decode_tok_per_s(paths: list[Path], notes: list[str] | None = None) -> list[
         rows.append(dict(label=ln["label"], num_steps=pt["num_steps"], batch_size=b, prompt_len=pt["prompt_len"],
                          acceptance_rate=pt["acceptance_rate"], max_tokens=n, generate_s=tn, prefill_s=t1,
                          repeat_generate_s=spread, tok_per_s=b * n / tn,
-                         decode_tok_per_s=(b * n - b) / (tn - t1) if t1 is not None and tn > t1 else None))
+                         decode_tok_per_s=users_decode_tok_per_s(b, n, tn, t1)))
     return rows

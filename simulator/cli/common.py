@@ -235,9 +235,11 @@ def acceptance_words(scenario: Path, overrides: list[str], rate_pct: float | Non
     elif accept_length is not None:
         acc, note = conv.from_sglang_accept_length(accept_length, num_steps)
     else:
-        try:
-            counts = [int(c) for c in per_position.split(",")]
-        except ValueError:
-            raise UserInputError(f"--vllm-per-position-accepted {per_position!r}: expected integers c1,c2,...") from None
+        import re
+        items = [c.strip() for c in per_position.split(",")]
+        if not all(re.fullmatch(r"[0-9]{1,15}", c) for c in items):  # ASCII digits, no sign, '_' or empty item
+            raise UserInputError(f"--vllm-per-position-accepted {per_position!r}: expected counts c1,c2,... written "
+                                 "in digits 0-9, one per draft position")
+        counts = [int(c) for c in items]
         acc, note = conv.from_vllm_per_position_counts(counts, num_drafts, num_steps)
     return [*overrides, f"acceptance={json.dumps(acc)}"], [note]
