@@ -427,3 +427,28 @@ def test_a_plan_file_with_two_problems_names_both_on_one_line(tmp_path):
     out = " ".join(r.output.split())
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert "missing field num_steps; " in out and "num_step: Extra inputs are not permitted; did you mean 'num_steps'?" in out
+
+
+def test_a_calibration_with_a_prefill_grid_measures_the_prefill_alone_in_the_same_process(tmp_path):
+    from calibration.engines.plans import calibrate_plans
+    plans = calibrate_plans(dict(engine="fake", target_config={}, draft_config={}), [2], [1, 4], [256], 0.7,
+                            timed_steps=8, repeats=1, prefill=([1, 3], [128, 512]))
+    for p in plans:  # the steady points first, then the prefill alone (one new token) at 2 x 2
+        pre = [q for q in p.points if q.get("workload") == "closed_batch"]
+        assert [(q["batch_size"], q["prompt_len"], q["max_tokens"]) for q in pre] == [
+            (3, 512, 1), (1, 512, 1), (3, 128, 1), (1, 128, 1)]
+        assert all(q["acceptance_rate"] == (0.7 if p.num_steps else None) for q in pre)
+    write_queue(plans, tmp_path / "q")
+    pts = tmp_path / "points.jsonl"
+    assert set(run_queue(tmp_path / "q", pts, deadline_s=600, log=lambda s: None).values()) == {"done"}
+    got = [r["point"] for r in read_lines(pts) if r["kind"] == "point"]
+    assert len(got) == 2 * (2 + 4)
+    pre = [p for p in got if p.get("workload") == "closed_batch"]
+    assert len(pre) == 8 and all(p["repeats"][0]["num_tokens"] == p["batch_size"] for p in pre)
+
+
+def test_the_calibrate_campaign_measures_the_prefill_in_its_calibration_processes():
+    plans = queue_plans("vllm-calibrate")
+    cal = [p for p in plans if p.session == "calibrate"]
+    assert [p.label for p in cal] == ["calibrate_s3", "calibrate_s0", "calibrate_s5"]
+    assert all(sum(q.get("workload") == "closed_batch" for q in p.points) == 12 for p in cal)

@@ -244,13 +244,30 @@ def _points(batch_sizes, prompt_lens, acceptances, **kw) -> list[dict]:
     return out
 
 
+def prefill_points(prefill: tuple[list[int], list[int]] | None, acceptance_rate: float | None,
+                   repeats: int = 2) -> list[dict]:
+    """The prefill alone, measured where the steady points are (issue 45): a closed batch of B fresh
+    prompts of P tokens each and one new token, at every (B, P) of `prefill` = (batch sizes, prompt
+    lengths), largest first; the engine chunks it as it chunks any prefill (vLLM's
+    max_num_batched_tokens). simulator.evidence.prefill_fit fits the profile's prefill from these."""
+    if not prefill:
+        return []
+    bs, ps = prefill
+    return [dict(workload="closed_batch", batch_size=b, prompt_len=p, max_tokens=1, acceptance_rate=acceptance_rate,
+                 repeats=repeats) for p in sorted(ps, reverse=True) for b in sorted(bs, reverse=True)]
+
+
 def calibrate_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],
-                    acceptance_rate: float, timed_steps: int = 48, repeats: int = 2) -> list[ProcessPlan]:
-    """The baseline's process and one per num_steps (`base`: the ProcessPlan fields they share)."""
+                    acceptance_rate: float, timed_steps: int = 48, repeats: int = 2,
+                    prefill: tuple[list[int], list[int]] | None = None) -> list[ProcessPlan]:
+    """The baseline's process and one per num_steps (`base`: the ProcessPlan fields they share);
+    with `prefill` (batch sizes, prompt lengths), each process measures the prefill alone there too
+    (prefill_points), after its steady points."""
     plans = []
     for k in [0, *num_steps]:
-        pts = _points(batch_sizes, prompt_lens, [None if k == 0 else acceptance_rate], timed_steps=timed_steps,
-                      repeats=repeats, instrument_first=True)
+        rate = None if k == 0 else acceptance_rate
+        pts = _points(batch_sizes, prompt_lens, [rate], timed_steps=timed_steps,
+                      repeats=repeats, instrument_first=True) + prefill_points(prefill, rate, repeats)
         plans.append(ProcessPlan(**base, session="calibrate", label=f"calibrate_s{k}", num_steps=k, points=pts))
     return plans
 

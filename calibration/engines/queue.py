@@ -38,6 +38,13 @@ from simulator.schema_base import StrictModel
 DEFAULT_MODELS = ("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b")
 
 
+class PrefillGrid(StrictModel):
+    """plans.prefill_points: closed batches of one new token (the prefill alone) at batch sizes x prompt lengths."""
+
+    batch_sizes: list[int] = Field(min_length=1)
+    prompt_lens: list[int] = Field(min_length=1)
+
+
 class Grid(StrictModel):
     """calibrate_plans / live_plans over these num_steps (each with the baseline's process)."""
 
@@ -49,6 +56,7 @@ class Grid(StrictModel):
     prompt_lens: list[int] = Field(default_factory=lambda: list(DEFAULT_PROMPT_LENS))
     acceptance_rate: float = DEFAULT_CALIBRATE_ACCEPTANCE
     acceptances: list[float] = Field(default_factory=lambda: list(DEFAULT_LIVE_ACCEPTANCES))
+    prefill: PrefillGrid | None = Field(None, description="calibrate: the prefill alone at these batches x prompts.")
 
 
 class Requests(StrictModel):
@@ -162,7 +170,8 @@ def _source(part: Part, seen: tuple[str, ...]) -> list[ProcessPlan]:
                              repeats=r.repeats)
     g = part.grid
     ks = spread_order(g.num_steps) if g.spread else list(g.num_steps)
-    made = {"calibrate": lambda: calibrate_plans(base, ks, g.batch_sizes, g.prompt_lens, g.acceptance_rate),
+    made = {"calibrate": lambda: calibrate_plans(base, ks, g.batch_sizes, g.prompt_lens, g.acceptance_rate,
+                                                     prefill=g.prefill and (g.prefill.batch_sizes, g.prefill.prompt_lens)),
             "live": lambda: live_plans(base, ks, g.batch_sizes, g.prompt_lens, g.acceptances)}
     plans = [made[s]() for s in g.sessions]
     if g.interleave and len(plans) == 2:
