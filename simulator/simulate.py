@@ -22,7 +22,7 @@ from simulator.des.cycle_level import run_cycle_level
 from simulator.metrics import (SimulationResult, accept_length_series, batch_means_interval, breakdown,
                                throughput_interval, tpot)
 from simulator.profile import CalibrationProfile
-from simulator.units import US_PER_S
+from simulator.units import US_PER_MS, US_PER_S
 
 if TYPE_CHECKING:
     from simulator.trace import TraceSink
@@ -90,7 +90,7 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         draft_acceptance_frac=(al.mean - 1.0) / scenario.spec.num_steps,
         cycle_time_us=float(np.mean(cycles.end_us - cycles.start_us)),
         baseline_step_us=base_step, breakdown_us=breakdown(cycles, cost.d2h_sync_us),
-        tpot_us=tpot(req_start, req_end, w.max_new_tokens), baseline_tpot_us=base_step,
+        tpot_ms=tpot(req_start, req_end, w.max_new_tokens), baseline_tpot_ms=base_step / US_PER_MS,
         num_cycles=len(cycles), simulated_us=float(cycles.end_us[-1] - cycles.start_us[0]),
         analytic_tok_per_s=an.tok_per_s, analytic_accept_length=an.mean_accept_length,
         notes=sorted(set(cost.notes) | set(scenario.target.config_notes) | set(scenario.draft.config_notes)),
@@ -131,6 +131,6 @@ def check_result(result: SimulationResult) -> None:
     bad("accept_length.ci95_low", result.accept_length.ci95_low)
     bad("tok_per_s_ci95 low", result.tok_per_s_ci95[0], positive=False)
     bad("tok_per_s_ci95 high", result.tok_per_s_ci95[1])
-    if result.tpot_us is not None:
+    if result.tpot_ms is not None:
         for name in ("mean", "p50", "p90", "p99"):
-            bad(f"tpot_us.{name}", getattr(result.tpot_us, name))
+            bad(f"tpot_ms.{name}", getattr(result.tpot_ms, name))
