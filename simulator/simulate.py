@@ -94,7 +94,7 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         num_cycles=len(cycles), simulated_us=float(cycles.end_us[-1] - cycles.start_us[0]),
         analytic_tok_per_s=an.tok_per_s, analytic_accept_length=an.mean_accept_length,
         notes=sorted(set(cost.notes) | set(scenario.target.config_notes) | set(scenario.draft.config_notes)),
-        scenario=scenario.model_dump(mode="json"),
+        scenario=_priced_scenario(scenario, cost),
         serving=_serving_block(scenario, profile),
         priced_by_engine_profile=cost.native is not None, untabled_op_notes=dict(cost.lookup.untabled_op_notes),
     )
@@ -102,6 +102,15 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     if progress is not None:
         progress(1.0)
     return result, trace
+
+
+def _priced_scenario(scenario: Scenario, cost: CostModel) -> dict:
+    """The scenario as JSON, naming the engine profile that priced it (a shipped one it did not name, where
+    that one priced it: simulator.costs.engine_native.shipped_match), so the JSON reruns as it ran."""
+    out = scenario.model_dump(mode="json")
+    if cost.native is not None and cost.native.chosen:
+        out["serving_engine"]["engine_profile"] = cost.native.chosen
+    return out
 
 
 def _serving_block(scenario: Scenario, profile: CalibrationProfile) -> dict | None:
