@@ -31,10 +31,10 @@ from simulator.inputs import UserInputError, load_json, read_text
 
 OUTPUT_KEY = "specdecsim_output"  # key of every JSON output: "<kind>/<schema version>"
 HTML_GENERATOR = '<meta name="generator" content="specdecsim">'
-SIMULATION_OUTPUT = "simulation/1"
+SIMULATION_OUTPUT = "simulation/2"  # 2: TPOT in ms (tpot_ms, baseline_tpot_ms; serving: ttft_ms, ...)
 TRACE_OUTPUT = "trace/1"
 VALIDATION_OUTPUT = "validation/1"
-SERVING_VALIDATION_OUTPUT = "serving_validation/1"  # `specdecsim validate-serving --json`
+SERVING_VALIDATION_OUTPUT = "serving_validation/2"  # `specdecsim validate-serving --json` (2: p50s in ms)
 SWEEP_OUTPUT = "sweep/1"
 HARDWARE_OUTPUT = "hardware/1"
 PROFILE_OUTPUT = "profile/1"  # recognised by its keys (the profile schema allows no marker)
@@ -45,6 +45,8 @@ CASES_OUTPUT = "cases/1"
 ENGINE_FIT_OUTPUT = "engine_fit/1"
 COLLECTIVE_CONSTANTS_OUTPUT = "collective_constants/1"  # data/fits/collectives.json (simulator.costs.collectives_fit)
 TRACE_INDEX_OUTPUT = "trace_index/1"  # index.json of `specdecsim diagnose trace`
+# Earlier schema versions of a kind, whose files the same command may replace.
+_EARLIER_VERSIONS = {SIMULATION_OUTPUT: {"simulation/1"}, SERVING_VALIDATION_OUTPUT: {"serving_validation/1"}}
 # Keys that outputs written before OUTPUT_KEY existed carry, by kind (a trace had no marker).
 _LEGACY_KEYS = {SIMULATION_OUTPUT: {"version", "scenario", "tok_per_s"},
                 SWEEP_OUTPUT: {"version", "grids", "csv"},
@@ -146,7 +148,8 @@ def is_own_output(path: Path, kind: str) -> bool:
     data, mark = _output_json(path)
     if data is None:
         return False
-    return mark == kind or (mark is None and kind in _LEGACY_KEYS and _LEGACY_KEYS[kind] <= set(data))
+    return (mark == kind or mark in _EARLIER_VERSIONS.get(kind, ())
+            or (mark is None and kind in _LEGACY_KEYS and _LEGACY_KEYS[kind] <= set(data)))
 
 
 def is_own_html(path: Path) -> bool:

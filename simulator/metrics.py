@@ -14,8 +14,14 @@
 - breakdown_us: mean us per cycle by bucket `<phase>_<compute|comm>` (GPU busy time of the TP
   group's rank 0), `sync` (device->host copy), `host` (the rest: GPU idle while the host
   issues kernels or schedules); the buckets sum to cycle_time_us.
-- tpot_us: per finished request, decode time / max_new_tokens (time per output token; no
-  prefill is modelled, so this is the decode part of SGLang's TPOT); p50/p90/p99 over requests.
+- tpot_ms: per finished request, decode time / max_new_tokens (time per output token; no
+  prefill is modelled, so this is the decode part of SGLang's TPOT); p50/p90/p99 over requests, in ms
+  as `vllm bench serve` and SGLang's bench_serving print it (mean_tpot_ms, ...).
+- baseline_tpot_ms: the baseline's decode step (its time per output token), ms.
+
+Latencies a user reads per token or per request (TTFT, TPOT, ITL, end-to-end) are ms, as the engines'
+benches print them; the cycle's own times (cycle_time_us, breakdown_us, baseline_step_us) stay us,
+the simulation clock's unit, each named with its unit.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.des.records import CycleLog
 from simulator.files import SIMULATION_OUTPUT
-from simulator.units import US_PER_S
+from simulator.units import US_PER_MS, US_PER_S
 
 NUM_BATCHES = 30
 # Student t 0.975 quantiles for 1..NUM_BATCHES-1 degrees of freedom, as scipy.stats.t.ppf(0.975, df)
@@ -65,12 +71,17 @@ class Percentiles(BaseModel):
     p90: float
     p99: float
 
+    def to_ms(self) -> Percentiles:
+        """These percentiles, given in us (the simulation clock), in ms."""
+        return Percentiles(**{k: v / US_PER_MS for k, v in self.model_dump().items()})
+
 
 class SimulationResult(BaseModel):
-    """What `specdecsim simulate` prints and writes (times in us, rates per second)."""
+    """What `specdecsim simulate` prints and writes (latencies in ms, the cycle's times in us, rates per
+    second: the module docstring)."""
 
     model_config = ConfigDict(frozen=True)
-    specdecsim_output: Literal["simulation/1"] = SIMULATION_OUTPUT  # kind and schema version of the JSON
+    specdecsim_output: Literal["simulation/2"] = SIMULATION_OUTPUT  # kind and schema version of the JSON
     version: str
     solver: str  # 'des' (the closed form's figures sit beside it: analytic_*)
     seed: int
@@ -85,8 +96,8 @@ class SimulationResult(BaseModel):
     cycle_time_us: float
     baseline_step_us: float
     breakdown_us: dict[str, float]
-    tpot_us: Percentiles | None
-    baseline_tpot_us: float
+    tpot_ms: Percentiles | None
+    baseline_tpot_ms: float
     num_cycles: int
     simulated_us: float
     analytic_tok_per_s: float
@@ -165,9 +176,9 @@ def host_remainder_us(cycle_us: float, bucket_us) -> float:
 
 
 def tpot(start_us: np.ndarray, end_us: np.ndarray, max_new_tokens: int) -> Percentiles | None:
-    """TPOT percentiles over finished requests, or None if none finished in the horizon."""
+    """TPOT percentiles (ms) over finished requests, or None if none finished in the horizon."""
     if len(start_us) == 0:
         return None
-    t = (np.asarray(end_us) - np.asarray(start_us)) / max_new_tokens
+    t = (np.asarray(end_us) - np.asarray(start_us)) / max_new_tokens / US_PER_MS
     p50, p90, p99 = np.percentile(t, [50, 90, 99])
     return Percentiles(mean=float(t.mean()), p50=float(p50), p90=float(p90), p99=float(p99))

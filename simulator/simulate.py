@@ -22,7 +22,7 @@ from simulator.des.cycle_level import run_cycle_level
 from simulator.metrics import (SimulationResult, accept_length_series, batch_means_interval, breakdown,
                                throughput_interval, tpot)
 from simulator.profile import CalibrationProfile
-from simulator.units import US_PER_S
+from simulator.units import US_PER_MS, US_PER_S
 
 if TYPE_CHECKING:
     from simulator.trace import TraceSink
@@ -90,11 +90,11 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         draft_acceptance_frac=(al.mean - 1.0) / scenario.spec.num_steps,
         cycle_time_us=float(np.mean(cycles.end_us - cycles.start_us)),
         baseline_step_us=base_step, breakdown_us=breakdown(cycles, cost.d2h_sync_us),
-        tpot_us=tpot(req_start, req_end, w.max_new_tokens), baseline_tpot_us=base_step,
+        tpot_ms=tpot(req_start, req_end, w.max_new_tokens), baseline_tpot_ms=base_step / US_PER_MS,
         num_cycles=len(cycles), simulated_us=float(cycles.end_us[-1] - cycles.start_us[0]),
         analytic_tok_per_s=an.tok_per_s, analytic_accept_length=an.mean_accept_length,
         notes=sorted(set(cost.notes) | set(scenario.target.config_notes) | set(scenario.draft.config_notes)),
-        scenario=scenario.model_dump(mode="json"),
+        scenario=_priced_scenario(scenario, cost),
         serving=_serving_block(scenario, profile),
         priced_by_engine_profile=cost.native is not None, untabled_op_notes=dict(cost.lookup.untabled_op_notes),
     )
@@ -102,6 +102,15 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     if progress is not None:
         progress(1.0)
     return result, trace
+
+
+def _priced_scenario(scenario: Scenario, cost: CostModel) -> dict:
+    """The scenario as JSON, naming the engine profile that priced it (a shipped one it did not name, where
+    that one priced it: simulator.costs.engine_native.shipped_match), so the JSON reruns as it ran."""
+    out = scenario.model_dump(mode="json")
+    if cost.native is not None and cost.native.chosen:
+        out["serving_engine"]["engine_profile"] = cost.native.chosen
+    return out
 
 
 def _serving_block(scenario: Scenario, profile: CalibrationProfile) -> dict | None:
@@ -131,6 +140,6 @@ def check_result(result: SimulationResult) -> None:
     bad("accept_length.ci95_low", result.accept_length.ci95_low)
     bad("tok_per_s_ci95 low", result.tok_per_s_ci95[0], positive=False)
     bad("tok_per_s_ci95 high", result.tok_per_s_ci95[1])
-    if result.tpot_us is not None:
+    if result.tpot_ms is not None:
         for name in ("mean", "p50", "p90", "p99"):
-            bad(f"tpot_us.{name}", getattr(result.tpot_us, name))
+            bad(f"tpot_ms.{name}", getattr(result.tpot_ms, name))

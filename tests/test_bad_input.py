@@ -344,7 +344,7 @@ def test_simulate_json_and_trace_carry_their_schema_marker(tmp_path):
     code, out = run(tmp_path, "simulate", "s.yaml", "--json", "r.json", "--trace", "t.json")
     assert code == 0, out
     r = json.loads((tmp_path / "r.json").read_text())
-    assert r["specdecsim_output"] == "simulation/1"
+    assert r["specdecsim_output"] == "simulation/2"
     assert SimulationResult.model_validate(r).model_dump(mode="json") == r
     assert json.loads((tmp_path / "t.json").read_text())["otherData"]["specdecsim_output"] == "trace/1"
 

@@ -108,7 +108,7 @@ def test_records_are_written_as_one_set_and_a_failed_write_leaves_no_folder(tmp_
 def test_validate_says_which_command_reads_a_serving_record_or_an_output():
     with pytest.raises(UserInputError, match="a live serving record: `specdecsim validate-serving` reads it"):
         load_records([ROOT / "data/live/h200_serving"])
-    with pytest.raises(UserInputError, match=r"a specdecsim output \(serving_validation/1\), not a live record"):
+    with pytest.raises(UserInputError, match=r"a specdecsim output \(serving_validation/2\), not a live record"):
         load_records([ROOT / "data/live/h200_serving_validation.json"])
     with pytest.raises(UserInputError, match="not a live record .*this file holds created_utc"):
         load_records([ROOT / "data/live/h200_diagnostics"])

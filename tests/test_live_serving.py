@@ -87,7 +87,7 @@ def test_live_serving_cli_writes_resumes_and_validates(tmp_path):
                                  "--json", str(tmp_path / "v.json")])
     assert r.exit_code == 0, r.output
     data = json.loads((tmp_path / "v.json").read_text())
-    assert data["specdecsim_output"] == "serving_validation/1" and len(data["points"]) == 4
+    assert data["specdecsim_output"] == "serving_validation/2" and len(data["points"]) == 4
     assert all(p["same_schedule"] for p in data["points"])
     assert "serving bar (5% on tok/s and TPOT p50, 4 runs)" in r.output
 

@@ -38,7 +38,7 @@ def test_a_closed_batch_of_deterministic_steps_takes_the_closed_form_time():
     assert sum(rec["accept_length_counts"]) == b * (n - 1) and rec["accept_length_counts"][0] == b * (n - 1)
     s = summarize_run(rec)
     assert s["tok_per_s"] == pytest.approx(b * n / rec["elapsed_us"] * 1e6)
-    assert s["tpot_ms_p50"] == pytest.approx((rec["elapsed_us"] - prefill) / (n - 1) / 1e3)
+    assert s["median_tpot_ms"] == pytest.approx((rec["elapsed_us"] - prefill) / (n - 1) / 1e3)
 
 
 def test_a_closed_batch_drains_speculative_requests_to_exactly_max_tokens():

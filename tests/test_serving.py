@@ -14,7 +14,7 @@ from simulator.serving.metrics import serving_metrics
 from simulator.serving.run import run_serving, simulate_serving
 from simulator.studies.serving_sweep import crossover
 from simulator.serving.workload import read_trace
-from simulator.units import US_PER_S
+from simulator.units import MS_PER_S, US_PER_S
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "scenarios" / "llama8b_h200.yaml"
@@ -40,7 +40,7 @@ def test_littles_law_on_a_poisson_run():
     rec = run_serving(sc, prof)
     res = serving_metrics(rec, sc.serving.warmup_s, None, None)
     # L = lambda W, within the sampling error of ~1200 measured requests
-    assert res.mean_requests_in_system == pytest.approx(20 * res.e2e_latency_us.mean / US_PER_S, rel=0.08)
+    assert res.mean_requests_in_system == pytest.approx(20 * res.e2e_latency_ms.mean / MS_PER_S, rel=0.08)
     assert res.mean_requests_in_system > 1.0
 
 
@@ -68,10 +68,10 @@ def test_queueing_appears_when_arrivals_exceed_capacity():
     high, _ = serving_scenario("serving.arrivals.rate_per_s=200", *common, arrivals="poisson")
     r_low = serving_metrics(run_serving(low, prof), 0, None, None)
     r_high = serving_metrics(run_serving(high, prof), 0, None, None)
-    assert r_low.queue_us.p50 < 50_000
-    assert r_high.queue_us.p50 > 20 * max(r_low.queue_us.p50, 1.0)
+    assert r_low.queue_ms.p50 < 50
+    assert r_high.queue_ms.p50 > 20 * max(r_low.queue_ms.p50, 1e-3)
     assert r_high.mean_requests_in_system > 4
-    assert r_high.ttft_us.p90 > 5 * r_low.ttft_us.p90
+    assert r_high.ttft_ms.p90 > 5 * r_low.ttft_ms.p90
 
 
 def test_kv_capacity_limits_running_requests():

@@ -14,7 +14,6 @@ from simulator.studies.serving_plots import (SERVING_BEST_TITLE, SERVING_LATENCY
                                      serving_latency_figures)
 from simulator.studies.serving_sweep import serving_best_num_steps
 from simulator.studies.sweep import read_sweep_meta, read_sweep_table, run_sweep
-from simulator.units import US_PER_MS
 from simulator.cli.plot import plot_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,10 +71,10 @@ def test_latency_figure_lines_and_labels(losing_dir):
     spec, base, cross = fig.data
     line = sorted((r for r in rows if r["num_steps"] == 3), key=lambda r: r[LOAD])
     assert list(spec.x) == [r["serving_output_tok_per_s"] for r in line]
-    assert list(spec.y) == pytest.approx([r["serving_tpot_p50_us"] / US_PER_MS for r in line])
+    assert list(spec.y) == pytest.approx([r["serving_tpot_p50_ms"] for r in line])
     assert list(spec.text) == list(base.text) == ["c=1", "c=4"]
     assert list(base.x) == [r["serving_baseline_output_tok_per_s"] for r in line]
-    assert list(base.y) == pytest.approx([r["serving_baseline_tpot_p50_us"] / US_PER_MS for r in line])
+    assert list(base.y) == pytest.approx([r["serving_baseline_tpot_p50_ms"] for r in line])
     assert base.line.dash == "dash"
     assert list(cross.x) == [line[0]["serving_output_tok_per_s"]]  # crossover at concurrency 1
     assert fig.layout.yaxis.title.text == "TPOT p50 (ms)"

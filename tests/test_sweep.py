@@ -17,7 +17,7 @@ from simulator.studies.sweep import best_num_steps, cycle_breakdown_table, read_
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "tp1_draft.yaml"
-REQUIRED_COLUMNS = ("tok_per_s", "baseline_tok_per_s", "speedup", "accept_length", "cycle_time_us", "tpot_us",
+REQUIRED_COLUMNS = ("tok_per_s", "baseline_tok_per_s", "speedup", "accept_length", "cycle_time_us", "tpot_ms",
                     "solver", "scenario_json", "verify_compute_us", "draft_compute_us", "host_us", "sync_us")
 
 

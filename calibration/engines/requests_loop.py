@@ -123,7 +123,7 @@ def measure_requests(backend: EngineBackend, plan: PointPlan, vocab_size: int | 
 
 def summarize_run(rec: dict) -> dict:
     """What a user computes from one run: tok/s over the whole run, TTFT / TPOT / end-to-end
-    latency p50 (ms)."""
+    latency p50 (ms, named as `vllm bench serve` names them: median_ttft_ms, ...)."""
     reqs = rec["requests"]
     ttft = [r["ttft_us"] for r in reqs if r["ttft_us"] is not None]
     tpot = [(r["finish_us"] - r["start_us"] - r["ttft_us"]) / (r["num_tokens"] - 1)
@@ -131,6 +131,6 @@ def summarize_run(rec: dict) -> dict:
     e2e = [r["finish_us"] - r["start_us"] for r in reqs if r["finish_us"] is not None]
     ms = 1e-3
     return dict(tok_per_s=rec["num_tokens"] / rec["elapsed_us"] * 1e6,
-                ttft_ms_p50=float(np.median(ttft)) * ms if ttft else None,
-                tpot_ms_p50=float(np.median(tpot)) * ms if tpot else None,
-                e2e_ms_p50=float(np.median(e2e)) * ms if e2e else None)
+                median_ttft_ms=float(np.median(ttft)) * ms if ttft else None,
+                median_tpot_ms=float(np.median(tpot)) * ms if tpot else None,
+                median_e2el_ms=float(np.median(e2e)) * ms if e2e else None)

@@ -140,7 +140,7 @@ def run_plan(plan: ProcessPlan, out: Path, workdir: Path, log=print) -> int:
             else:
                 s = summarize_run(rep)
                 log(f"{plan.label} {p.key}: {s['tok_per_s']:.1f} tok/s over {rep['elapsed_us'] / 1e6:.3f} s, "
-                    f"TTFT p50 {s['ttft_ms_p50']:.1f} ms, {rep['num_engine_steps']} steps "
+                    f"TTFT p50 {s['median_ttft_ms']:.1f} ms, {rep['num_engine_steps']} steps "
                     f"({time.perf_counter() - t1:.1f} s)")
             n += 1
     finally:

@@ -52,7 +52,7 @@ from simulator.files import write_json_atomic
 from simulator.evidence.live_records import LiveServingRun, serving_record_fields
 from simulator.serving.scheduler import ServingRun, serving_rngs
 from simulator.serving.metrics import serving_metrics
-from simulator.units import US_PER_MS, US_PER_S
+from simulator.units import US_PER_S
 from simulator.workload_config import SpecConfig
 
 console = Console()
@@ -248,10 +248,10 @@ def print_serving_table(rows: list[tuple[ServingPoint, LiveServingRun]]) -> None
         t.add_column(col, justify="left" if col == "run" else "right")
     for p, r in rows:
         res, ref = r.result, base.get((p.size, p.graph, p.concurrency))
-        ms = lambda x: f"{x.p50 / US_PER_MS:.2f}" if x is not None else "-"  # noqa: E731
+        ms = lambda x: f"{x.p50:.2f}" if x is not None else "-"  # noqa: E731
         t.add_row(p.name, str(res.num_requests), f"{res.output_tok_per_s:.0f}",
-                  f"{res.output_tok_per_s / ref:.2f}" if ref else "-", ms(res.ttft_us), ms(res.tpot_us),
-                  ms(res.itl_us), f"{res.mean_batch_size:.1f}")
+                  f"{res.output_tok_per_s / ref:.2f}" if ref else "-", ms(res.ttft_ms), ms(res.tpot_ms),
+                  ms(res.itl_ms), f"{res.mean_batch_size:.1f}")
     Console(width=max(console.width, 120)).print(t)
 
 

@@ -96,15 +96,15 @@ def search_command(
 
 _HEADERS = {"placement": "placement", "tp_size": "tp", "num_gpus": "GPUs", "num_steps": "steps", "topk": "topk",
             "num_draft_tokens": "ndt", "batch_size": "batch", "spec": "spec", "tok_per_s_per_user": "per user",
-            "tok_per_s_per_gpu": "per GPU", "tok_per_s": "tok/s", "tpot_p50_us": "TPOT ms",
+            "tok_per_s_per_gpu": "per GPU", "tok_per_s": "tok/s", "tpot_p50_ms": "TPOT ms",
             "serving_goodput_tok_per_s": "goodput"}
 
 
 def _cell(col: str, v) -> str:
     if v is None:
         return "-"
-    if col == "tpot_p50_us":
-        return f"{v / 1000:.2f}"
+    if col == "tpot_p50_ms":
+        return f"{v:.2f}"
     if isinstance(v, float):
         return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.1f}"
     return escape(str(v))
@@ -113,7 +113,7 @@ def _cell(col: str, v) -> str:
 def _table(res: SearchResult, idxs: list[int], title: str) -> Table:
     from simulator.studies.search import SPACE_FIELDS
     extra = [c for c in res.space if c not in SPACE_FIELDS and c != "workload.batch_size"]
-    metric_cols = ["tok_per_s_per_user", "tok_per_s_per_gpu", "tpot_p50_us"]
+    metric_cols = ["tok_per_s_per_user", "tok_per_s_per_gpu", "tpot_p50_ms"]
     obj_col = OBJECTIVES[res.objective][0]
     if obj_col not in metric_cols:
         metric_cols.insert(0, obj_col)

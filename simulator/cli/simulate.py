@@ -193,8 +193,9 @@ def print_result(r) -> None:
     t.add_row("accept length (tokens/cycle)", f"{r.accept_length.mean:.3f}",
               f"{r.accept_length.ci95_low:.3f} .. {r.accept_length.ci95_high:.3f}")
     t.add_row("cycle time (us)", _num(r.cycle_time_us), f"baseline step {_num(r.baseline_step_us)}")
-    if r.tpot_us is not None:
-        t.add_row("TPOT p50 / p90 / p99 (us)", _num(r.tpot_us.p50), f"{_num(r.tpot_us.p90)} / {_num(r.tpot_us.p99)}")
+    if r.tpot_ms is not None:
+        t.add_row("TPOT p50 / p90 / p99 (ms)", _num(r.tpot_ms.p50, 2),
+                  f"{_num(r.tpot_ms.p90, 2)} / {_num(r.tpot_ms.p99, 2)}")
     t.add_row("closed form tokens/s", _num(r.analytic_tok_per_s),
               f"{(r.tok_per_s / r.analytic_tok_per_s - 1) * 100:+.2f}% DES vs closed form")
     console.print(t)
@@ -230,11 +231,10 @@ def print_result(r) -> None:
 
 
 def _ms(p: dict | None) -> tuple[str, str]:
-    """(p50, 'p90 / p99 (mean)') of a Percentiles dict in us, printed in ms."""
+    """(p50, 'p90 / p99 (mean)') of a Percentiles dict in ms."""
     if p is None:
         return "-", ""
-    return (_num(p["p50"] / 1e3, 2), f"{_num(p['p90'] / 1e3, 2)} / {_num(p['p99'] / 1e3, 2)}  "
-                                      f"(mean {_num(p['mean'] / 1e3, 2)})")
+    return _num(p["p50"], 2), f"{_num(p['p90'], 2)} / {_num(p['p99'], 2)}  (mean {_num(p['mean'], 2)})"
 
 
 def print_serving(s: dict, cfg: dict) -> None:
@@ -253,8 +253,8 @@ def print_serving(s: dict, cfg: dict) -> None:
               f"no speculation {_num(base)}, speedup {s['speedup']:.3f}x" if base else "")
     t.add_row("requests/s", _num(s["request_per_s"], 3), "")
     t.add_row("tokens/s per user", _num(s["tok_per_s_per_user"]) if s["tok_per_s_per_user"] else "-", "")
-    for label, key in (("TTFT p50 (ms)", "ttft_us"), ("TPOT p50 (ms)", "tpot_us"), ("ITL p50 (ms)", "itl_us"),
-                       ("end-to-end latency p50 (ms)", "e2e_latency_us"), ("queueing p50 (ms)", "queue_us")):
+    for label, key in (("TTFT p50 (ms)", "ttft_ms"), ("TPOT p50 (ms)", "tpot_ms"), ("ITL p50 (ms)", "itl_ms"),
+                       ("end-to-end latency p50 (ms)", "e2e_latency_ms"), ("queueing p50 (ms)", "queue_ms")):
         t.add_row(label, *_ms(s[key]))
     slo = cfg.get("slo") or {}
     slo_text = ", ".join(f"{k} <= {v}" for k, v in slo.items() if v is not None) or "no SLO given"

@@ -12,7 +12,6 @@ from rich.table import Table
 
 from simulator.cli.common import FORCE_HELP, console, fail, json_to_stdout, output_name
 from simulator.inputs import UserInputError, quote
-from simulator.units import US_PER_MS
 
 
 def validate_serving(
@@ -54,8 +53,8 @@ def validate_serving(
     for r in rows:
         t.add_row(escape(Path(r.source).stem), str(r.concurrency), str(r.num_requests),
                   "yes" if r.same_schedule else "NO", f"{r.measured_tok_per_s:.0f}", f"{r.predicted_tok_per_s:.0f}",
-                  f"{r.tok_per_s_error_frac:+.1%}", f"{r.measured_tpot_p50_us / US_PER_MS:.2f}",
-                  f"{r.predicted_tpot_p50_us / US_PER_MS:.2f}", f"{r.tpot_p50_error_frac:+.1%}",
+                  f"{r.tok_per_s_error_frac:+.1%}", f"{r.measured_tpot_p50_ms:.2f}",
+                  f"{r.predicted_tpot_p50_ms:.2f}", f"{r.tpot_p50_error_frac:+.1%}",
                   f"{r.ttft_p50_error_frac:+.1%}", f"{r.itl_p50_error_frac:+.1%}")
     Console(width=max(console.width, 150), stderr=console.stderr).print(t)
     met, line = serving_bar(rows, bar_pct / 100)

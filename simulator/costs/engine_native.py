@@ -6,6 +6,12 @@ at (batch_size, num_steps, context_len), for the cost model where a scenario's
 context between them, or along the fitted slope from one), else from the profile's fitted form
 (simulator.engines.profile's docstring). `profile_mismatch` says why a profile cannot price a
 scenario as measured; `native_costs` gives the scenario's NativeCosts and its notes.
+
+Profiles are found by what was asked: where the scenario's named profile cannot price it (a tree asked of
+a chain's profile, say) and a shipped one (data/engine_profiles/) can, that one prices it (`shipped_match`:
+the same engine, GPU, target and draft shapes compared by value, TP and draft placement, draft method and
+topology topk / num_draft_tokens, overlap scheduling), and a note names both; where the scenario names
+none, a note names the shipped one that would price it and the field that uses it.
 """
 
 from __future__ import annotations
@@ -19,10 +25,16 @@ from simulator.engines.profile import (EnginePoint, EngineProfile, full_graph_ve
 
 
 class NativeCosts:
-    """The parts of one engine step at (batch_size, num_steps, context_len), us (module docstring)."""
+    """The parts of one engine step at (batch_size, num_steps, context_len), us (module docstring).
 
-    def __init__(self, profile: EngineProfile):
+    Attributes:
+        chosen: the shipped profile's name where one the scenario did not name prices it (`shipped_match`),
+            else None (the scenario's own).
+    """
+
+    def __init__(self, profile: EngineProfile, chosen: str | None = None):
         self.profile = profile
+        self.chosen = chosen
         self.sources: set[str] = set()  # 'measured' / 'fitted' per part priced, for the notes
 
     def _usable(self, p: EnginePoint, value_of, gpu: bool) -> bool:
@@ -201,16 +213,60 @@ def _sizes_text(sizes: list[int]) -> str:
     return ", ".join(map(str, sizes[:6])) + (f", ... {sizes[-1]}" if len(sizes) > 6 else "")
 
 
-def native_costs(scenario, profile: EngineProfile | None, notes: set[str]) -> NativeCosts | None:
+def scenario_gpu(scenario, op_profile=None) -> str | None:
+    """The scenario's GPU (hardware-catalog id): its `hardware.gpu`, else its op-table profile's GPU."""
+    gpu = getattr(getattr(scenario, "hardware", None), "gpu", None)
+    return gpu or getattr(getattr(op_profile, "hardware", None), "catalog_gpu", None)
+
+
+def shipped_match(scenario, gpu: str | None) -> tuple[str, EngineProfile] | None:
+    """(name, profile) of the shipped engine profile that prices this scenario as measured: measured on
+    the scenario's engine (no fake engine) and GPU (`gpu`, a catalog id; None: no match), and
+    `profile_mismatch` none (shapes by value, TP, placement, method, topk / num_draft_tokens, overlap);
+    of several, the one with the most measured points. None where none does."""
+    from simulator.engines.profile import ENGINE_PROFILES_DIR, load_engine_profile
+    from simulator.profile import data_dir
+
+    kind = scenario.serving_engine.kind
+    if gpu is None or kind not in ("vllm", "sglang"):
+        return None
+    found = []
+    for path in sorted((data_dir() / ENGINE_PROFILES_DIR).glob("*.json")):
+        prof = load_engine_profile(path)
+        if prof.engine == kind and prof.catalog_gpu == gpu and profile_mismatch(prof, scenario) is None:
+            found.append((path.stem, prof))
+    return max(found, key=lambda f: len(f[1].points)) if found else None
+
+
+def _topology(profile: EngineProfile) -> str:
+    return (f"trees of topk {profile.topk}, {profile.num_draft_tokens} draft tokens" if profile.topk > 1
+            else "chains")
+
+
+def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_profile=None) -> NativeCosts | None:
     """NativeCosts of `profile`, the scenario's engine profile (`serving_engine.engine_profile`, read by
-    the caller), where it prices this scenario as measured; None (with a note saying why) where it does
-    not, and None where the scenario names none (`profile` None)."""
+    the caller), where it prices this scenario as measured; else of the shipped profile that does
+    (`shipped_match`, on the GPU of the scenario or of `op_profile`, its op-table profile), with a note
+    naming both; else None (with a note saying why). Where the scenario names none (`profile` None):
+    None, with a note naming a shipped profile that would price it."""
+    chosen = None
+    kind = scenario.serving_engine.kind
     if profile is None:
+        if match := shipped_match(scenario, scenario_gpu(scenario, op_profile)):
+            notes.add(f"{kind}: the shipped engine profile {match[0]} was measured on this engine, GPU, model "
+                      f"shapes and draft ({_topology(match[1])}): --set serving_engine.engine_profile={match[0]} "
+                      "prices the cycle from it (here: the engine model from the profile's op tables)")
         return None
     if why := profile_mismatch(profile, scenario):
-        notes.add(f"{scenario.serving_engine.kind}: engine profile {profile.name} not used ({why}): priced by the "
-                  "engine model from the profile's op tables")
-        return None
+        match = shipped_match(scenario, scenario_gpu(scenario, op_profile))
+        if match is None:
+            notes.add(f"{kind}: engine profile {profile.name} not used ({why}): priced by the engine model from the "
+                      "profile's op tables")
+            return None
+        chosen, profile = match
+        notes.add(f"{kind}: engine profile {scenario.serving_engine.engine_profile} not used ({why}); the shipped "
+                  f"{chosen}, measured on this engine, GPU, model shapes and draft ({_topology(profile)}), prices "
+                  f"it (serving_engine.engine_profile={chosen} names it)")
     b, k, c = scenario.workload.batch_size, scenario.spec.num_steps, scenario.workload.context_len
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
@@ -231,4 +287,4 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str]) -> Na
     notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
               f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured points, fitted forms between them)")
-    return NativeCosts(profile)
+    return NativeCosts(profile, chosen)

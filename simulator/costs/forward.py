@@ -179,7 +179,7 @@ class CostModel:
         self._base_schedule_us: float | None = None
         if engine_profile is None:
             engine_profile = scenario_engine_profile(scenario)
-        self.native = native_costs(scenario, engine_profile, self.lookup.notes)
+        self.native = native_costs(scenario, engine_profile, self.lookup.notes, profile)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property

@@ -173,7 +173,7 @@ class LiveServingRun(StrictModel):
     (no warm-up cut, no SLOs), so the live and simulated runs are measured by one function.
     """
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2  # 2: `result` latencies in ms (ttft_ms, ...)
     kind: Literal["live_serving"] = "live_serving"
     scenario: Scenario
     speculative: bool = Field(description="False = the no-speculation baseline of the same workload.")

@@ -38,7 +38,7 @@ SERVING_BAR_FRAC = 0.05  # the issue's bar: tok/s and TPOT p50 within 5%
 
 @dataclass(frozen=True)
 class ServingComparison:
-    """One live serving record against the DES on its scenario (times in us, rates per second)."""
+    """One live serving record against the DES on its scenario (latencies in ms, rates per second)."""
 
     source: str
     target: str
@@ -49,14 +49,14 @@ class ServingComparison:
     measured_tok_per_s: float
     predicted_tok_per_s: float
     tok_per_s_error_frac: float
-    measured_tpot_p50_us: float
-    predicted_tpot_p50_us: float
+    measured_tpot_p50_ms: float
+    predicted_tpot_p50_ms: float
     tpot_p50_error_frac: float
-    measured_ttft_p50_us: float
-    predicted_ttft_p50_us: float
+    measured_ttft_p50_ms: float
+    predicted_ttft_p50_ms: float
     ttft_p50_error_frac: float
-    measured_itl_p50_us: float
-    predicted_itl_p50_us: float
+    measured_itl_p50_ms: float
+    predicted_itl_p50_ms: float
     itl_p50_error_frac: float
     measured_mean_batch_size: float
     predicted_mean_batch_size: float
@@ -115,12 +115,12 @@ def check_record(src: str, rec: LiveServingRun, profile: CalibrationProfile,
         num_requests=meas.num_requests, same_schedule=bool(same),
         measured_tok_per_s=meas.output_tok_per_s, predicted_tok_per_s=pred.output_tok_per_s,
         tok_per_s_error_frac=_err(pred.output_tok_per_s, meas.output_tok_per_s),
-        measured_tpot_p50_us=p50(meas.tpot_us), predicted_tpot_p50_us=p50(pred.tpot_us),
-        tpot_p50_error_frac=_err(p50(pred.tpot_us), p50(meas.tpot_us)),
-        measured_ttft_p50_us=p50(meas.ttft_us), predicted_ttft_p50_us=p50(pred.ttft_us),
-        ttft_p50_error_frac=_err(p50(pred.ttft_us), p50(meas.ttft_us)),
-        measured_itl_p50_us=p50(meas.itl_us), predicted_itl_p50_us=p50(pred.itl_us),
-        itl_p50_error_frac=_err(p50(pred.itl_us), p50(meas.itl_us)),
+        measured_tpot_p50_ms=p50(meas.tpot_ms), predicted_tpot_p50_ms=p50(pred.tpot_ms),
+        tpot_p50_error_frac=_err(p50(pred.tpot_ms), p50(meas.tpot_ms)),
+        measured_ttft_p50_ms=p50(meas.ttft_ms), predicted_ttft_p50_ms=p50(pred.ttft_ms),
+        ttft_p50_error_frac=_err(p50(pred.ttft_ms), p50(meas.ttft_ms)),
+        measured_itl_p50_ms=p50(meas.itl_ms), predicted_itl_p50_ms=p50(pred.itl_ms),
+        itl_p50_error_frac=_err(p50(pred.itl_ms), p50(meas.itl_ms)),
         measured_mean_batch_size=meas.mean_batch_size, predicted_mean_batch_size=pred.mean_batch_size)
 
 

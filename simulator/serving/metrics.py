@@ -1,15 +1,16 @@
 """Serving records -> serving metrics. Every serving metric is defined here, once.
 
 Measured requests: those arriving at or after `serving.warmup_s` that finished. Over them
-(times in us, rates per second; percentiles p50/p90/p99 and the mean over requests):
+(latencies in ms, as `vllm bench serve` and SGLang's bench_serving print them: mean_ttft_ms, p99_itl_ms, ...;
+rates per second; percentiles p50/p90/p99 and the mean over requests):
 - duration_s: last measured finish - first measured arrival (bench_serving's benchmark duration,
   the warm-up left out).
 - output_tok_per_s: their output tokens / duration_s; request_per_s: their count / duration_s.
-- ttft_us: first token - arrival (queueing and prefill included).
-- tpot_us: (finish - first token) / (output_tokens - 1), requests with >= 2 output tokens.
-- itl_us: gaps between consecutive token emissions of a request after its first token; a
+- ttft_ms: first token - arrival (queueing and prefill included).
+- tpot_ms: (finish - first token) / (output_tokens - 1), requests with >= 2 output tokens.
+- itl_ms: gaps between consecutive token emissions of a request after its first token; a
   speculative cycle emits its accepted tokens at once, as a streaming client receives them.
-- e2e_latency_us: finish - arrival; queue_us: first admission - arrival.
+- e2e_latency_ms: finish - arrival; queue_ms: first admission - arrival.
 - tok_per_s_per_user: mean over requests of 1 / tpot (the decode speed one user sees).
 - goodput_request_per_s / goodput_tok_per_s: requests meeting every SLO given (ttft <= slo.ttft_ms,
   tpot <= slo.tpot_ms), and their output tokens, per second of duration_s (DistServe's goodput);
@@ -20,7 +21,7 @@ Measured requests: those arriving at or after `serving.warmup_s` that finished. 
 - mean_requests_in_system: time average of (arrived - finished) over [warmup_s, last arrival]
   (Little's law: = arrival rate x mean e2e latency in steady state).
 - num_preemptions: preemptions of measured requests (recompute).
-- baseline_output_tok_per_s / baseline_tpot_us / speedup: the same workload without speculation,
+- baseline_output_tok_per_s / baseline_tpot_ms / speedup: the same workload without speculation,
   when run (speedup = output_tok_per_s / baseline_output_tok_per_s).
 """
 
@@ -35,7 +36,7 @@ from simulator.units import US_PER_MS, US_PER_S
 
 
 class ServingResult(BaseModel):
-    """The `serving` block of a SimulationResult (times in us, rates per second)."""
+    """The `serving` block of a SimulationResult (latencies in ms, rates per second)."""
 
     model_config = ConfigDict(frozen=True)
     speculative: bool
@@ -44,11 +45,11 @@ class ServingResult(BaseModel):
     output_tok_per_s: float
     request_per_s: float
     tok_per_s_per_user: float | None
-    ttft_us: Percentiles
-    tpot_us: Percentiles | None
-    itl_us: Percentiles | None
-    e2e_latency_us: Percentiles
-    queue_us: Percentiles
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles | None
+    itl_ms: Percentiles | None
+    e2e_latency_ms: Percentiles
+    queue_ms: Percentiles
     goodput_request_per_s: float
     goodput_tok_per_s: float
     slo_attained_frac: float
@@ -60,7 +61,7 @@ class ServingResult(BaseModel):
     num_engine_steps: int
     num_finished: int = 0  # every finished request, warm-up ones included
     baseline_output_tok_per_s: float | None = None
-    baseline_tpot_us: Percentiles | None = None
+    baseline_tpot_ms: Percentiles | None = None
     speedup: float | None = None
 
 
@@ -121,8 +122,9 @@ def serving_metrics(rec: ServingRecords, warmup_s: float, ttft_slo_ms: float | N
         output_tok_per_s=float(out.sum()) / duration_us * US_PER_S,
         request_per_s=float(m.sum()) / duration_us * US_PER_S,
         tok_per_s_per_user=float(np.mean(US_PER_S / tpot[tpot > 0])) if (tpot > 0).any() else None,
-        ttft_us=percentiles(ttft), tpot_us=percentiles(tpot), itl_us=percentiles(itl),
-        e2e_latency_us=percentiles(fin - arr), queue_us=percentiles(rec.admit_us[m] - arr),
+        ttft_ms=percentiles(ttft / US_PER_MS), tpot_ms=percentiles(tpot / US_PER_MS),
+        itl_ms=percentiles(itl / US_PER_MS), e2e_latency_ms=percentiles((fin - arr) / US_PER_MS),
+        queue_ms=percentiles((rec.admit_us[m] - arr) / US_PER_MS),
         goodput_request_per_s=float(ok.sum()) / duration_us * US_PER_S,
         goodput_tok_per_s=float(out[ok].sum()) / duration_us * US_PER_S,
         slo_attained_frac=float(ok.mean()),

@@ -32,7 +32,7 @@ def simulate_serving(scenario: Scenario, profile: CalibrationProfile, baseline: 
         return res
     base = serving_metrics(run_serving(scenario, profile, False, costs), cfg.warmup_s, cfg.slo.ttft_ms,
                            cfg.slo.tpot_ms)
-    return res.model_copy(update={"baseline_output_tok_per_s": base.output_tok_per_s, "baseline_tpot_us": base.tpot_us,
+    return res.model_copy(update={"baseline_output_tok_per_s": base.output_tok_per_s, "baseline_tpot_ms": base.tpot_ms,
                                   "speedup": res.output_tok_per_s / base.output_tok_per_s})
 
 

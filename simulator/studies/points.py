@@ -23,6 +23,7 @@ import numpy as np
 from simulator.config import Scenario
 from simulator.scenario import UserInputError, load_profile_for
 from simulator.studies.backend import Backend
+from simulator.units import US_PER_MS
 
 _PROFILES: dict[str, Any] = {}
 _COSTS: dict[tuple[str, str], Any] = {}
@@ -152,7 +153,7 @@ def _analytic_row(r) -> dict:
     """The metrics dict of an AnalyticResult."""
     return dict(solver="closed_form", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=None, tok_per_s_ci95_high=None,
                 baseline_tok_per_s=r.baseline_tok_per_s, speedup=r.speedup, accept_length=r.mean_accept_length,
-                cycle_time_us=r.cycle_time_us, tpot_us=r.tpot_us,
+                cycle_time_us=r.cycle_time_us, tpot_ms=r.tpot_us / US_PER_MS,
                 breakdown_us={k: float(v) for k, v in r.breakdown_us.items()})
 
 
@@ -163,7 +164,7 @@ def des_metrics(sc: Scenario, profile_path: str) -> dict:
     return dict(solver="des", tok_per_s=r.tok_per_s, tok_per_s_ci95_low=r.tok_per_s_ci95[0],
                 tok_per_s_ci95_high=r.tok_per_s_ci95[1], baseline_tok_per_s=r.baseline_tok_per_s,
                 speedup=r.speedup, accept_length=r.accept_length.mean, cycle_time_us=r.cycle_time_us,
-                tpot_us=r.tpot_us.mean if r.tpot_us is not None else None,
+                tpot_ms=r.tpot_ms.mean if r.tpot_ms is not None else None,
                 breakdown_us={k: float(v) for k, v in r.breakdown_us.items()})
 
 

@@ -48,7 +48,6 @@ from simulator.studies.grid import GridAxis, parse_grid
 from simulator.studies.objectives import OBJECTIVES
 from simulator.inputs import quote
 from simulator.scenario import UserInputError, apply_overrides, read_scenario_dict, scenario_from_dict
-from simulator.units import US_PER_MS
 
 SEARCH_OUTPUT = "search/1"
 DEFAULT_NUM_STEPS = tuple(range(1, 9))
@@ -58,7 +57,7 @@ SPACE_FIELDS = ("tp_size", "placement", "spec.num_steps", "spec.topk", "spec.num
 DEFAULT_PLACEMENTS = ("shared_tp", "tp1_colocated", "tp1_dedicated")
 MAX_SEARCH_POINTS = 20_000
 TABLE_COLUMNS = ("placement", "tp_size", "num_gpus", "num_steps", "topk", "num_draft_tokens", "batch_size")
-METRIC_COLUMNS = ("tok_per_s", "tok_per_s_per_user", "tok_per_s_per_gpu", "tpot_p50_us", "speedup", "accept_length",
+METRIC_COLUMNS = ("tok_per_s", "tok_per_s_per_user", "tok_per_s_per_gpu", "tpot_p50_ms", "speedup", "accept_length",
                   "cycle_time_us")
 
 
@@ -227,13 +226,13 @@ def expand_space(base_dict: dict, base: Scenario, values: dict[str, tuple | None
 def point_row(idx: int, point: dict, sc: Scenario, m: dict) -> dict:
     """One CSV row: the point's fields, its descriptive columns and metrics (see METRIC_COLUMNS)."""
     gpus = sc.placement.num_gpus(sc.tp_size)
-    tpot = m.get("serving_tpot_p50_us") if m.get("serving_tpot_p50_us") is not None else m["tpot_us"]
+    tpot = m.get("serving_tpot_p50_ms") if m.get("serving_tpot_p50_ms") is not None else m["tpot_ms"]
     row = {"point_idx": idx, "placement": sc.placement.label, "tp_size": sc.tp_size, "num_gpus": gpus,
            "num_steps": sc.spec.num_steps, "topk": sc.spec.topk, "num_draft_tokens": sc.spec.num_draft_tokens,
            "batch_size": sc.workload.batch_size,
            **{f: v for f, v in point.items() if f not in SPACE_FIELDS},
            "tok_per_s": m["tok_per_s"], "tok_per_s_per_user": m["tok_per_s"] / sc.workload.batch_size,
-           "tok_per_s_per_gpu": m["tok_per_s"] / gpus, "tpot_p50_us": tpot, "speedup": m["speedup"],
+           "tok_per_s_per_gpu": m["tok_per_s"] / gpus, "tpot_p50_ms": tpot, "speedup": m["speedup"],
            "accept_length": m["accept_length"], "cycle_time_us": m["cycle_time_us"]}
     row.update({k: v for k, v in m.items() if k.startswith("serving_")})
     return row
@@ -267,7 +266,7 @@ def rank(rows: list[dict], objective: str) -> list[int]:
 
 
 def pareto_axes(objective: str) -> tuple[tuple[str, bool], tuple[str, bool]]:
-    if objective in ("goodput", "tpot_p50_us"):
+    if objective in ("goodput", "tpot_p50_ms"):
         return OBJECTIVES[objective], ("num_gpus", False)
     return ("tok_per_s_per_user", True), ("tok_per_s_per_gpu", True)
 
@@ -290,7 +289,7 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
     Args:
         scenario_path: scenario YAML. objective: one of OBJECTIVES. space: `--space` grid specs.
         overrides: `--set` strings applied first. profile: profile name/path override.
-        max_tpot_ms: points with a larger tpot_p50_us are infeasible. max_gpus: likewise GPUs used.
+        max_tpot_ms: points with a larger tpot_p50_ms are infeasible. max_gpus: likewise GPUs used.
         jobs: worker processes of the local backend; used when backend is None.
         confirm: called with (estimated seconds, bytes) of the serving DES runs (objective
             goodput) before they run; it may raise to stop.
@@ -331,7 +330,7 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
     rows = [point_row(i, pt, sc, metrics[i]) for i, (pt, sc) in enumerate(points)]
     _memory_columns(rows, items)
     for r in rows:
-        r["feasible"] = ((max_tpot_ms is None or r["tpot_p50_us"] <= max_tpot_ms * US_PER_MS)
+        r["feasible"] = ((max_tpot_ms is None or r["tpot_p50_ms"] <= max_tpot_ms)
                          and (max_gpus is None or r["num_gpus"] <= max_gpus) and r["fits_memory"])
     if not all(r["fits_memory"] for r in rows):
         notes.append(f"{sum(not r['fits_memory'] for r in rows)} configurations do not fit in GPU memory (weights and "

@@ -10,7 +10,6 @@ import plotly.graph_objects as go
 
 from simulator.studies.serving_sweep import LOAD_FIELDS, serving_best_num_steps
 from simulator.studies.sweep_plots import MAX_FACETS, Figures, distinct_values, facet_columns, facet_title, split_facets
-from simulator.units import US_PER_MS
 
 LOAD_TITLES = {"serving.arrivals.concurrency": ("concurrency (requests in flight, closed loop)", "c={}"),
                "serving.arrivals.rate_per_s": ("arrival rate (requests/s, Poisson)", "{} req/s")}
@@ -39,7 +38,7 @@ def _crossover_for(group: list[dict], crossover_rows: list[dict], load: str) -> 
 
 
 def _latency_trace(points: list[dict], tok_col: str, tpot_col: str, labels: list[str], **kw) -> go.Scatter:
-    return go.Scatter(x=[r[tok_col] for r in points], y=[r[tpot_col] / US_PER_MS for r in points], text=labels,
+    return go.Scatter(x=[r[tok_col] for r in points], y=[r[tpot_col] for r in points], text=labels,
                       mode="lines+markers+text", textposition="top center",
                       hovertemplate="%{text}<br>%{x:.1f} tok/s<br>TPOT p50 %{y:.2f} ms", **kw)
 
@@ -49,7 +48,7 @@ def serving_latency_figures(rows: list[dict], grid_fields: list[str] = (), cross
     baseline columns), points labelled by the load; the crossover from sweep.json marked. One
     figure per combination of the other varying columns (num_steps among them)."""
     rows = [r for r in rows if r.get("serving_output_tok_per_s") is not None
-            and r.get("serving_tpot_p50_us") is not None]
+            and r.get("serving_tpot_p50_ms") is not None]
     load = serving_load_column(rows)
     if load is None:
         return []
@@ -58,22 +57,22 @@ def serving_latency_figures(rows: list[dict], grid_fields: list[str] = (), cross
     for suffix, group in split_facets(rows, facet_columns(rows, (load,), grid_fields))[:MAX_FACETS]:
         line = sorted(group, key=lambda r: r[load])
         labels = [point_label.format(r[load]) for r in line]
-        fig = go.Figure(_latency_trace(line, "serving_output_tok_per_s", "serving_tpot_p50_us", labels,
+        fig = go.Figure(_latency_trace(line, "serving_output_tok_per_s", "serving_tpot_p50_ms", labels,
                                        name="with speculation"))
         base = [(r, t) for r, t in zip(line, labels) if r.get("serving_baseline_output_tok_per_s") is not None
-                and r.get("serving_baseline_tpot_p50_us") is not None]
+                and r.get("serving_baseline_tpot_p50_ms") is not None]
         if base:
             fig.add_trace(_latency_trace([r for r, _ in base], "serving_baseline_output_tok_per_s",
-                                         "serving_baseline_tpot_p50_us", [t for _, t in base],
+                                         "serving_baseline_tpot_p50_ms", [t for _, t in base],
                                          name="without speculation", line=dict(dash="dash", color="black")))
         cross = _crossover_for(group, list(crossover_rows), load)
         at = next((r for r in line if cross and r[load] == cross["crossover"]), None)
         if at is not None:
             text = f"crossover at {point_label.format(at[load])}: speculation stops paying"
-            fig.add_trace(go.Scatter(x=[at["serving_output_tok_per_s"]], y=[at["serving_tpot_p50_us"] / US_PER_MS],
+            fig.add_trace(go.Scatter(x=[at["serving_output_tok_per_s"]], y=[at["serving_tpot_p50_ms"]],
                                      mode="markers", name=text, hoverinfo="name",
                                      marker=dict(symbol="x", size=16, color="red")))
-            fig.add_annotation(x=at["serving_output_tok_per_s"], y=at["serving_tpot_p50_us"] / US_PER_MS, text=text,
+            fig.add_annotation(x=at["serving_output_tok_per_s"], y=at["serving_tpot_p50_ms"], text=text,
                                showarrow=True, arrowhead=2, ax=0, ay=-40)
         elif cross is not None and cross["crossover"] is None:
             suffix = ", ".join(s for s in (suffix, "speculation pays at every swept load") if s)
@@ -111,7 +110,7 @@ def serving_best_num_steps_figures(rows: list[dict], grid_fields: list[str] = ()
 
 # ---- the configuration search ----------------------------------------------------------------------------
 _AXIS_TITLES = {"tok_per_s_per_user": "tok/s per user", "tok_per_s_per_gpu": "tok/s per GPU",
-                "num_gpus": "GPUs used (a dedicated draft GPU included)", "tpot_p50_us": "TPOT p50 (us)",
+                "num_gpus": "GPUs used (a dedicated draft GPU included)", "tpot_p50_ms": "TPOT p50 (ms)",
                 "serving_goodput_tok_per_s": "goodput (tok/s)"}
 
 

@@ -1,7 +1,7 @@
 """Serving metrics in sweep rows, and the load at which speculation stops paying.
 
-`serving_columns` flattens a ServingResult into the `serving_*` columns of sweep.csv (times in
-us, rates per second; `serving_baseline_*`: the no-speculation run). `crossover` reads swept rows:
+`serving_columns` flattens a ServingResult into the `serving_*` columns of sweep.csv (latencies in
+ms, as ServingResult gives them; rates per second; `serving_baseline_*`: the no-speculation run). `crossover` reads swept rows:
 for each combination of the other grid fields, along the load field in increasing order, the first
 value where speculative output tokens/s <= the no-speculation baseline's (same scenario,
 speculation off, same workload seeds). `serving_best_num_steps` picks, per combination, the
@@ -16,10 +16,10 @@ from typing import Any
 from simulator.serving.metrics import ServingResult
 
 SERVING_COLUMNS = ("serving_output_tok_per_s", "serving_baseline_output_tok_per_s", "serving_speedup",
-                   "serving_tok_per_s_per_user", "serving_ttft_p50_us", "serving_ttft_p99_us",
-                   "serving_tpot_p50_us", "serving_tpot_p99_us", "serving_baseline_tpot_p50_us",
-                   "serving_itl_p50_us", "serving_itl_p99_us",
-                   "serving_e2e_latency_p50_us", "serving_e2e_latency_p99_us", "serving_queue_p50_us",
+                   "serving_tok_per_s_per_user", "serving_ttft_p50_ms", "serving_ttft_p99_ms",
+                   "serving_tpot_p50_ms", "serving_tpot_p99_ms", "serving_baseline_tpot_p50_ms",
+                   "serving_itl_p50_ms", "serving_itl_p99_ms",
+                   "serving_e2e_latency_p50_ms", "serving_e2e_latency_p99_ms", "serving_queue_p50_ms",
                    "serving_goodput_request_per_s", "serving_goodput_tok_per_s", "serving_slo_attained_frac",
                    "serving_mean_batch_size", "serving_spec_step_frac", "serving_num_requests")
 LOAD_FIELDS = ("serving.arrivals.concurrency", "serving.arrivals.rate_per_s")
@@ -31,11 +31,11 @@ def serving_columns(r: ServingResult) -> dict[str, Any]:
                            "serving_baseline_output_tok_per_s": r.baseline_output_tok_per_s,
                            "serving_speedup": r.speedup, "serving_tok_per_s_per_user": r.tok_per_s_per_user}
     for name in ("ttft", "tpot", "itl", "e2e_latency"):
-        p = getattr(r, f"{name}_us")
-        out[f"serving_{name}_p50_us"] = p.p50 if p is not None else None
-        out[f"serving_{name}_p99_us"] = p.p99 if p is not None else None
-    out["serving_baseline_tpot_p50_us"] = r.baseline_tpot_us.p50 if r.baseline_tpot_us is not None else None
-    out.update(serving_queue_p50_us=r.queue_us.p50, serving_goodput_request_per_s=r.goodput_request_per_s,
+        p = getattr(r, f"{name}_ms")
+        out[f"serving_{name}_p50_ms"] = p.p50 if p is not None else None
+        out[f"serving_{name}_p99_ms"] = p.p99 if p is not None else None
+    out["serving_baseline_tpot_p50_ms"] = r.baseline_tpot_ms.p50 if r.baseline_tpot_ms is not None else None
+    out.update(serving_queue_p50_ms=r.queue_ms.p50, serving_goodput_request_per_s=r.goodput_request_per_s,
                serving_goodput_tok_per_s=r.goodput_tok_per_s, serving_slo_attained_frac=r.slo_attained_frac,
                serving_mean_batch_size=r.mean_batch_size, serving_spec_step_frac=r.spec_step_frac,
                serving_num_requests=r.num_requests)

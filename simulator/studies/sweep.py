@@ -17,10 +17,11 @@ CSV columns: `point_idx`, the grid fields (named by their dotted path), the scen
 that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
 `acceptance_kind`, `acceptance_rate`, `batch_size`, `context_len`), `solver`, `tok_per_s`,
 `tok_per_s_ci95_low`/`_high` (DES only), `baseline_tok_per_s`, `speedup`, `accept_length`,
-`cycle_time_us`, `tpot_us` (mean), for scenarios with a `serving:` section the serving mode's
-`serving_*` columns (simulator.studies.serving_sweep; run by the serving DES whatever the solver, with
-the no-speculation baseline, and the crossover load in sweep.json's `serving_crossover`), the breakdown buckets `<bucket>_us` (see
-`simulator.metrics`), and `scenario_json` (the resolved scenario of the row).
+`cycle_time_us`, `tpot_ms` (mean TPOT, in ms as the engines' benches print it), for scenarios with a
+`serving:` section the serving mode's `serving_*` columns (simulator.studies.serving_sweep; latencies in ms;
+run by the serving DES whatever the solver, with the no-speculation baseline, and the crossover load in
+sweep.json's `serving_crossover`), the breakdown buckets `<bucket>_us` (see `simulator.metrics`), and
+`scenario_json` (the resolved scenario of the row).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 DESCRIPTIVE_COLUMNS = ("placement", "tp_size", "num_steps", "topk", "num_draft_tokens", "acceptance_kind",
                        "acceptance_rate", "batch_size", "context_len")
 METRIC_COLUMNS = ("solver", "tok_per_s", "tok_per_s_ci95_low", "tok_per_s_ci95_high", "baseline_tok_per_s",
-                  "speedup", "accept_length", "cycle_time_us", "tpot_us")
+                  "speedup", "accept_length", "cycle_time_us", "tpot_ms")
 BUCKET_ORDER = ("draft_extend_compute", "draft_extend_comm", "draft_compute", "draft_comm", "verify_compute",
                 "verify_comm", "accept_compute", "accept_comm", "sync", "host")
 
@@ -109,7 +109,7 @@ class SweepMeta(BaseModel):
 class SweepRow(BaseModel):
     """One row of sweep.csv as `specdecsim plot` needs it: the plotted columns typed and in range.
 
-    Grid-field columns and `<bucket>_us` columns come as extras; a `_us` extra is a time >= 0.
+    Grid-field columns and `<bucket>_us` columns come as extras; a `_us` or `_ms` extra is a time >= 0.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
@@ -131,15 +131,15 @@ class SweepRow(BaseModel):
     speedup: float = Field(gt=0)
     accept_length: float = Field(ge=1)
     cycle_time_us: float = Field(gt=0)
-    tpot_us: float | None = Field(None, ge=0)
+    tpot_ms: float | None = Field(None, ge=0)
     scenario_json: str
 
     @model_validator(mode="after")
     def _check_times(self) -> Self:
         for k, v in (self.model_extra or {}).items():
-            if k.endswith("_us") and v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                              and math.isfinite(v) and v >= 0):
-                raise ValueError(f"{k} must be a time >= 0 in us, got {quote(v)}")
+            if k.endswith(("_us", "_ms")) and v is not None and not (
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{k} must be a time >= 0 in {k[-2:]}, got {quote(v)}")
         return self
 
 

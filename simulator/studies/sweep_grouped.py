@@ -39,6 +39,7 @@ from simulator.studies.points import (MEMORY_COLUMNS, build_cost_model, cached_p
                                       memory_of, point_items, points_bar, run_chunk, run_points)
 from simulator.studies.sweep_files import (BUCKET_ORDER, DESCRIPTIVE_COLUMNS, METRIC_COLUMNS, SweepResult, cell_key,
                                            describe, write_outputs)
+from simulator.units import US_PER_MS
 
 MAX_GROUPED_GRID_POINTS = 2_000_000  # points of a grouped closed-form sweep
 GROUPED_POINT_S = 20e-6  # CPU seconds per point beyond its group's cost model: numbers, its CSV row (2-core machine)
@@ -60,7 +61,7 @@ class GroupedNumbers:
     speedup: np.ndarray
     accept_length: np.ndarray
     cycle_time_us: np.ndarray
-    tpot_us: np.ndarray
+    tpot_ms: np.ndarray
     buckets_us: dict[str, np.ndarray] = field(default_factory=dict)  # 0 where not in the point's breakdown
     bucket_mask: dict[str, np.ndarray] = field(default_factory=dict)
     memory_gb_per_gpu: list[float] = field(default_factory=list)  # per group (acceptance does not change it)
@@ -73,7 +74,7 @@ class GroupedNumbers:
         return dict(solver="closed_form", tok_per_s=float(self.tok_per_s[g, a]), tok_per_s_ci95_low=None,
                     tok_per_s_ci95_high=None, baseline_tok_per_s=float(self.baseline_tok_per_s[g]),
                     speedup=float(self.speedup[g, a]), accept_length=float(self.accept_length[g, a]),
-                    cycle_time_us=float(self.cycle_time_us[g, a]), tpot_us=float(self.tpot_us[g, a]),
+                    cycle_time_us=float(self.cycle_time_us[g, a]), tpot_ms=float(self.tpot_ms[g, a]),
                     breakdown_us={k: float(v[g, a]) for k, v in self.buckets_us.items() if self.bucket_mask[k][g, a]})
 
 
@@ -147,7 +148,7 @@ def evaluate(grid: GroupedGrid, profile_paths: list[str], progress: bool = True)
     n_g, n_a = len(grid.groups), len(grid.acceptances)
     out = GroupedNumbers(grid, profile_paths, tok_per_s=np.zeros((n_g, n_a)), baseline_tok_per_s=np.zeros(n_g),
                          speedup=np.zeros((n_g, n_a)), accept_length=np.zeros((n_g, n_a)),
-                         cycle_time_us=np.zeros((n_g, n_a)), tpot_us=np.zeros((n_g, n_a)))
+                         cycle_time_us=np.zeros((n_g, n_a)), tpot_ms=np.zeros((n_g, n_a)))
     order = sorted(range(n_g), key=lambda g: (profile_paths[g], cost_key(grid.groups[g])))  # a cost model at a time
     pmfs: dict[tuple, tuple] = {}  # (spec, max_new_tokens) -> acceptance models, renewal, mean accept length
     cost, cost_id = None, None
@@ -197,7 +198,7 @@ def _evaluate_group(out: GroupedNumbers, g: int, sc, cost, pmfs: dict) -> None:
         out.speedup[g, alike] = cols.speedup
         out.accept_length[g, alike] = means
         out.cycle_time_us[g, alike] = cols.cycle_time_us
-        out.tpot_us[g, alike] = cols.tpot_us
+        out.tpot_ms[g, alike] = cols.tpot_us / US_PER_MS
         for k, v in cols.breakdown_us.items():
             values, mask = _bucket(out, k)
             values[g, alike], mask[g, alike] = v, cols.bucket_mask[k]
@@ -206,7 +207,7 @@ def _evaluate_group(out: GroupedNumbers, g: int, sc, cost, pmfs: dict) -> None:
         r = analyze(sc.model_copy(update={"acceptance": out.grid.acceptances[a]}), cost, models[a])
         out.tok_per_s[g, a], out.baseline_tok_per_s[g] = r.tok_per_s, r.baseline_tok_per_s
         out.speedup[g, a], out.accept_length[g, a] = r.speedup, r.mean_accept_length
-        out.cycle_time_us[g, a], out.tpot_us[g, a] = r.cycle_time_us, r.tpot_us
+        out.cycle_time_us[g, a], out.tpot_ms[g, a] = r.cycle_time_us, r.tpot_us / US_PER_MS
         for k, v in r.breakdown_us.items():
             values, mask = _bucket(out, k)
             values[g, a], mask[g, a] = v, True
@@ -227,7 +228,7 @@ def _check(out: GroupedNumbers) -> None:
         bad |= ~np.isfinite(v) | (v <= 0)
     for v in (out.accept_length,):
         bad |= ~np.isfinite(v)
-    for v in (out.tpot_us, *out.buckets_us.values()):
+    for v in (out.tpot_ms, *out.buckets_us.values()):
         bad |= ~np.isfinite(v) | (v < 0)
     if not bad.any():
         return
@@ -293,7 +294,7 @@ class GroupedRows(Sequence):
         cols += [["closed_form"] * len(idx), n.tok_per_s[g_idx, a_idx].tolist(), [None] * len(idx),
                  [None] * len(idx), n.baseline_tok_per_s[g_idx].tolist(), n.speedup[g_idx, a_idx].tolist(),
                  n.accept_length[g_idx, a_idx].tolist(), n.cycle_time_us[g_idx, a_idx].tolist(),
-                 n.tpot_us[g_idx, a_idx].tolist()]
+                 n.tpot_ms[g_idx, a_idx].tolist()]
         cols += [n.buckets_us[b][g_idx, a_idx].tolist() for b in self.bucket_cols]
         cols += [_take(n.memory_gb_per_gpu, g_idx), _take(n.fits_memory, g_idx)]
         cols.append(self._json.cells(g_idx, a_idx, encode))

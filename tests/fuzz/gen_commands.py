@@ -77,7 +77,7 @@ def gen_outputs(rng: random.Random) -> Case:
         files["f"] = "a file\n"
         out = "f/t.json"
     elif target == "own":  # an earlier output of the same command may be replaced
-        files[out] = dump_json({"simulate_json": {"specdecsim_output": "simulation/1"},
+        files[out] = dump_json({"simulate_json": {"specdecsim_output": "simulation/2"},
                                 "simulate_trace": {"traceEvents": [], "otherData": {"specdecsim_output": "trace/1"}},
                                 "validate_json": {"specdecsim_output": "validation/1"}}[cmd])
     elif target in specials:
