@@ -20,7 +20,14 @@ that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
 `cycle_time_us`, `tpot_us` (mean), for scenarios with a `serving:` section the serving mode's
 `serving_*` columns (simulator.studies.serving_sweep; run by the serving DES whatever the solver, with
 the no-speculation baseline, and the crossover load in sweep.json's `serving_crossover`), the breakdown buckets `<bucket>_us` (see
-`simulator.metrics`), and `scenario_json` (the resolved scenario of the row).
+`simulator.metrics`), `memory_gb_per_gpu`, `fits_memory`, `extrapolation` (where the point lies
+beyond what its profile measured, '' where it does not: simulator.studies.extrapolation) and
+`scenario_json` (the resolved scenario of the row).
+
+The answer first (simulator.studies.answer, simulator.studies.break_even): best_num_steps.csv holds
+0 (no speculation) where the baseline is at least as fast as every swept num_steps, the runner-up
+and its gap; a serving sweep's is read per swept load from its serving columns; sweep.json's
+`break_even` is the acceptance rate above which speculation pays per batch (or load).
 """
 
 from __future__ import annotations
