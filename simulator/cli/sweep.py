@@ -17,7 +17,6 @@ from simulator.cli.common import (SpeculativeAlgorithmOption, SpeculativeConfigO
 from simulator.cli.common import (AcceptanceRatePctOption, AcceptLengthOption, NumDraftsOption, PerPositionOption,
                                   acceptance_words)
 from simulator.inputs import UserInputError
-from simulator.studies.serving_sweep import LOAD_FIELDS
 
 
 def sweep_command(
@@ -94,6 +93,7 @@ def sweep_command(
     if res.extrapolation_note:
         console.print(f"[yellow]note:[/] {escape(res.extrapolation_note)}", highlight=False)
     if res.best_rows:
+        from simulator.studies.serving_sweep import LOAD_FIELDS
         print_best_table(res.best_rows, load=next((c for c in res.best_rows[0] if c in LOAD_FIELDS), None))
         import json
         grids = json.loads(res.json_path.read_text(encoding="utf-8")).get("grids", []) if res.json_path else []
