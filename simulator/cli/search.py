@@ -81,6 +81,8 @@ def search_command(
         fail(str(e))
     except ArithmeticError as e:  # the serving DES kept no request (a warm-up past the run's arrivals, say)
         fail(f"{scenario}: {e}")
+    for line in res.answer.get("lines", []):
+        console.print(f"[bold]answer:[/] {escape(line)}", highlight=False)
     for n in res.notes:
         err_console.print(f"[dim]{escape(n)}[/]", highlight=False)
     num_feasible = sum(r["feasible"] for r in res.rows)
@@ -121,8 +123,9 @@ def _table(res: SearchResult, idxs: list[int], title: str) -> Table:
     cols = ["placement", "tp_size", "spec", *batch, *extra, *metric_cols]
     t = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
               highlight=False, caption="tp: TP size (+1: a dedicated draft GPU); spec: num_steps/topk/num_draft_tokens;\n"
-              "per user, per GPU: tok/s", caption_justify="left")
-    t.add_column("#", justify="right", no_wrap=True, min_width=len(str(len(res.rows))))
+              "per user, per GPU: tok/s" + (";\n*: beyond the profile's measured range (search.csv: extrapolation)" if any(
+                  res.rows[i].get("extrapolation") for i in idxs) else ""), caption_justify="left")
+    t.add_column("#", justify="right", no_wrap=True, min_width=len(str(len(res.rows))) + 1)
     for c in cols:
         t.add_column(escape(_HEADERS.get(c, c.split(".")[-1])), justify="left" if c == "placement" else "right",
                      style="bold" if c == obj_col else None, no_wrap=True)
@@ -130,7 +133,7 @@ def _table(res: SearchResult, idxs: list[int], title: str) -> Table:
         r = dict(res.rows[i])
         r["spec"] = f"{r['num_steps']}/{r['topk']}/{r['num_draft_tokens']}"
         r["tp_size"] = f"{r['tp_size']}+1" if r["num_gpus"] > r["tp_size"] else str(r["tp_size"])
-        t.add_row(str(r["rank"] or "-"), *(_cell(c, r.get(c)) for c in cols))
+        t.add_row(str(r["rank"] or "-") + ("*" if r.get("extrapolation") else ""), *(_cell(c, r.get(c)) for c in cols))
     return t
 
 

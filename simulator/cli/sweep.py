@@ -75,6 +75,7 @@ def sweep_command(
                         seed=seed, confirm=confirm, backend=make_backend(backend, jobs, address))
     except UserInputError as e:
         fail(str(e))
+    print_answer(res)
     workers = f"{res.jobs} job(s)" if res.backend == "local" else f"{res.backend} on {res.jobs} CPU(s)"
     console.print(escape(f"{len(res.rows)} points, solver {res.solver}, {workers}, {res.elapsed_s:.2f} s; "
                          f"wrote {res.csv_path}, {res.json_path}" + (f", {res.best_path}" if res.best_path else "")),
@@ -89,8 +90,11 @@ def sweep_command(
         dc = res.des_check
         console.print(f"DES spot-check on {dc['num_points']} points: DES vs closed form tok/s, "
                       f"max |diff| {dc['max_abs_rel_diff'] * 100:.2f}%, median {dc['median_abs_rel_diff'] * 100:.2f}%")
+    if res.extrapolation_note:
+        console.print(f"[yellow]note:[/] {escape(res.extrapolation_note)}", highlight=False)
     if res.best_rows:
-        print_best_table(res.best_rows)
+        from simulator.studies.serving_sweep import LOAD_FIELDS
+        print_best_table(res.best_rows, load=next((c for c in res.best_rows[0] if c in LOAD_FIELDS), None))
         import json
         grids = json.loads(res.json_path.read_text(encoding="utf-8")).get("grids", []) if res.json_path else []
         swept = [int(v) for g in grids if g.get("field") == "spec.num_steps" for v in g.get("values", [])]
@@ -138,14 +142,48 @@ def best_on_grid_edge(best_rows: list[dict], swept: list[int]) -> str | None:
             "may lie beyond the grid (sweep spec.num_steps further)")
 
 
-def print_best_table(best_rows: list[dict], max_rows: int = 40) -> None:
-    """Rich table of `best_num_steps` rows (first max_rows)."""
-    t = Table(title="best num_steps (highest tok/s per combination)", title_justify="left", highlight=False)
-    cols = list(best_rows[0])
-    for c in cols:
+def print_answer(res) -> None:
+    """The answer first (simulator.studies.answer): where speculation pays (the break-even acceptance
+    rate per batch or load), where no speculation is fastest, near ties."""
+    from simulator.studies.answer import NEAR_TIE_FRAC, break_even_sentences
+    for line in break_even_sentences(res.break_even_rows):
+        console.print(f"[bold]answer:[/] {escape(line)}", highlight=False)
+    if res.break_even_note:
+        console.print(f"[bold]answer:[/] {escape(res.break_even_note)}", highlight=False)
+    best = res.best_rows
+    if best:
+        none = [r for r in best if r["best_num_steps"] == 0]
+        ties = [r for r in best if r["near_tie"]]
+        words = (f"no speculation is fastest in {len(none)} of {len(best)} combinations (best_num_steps 0)" if none
+                 else f"speculation is fastest in all {len(best)} combinations")
+        if ties:
+            words += (f"; {len(ties)} near tie(s), best and runner-up within {NEAR_TIE_FRAC:.0%} "
+                      "(column runner_up_gap_pct)")
+        console.print(f"[bold]answer:[/] {escape(words)}", highlight=False)
+
+
+def print_best_table(best_rows: list[dict], max_rows: int = 40, load: str | None = None) -> None:
+    """Rich table of `best_num_steps` rows (first max_rows): the best num_steps ('0 (no speculation)'
+    where the baseline is fastest), its tok/s and speedup, the runner-up and how far behind it is
+    (near ties marked), and whether the best point lies beyond the profile's measured range."""
+    from simulator.studies.answer import steps_word
+    tok = "serving_output_tok_per_s" if "serving_output_tok_per_s" in best_rows[0] else "tok_per_s"
+    title = ("best num_steps per " + (load.split(".")[-1] if load else "combination") +
+             (" (highest serving output tok/s" if tok != "tok_per_s" else " (highest tok/s") + ")")
+    t = Table(title=escape(title), title_justify="left", highlight=False)
+    combo = [c for c in best_rows[0] if c not in (
+        "best_num_steps", tok, "speedup", "serving_speedup", "baseline_tok_per_s", "serving_baseline_output_tok_per_s",
+        "best_speculative_num_steps", "best_speculative_speedup", "runner_up_num_steps", "runner_up_gap_pct",
+        "near_tie", "extrapolation")]
+    for c in [*combo, "best num_steps", "tok/s", "speedup", "runner-up (behind)", "beyond measured"]:
         t.add_column(escape(c.split(".")[-1]), justify="right")
     for r in best_rows[:max_rows]:
-        t.add_row(*(f"{v:,.2f}" if isinstance(v, float) else escape(str(v)) for v in (r[c] for c in cols)))
+        speedup = r.get("speedup", r.get("serving_speedup"))
+        runner = f"{steps_word(r['runner_up_num_steps'])} ({r['runner_up_gap_pct']:.1f}%" + (
+            ", near tie)" if r["near_tie"] else ")")
+        t.add_row(*(f"{r[c]:,.2f}" if isinstance(r[c], float) else escape(str(r[c])) for c in combo),
+                  escape(steps_word(r["best_num_steps"])), f"{r[tok]:,.0f}", f"{speedup:.2f}x", escape(runner),
+                  "yes" if r.get("extrapolation") else "")
     console.print(t)
     if len(best_rows) > max_rows:
         console.print(f"[dim]... {len(best_rows) - max_rows} more rows in best_num_steps.csv[/]")

@@ -76,6 +76,7 @@ class SearchResult:
     num_skipped: int
     elapsed_s: float
     paths: list[Path] = field(default_factory=list)
+    answer: dict = field(default_factory=dict)  # simulator.studies.search_answer.search_answer
 
     @property
     def best(self) -> dict | None:
@@ -329,6 +330,9 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
             metrics = _serving(items, metrics, backend, progress, confirm)
     rows = [point_row(i, pt, sc, metrics[i]) for i, (pt, sc) in enumerate(points)]
     _memory_columns(rows, items)
+    from simulator.studies.extrapolation import row_extrapolation
+    for r, (_, sc, path) in zip(rows, items):
+        r["extrapolation"] = row_extrapolation(sc, path, r)
     for r in rows:
         r["feasible"] = ((max_tpot_ms is None or r["tpot_p50_ms"] <= max_tpot_ms)
                          and (max_gpus is None or r["num_gpus"] <= max_gpus) and r["fits_memory"])
@@ -348,9 +352,11 @@ def run_search(scenario_path: Path, objective: str = "tok_per_s_per_user", space
     columns = list(dict.fromkeys(k for r in rows for k in r))
     columns = [c for c in columns if c != "scenario_json"] + ["scenario_json"]
     shown = {f: list(v) for f, v in values.items() if v is not None}
+    from simulator.studies.search_answer import search_answer
+    answer = search_answer(rows, ranked, objective, [sc for _, sc in points], [path for _, _, path in items])
     return SearchResult(rows=rows, columns=columns, objective=objective, ranked=ranked, pareto=front,
                         pareto_axes=axes, space=shown, notes=notes, num_skipped=skipped,
-                        elapsed_s=time.perf_counter() - t0)
+                        elapsed_s=time.perf_counter() - t0, answer=answer)
 
 
 def _serving(items: list, metrics: dict[int, dict], backend: Backend, progress: bool,
@@ -386,6 +392,7 @@ def write_search(result: SearchResult, out_dir: Path, scenario_path: Path, overr
             "constraints": constraints, "space": result.space, "notes": result.notes,
             "num_points": len(result.rows), "num_feasible": sum(r["feasible"] for r in result.rows),
             "num_skipped": result.num_skipped, "elapsed_s": result.elapsed_s, "csv": csv_path.name,
+            "answer": result.answer or None,
             "best": brief(result.ranked[0]) if result.ranked else None,
             "top": [brief(i) for i in result.ranked[:top]],
             "pareto_axes": [{"column": c, "maximise": up} for c, up in result.pareto_axes],

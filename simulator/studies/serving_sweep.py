@@ -78,7 +78,9 @@ def crossover(rows: list[dict], load_field: str, group_by: list[str]) -> list[di
 
 
 def serving_best_num_steps(rows: list[dict], group_by: list[str]) -> list[dict]:
-    """For each combination of `group_by` values, the row with the highest serving output tok/s.
+    """For each combination of `group_by` values (the swept load among them), the num_steps with the
+    highest serving output tok/s, or 0 (no speculation) where the no-speculation run's is at least as
+    high (`simulator.studies.answer.best_per_combination`: runner-up, gap, near ties too).
 
     Args:
         rows: sweep rows with `num_steps` and serving_output_tok_per_s (rows without it are skipped).
@@ -86,15 +88,10 @@ def serving_best_num_steps(rows: list[dict], group_by: list[str]) -> list[dict]:
 
     Returns:
         Rows {*group_by, best_num_steps, serving_output_tok_per_s, serving_speedup,
-        serving_baseline_output_tok_per_s}, in first-seen order; ties keep the first row.
+        serving_baseline_output_tok_per_s, best_speculative_num_steps, best_speculative_speedup,
+        runner_up_num_steps, runner_up_gap_pct, near_tie, extrapolation}, in first-seen order; ties
+        keep the first row.
     """
-    best: dict[str, dict] = {}
-    for r in rows:
-        if r.get("serving_output_tok_per_s") is None:
-            continue
-        key = json.dumps([r.get(c) for c in group_by], default=str)
-        if key not in best or r["serving_output_tok_per_s"] > best[key]["serving_output_tok_per_s"]:
-            best[key] = r
-    return [{**{c: r.get(c) for c in group_by}, "best_num_steps": r["num_steps"],
-             "serving_output_tok_per_s": r["serving_output_tok_per_s"], "serving_speedup": r.get("serving_speedup"),
-             "serving_baseline_output_tok_per_s": r.get("serving_baseline_output_tok_per_s")} for r in best.values()]
+    from simulator.studies.answer import best_per_combination
+    return best_per_combination(rows, group_by, "serving_output_tok_per_s", "serving_speedup",
+                                "serving_baseline_output_tok_per_s")

@@ -20,8 +20,15 @@ that plots use (`placement`, `tp_size`, `num_steps`, `topk`, `num_draft_tokens`,
 `cycle_time_us`, `tpot_ms` (mean TPOT, in ms as the engines' benches print it), for scenarios with a
 `serving:` section the serving mode's `serving_*` columns (simulator.studies.serving_sweep; latencies in ms;
 run by the serving DES whatever the solver, with the no-speculation baseline, and the crossover load in
-sweep.json's `serving_crossover`), the breakdown buckets `<bucket>_us` (see `simulator.metrics`), and
-`scenario_json` (the resolved scenario of the row).
+sweep.json's `serving_crossover`), the breakdown buckets `<bucket>_us` (see `simulator.metrics`),
+`memory_gb_per_gpu`, `fits_memory`, `extrapolation` (where the point lies beyond what its profile
+measured, '' where it does not: simulator.studies.extrapolation) and `scenario_json` (the resolved
+scenario of the row).
+
+The answer first (simulator.studies.answer, simulator.studies.break_even): best_num_steps.csv holds
+0 (no speculation) where the baseline is at least as fast as every swept num_steps, the runner-up
+and its gap; a serving sweep's is read per swept load from its serving columns; sweep.json's
+`break_even` is the acceptance rate above which speculation pays per batch (or load).
 """
 
 from __future__ import annotations
@@ -76,22 +83,21 @@ def build_rows(points: list[tuple[dict, Scenario]], metrics: dict[int, dict],
 
 
 def best_num_steps(rows: list[dict], group_by: list[str]) -> list[dict]:
-    """For each combination of `group_by` values, the row with the highest tok/s.
+    """For each combination of `group_by` values, the num_steps with the highest tok/s, or 0 (no
+    speculation) where the baseline is at least as fast as every num_steps
+    (`simulator.studies.answer.best_per_combination`: the runner-up, its gap and near ties too).
 
     Args:
-        rows: sweep rows (with `num_steps`, `tok_per_s`, `speedup`).
+        rows: sweep rows (with `num_steps`, `tok_per_s`, `speedup`, `baseline_tok_per_s`).
         group_by: columns that define a combination (the grid fields other than num_steps).
 
     Returns:
-        Rows {*group_by, best_num_steps, tok_per_s, speedup, baseline_tok_per_s}, in first-seen order.
+        Rows {*group_by, best_num_steps, tok_per_s, speedup, baseline_tok_per_s, best_speculative_num_steps,
+        best_speculative_speedup, runner_up_num_steps, runner_up_gap_pct, near_tie, extrapolation}, in
+        first-seen order.
     """
-    best: dict[tuple, dict] = {}
-    for r in rows:
-        key = tuple(cell_key(r.get(c)) for c in group_by)
-        if key not in best or r["tok_per_s"] > best[key]["tok_per_s"]:
-            best[key] = r
-    return [{**{c: r.get(c) for c in group_by}, "best_num_steps": r["num_steps"], "tok_per_s": r["tok_per_s"],
-             "speedup": r["speedup"], "baseline_tok_per_s": r["baseline_tok_per_s"]} for r in best.values()]
+    from simulator.studies.answer import best_per_combination
+    return best_per_combination(rows, group_by, "tok_per_s", "speedup", "baseline_tok_per_s")
 
 
 def cycle_breakdown_table(rows: list[dict]) -> list[dict]:
@@ -222,16 +228,26 @@ def run_sweep(scenario_path: Path, grids: list[str], solver: str = "closed_form"
     rows, columns = build_rows(points, metrics, fields)
     for r, (_, sc, path) in zip(rows, items):
         r["memory_gb_per_gpu"], r["fits_memory"] = memory_of(sc, path)
-    columns = [*columns[:-1], *MEMORY_COLUMNS, columns[-1]]  # scenario_json stays last
+    from simulator.studies.extrapolation import row_extrapolation, summary as extrapolation_summary
+    for r, (_, sc, path) in zip(rows, items):
+        r["extrapolation"] = row_extrapolation(sc, path, r)
+    columns = [*columns[:-1], *MEMORY_COLUMNS, "extrapolation", columns[-1]]  # scenario_json stays last
     result = SweepResult(rows=rows, columns=columns, grid_fields=fields, solver=solver, jobs=workers,
                          elapsed_s=elapsed, des_check=des_check, backend=backend.name,
-                         num_infeasible=sum(not r["fits_memory"] for r in rows))
-    if NUM_STEPS_FIELD in fields:
-        result.best_rows = best_num_steps(rows, [f for f in fields if f != NUM_STEPS_FIELD])
-    from simulator.studies.serving_sweep import LOAD_FIELDS, crossover
+                         num_infeasible=sum(not r["fits_memory"] for r in rows),
+                         extrapolation_note=extrapolation_summary([r["extrapolation"] for r in rows]))
+    from simulator.studies.serving_sweep import LOAD_FIELDS, crossover, serving_best_num_steps
     load = next((f for f in LOAD_FIELDS if f in fields), None)
-    if load is not None and any(r.get("serving_baseline_output_tok_per_s") is not None for r in rows):
+    serving = any(r.get("serving_baseline_output_tok_per_s") is not None for r in rows)
+    if NUM_STEPS_FIELD in fields:
+        others = [f for f in fields if f != NUM_STEPS_FIELD]
+        result.best_rows = serving_best_num_steps(rows, others) if serving else best_num_steps(rows, others)
+    if load is not None and serving:
         result.crossover_rows = crossover(rows, load, [f for f in fields if f != load])
+    paths = {idx: path for idx, _, path in items}
+    from simulator.studies.break_even import sweep_break_even
+    result.break_even_rows, result.break_even_note = sweep_break_even(
+        rows, axes, lambda r: paths[r["point_idx"]], load if serving else None)
     if out_dir is not None:
         write_outputs(result, Path(out_dir), scenario_path, axes, overrides, profile_paths, sweep_seed, des_sample)
     return result

@@ -56,6 +56,9 @@ class SweepResult:
     crossover_rows: list[dict] = field(default_factory=list)  # simulator.studies.serving_sweep.crossover
     backend: str = "local"  # simulator.studies.backend.BACKENDS
     num_infeasible: int = 0  # points whose weights and KV cache do not fit the GPU (column fits_memory false)
+    break_even_rows: list[dict] = field(default_factory=list)  # simulator.studies.answer.break_even_rows
+    break_even_note: str | None = None
+    extrapolation_note: str | None = None  # simulator.studies.extrapolation.summary of the points
 
 
 def describe(sc: Scenario) -> dict:
@@ -104,6 +107,9 @@ class SweepMeta(BaseModel):
     des_check: dict | None
     serving_crossover: list[dict] | None = Field(None, description="Where speculation stops paying along the "
                                                                    "swept serving load (simulator.studies.serving_sweep).")
+    break_even: list[dict] | None = Field(None, description="The acceptance rate above which speculation pays, per "
+                                                            "combination of the other grid fields "
+                                                            "(simulator.studies.answer.break_even_rows).")
 
 
 class SweepRow(BaseModel):
@@ -299,7 +305,7 @@ def write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes:
             solver=result.solver, backend=result.backend, jobs=result.jobs, num_points=len(result.rows), seed=seed,
             des_sample=des_sample, profiles=profile_paths, elapsed_s=result.elapsed_s, csv=result.csv_path.name,
             best_num_steps_csv=result.best_path.name if result.best_path else None, des_check=result.des_check,
-            serving_crossover=result.crossover_rows or None)
+            serving_crossover=result.crossover_rows or None, break_even=result.break_even_rows or None)
         write_json_atomic(stage.path("sweep.json"), meta.model_dump(mode="json"), allow_nan=False)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from simulator.scenario import UserInputError
 from simulator.studies.grid import NUM_STEPS_FIELD
+from simulator.studies.extrapolation import point_extrapolation
 from simulator.studies.grid_groups import GroupedGrid
 from simulator.studies.points import (MEMORY_COLUMNS, build_cost_model, cached_profile, cost_key, des_agreement,
                                       memory_of, point_items, points_bar, run_chunk, run_points)
@@ -66,6 +67,7 @@ class GroupedNumbers:
     bucket_mask: dict[str, np.ndarray] = field(default_factory=dict)
     memory_gb_per_gpu: list[float] = field(default_factory=list)  # per group (acceptance does not change it)
     fits_memory: list[bool] = field(default_factory=list)
+    extrapolation: list[str] = field(default_factory=list)  # per group (simulator.studies.extrapolation)
 
     def metrics(self, point_idx: int) -> dict:
         """The metrics dict of one point, as `simulator.studies.points.analytic_metrics` gives it (buckets in
@@ -128,8 +130,13 @@ def run_grouped(grid: GroupedGrid, scenario_path: Path, backend, out_dir: Path |
     result = SweepResult(rows=rows, columns=rows.columns, grid_fields=fields, solver="closed_form", jobs=jobs,
                          elapsed_s=elapsed, des_check=des_check, backend=backend.name,
                          num_infeasible=int(np.count_nonzero(~np.asarray(numbers.fits_memory, bool)[g_all])))
+    from simulator.studies.extrapolation import summary
+    result.extrapolation_note = summary([numbers.extrapolation[g] for g in g_all.tolist()])
     if NUM_STEPS_FIELD in fields:
         result.best_rows = best_num_steps_rows(numbers, fields)
+    from simulator.studies.break_even import sweep_break_even
+    result.break_even_rows, result.break_even_note = sweep_break_even(
+        rows, grid.axes, lambda r: group_paths[int(grid.locate(np.array([r["point_idx"]]))[0][0])], None)
     if out_dir is not None:
         write_outputs(result, Path(out_dir), scenario_path, grid.axes, overrides, profile_paths, sweep_seed,
                        des_sample, progress)
@@ -167,6 +174,7 @@ def evaluate(grid: GroupedGrid, profile_paths: list[str], progress: bool = True)
         gb, fits = memory_of(sc, profile_paths[g])
         out.memory_gb_per_gpu.append(gb)
         out.fits_memory.append(fits)
+        out.extrapolation.append(point_extrapolation(sc, profile_paths[g]))
     return out
 
 
@@ -252,7 +260,7 @@ class GroupedRows(Sequence):
         self.bucket_cols = [b for b in BUCKET_ORDER if b in present] + sorted(set(present) - set(BUCKET_ORDER))
         self.desc = [c for c in DESCRIPTIVE_COLUMNS if c not in grid_fields]
         self.columns = ["point_idx", *grid_fields, *self.desc, *METRIC_COLUMNS,
-                        *(f"{b}_us" for b in self.bucket_cols), *MEMORY_COLUMNS, "scenario_json"]
+                        *(f"{b}_us" for b in self.bucket_cols), *MEMORY_COLUMNS, "extrapolation", "scenario_json"]
         self._json = _ScenarioJson(self.grid)
         # describe() of a point: the acceptance columns from its acceptance, the others from its group
         groups = [describe(sc) for sc in self.grid.groups]
@@ -296,7 +304,7 @@ class GroupedRows(Sequence):
                  n.accept_length[g_idx, a_idx].tolist(), n.cycle_time_us[g_idx, a_idx].tolist(),
                  n.tpot_ms[g_idx, a_idx].tolist()]
         cols += [n.buckets_us[b][g_idx, a_idx].tolist() for b in self.bucket_cols]
-        cols += [_take(n.memory_gb_per_gpu, g_idx), _take(n.fits_memory, g_idx)]
+        cols += [_take(n.memory_gb_per_gpu, g_idx), _take(n.fits_memory, g_idx), _take(n.extrapolation, g_idx)]
         cols.append(self._json.cells(g_idx, a_idx, encode))
         return cols
 
@@ -382,8 +390,10 @@ class _ScenarioJson:
 # ---- tables over all points --------------------------------------------------------------------------
 def best_num_steps_rows(numbers: GroupedNumbers, grid_fields: list[str]) -> list[dict]:
     """`simulator.studies.sweep.best_num_steps(rows, grid fields but num_steps)` from the columns: per
-    combination of the other grid fields' values, the point with the highest tok/s (the first
-    in row order on a tie), combinations in the order rows first show them."""
+    combination of the other grid fields' values, the two points with the highest tok/s (the first
+    in row order on a tie) and no speculation (`simulator.studies.answer.best_of`), combinations in
+    the order rows first show them."""
+    from simulator.studies.answer import best_of, best_row
     grid = numbers.grid
     idx = np.arange(grid.num_points)
     multi = np.unravel_index(idx, grid.shape)
@@ -396,16 +406,24 @@ def best_num_steps_rows(numbers: GroupedNumbers, grid_fields: list[str]) -> list
     g_idx, a_idx = grid.locate(idx)
     tok = numbers.tok_per_s[g_idx, a_idx]
     order = np.lexsort((idx, -tok, key))  # by key, then highest tok/s, then first in row order
-    best = order[np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])]  # per key, keys ascending
+    starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])  # per key, keys ascending
+    ends = np.r_[starts[1:], len(order)]
     _, first_seen = np.unique(key, return_index=True)  # keys ascending too
-    best = best[np.argsort(first_seen)]  # in the order rows first show the keys
     out = []
-    for p in best.tolist():
+    for s, e in zip(starts[np.argsort(first_seen)].tolist(), ends[np.argsort(first_seen)].tolist()):
+        p = int(order[s])
         combo = grid.combo(p)
-        (g,), (a,) = grid.locate(np.array([p]))
-        out.append({**{grid_fields[i]: combo[i] for i in others},
-                    "best_num_steps": grid.groups[g].spec.num_steps, "tok_per_s": float(numbers.tok_per_s[g, a]),
-                    "speedup": float(numbers.speedup[g, a]), "baseline_tok_per_s": float(numbers.baseline_tok_per_s[g])})
+        cands = []
+        for q in order[s:min(s + 2, e)].tolist():
+            (g,), (a,) = grid.locate(np.array([q]))
+            cands.append((g, (grid.groups[g].spec.num_steps, float(numbers.tok_per_s[g, a]),
+                              float(numbers.speedup[g, a]))))
+        g0 = cands[0][0]
+        baseline = float(numbers.baseline_tok_per_s[g0])
+        b = best_of([c for _, c in cands], baseline)
+        g_best = next((g for g, c in cands if c[0] == b["best_num_steps"]), g0)
+        out.append(best_row({grid_fields[i]: combo[i] for i in others}, b, "tok_per_s", "speedup",
+                            "baseline_tok_per_s", baseline, numbers.extrapolation[g_best]))
     return out
 
 
