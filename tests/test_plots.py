@@ -311,3 +311,11 @@ def test_collective_chart_only_where_the_step_prices_collectives_apart(tmp_path,
         assert "the engine profile tp2 measured them inside the step" in text
     else:
         assert "allreduce_latency" in sections and "Collective latency: not drawn" not in text
+
+
+def test_png_note_names_the_extra_when_kaleido_is_not_installed(tmp_path, rows, monkeypatch):
+    from simulator.studies import plots
+    monkeypatch.setattr(plots, "have_kaleido", lambda: False)
+    index = write_plots(rows, tmp_path, [g.split("=")[0] for g in GRIDS])
+    assert "PNGs skipped: kaleido is not installed (pip install &#x27;specdecsim[browser]&#x27;)" in index.read_text()
+    assert not list(tmp_path.glob("*.png"))

@@ -3,8 +3,8 @@ self-contained HTML page, PNG export, and the sweep folder's inputs read for the
 
 `specdecsim plot` writes one dashboard page per sweep (index.html: every chart as a section, a
 table of contents, notes), self-contained and offline: plotly.js is inlined once (no CDN, no
-external URL). PNG export needs kaleido (>= 1) and a Chrome or Chromium browser it can find (or
-BROWSER_PATH); without them it is skipped with a one-line note.
+external URL). PNG export needs kaleido (>= 1, the `browser` extra) and a Chrome or Chromium browser it
+can find on PATH (Debian's chromium) or at BROWSER_PATH; without them it is skipped with a one-line note.
 
 The figures come from `simulator.studies.sweep_plots` (sweep tables (`simulator.studies.sweep`), calibration-curve
 tables (`simulator.studies.calibration_curves`), validate records) and `simulator.studies.serving_plots` (the
@@ -160,7 +160,7 @@ def export_pngs(figs: list[tuple[go.Figure, Path]]) -> str | None:
     if not figs:
         return None
     if not have_kaleido():
-        return "PNGs skipped: kaleido is not installed (pip install kaleido; needs Chrome)"
+        return "PNGs skipped: kaleido is not installed (pip install 'specdecsim[browser]')"
     import tempfile
 
     import plotly.io as pio
