@@ -319,3 +319,8 @@ def test_png_note_names_the_extra_when_kaleido_is_not_installed(tmp_path, rows, 
     index = write_plots(rows, tmp_path, [g.split("=")[0] for g in GRIDS])
     assert "PNGs skipped: kaleido is not installed (pip install &#x27;specdecsim[browser]&#x27;)" in index.read_text()
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_the_sweep_knows_every_chart_kind_of_the_dashboard():  # it removes an earlier dashboard's PNGs by kind
+    from simulator.studies.sweep_files import CHART_KINDS
+    assert sorted(CHART_KINDS) == sorted(SECTION_NOTES)
