@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 import typer
+import yaml
 from typer.testing import CliRunner
 
 from simulator.studies.calibration_curves import collective_curve_table, verify_curve_table
@@ -270,3 +273,54 @@ def test_plotlyjs_beside_the_page_or_from_the_cdn_makes_small_pages(tmp_path, sw
     assert (tmp_path / "x" / "plotly.min.js").read_text() == "my own script"
     r = CliRunner().invoke(_app(), ["plot", str(sweep_dir), "--out", str(tmp_path / "y"), "--plotlyjs", "web"])
     assert r.exit_code != 0 and "--plotlyjs" in r.output
+
+
+def _plot_sections(tmp_path, scenario: Path, grids: list[str]) -> tuple[list[str], str]:
+    out = tmp_path / "sweep"
+    run_sweep(scenario, grids, out_dir=out, des_sample=0, progress=False)
+    r = CliRunner().invoke(_app(), ["plot", str(out), "--out", str(tmp_path / "figs"), "--no-png"])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "figs" / "index.html").read_text()
+    return re.findall(r'<section id="([a-z_]+)">', text), text
+
+
+def test_a_tp1_dashboard_has_no_collective_chart(tmp_path):
+    """Issue 49: a TP1 scenario priced from an engine profile drew allreduce latency at world size 2."""
+    sections, text = _plot_sections(tmp_path, ROOT / "scenarios" / "vllm_llama8b_h200.yaml", ["spec.num_steps=1,2"])
+    assert sections == ["cycle_breakdown", "verify_latency", "notes"]
+    assert "Collective latency: not drawn (every point runs tp 1" in text and 'id="allreduce_latency' not in text
+
+
+@pytest.mark.parametrize("measured_inside", [True, False])
+def test_collective_chart_only_where_the_step_prices_collectives_apart(tmp_path, measured_inside):
+    """A TP2 scenario priced from an engine profile measured at TP2: with the collectives inside its
+    measured step (collectives_measured) the chart does not apply; a per-rank shard's profile (the
+    collectives priced from the box's links) keeps it."""
+    prof = json.loads((ROOT / "data" / "engine_profiles" / "vllm-0.26.0-h200-llama-3.1-8b-eagle3.json").read_text())
+    prof.update(name="vllm-tp2-test", tp_size=2, collectives_measured=measured_inside)
+    (tmp_path / "tp2.json").write_text(json.dumps(prof))
+    sc = yaml.safe_load((ROOT / "scenarios" / "vllm_llama8b_h200.yaml").read_text())
+    sc.update(tp_size=2)
+    sc["serving_engine"]["engine_profile"] = "tp2.json"
+    (tmp_path / "tp2.yaml").write_text(yaml.safe_dump(sc))
+    sections, text = _plot_sections(tmp_path, tmp_path / "tp2.yaml", ["spec.num_steps=1,2"])
+    header = (tmp_path / "sweep" / "sweep.csv").read_text().split("\n", 1)[0].split(",")
+    assert ("verify_comm_us" in header) is not measured_inside  # the profile prices the points (no comm apart)
+    if measured_inside:
+        assert "allreduce_latency" not in sections
+        assert "the engine profile tp2 measured them inside the step" in text
+    else:
+        assert "allreduce_latency" in sections and "Collective latency: not drawn" not in text
+
+
+def test_png_note_names_the_extra_when_kaleido_is_not_installed(tmp_path, rows, monkeypatch):
+    from simulator.studies import plots
+    monkeypatch.setattr(plots, "have_kaleido", lambda: False)
+    index = write_plots(rows, tmp_path, [g.split("=")[0] for g in GRIDS])
+    assert "PNGs skipped: kaleido is not installed (pip install &#x27;specdecsim[browser]&#x27;)" in index.read_text()
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_the_sweep_knows_every_chart_kind_of_the_dashboard():  # it removes an earlier dashboard's PNGs by kind
+    from simulator.studies.sweep_files import CHART_KINDS
+    assert sorted(CHART_KINDS) == sorted(SECTION_NOTES)

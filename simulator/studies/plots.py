@@ -3,8 +3,8 @@ self-contained HTML page, PNG export, and the sweep folder's inputs read for the
 
 `specdecsim plot` writes one dashboard page per sweep (index.html: every chart as a section, a
 table of contents, notes), self-contained and offline: plotly.js is inlined once (no CDN, no
-external URL). PNG export needs kaleido (>= 1) and a Chrome or Chromium browser it can find (or
-BROWSER_PATH); without them it is skipped with a one-line note.
+external URL). PNG export needs kaleido (>= 1, the `browser` extra) and a Chrome or Chromium browser it
+can find on PATH (Debian's chromium) or at BROWSER_PATH; without them it is skipped with a one-line note.
 
 The figures come from `simulator.studies.sweep_plots` (sweep tables (`simulator.studies.sweep`), calibration-curve
 tables (`simulator.studies.calibration_curves`), validate records) and `simulator.studies.serving_plots` (the
@@ -160,7 +160,7 @@ def export_pngs(figs: list[tuple[go.Figure, Path]]) -> str | None:
     if not figs:
         return None
     if not have_kaleido():
-        return "PNGs skipped: kaleido is not installed (pip install kaleido; needs Chrome)"
+        return "PNGs skipped: kaleido is not installed (pip install 'specdecsim[browser]')"
     import tempfile
 
     import plotly.io as pio
@@ -266,11 +266,31 @@ def _sweep_inputs(results: Path) -> tuple[list[dict], list[str], dict]:
 MAX_VERIFY_CURVES = 12  # batch sizes the verify-cost chart draws a line of
 
 
+def _tp_size(row: dict) -> int:
+    v = str(row.get("tp_size", ""))
+    return int(v) if v.isdigit() else 1
+
+
+def collectives_left_out(rows: list[dict], engine_profile: str | None = None) -> str | None:
+    """Why the collective-latency chart does not apply to a sweep (None: it does): no point runs a
+    TP group (tp 1 throughout), or none prices a collective apart (its comm buckets are all 0 or
+    absent: an engine profile measured the collectives inside its step)."""
+    tp = [r for r in rows if _tp_size(r) > 1]
+    if not tp:
+        return "Collective latency: not drawn (every point runs tp 1: no TP group, no collective in the step)"
+    if any(float(v or 0.0) > 0.0 for r in tp for k, v in r.items() if k.endswith("_comm_us")):
+        return None
+    how = (f"the engine profile {Path(engine_profile).name.removesuffix('.json')} measured them inside the step"
+           if engine_profile else "its breakdown has no comm time")
+    return f"Collective latency: not drawn (no point prices a collective apart: {how})"
+
+
 def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: Path,
                   notes: list[str] | None = None) -> tuple[list[dict], list[dict]]:
     """Calibration-curve tables for the sweep's scenario on its (or the given) profile; the
     collective chart also draws the model's line at each TP size the sweep runs, and `notes` says
-    where that size has no measured table (the line is then the collective model's alone)."""
+    where that size has no measured table (the line is then the collective model's alone). No
+    collective table where the chart does not apply (`collectives_left_out`, said in `notes`)."""
     from simulator.studies.calibration_curves import collective_curve_table, verify_curve_table
     from simulator.scenario import load_profile_for
     if not rows and profile is None:
@@ -284,14 +304,17 @@ def _curve_inputs(rows: list[dict], meta: dict, profile: str | None, csv_path: P
         raise UserInputError(str(e)) from None
     except ValidationError as e:
         raise UserInputError(format_validation_error(str(ref), e)) from None
+    coll_why = None if sc is None else collectives_left_out(rows, getattr(sc.serving_engine, "engine_profile", None))
+    if coll_why and notes is not None:
+        notes.append(coll_why)
     mode = "graph" if sc is None else sc.serving_engine.collective_mode(sc.workload.batch_size)
     measured = sorted({t.world_size for t in prof.collectives if t.op == "allreduce"})
-    tps = sorted({int(r["tp_size"]) for r in rows if str(r.get("tp_size", "")).isdigit() and int(r["tp_size"]) > 1}
+    tps = sorted({_tp_size(r) for r in rows if _tp_size(r) > 1}
                  | ({sc.tp_size} if sc is not None and sc.tp_size > 1 else set()))
-    coll = collective_curve_table(prof, "allreduce", mode,
-                                  world_sizes=tuple(sorted(set(measured) | set(tps))) if measured else None)
+    coll = [] if coll_why else collective_curve_table(
+        prof, "allreduce", mode, world_sizes=tuple(sorted(set(measured) | set(tps))) if measured else None)
     unmeasured = [w for w in tps if w not in measured]
-    if unmeasured and notes is not None:
+    if unmeasured and coll and notes is not None:
         notes.append(f"Collective latency: profile {prof.name} has no measured allreduce table at world size "
                      f"{', '.join(map(str, unmeasured))} (measured: {', '.join(map(str, measured)) or 'none'}); "
                      "that line is the collective model's, from the box's links")

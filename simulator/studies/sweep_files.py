@@ -32,6 +32,9 @@ DESCRIPTIVE_COLUMNS = ("placement", "tp_size", "num_steps", "topk", "num_draft_t
                        "acceptance_rate", "batch_size", "context_len")
 METRIC_COLUMNS = ("solver", "tok_per_s", "tok_per_s_ci95_low", "tok_per_s_ci95_high", "baseline_tok_per_s",
                   "speedup", "accept_length", "cycle_time_us", "tpot_ms")
+# The dashboard's chart kinds (simulator.studies.plots.SECTION_NOTES): its PNGs are named {kind}_{i}.png.
+CHART_KINDS = ("tok_per_s_vs_acceptance", "best_num_steps", "cycle_breakdown", "serving_latency_vs_throughput",
+               "serving_best_num_steps", "allreduce_latency", "verify_latency", "predicted_vs_measured")
 BUCKET_ORDER = ("draft_extend_compute", "draft_extend_comm", "draft_compute", "draft_comm", "verify_compute",
                 "verify_comm", "accept_compute", "accept_comm", "sync", "host")
 
@@ -296,6 +299,10 @@ def write_outputs(result: SweepResult, out_dir: Path, scenario_path: Path, axes:
             stage.remove("best_num_steps.csv")  # it answered the earlier sweep's grid, not this one's
         if replacing_ours and is_own_html(out_dir / "plots" / "index.html"):
             stage.remove("plots/index.html")  # the earlier sweep's dashboard (`--html` draws this one's anew)
+            for png in (out_dir / "plots").glob("*_*.png"):  # and its charts' PNGs
+                kind, _, i = png.stem.rpartition("_")
+                if kind in CHART_KINDS and i.isdigit():
+                    stage.remove(f"plots/{png.name}")
         result.json_path = out_dir / "sweep.json"
         meta = SweepMeta(
             version=__version__, scenario_path=str(scenario_path), overrides=list(overrides or []),
