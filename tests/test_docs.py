@@ -58,6 +58,7 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_moe_validation_table.py", "docs/engines/moe.md"),
     ("docs/make_sglang_host_table.py", "docs/engines/host-speed.md"),
     ("docs/make_mla_paths_table.py", "docs/engines/mla.md"),
+    ("benchmarks/bench_engine_carry.py", "docs/engines/transfer.md"),
     ("docs/make_requests_table.py", "docs/engines/requests.md"),
     ("docs/make_moe_law_check.py", "docs/engines.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):

@@ -5,7 +5,9 @@ at (batch_size, num_steps, context_len), for the cost model where a scenario's
 `NativeCosts` prices a part from the measured points of that batch and num_steps (linear in the
 context between them, or along the fitted slope from one), else from the profile's fitted form
 (simulator.engines.profile's docstring). `profile_mismatch` says why a profile cannot price a
-scenario as measured; `native_costs` gives the scenario's NativeCosts and its notes.
+scenario as measured; `native_costs` gives the scenario's NativeCosts and its notes. Where the
+scenario's `hardware` names another catalog GPU than the profile's, the GPU parts are carried to it
+(simulator.costs.engine_carry; `carried_to`).
 
 Profiles are found by what was asked: where the scenario's named profile cannot price it (a tree asked of
 a chain's profile, say) and a shipped one (data/engine_profiles/) can, that one prices it (`shipped_match`:
@@ -20,6 +22,7 @@ import bisect
 
 import numpy as np
 
+from simulator.costs.engine_carry import EngineCarry, carry_notes, engine_carry_for
 from simulator.engines.profile import (EnginePoint, EngineProfile, full_graph_verify, outside_measured,
                                        placement_label, roofline, with_capture_sizes)
 
@@ -30,12 +33,21 @@ class NativeCosts:
     Attributes:
         chosen: the shipped profile's name where one the scenario did not name prices it (`shipped_match`),
             else None (the scenario's own).
+        carry: where the scenario's GPU is another: the parts carried to it (engine_carry), else None.
     """
 
-    def __init__(self, profile: EngineProfile, chosen: str | None = None):
+    def __init__(self, profile: EngineProfile, chosen: str | None = None, carry: EngineCarry | None = None):
         self.profile = profile
         self.chosen = chosen
+        self.carry = carry
         self.sources: set[str] = set()  # 'measured' / 'fitted' per part priced, for the notes
+
+    def _carried(self, part: str, us: float, batch_size: int, num_steps: int, context_len: float,
+                 tokens: int) -> float:
+        """A part priced on the profile's GPU, carried to the scenario's where it is another."""
+        if self.carry is None:
+            return us
+        return us * self.carry.ratio(part, batch_size, num_steps, context_len, tokens)
 
     def _usable(self, p: EnginePoint, value_of, gpu: bool) -> bool:
         return value_of(p) is not None and not (gpu and p.gpu_bound is False)
@@ -101,29 +113,35 @@ class NativeCosts:
 
     def target_forward_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         off = "decode_us" if num_steps == 0 else "verify_us"
-        return self._price("target forward", lambda p: p.target_forward_us,
-                           self._roof("target_forward_us", off, batch_size * self.verify_tokens(num_steps),
-                                      batch_size),
-                           batch_size, num_steps, context_len)
+        tokens = batch_size * self.verify_tokens(num_steps)
+        us = self._price("target forward", lambda p: p.target_forward_us,
+                         self._roof("target_forward_us", off, tokens, batch_size), batch_size, num_steps, context_len)
+        return self._carried("target_forward", us, batch_size, num_steps, context_len,
+                             self.profile.padded_tokens(tokens, batch_size))
 
     def sample_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         off = "base_us" if num_steps == 0 else "spec_us"
-        return self._price("sampling", lambda p: p.sample_us,
-                           self._roof("sample_us", off, batch_size * (num_steps + 1), batch_size, multi=False),
-                           batch_size, num_steps, 0.0)
+        us = self._price("sampling", lambda p: p.sample_us,
+                         self._roof("sample_us", off, batch_size * (num_steps + 1), batch_size, multi=False),
+                         batch_size, num_steps, 0.0)
+        return self._carried("sample", us, batch_size, num_steps, context_len,
+                             batch_size * self.verify_tokens(num_steps))
 
     def draft_extend_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        return self._price("draft extend", lambda p: p.draft_extend_us,
-                           self._roof("draft_us", "extend_us", batch_size * (num_steps + 1), batch_size, multi=False),
-                           batch_size, num_steps, context_len)
+        us = self._price("draft extend", lambda p: p.draft_extend_us,
+                         self._roof("draft_us", "extend_us", batch_size * (num_steps + 1), batch_size, multi=False),
+                         batch_size, num_steps, context_len)
+        return self._carried("draft_extend", us, batch_size, num_steps, context_len,
+                             self.profile.padded_tokens(batch_size * (num_steps + 1), batch_size))
 
     def draft_step_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         """One draft forward after the first (num_steps >= 2)."""
-        return self._price("draft step", lambda p: p.draft_steps_us / (p.num_steps - 1) if p.draft_steps_us
-                           and p.num_steps >= 2 else None,
-                           self._roof("draft_us", "step_us", batch_size * self.profile.topk, batch_size,
-                                      multi=False),
-                           batch_size, num_steps, context_len)
+        us = self._price("draft step", lambda p: p.draft_steps_us / (p.num_steps - 1) if p.draft_steps_us
+                         and p.num_steps >= 2 else None,
+                         self._roof("draft_us", "step_us", batch_size * self.profile.topk, batch_size, multi=False),
+                         batch_size, num_steps, context_len)
+        return self._carried("draft_step", us, batch_size, num_steps, context_len,
+                             self.profile.padded_tokens(batch_size * self.profile.topk, batch_size))
 
     def propose_overhead_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         """The draft phase's own small kernels (hidden-state fc, input preparation)."""
@@ -203,20 +221,30 @@ def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
     if profile.engine != "fake" and bool(profile.async_scheduling) != bool(scenario.serving_engine.overlapped):
         return (f"it was measured with the engine's overlap scheduling {'on' if profile.async_scheduling else 'off'}, "
                 f"the scenario's is {'on' if scenario.serving_engine.overlapped else 'off'}")
-    gpu = getattr(scenario.hardware, "gpu", None) if getattr(scenario, "hardware", None) else None
-    if gpu and profile.catalog_gpu and gpu != profile.catalog_gpu:
-        return f"it was measured on {profile.catalog_gpu}, the scenario's GPU is {gpu}"
     return None
+
+
+def scenario_gpu(scenario, op_profile=None) -> str | None:
+    """The catalog GPU a scenario's `hardware` names (its `gpu`, else its box's), else its op-table
+    profile's (`op_profile`) where given; None: the engine profile's own."""
+    hw = getattr(scenario, "hardware", None)
+    if hw is not None and hw.gpu is not None:
+        return hw.gpu
+    if hw is not None and hw.box is not None:
+        from simulator.hardware import default_catalog
+        return default_catalog().box(hw.box).gpu
+    return getattr(getattr(op_profile, "hardware", None), "catalog_gpu", None)
+
+
+def carried_to(profile: EngineProfile, scenario) -> str | None:
+    """The catalog GPU the profile is carried to for this scenario (simulator.costs.engine_carry): the
+    scenario's, where it names another than the one the profile was measured on; else None."""
+    gpu = scenario_gpu(scenario)
+    return gpu if gpu and profile.catalog_gpu and gpu != profile.catalog_gpu else None
 
 
 def _sizes_text(sizes: list[int]) -> str:
     return ", ".join(map(str, sizes[:6])) + (f", ... {sizes[-1]}" if len(sizes) > 6 else "")
-
-
-def scenario_gpu(scenario, op_profile=None) -> str | None:
-    """The scenario's GPU (hardware-catalog id): its `hardware.gpu`, else its op-table profile's GPU."""
-    gpu = getattr(getattr(scenario, "hardware", None), "gpu", None)
-    return gpu or getattr(getattr(op_profile, "hardware", None), "catalog_gpu", None)
 
 
 def shipped_match(scenario, gpu: str | None) -> tuple[str, EngineProfile] | None:
@@ -268,6 +296,10 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
                   f"{chosen}, measured on this engine, GPU, model shapes and draft ({_topology(profile)}), prices "
                   f"it (serving_engine.engine_profile={chosen} names it)")
     b, k, c = scenario.workload.batch_size, scenario.spec.num_steps, scenario.workload.context_len
+    carry, gpu = None, carried_to(profile, scenario)
+    if gpu is not None:  # fitted on every point the profile measured, before a capture-size change leaves some out
+        carry = engine_carry_for(profile, gpu)
+        notes.update(carry_notes(carry, scenario.serving_engine.kind))
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
         profile = with_capture_sizes(profile, sizes, k)
@@ -286,5 +318,6 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
     graphs = profile.cudagraph_mode if "graph" in profile.cudagraph_mode else f"{profile.cudagraph_mode or '?'} graphs"
     notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
-              f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured points, fitted forms between them)")
-    return NativeCosts(profile, chosen)
+              f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured points, fitted forms between them"
+              f"{f'; carried to {gpu}' if gpu else ''})")
+    return NativeCosts(profile, chosen, carry)

@@ -1,0 +1,300 @@
+"""Carry an engine-native profile (simulator.engines.profile) to another GPU of the hardware catalog.
+
+A profile prices the GPU it was measured on. To price another, each GPU part of the engine's step
+is split by what bounds it, from the profile's own points:
+
+    part_us(point) = fixed_us + sum over ops of max(bandwidth_factor * bytes / bandwidth,
+                                                    flops_factor * flops / tensor rate)
+
+over the part's ops (simulator.costs.forward_ops' ops of that forward at the point's batch, padded
+tokens and context): the weights and KV read against the datasheet's HBM bandwidth, the GEMM and
+attention FLOPs against its dense tensor rate. fixed_us holds what neither explains (kernel
+launches and the gaps between kernels inside the CUDA graph); the two factors are the inverse of
+the share of the datasheet the engine's kernels reached. The three are fitted per part on
+relative errors over every GPU-bound point that measured the part, each factor at least 1 (no
+kernel beats the datasheet), fixed_us at least 0 (`fit_split`: scipy's bounded least squares).
+The points at several batch sizes and contexts separate them: the KV read grows with batch x
+context, the FLOPs with the tokens of the forward, the fixed share with neither. Where no
+point's FLOP-bound ops (on the datasheet) make 5% of the part (`FLOPS_IDENTIFIED_FRAC`), one
+factor prices both.
+
+On the other GPU the same ops are priced on its own datasheet (an op may change bound), and a
+part priced on the measured GPU (simulator.costs.engine_native.NativeCosts: a measured point or
+the fitted form) is multiplied by part_us(dst) / part_us(src) at the scenario's batch, num_steps
+and context: the fixed share is kept, a bandwidth-bound op scales by the bandwidth ratio, a
+FLOP-bound one by the tensor-rate ratio (a GPU of less bandwidth and the same rate never comes
+out faster). The parts are
+`CARRIED_PARTS`: the target's forward (decode or verify, without its lm_head), the sampler (the
+target's lm_head over every verified position, then sampling), the draft's extend and each later
+draft step. The draft phase's own small kernels, the step's bookkeeping on the GPU and the host's
+work are kept as measured (launch-bound kernels and the host, assumed of the same class); so are
+collectives of a TP group measured inside the parts.
+
+Assumptions: the engine runs the same kernels at the same efficiency on the other GPU (an
+architecture change may change kernel choices: `kernel_choice_note`); the datasheet figures
+are the catalog's (data/hardware/gpus).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from simulator.costs import forward_ops as FO
+from simulator.costs.ops import Op
+from simulator.engines.profile import EnginePoint, EngineProfile
+from simulator.model_shape import ModelShape
+from simulator.profile import GpuRates
+from simulator.units import BYTES_PER_US_PER_GB_PER_S, FLOPS_PER_US_PER_TFLOPS
+
+CARRIED_PARTS = ("target_forward", "sample", "draft_extend", "draft_step")
+PART_LABELS = {"target_forward": "target forward", "sample": "sampler", "draft_extend": "draft extend",
+               "draft_step": "draft step"}
+FLOPS_IDENTIFIED_FRAC = 0.05  # the FLOP-bound share must reach this at some point to get a factor of its own
+
+
+@dataclass(frozen=True)
+class OpTimes:
+    """A forward's ops on one GPU's datasheet: each op's bytes / bandwidth and flops / rate, us, and how
+    many times it runs (collectives left out)."""
+
+    memory_us: np.ndarray
+    compute_us: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def memory_bound_us(self) -> float:
+        """The bandwidth-bound ops' bytes / bandwidth (an op whose bytes take longer than its flops)."""
+        return float(self.counts @ np.where(self.memory_us >= self.compute_us, self.memory_us, 0.0))
+
+    @property
+    def compute_bound_us(self) -> float:
+        """The FLOP-bound ops' flops / rate."""
+        return float(self.counts @ np.where(self.memory_us >= self.compute_us, 0.0, self.compute_us))
+
+    def roofline_us(self, bandwidth_factor: float, flops_factor: float) -> float:
+        """Sum over ops of max(bandwidth_factor x bytes time, flops_factor x flops time)."""
+        return float(self.counts @ np.maximum(bandwidth_factor * self.memory_us, flops_factor * self.compute_us))
+
+
+def op_times(ops: list[Op], rates: GpuRates, tokens: int | None = None, requests: dict | None = None,
+             counts: list[int] | None = None) -> OpTimes:
+    """`ops` (collectives left out; `counts`: each op's repeats, default 1) on the datasheet `rates`.
+    `tokens`: the padded token count the engine runs the forward's token-wise ops (GEMMs,
+    elementwise) at; `requests`: the attention's batch_size and context_len where other than its own."""
+    bw = rates.memory_bandwidth_gb_per_s * BYTES_PER_US_PER_GB_PER_S
+    mem, comp, n = [], [], []
+    for op, c in zip(ops, counts or [1] * len(ops)):
+        if op.is_collective:
+            continue
+        if "batch_size" in op.axes:
+            axes = {**op.axes, **(requests or {})}
+        else:
+            axes = op.axes if tokens is None else {**op.axes, "num_tokens": tokens}
+        mem.append(op.bytes_at(axes) / bw)
+        comp.append(op.flops_at(axes) / (rates.rate_tflops(op.compute_dtype) * FLOPS_PER_US_PER_TFLOPS))
+        n.append(c)
+    return OpTimes(np.array(mem, float), np.array(comp, float), np.array(n, float))
+
+
+@dataclass(frozen=True)
+class PartSplit:
+    """One part's split (module docstring): fixed_us + each op's max of its factored bound times."""
+
+    part: str
+    fixed_us: float
+    bandwidth_factor: float
+    flops_factor: float
+    flops_identified: bool
+    num_points: int
+    median_abs_error_frac: float
+    max_abs_error_frac: float
+
+    def us(self, times: OpTimes) -> float:
+        return self.fixed_us + times.roofline_us(self.bandwidth_factor, self.flops_factor)
+
+    def text(self) -> str:
+        flops = (f"FLOPs at {1 / self.flops_factor:.0%} of the datasheet" if self.flops_identified
+                 else "FLOPs at the bandwidth's share (no point FLOP-bound enough to say)")
+        return (f"{PART_LABELS[self.part]} {self.fixed_us:,.0f} us fixed + bandwidth at {1 / self.bandwidth_factor:.0%} "
+                f"of the datasheet + {flops} ({self.num_points} points, median |error| "
+                f"{self.median_abs_error_frac:.1%})")
+
+
+def fit_split(part: str, measured_us: np.ndarray, times: list[OpTimes]) -> PartSplit:
+    """fixed_us, bandwidth_factor, flops_factor of a part from its measured times and each point's op
+    times on the measured GPU's datasheet (module docstring): a bounded linear least squares on the
+    datasheet's bandwidth- and FLOP-bound sums (scipy.optimize.lsq_linear) starts a bounded least
+    squares on the per-op max (scipy.optimize.least_squares), both on relative errors.
+
+    Raises:
+        ValueError: no point, or a time that is not positive.
+    """
+    from scipy.optimize import least_squares, lsq_linear
+
+    t = np.asarray(measured_us, float)
+    if len(t) == 0 or not np.all(t > 0):
+        raise ValueError(f"{part}: a split needs measured times above 0 ({len(t)} given)")
+    mem = np.array([s.memory_bound_us for s in times])
+    comp = np.array([s.compute_bound_us for s in times])
+    identified = bool(np.max(comp / t) >= FLOPS_IDENTIFIED_FRAC)
+    cols = [np.ones_like(t), mem, comp] if identified else [np.ones_like(t), mem + comp]
+    lower = [0.0] + [1.0] * (len(cols) - 1)
+    x = lsq_linear(np.column_stack(cols) / t[:, None], np.ones_like(t), bounds=(lower, [np.inf] * len(cols)),
+                   method="bvls").x
+    if identified:  # the datasheet's bounds are the split at factors 1: refit on each op's max at the factors
+        def residual(v):
+            return np.array([v[0] + s.roofline_us(v[1], v[2]) for s in times]) / t - 1.0
+        x0 = np.maximum(x, [0.0, 1.0, 1.0]) + [0.0, 1e-9, 1e-9]
+        x = least_squares(residual, x0, bounds=([0.0, 1.0, 1.0], [np.inf] * 3), method="trf", x_scale="jac").x
+    fixed, bw = float(x[0]), float(x[1])
+    flops = float(x[2]) if identified else bw
+    split = PartSplit(part, fixed, bw, flops, identified, len(t), 0.0, 0.0)
+    err = np.abs(np.array([split.us(s) for s in times]) / t - 1.0)
+    return PartSplit(part, fixed, bw, flops, identified, len(t), float(np.median(err)), float(np.max(err)))
+
+
+class EngineCarry:
+    """A profile's parts carried from its GPU's datasheet `src` to `dst` (module docstring)."""
+
+    def __init__(self, profile: EngineProfile, src: GpuRates, dst: GpuRates):
+        self.profile, self.src, self.dst = profile, src, dst
+        self.target = ModelShape.model_validate({"name": "target", **profile.target})
+        self.draft = ModelShape.model_validate({"name": "draft", **profile.draft}) if profile.draft else None
+        self._ops = lru_cache(maxsize=4096)(self._part_ops)
+        self.splits: dict[str, PartSplit] = {}
+        for part in CARRIED_PARTS:
+            rows = part_rows(profile, part)
+            if part.startswith("draft") and self.draft is None or not rows:
+                continue
+            self.splits[part] = fit_split(part, np.array([v for v, *_ in rows]),
+                                          [self.bounds(part, b, k, c, n, src) for _, b, k, c, n in rows])
+
+    def verify_tokens(self, num_steps: int) -> int:
+        """Tokens per request of the target's forward (1: the baseline's decode)."""
+        p = self.profile
+        if num_steps == 0:
+            return 1
+        return p.num_draft_tokens if p.topk > 1 and p.num_draft_tokens else num_steps + 1
+
+    def _part_ops(self, part: str, batch_size: int, num_steps: int, context: int) -> tuple[tuple[Op, int], ...]:
+        """The part's ops, each once with its count (a dense model's layers are one op list repeated)."""
+        p, b, k, c = self.profile, batch_size, num_steps, context
+        if part in ("target_forward", "sample"):
+            q = self.verify_tokens(k)
+            aux = self.draft.num_fc_input_hidden_states if k and self.draft is not None and p.method == "eagle3" else 0
+            ops = FO.engine_ops(FO.target_forward_ops(self.target, p.tp_size, b, q, c, num_aux_hidden_states=aux))
+            head = next(i for i, op in enumerate(ops) if op.name == "lm_head")
+            return tuple(Counter(ops[:head] if part == "target_forward" else ops[head:]).items())
+        dtp = p.draft_tp_size or p.tp_size
+        n = k + 1 if part == "draft_extend" else p.topk
+        ops = FO.engine_ops(FO.draft_forward_ops(self.draft, dtp, b, n, c, part == "draft_extend", p.method))
+        return tuple(Counter(ops).items())
+
+    def bounds(self, part: str, batch_size: int, num_steps: int, context: float, tokens: int,
+               rates: GpuRates) -> OpTimes:
+        """The part's op times on `rates` at this batch, num_steps, context and padded tokens.
+        A dense model's ops are built once per part and num_steps and evaluated at the point's axes
+        (their bytes and flops are affine in them, simulator.costs.ops.Op); a MoE model's, whose
+        experts touched depend on the tokens, at each point."""
+        c = int(round(context))
+        if any(m is not None and m.n_routed_experts for m in (self.target, self.draft)):
+            pairs = self._ops(part, batch_size, num_steps, c)
+        else:
+            pairs = self._ops(part, 1, num_steps, 1)
+        ops, counts = [op for op, _ in pairs], [n for _, n in pairs]
+        return op_times(ops, rates, tokens, {"batch_size": batch_size, "context_len": c}, counts)
+
+    def ratio(self, part: str, batch_size: int, num_steps: int, context: float, tokens: int) -> float:
+        """The part's time on `dst` over its time on `src` at this point (1 where the part is not split)."""
+        s = self.splits.get(part)
+        if s is None:
+            return 1.0
+        src = s.us(self.bounds(part, batch_size, num_steps, context, tokens, self.src))
+        return s.us(self.bounds(part, batch_size, num_steps, context, tokens, self.dst)) / src if src > 0 else 1.0
+
+
+def part_rows(profile: EngineProfile, part: str) -> list[tuple[float, int, int, float, int]]:
+    """(measured us, batch, num_steps, context, padded tokens) of every GPU-bound point that measured
+    the part (the points NativeCosts prices GPU parts from)."""
+    out = []
+    for p in profile.points:
+        if p.gpu_bound is False:
+            continue
+        v, tokens = _part_value(profile, p, part)
+        if v is not None and v > 0:
+            out.append((float(v), p.batch_size, p.num_steps, p.context_len, tokens))
+    return out
+
+
+def _part_value(profile: EngineProfile, p: EnginePoint, part: str) -> tuple[float | None, int]:
+    b, k = p.batch_size, p.num_steps
+    q = 1 if k == 0 else (profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else k + 1)
+    if part == "target_forward":
+        return p.target_forward_us, p.target_tokens_padded or profile.padded_tokens(b * q, b)
+    if part == "sample":
+        return p.sample_us, b * q
+    if not k:
+        return None, 0
+    if part == "draft_extend":
+        return p.draft_extend_us, p.draft_extend_tokens_padded or profile.padded_tokens(b * (k + 1), b)
+    step = p.draft_steps_us / (k - 1) if k >= 2 and p.draft_steps_us else None
+    return step, profile.padded_tokens(b * profile.topk, b)
+
+
+# ---- a scenario's carry and its notes ------------------------------------------------------------
+_CARRIES: dict[tuple[str, str, str], EngineCarry] = {}
+MAX_CARRIES = 64
+
+
+def engine_carry_for(profile: EngineProfile, gpu: str) -> EngineCarry:
+    """The profile (measured on its `catalog_gpu`) carried to the catalog GPU `gpu`, fitted once per
+    profile content and GPU pair."""
+    import hashlib
+
+    from simulator.hardware import default_catalog, gpu_rates
+    catalog = default_catalog()
+    key = (hashlib.sha256(profile.model_dump_json().encode()).hexdigest(), profile.catalog_gpu, gpu)
+    if key not in _CARRIES:
+        if len(_CARRIES) >= MAX_CARRIES:
+            _CARRIES.pop(next(iter(_CARRIES)))
+        _CARRIES[key] = EngineCarry(profile, gpu_rates(catalog.gpu(profile.catalog_gpu)), gpu_rates(catalog.gpu(gpu)))
+    return _CARRIES[key]
+
+
+ATTENTION_KERNELS = {  # vLLM's FLASH_ATTN backend (get_flash_attn_version): FA3 where the capability's major is 9
+    "hopper": "FlashAttention 3", "ampere": "FlashAttention 2", "ada": "FlashAttention 2", "blackwell": "FlashAttention 2"}
+
+
+def kernel_choice_note(profile: EngineProfile, src_arch: str, dst_arch: str) -> str:
+    """What may run otherwise on the other GPU: kernels the engine picks by architecture."""
+    backend = profile.attention_backend or "?"
+    if src_arch == dst_arch:
+        fa = f" ({ATTENTION_KERNELS[src_arch]} on both)" if backend == "FLASH_ATTN" and src_arch in ATTENTION_KERNELS \
+            else ""
+        return (f"same architecture ({src_arch}): the engine should pick the same kernels, {backend} attention{fa}; "
+                "cuBLAS may still pick other GEMM tiles for another SM count")
+    src_k = ATTENTION_KERNELS.get(src_arch, "?") if backend == "FLASH_ATTN" else backend
+    dst_k = ATTENTION_KERNELS.get(dst_arch, "?") if backend == "FLASH_ATTN" else "the engine's choice"
+    return (f"{src_arch} -> {dst_arch}: the engine may pick other kernels (attention: {src_k} measured, {dst_k} "
+            "there; other GEMM kernels and CUDA-graph capture), whose efficiency the carry does not know: it assumes "
+            "the measured GPU's")
+
+
+def carry_notes(carry: EngineCarry, engine: str) -> list[str]:
+    """The notes a carried profile's prices get: from which GPU, how each part was split, what may differ."""
+    from simulator.hardware import default_catalog
+    catalog = default_catalog()
+    src, dst = carry.src, carry.dst
+    parts = "; ".join(s.text() for s in carry.splits.values())
+    return [f"{engine}: engine profile {carry.profile.name} measured on {src.gpu}, carried to {dst.gpu} "
+            f"(simulator/costs/engine_carry.py): each GPU part split from its points into a fixed share, a "
+            f"bandwidth-bound and a FLOP-bound one ({parts}); bandwidth {src.memory_bandwidth_gb_per_s:g} -> "
+            f"{dst.memory_bandwidth_gb_per_s:g} GB/s, bf16 {src.bf16_dense_tflops:g} -> {dst.bf16_dense_tflops:g} "
+            "TFLOP/s (datasheets); launches, the draft's small kernels, the step's bookkeeping and the host's work "
+            "as measured (the same host class assumed)",
+            f"{engine}: carried engine profile: " + kernel_choice_note(
+                carry.profile, catalog.gpu(src.gpu).architecture, catalog.gpu(dst.gpu).architecture)]

@@ -1,0 +1,157 @@
+"""An engine-native profile carried to another GPU (simulator/costs/engine_carry.py), on synthetic
+profiles whose parts are built from known shares, so the carried price is known exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.costs.engine_carry import EngineCarry, fit_split, op_times
+from simulator.costs.engine_native import NativeCosts, native_costs
+from simulator.costs.forward import CostModel
+from simulator.costs.ops import gemm
+from simulator.engines.profile import EngineProfile
+from simulator.hardware import default_catalog, gpu_rates
+from simulator.profile import load_profile, resolve_profile_path
+from simulator.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "data" / "engine_profiles" / "vllm-0.26.0-h200-llama-3.1-8b-eagle3.json"
+H200, H100 = (gpu_rates(default_catalog().gpu(g)) for g in ("h200-sxm", "h100-sxm"))
+BW_RATIO = H200.memory_bandwidth_gb_per_s / H100.memory_bandwidth_gb_per_s
+PARTS = {"target_forward": "target_forward_us", "sample": "sample_us", "draft_extend": "draft_extend_us"}
+
+
+def test_op_times_are_the_datasheet_roofline_of_each_op():
+    """A GEMM of 4096 x 14336 bf16 weights: bytes / bandwidth and flops / rate, by hand."""
+    op = gemm("gemm", 8, 4096, 14336, 2.0)
+    t = op_times([op], H100)
+    assert t.memory_us[0] == pytest.approx(op.bytes / (3350e9 / 1e6))
+    assert t.compute_us[0] == pytest.approx(2 * 8 * 4096 * 14336 / (989.5e12 / 1e6))
+    assert t.memory_bound_us == pytest.approx(t.memory_us[0]) and t.compute_bound_us == 0.0
+    big = op_times([op], H100, tokens=4096)  # the same op run at 4096 padded tokens: FLOP-bound
+    assert big.compute_bound_us == pytest.approx(2 * 4096 * 4096 * 14336 / (989.5e12 / 1e6)) and big.memory_bound_us == 0
+
+
+def _synthetic(make_us, max_batch: int) -> EngineProfile:
+    """The shipped H200 profile's points up to `max_batch`, every carried part replaced by
+    make_us(part, op times on the H200's datasheet at that point)."""
+    data = json.loads(SHIPPED.read_text())
+    data["points"] = [p for p in data["points"] if p["batch_size"] <= max_batch]
+    prof = EngineProfile.model_validate(data)
+    carry = EngineCarry(prof, H200, H200)  # only for its op lists
+    pts = []
+    for p in prof.points:
+        upd = {}
+        for part, field in PARTS.items():
+            if getattr(p, field) is None or (part == "draft_extend" and not p.num_steps):
+                continue
+            q = 1 if not p.num_steps else p.num_steps + 1
+            tokens = p.batch_size * q if part == "sample" else prof.padded_tokens(p.batch_size * q, p.batch_size)
+            if part == "target_forward" and p.target_tokens_padded:
+                tokens = p.target_tokens_padded
+            if part == "draft_extend" and p.draft_extend_tokens_padded:
+                tokens = p.draft_extend_tokens_padded
+            upd[field] = make_us(part, carry.bounds(part, p.batch_size, p.num_steps, p.context_len, tokens, H200))
+        if p.num_steps >= 2 and p.draft_steps_us:
+            t = carry.bounds("draft_step", p.batch_size, p.num_steps, p.context_len,
+                             prof.padded_tokens(p.batch_size, p.batch_size), H200)
+            upd["draft_steps_us"] = (p.num_steps - 1) * make_us("draft_step", t)
+        pts.append(p.model_copy(update=upd))
+    return prof.model_copy(update={"points": pts})
+
+
+def test_a_pure_bandwidth_profile_carries_by_the_bandwidth_ratio_exactly():
+    """Parts that are 1.3x their ops' bytes / bandwidth (no fixed share), at batches where every op is
+    bandwidth-bound on both GPUs: the fit finds 0 fixed and the factor 1.3, and every carried part is
+    its H200 price x 4800 / 3350."""
+    prof = _synthetic(lambda part, t: 1.3 * t.memory_bound_us, max_batch=16)
+    carry = EngineCarry(prof, H200, H100)
+    for s in carry.splits.values():
+        assert s.fixed_us == pytest.approx(0.0, abs=1e-6) and s.bandwidth_factor == pytest.approx(1.3, rel=1e-9)
+    src, dst = NativeCosts(prof), NativeCosts(prof, carry)
+    checked = 0
+    for p in prof.points:
+        b, k, c = p.batch_size, p.num_steps, p.context_len
+        pairs = [(src.target_forward_us, dst.target_forward_us), (src.sample_us, dst.sample_us)]
+        if k:
+            pairs.append((src.draft_extend_us, dst.draft_extend_us))
+        if k >= 2:
+            pairs.append((src.draft_step_us, dst.draft_step_us))
+        for f_src, f_dst in pairs:
+            assert carry.bounds("target_forward", b, k, c, b * (k + 1), H100).compute_bound_us == 0.0
+            assert f_dst(b, k, c) == pytest.approx(f_src(b, k, c) * BW_RATIO, rel=1e-9)
+            checked += 1
+        assert dst.host_us(b, k, c) == src.host_us(b, k, c)  # the host's work is not carried
+        assert dst.other_gpu_us(b, k, c) == src.other_gpu_us(b, k, c)
+    assert checked > 100
+
+
+def test_a_split_profile_keeps_its_fixed_share_and_scales_each_bound_by_its_law():
+    """Parts of 400 us fixed + 1.2x bytes time + 1.6x flops time per op (the max of the two), over every
+    batch 1-64 (verifies FLOP-bound at the largest): the fit recovers the three and the carried part is
+    400 + the same factors on the H100's datasheet."""
+    prof = _synthetic(lambda part, t: 400.0 + t.roofline_us(1.2, 1.6), max_batch=64)
+    carry = EngineCarry(prof, H200, H100)
+    target = carry.splits["target_forward"]
+    assert target.flops_identified
+    assert (target.fixed_us, target.bandwidth_factor, target.flops_factor) == pytest.approx((400.0, 1.2, 1.6), rel=1e-4)
+    assert target.max_abs_error_frac < 1e-6
+    nat = NativeCosts(prof, carry)
+    checked = 0
+    for p in prof.points:  # a measured point is priced as measured on the H200, so carried exactly
+        b, k, c = p.batch_size, p.num_steps, p.context_len
+        if p.prompt_len != 1024 or b not in (1, 8, 64) or k not in (0, 3, 6):
+            continue
+        tokens = p.target_tokens_padded or prof.padded_tokens(b * (k + 1), b)
+        expect = 400.0 + carry.bounds("target_forward", b, k, c, tokens, H100).roofline_us(1.2, 1.6)
+        assert nat.target_forward_us(b, k, c) == pytest.approx(expect, rel=1e-4)
+        checked += 1
+    assert checked == 9
+    # the same rate and less bandwidth: no part comes out faster on the H100, none more than the bandwidth ratio slower
+    for part in carry.splits:
+        for b in (1, 8, 64):
+            r = carry.ratio(part, b, 3, 2000.0, prof.padded_tokens(b * 4, b))
+            assert 1.0 <= r <= BW_RATIO + 1e-12
+
+
+def test_fit_split_refuses_no_points_and_needs_positive_times():
+    with pytest.raises(ValueError, match="above 0"):
+        fit_split("sample", np.array([]), [])
+    t = op_times([gemm("gemm", 1, 4096, 4096, 2.0)], H200)
+    with pytest.raises(ValueError, match="above 0"):
+        fit_split("sample", np.array([0.0]), [t])
+
+
+def _scenario(*sets: str):
+    return load_scenario(ROOT / "scenarios" / "vllm_llama8b_h200.yaml", list(sets))
+
+
+def test_a_scenario_on_another_gpu_uses_the_carried_profile_and_says_so():
+    sc = _scenario("hardware.gpu=h100-sxm")
+    prof = load_profile(resolve_profile_path("h200"))
+    cost = CostModel(sc, prof)
+    assert cost.native is not None and cost.native.carry is not None
+    notes = " ".join(cost.notes)
+    assert "measured on h200-sxm, carried to h100-sxm" in notes and "not used" not in notes
+    assert "same architecture (hopper)" in notes and "FlashAttention 3 on both" in notes
+    own = CostModel(_scenario(), prof)
+    assert own.native.carry is None
+    b, k, c = sc.workload.batch_size, sc.spec.num_steps, sc.workload.context_len
+    assert cost.native.target_forward_us(b, k, c) > own.native.target_forward_us(b, k, c) * 1.1
+    assert cost.native.host_us(b, k, c) == own.native.host_us(b, k, c)
+    same = CostModel(_scenario("hardware.gpu=h200-sxm"), prof)  # its own GPU named: nothing carried
+    assert same.native.carry is None and same.native.target_forward_us(b, k, c) == own.native.target_forward_us(b, k, c)
+
+
+def test_a_carry_across_architectures_names_the_kernels_that_may_differ():
+    notes: set[str] = set()
+    sc = _scenario("hardware.gpu=a100-sxm-80gb")
+    nat = native_costs(sc, EngineProfile.model_validate(json.loads(SHIPPED.read_text())), notes)
+    assert nat is not None and nat.carry is not None
+    text = " ".join(notes)
+    assert "hopper -> ampere" in text and "FlashAttention 3 measured, FlashAttention 2 there" in text
+    assert "carried to a100-sxm-80gb" in text
