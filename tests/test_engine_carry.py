@@ -72,7 +72,7 @@ def test_a_pure_bandwidth_profile_carries_by_the_bandwidth_ratio_exactly():
     carry = EngineCarry(prof, H200, H100)
     for s in carry.splits.values():
         assert s.fixed_us == pytest.approx(0.0, abs=1e-6) and s.bandwidth_factor == pytest.approx(1.3, rel=1e-9)
-    src, dst = NativeCosts(prof), NativeCosts(prof, carry)
+    src, dst = NativeCosts(prof), NativeCosts(prof, carry=carry)
     checked = 0
     for p in prof.points:
         b, k, c = p.batch_size, p.num_steps, p.context_len
@@ -100,7 +100,7 @@ def test_a_split_profile_keeps_its_fixed_share_and_scales_each_bound_by_its_law(
     assert target.flops_identified
     assert (target.fixed_us, target.bandwidth_factor, target.flops_factor) == pytest.approx((400.0, 1.2, 1.6), rel=1e-4)
     assert target.max_abs_error_frac < 1e-6
-    nat = NativeCosts(prof, carry)
+    nat = NativeCosts(prof, carry=carry)
     checked = 0
     for p in prof.points:  # a measured point is priced as measured on the H200, so carried exactly
         b, k, c = p.batch_size, p.num_steps, p.context_len
