@@ -78,6 +78,9 @@ class GpuSpec(StrictModel):
     pcie_lanes: Literal[1, 2, 4, 8, 16]
     sources: list[str] = Field(min_length=1, description="Citations actually read: title and URL, or a measurement.")
     notes: list[str] = Field(default_factory=list, description="What is derived, assumed or not re-read.")
+    device_names: list[str] = Field(default_factory=list, max_length=16, description=(
+        "What CUDA calls this GPU (torch.cuda.get_device_name), as seen on a measured machine: an engine "
+        "profile measured there is labelled with this id (catalog_gpu_for_device)."))
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -172,6 +175,12 @@ class Catalog(StrictModel):
     def gpu(self, name: str) -> GpuSpec:
         """The GPU with catalog id `name` (UserInputError naming the known ids otherwise)."""
         return _entry(self.gpus, "GPU", name)
+
+    def gpu_for_device(self, device_name: str) -> str | None:
+        """The catalog id of the GPU CUDA calls `device_name` (a GPU's `device_names`); None where no
+        GPU, or more than one, names it."""
+        ids = [g.id for g in self.gpus.values() if device_name.strip() in g.device_names]
+        return ids[0] if len(ids) == 1 else None
 
     def box(self, name: str) -> BoxSpec:
         """The box with catalog id `name` (UserInputError naming the known ids otherwise)."""

@@ -60,6 +60,7 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_mla_paths_table.py", "docs/engines/mla.md"),
     ("benchmarks/bench_engine_carry.py", "docs/engines/transfer.md"),
     ("docs/make_requests_table.py", "docs/engines/requests.md"),
+    ("benchmarks/bench_request_level.py", "docs/engines/requests.md"),
     ("docs/make_moe_law_check.py", "docs/engines.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)

@@ -27,7 +27,7 @@ def test_a_closed_batch_of_deterministic_steps_takes_the_closed_form_time():
     be = FakeBackend(2, jitter_cv=0.0, costs=costs)
     rec = run_requests(be, _plan(), 0)
     b, p, n, k = 4, 64, 16, 2
-    prefill = 500.0 + 0.05 * b * p
+    prefill = costs.prefill_step_us(b * p, speculative=True)
     fwd = costs.target_forward_us(b * (k + 1), b, 0.0)  # context only moves the fake's price through kv terms
     assert rec["num_tokens"] == b * n and all(r["num_tokens"] == n for r in rec["requests"])
     assert len(rec["steps"]) == 1 + (n - 1)

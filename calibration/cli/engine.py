@@ -238,7 +238,9 @@ def calibrate_engine(
     target: Annotated[str, typer.Option(help="Target config under data/models/engine/.")] = "llama-3.1-8b-instruct",
     draft: Annotated[str, typer.Option(help="EAGLE-3 draft config under data/models/engine/.")] = "eagle3-llama-3.1-8b",
     name: Annotated[Optional[str], typer.Option(help="Profile name; default the file stem.")] = None,
-    catalog_gpu: Annotated[Optional[str], typer.Option(help="Hardware-catalog id of the GPU measured.")] = "h200-sxm",
+    catalog_gpu: Annotated[Optional[str], typer.Option(help="Hardware-catalog id of the GPU measured; default: the "
+                                                            "catalog GPU whose device_names hold the name the engine "
+                                                            "reported (none: the profile names no catalog GPU).")] = None,
     deadline_s: Annotated[Optional[float], typer.Option(help="Start no engine process after this many seconds, "
                                                              "and end one still running then.")] = None,
     with_live: Annotated[Optional[Path], typer.Option(help="Also the live grid (`specdecsim live --engine`) into "

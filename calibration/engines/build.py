@@ -276,6 +276,24 @@ def host_speed_note(lines: list[dict], pts: list[EnginePoint]) -> str | None:
             f"host-cores` times each core): the steps the host paced ({which}) moved with it, GPU-bound ones did not")
 
 
+def _prefill(paths: list[Path], labels: set[str], engines: list[dict]) -> tuple[str | None, list]:
+    """(a note, the PrefillFits) of the prefill-alone runs (closed batches of one new token) that the
+    profile's calibration processes (`labels`) measured (simulator.evidence.prefill_fit)."""
+    from simulator.evidence.prefill_fit import PrefillRun, fit_prefill
+    budget = {e["label"]: int(e["info"].get("max_num_batched_tokens") or 0) for e in engines}
+    runs = [PrefillRun(bool(pt["num_steps"]), pt["batch_size"], pt["prompt_len"], budget[ln["label"]], rep["elapsed_us"])
+            for ln in engine_lines(paths, "calibrate", requests=True)[1] if ln["label"] in labels
+            and budget.get(ln["label"]) and (pt := ln["point"])["workload"] == "closed_batch" and pt["max_tokens"] == 1
+            for rep in pt["repeats"]]
+    if not runs:
+        return None, []
+    fits = fit_prefill(runs)
+    return (f"prefill: fitted on {len(runs)} runs of the prefill alone "
+            + "; ".join(f"{'with' if f.speculative else 'without'} the draft, median |err| "
+                        f"{100 * f.median_abs_error_frac:.1f}%, max {100 * f.max_abs_error_frac:.1f}%" for f in fits)
+            if fits else f"prefill: {len(runs)} runs of the prefill alone, too few to fit"), fits
+
+
 def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None,
                   keep=None, command_line: str | None = None, git_commit: str | None = None,
                   catalog_gpu: str | None = None, notes: list[str] | None = None,
@@ -348,6 +366,12 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
                                                      if exclude_labels else [])
         + [n for n in [host_speed_note(lines, pts)] if n],
         points=sorted(pts, key=lambda p: (p.num_steps, p.batch_size, p.prompt_len)))
+    prefill_note, fields["prefill"] = _prefill(paths, labels, engines)
+    if fields["catalog_gpu"] is None and fields["gpu_name"]:
+        from simulator.hardware import default_catalog
+        fields["catalog_gpu"] = default_catalog().gpu_for_device(fields["gpu_name"])
+    if prefill_note:
+        fields["notes"].append(prefill_note)
     unfitted = EngineProfile.model_construct(**fields)  # the points, to fit the parts' forms on
     try:
         fits = fit_parts(unfitted)

@@ -111,8 +111,10 @@ class RequestStep(StrictModel):
     tokens: int = Field(ge=0, le=10**9)
     running: int = Field(ge=0, le=10**7, description="Requests unfinished when the step began.")
     scheduled: list[list[Annotated[int, Field(ge=0, le=10**9)]]] | None = Field(
-        None, max_length=1000, description="The scheduler's calls since the step before: [tokens, requests, the "
-                                           "largest request's tokens] each (vLLM).")
+        None, max_length=100_000, description=(
+            "The scheduler's calls since the step before: [tokens, requests, the largest request's tokens] each "
+            "(vLLM). The first step of a process's first request-level run after steady windows, measured before "
+            "the run drained them (2026-12-06), holds the windows' calls too."))
 
 
 class RequestRun(StrictModel):

@@ -46,9 +46,10 @@ def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> d
 
 def point_scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,
                    profile: str, variant: tuple[int, int | None, bool] = CHAIN,
-                   group: tuple[int, int | None] = (1, None), serving_section: dict | None = None) -> Scenario:
+                   group: tuple[int, int | None] = (1, None), serving_section: dict | None = None,
+                   gpu: str | None = None) -> Scenario:
     """The scenario an engine point ran: its shapes, engine, num_steps, forced acceptance, batch and context
-    (and, for a request-level run, its `serving:` section)."""
+    (and, for a request-level run, its `serving:` section; `gpu`: the catalog GPU it ran on, where known)."""
     k, b = point["num_steps"], point["batch_size"]
     steps = max(1, k)
     topk, ndt, overlap = variant
@@ -67,7 +68,8 @@ def point_scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engin
                  "num_draft_tokens": (ndt or steps + 1) if k else steps + 1},
         "acceptance": _acceptance(engine, k, point["acceptance_rate"]),
         "workload": {"batch_size": b, "context_len": max(1, round(rep_ctx))},
-        **({"serving": serving_section} if serving_section else {})})
+        **({"serving": serving_section} if serving_section else {}),
+        **({"hardware": {"gpu": gpu}} if gpu else {})})
 
 
 def repeat_suffix(label: str) -> str:

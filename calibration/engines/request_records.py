@@ -23,6 +23,7 @@ import numpy as np
 from calibration.engines.build import engine_lines
 from calibration.engines.records import point_scenario
 from simulator.evidence.live_records import LiveServingRun
+from simulator.hardware import default_catalog
 from simulator.profile import HardwareInfo
 from simulator.serving.metrics import serving_metrics
 from simulator.serving.scheduler import ServingRecords
@@ -104,7 +105,8 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
         k, eng = pt["num_steps"], ln.get("engine", "vllm")
         inf = info.get(ln["label"], {})
         sc = point_scenario(pt, pt["prompt_len"], target, draft, eng, engine_profile, profile,
-                            serving_section=_serving(pt, inf))
+                            serving_section=_serving(pt, inf),
+                            gpu=default_catalog().gpu_for_device(inf.get("gpu_name") or ""))
         hardware = HardwareInfo(gpu_name=inf.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                                 torch_version=inf.get("torch_version") or None,
                                 cuda_version=inf.get("cuda_version") or None)

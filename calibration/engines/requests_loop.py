@@ -60,6 +60,7 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
     counts = [0] * (k + 1)
     backend.set_acceptance(plan.acceptance_rate if k else None)
     backend.start_window(False)
+    _scheduled(backend)  # the calls of what ran before (a steady window's steps) are not this run's
     t0 = backend.clock_us()
     ids = backend.add_requests(prompts[:concurrent], n_tok)
     added = len(ids)

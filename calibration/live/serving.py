@@ -112,13 +112,18 @@ class LiveStepCosts:
             loop.read_accept(loop.launch_accept())
         return self._elapsed_us()
 
-    def prefill_us(self, num_tokens: int, context_len: float) -> float:
+    def prefill_us(self, num_tokens: int, context_len: float, token_pairs: float | None = None,
+                   speculative: bool = False) -> float:
         """No prefill forward: the prompt's KV is taken as in the slot already (free prefill)."""
         return 0.0
 
-    def prefill_only_overhead_us(self) -> float:
+    def prefill_only_overhead_us(self, speculative: bool = False) -> float:
         """A step with no decode request runs no forward: the scheduler's host time alone."""
         return self._elapsed_us()
+
+    def from_idle_us(self, speculative: bool = False) -> float:
+        """Nothing more for the first step after idle: the live loop is always warm."""
+        return 0.0
 
 
 def serving_scenario(size: str, concurrency: int, num_steps: int, acceptance_rate: float, num_requests: int,

@@ -22,6 +22,8 @@ def validate_serving(
                                                              "record's).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the comparison as JSON here (\'-\': standard output, the tables then on standard error).")] = None,
     bar_pct: Annotated[float, typer.Option(help="The bar on |tok/s error| and |TPOT p50 error|, percent.")] = 5.0,
+    acceptance: Annotated[str, typer.Option(help="scenario: each record's forced rate; measured: the i.i.d. rate "
+                                                 "of the accept length the run realized (an engine's runs).")] = "scenario",
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the bar is not met.")] = False,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
@@ -36,11 +38,13 @@ def validate_serving(
         fail(f"--costs-source must be per_op or whole_forward, got {quote(costs_source)}")
     if not 0 <= bar_pct <= 100:
         fail(f"--bar-pct must be 0..100, got {bar_pct}")
+    if acceptance not in ("measured", "scenario"):
+        fail(f"--acceptance must be measured or scenario, got {quote(acceptance)}")
     try:
         check_output_file(json_out, "--json", SERVING_VALIDATION_OUTPUT, force)
         recs = load_serving_records(records)
         prof, prof_path = load_profile_for(recs[0][1].scenario, profile)
-        rows = [check_record(src, rec, prof, costs_source) for src, rec in recs]
+        rows = [check_record(src, rec, prof, costs_source, acceptance) for src, rec in recs]
     except (UserInputError, ArithmeticError) as e:
         fail(str(e))
     rows.sort(key=lambda r: (r.target, r.concurrency, not r.speculative, r.source))

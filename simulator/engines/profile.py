@@ -127,6 +127,25 @@ class PartFit(StrictModel):
         return self
 
 
+class PrefillFit(StrictModel):
+    """The engine's prefill, fitted on its own runs of the prefill alone (simulator.evidence.prefill_fit):
+    a run of prompts chunked into engine steps of at most `max_num_batched_tokens` tokens takes
+    per_run_us + sum over its steps of (per_step_us + per_token_us n + per_token_pair_us A), n the step's
+    prompt tokens and A its attention's token pairs (each token attends the cached ones and those before it)."""
+
+    speculative: bool = Field(description="Measured with the draft (its prefill over the prompt included) or not.")
+    per_run_us: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
+    per_step_us: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
+    per_token_us: float = Field(gt=0.0, le=1e5, allow_inf_nan=False)
+    per_token_pair_us: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    max_num_batched_tokens: int = Field(ge=1, le=1 << 24)
+    num_runs: int = Field(ge=1, le=1_000_000)
+    batch_sizes: list[int] = Field(min_length=1, max_length=4096, description="The batches the runs measured.")
+    prompt_lens: list[int] = Field(min_length=1, max_length=4096, description="The prompt lengths they measured.")
+    median_abs_error_frac: float = Field(ge=0.0, le=1e6)
+    max_abs_error_frac: float = Field(ge=0.0, le=1e6)
+
+
 class EngineProfile(StrictModel):
     """An engine's cycle parts measured inside it (module docstring), for one target and draft on one GPU."""
 
@@ -167,6 +186,9 @@ class EngineProfile(StrictModel):
     notes: list[str] = Field(default_factory=list)
     points: list[EnginePoint] = Field(min_length=1, max_length=100_000)
     fits: dict[str, PartFit] = Field(default_factory=dict)
+    prefill: list[PrefillFit] = Field(default_factory=list, max_length=2, description=(
+        "The prefill alone, fitted without and with the draft (at most one of each); empty: not measured "
+        "(the serving DES prices the prefill from the op tables)."))
 
     @field_validator("target", "draft")
     @classmethod
@@ -210,6 +232,8 @@ class EngineProfile(StrictModel):
                 raise ValueError(f"fits.{name}: every parameter is below {MIN_FORWARD_US:g} us (largest "
                                  f"{max(fit.params.values()):.3g}): a part priced at nothing would take no time; "
                                  "at least one parameter must be 1..1e7 us")
+        if len({f.speculative for f in self.prefill}) != len(self.prefill):
+            raise ValueError("prefill: one fit without the draft and one with it at most")
         if self.max_num_seqs and (big := max(p.batch_size for p in self.points)) > self.max_num_seqs:
             raise ValueError(f"max_num_seqs {self.max_num_seqs}: below the batch of {big} a point measured (the "
                              "engine runs at most max_num_seqs requests a step)")

@@ -138,7 +138,8 @@ class ServingConfig(StrictModel):
     kv_cache_tokens: int | None = Field(None, ge=1, le=10**10, description="KV-cache capacity in tokens, "
                                                                           "1..1e10; left out: unlimited.")
     chunked_prefill_tokens: int = Field(8192, ge=1, le=1_048_576, description="Prefill tokens per engine step, "
-                                                                              "1..1048576.")
+                                          "1..1048576; left out where the engine profile measured the prefill: the "
+                                          "engine's own max_num_batched_tokens.")
     prefill_latency_scale: float = Field(1.0, ge=0, le=100, description="Multiply prefill time, 0..100 "
                                                                          "(0: free prefill, a what-if).")
     decode_context_len: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Price every decode step "

@@ -23,6 +23,12 @@
   overestimate that matters only for small chunks. The draft's prefill (EAGLE's draft extend over
   the prompt) is left out.
 - A step with prefill only pays the baseline host scheduling and device->host sync at batch 1.
+- Where the scenario's engine profile measured the engine's own prefill (`EngineProfile.prefill`,
+  simulator.evidence.prefill_fit: runs of the prefill alone in the calibration's processes), the
+  prefill is priced from it instead, with or without the draft as the run speculates: a chunk of n
+  tokens whose attention computes A token pairs costs per_token_us n + per_token_pair_us A (the
+  draft's prefill over the prompt included where the fit measured it), a step with prefill only
+  per_step_us more, and the first step after the engine was idle per_run_us more (`engine_prefill`).
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ class StepCosts:
         self._step: dict[tuple, float] = {}
         self._prefill: dict[tuple[int, int], float] = {}
         self._idle: float | None = None
+        self._engine_prefill: dict[bool, object] = {}
 
     def cost_model(self, batch_size: int, spec: SpecConfig | None, context_len: int) -> CostModel:
         """The CostModel of a scenario copy at this batch size, context and spec (cached)."""
@@ -136,10 +143,26 @@ class StepCosts:
         return sum(cost.op_gpu_us(op, moe_table, prefill_attention_us(op, rf) if op.name == "attention" else None)
                    for op in ops)
 
-    def prefill_us(self, num_tokens: int, context_len: float) -> float:
-        """A prefill chunk of num_tokens after context_len cached tokens, in us (0 for no tokens)."""
+    def engine_prefill(self, speculative: bool):
+        """The engine profile's PrefillFit of this kind of run (with the draft or without; the other
+        kind where only it was measured), or None where no engine profile prices the scenario's prefill."""
+        if speculative not in self._engine_prefill:
+            native = self.cost_model(1, None, 1).native
+            fits = native.profile.prefill if native is not None else []
+            same = [f for f in fits if f.speculative == speculative]
+            self._engine_prefill[speculative] = (same or fits or [None])[0]
+        return self._engine_prefill[speculative]
+
+    def prefill_us(self, num_tokens: int, context_len: float, token_pairs: float | None = None,
+                   speculative: bool = False) -> float:
+        """A prefill chunk of num_tokens after context_len cached tokens, in us (0 for no tokens);
+        token_pairs: its causal attention's token pairs (simulator.evidence.prefill_fit.token_pairs; None:
+        one request's chunk at that context), for an engine profile's prefill."""
         if num_tokens <= 0 or self.prefill_scale == 0.0:
             return 0.0
+        if (fit := self.engine_prefill(speculative)) is not None:
+            pairs = token_pairs if token_pairs is not None else num_tokens * (context_len + (num_tokens + 1) / 2)
+            return (fit.per_token_us * num_tokens + fit.per_token_pair_us * pairs) * self.prefill_scale
         c = 0 if context_len < 1 else _grid(context_len, CONTEXT_GRID_PER_OCTAVE)[0]
         lo, hi, w = _grid(num_tokens, PREFILL_GRID_PER_OCTAVE)
         t = self._grid_prefill_us(lo, c)
@@ -147,9 +170,18 @@ class StepCosts:
             t += w * (self._grid_prefill_us(hi, c) - t)
         return t * self.prefill_scale
 
-    def prefill_only_overhead_us(self) -> float:
-        """Host scheduling plus device->host sync of a step that runs prefill alone, in us."""
+    def prefill_only_overhead_us(self, speculative: bool = False) -> float:
+        """Host scheduling plus device->host sync of a step that runs prefill alone, in us (an engine
+        profile's prefill: its per_step_us)."""
+        if (fit := self.engine_prefill(speculative)) is not None:
+            return fit.per_step_us
         if self._idle is None:
             cost = self.cost_model(1, None, 1)
             self._idle = cost.baseline_host_schedule_us + cost.baseline_d2h_sync_us
         return self._idle
+
+    def from_idle_us(self, speculative: bool = False) -> float:
+        """What the first step after the engine was idle costs more, in us (an engine profile's prefill:
+        its per_run_us; else 0)."""
+        fit = self.engine_prefill(speculative)
+        return fit.per_run_us if fit is not None else 0.0

@@ -44,10 +44,10 @@ class ServingResult(BaseModel):
     duration_s: float
     output_tok_per_s: float
     request_per_s: float
-    tok_per_s_per_user: float | None
+    tok_per_s_per_user: float | None = None
     ttft_ms: Percentiles
-    tpot_ms: Percentiles | None
-    itl_ms: Percentiles | None
+    tpot_ms: Percentiles | None = None
+    itl_ms: Percentiles | None = None
     e2e_latency_ms: Percentiles
     queue_ms: Percentiles
     goodput_request_per_s: float
@@ -55,7 +55,7 @@ class ServingResult(BaseModel):
     slo_attained_frac: float
     mean_batch_size: float
     spec_step_frac: float
-    mean_accept_length: float | None
+    mean_accept_length: float | None = None  # a record written without None fields leaves it out
     mean_requests_in_system: float
     num_preemptions: int
     num_engine_steps: int

@@ -11,7 +11,8 @@ Actors (SimPy processes):
      else 1): while it would not fit, preempt the most recently admitted request (vLLM's
      recompute preemption: its KV is freed, it returns to the front of the queue and is
      prefilled again over its prompt and the tokens it had generated; its streamed tokens stand);
-  3. prefill chunks: up to `chunked_prefill_tokens` prompt tokens of admitted requests, FCFS,
+  3. prefill chunks: up to `chunked_prefill_tokens` prompt tokens of admitted requests, FCFS (left
+     unset where the engine profile measured the prefill: the engine's `max_num_batched_tokens`),
      limited by the free KV; a request whose prompt completes emits its first token at the step's end;
   4. one decode step over the requests that are decoding: a speculative cycle (spec policy at
      this batch size: `spec_off_above_batch`, `num_steps_by_batch`) or a plain decode step, priced
@@ -116,6 +117,10 @@ class ServingRun:
         self.trace = read_trace(cfg.arrivals.path, self.limit) if cfg.arrivals.kind == "trace" else None
         self.input_len = LengthSampler(cfg.input_len) if self.trace is None else None
         self.output_len = LengthSampler(cfg.output_len) if self.trace is None else None
+        # the engine's own chunk where its profile measured the prefill and the scenario leaves the chunk unset
+        fit = costs.engine_prefill(speculative) if hasattr(costs, "engine_prefill") else None
+        self.chunk_tokens = (fit.max_num_batched_tokens if fit is not None
+                             and "chunked_prefill_tokens" not in cfg.model_fields_set else cfg.chunked_prefill_tokens)
         capacity = self.limit or 1024
         self.req = _Requests(min(max(capacity, 16), 1_000_000))
         self.waiting: deque[int] = deque()
@@ -252,11 +257,12 @@ class ServingRun:
                 break
             self._preempt_last()
 
-    def _prefill_chunks(self) -> tuple[list[tuple[int, int]], int, float]:
-        """[(request, tokens)] of this step's prefill, total tokens, token-weighted mean context."""
+    def _prefill_chunks(self) -> tuple[list[tuple[int, int]], int, float, float]:
+        """[(request, tokens)] of this step's prefill, total tokens, token-weighted mean context, and
+        the causal attention's token pairs (simulator.evidence.prefill_fit.token_pairs)."""
         r = self.req
-        budget = self.cfg.chunked_prefill_tokens
-        chunks, total, ctx = [], 0, 0.0
+        budget = self.chunk_tokens
+        chunks, total, ctx, pairs = [], 0, 0.0, 0.0
         for i in self.prefilling:
             if budget <= 0:
                 break
@@ -265,14 +271,16 @@ class ServingRun:
                 continue
             chunks.append((i, n))
             ctx += n * float(r.cached[i])
+            pairs += n * (float(r.cached[i]) + (n + 1) / 2)
             total += n
             budget -= n
-        return chunks, total, (ctx / total if total else 0.0)
+        return chunks, total, (ctx / total if total else 0.0), pairs
 
     # ---- the engine -----------------------------------------------------------------------------
     def engine_loop(self):
         """One engine step after another (see the module docstring); returns when all is done."""
         env, r = self.env, self.req
+        idle = True  # the engine starts idle
         while True:
             self._admit()
             if not self.prefilling and not len(self.decoding):
@@ -281,13 +289,14 @@ class ServingRun:
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
+                idle = True
                 continue
             b = len(self.decoding)
             spec = self.step_spec(b) if b else None
             self._make_room(spec.num_draft_tokens if spec is not None else 1)
             b = len(self.decoding)
             spec = self.step_spec(b) if b else None
-            chunks, num_prefill, prefill_ctx = self._prefill_chunks()
+            chunks, num_prefill, prefill_ctx, prefill_pairs = self._prefill_chunks()
             for i, n in chunks:
                 r.cached[i] += n  # its KV was reserved at admission
             start = env.now
@@ -297,8 +306,11 @@ class ServingRun:
                 extend = min(self.prev_max_accept, spec.num_steps + 1) if spec is not None else 1
                 dur = self.costs.decode_step_us(b, spec, ctx, extend)
             else:
-                dur = self.costs.prefill_only_overhead_us()
-            dur += self.costs.prefill_us(num_prefill, prefill_ctx)
+                dur = self.costs.prefill_only_overhead_us(self.speculative)
+            dur += self.costs.prefill_us(num_prefill, prefill_ctx, prefill_pairs, self.speculative)
+            if idle:
+                dur += self.costs.from_idle_us(self.speculative)
+                idle = False
             yield env.timeout(dur)
             accepted = self._decode_commit(spec) if b else 0
             self._prefill_commit(chunks)

@@ -78,6 +78,10 @@ class FakeCosts:
     def other_gpu_us(self, batch_size: int, num_steps: int) -> float:
         return self.scale * (35.0 + 0.4 * batch_size + 0.1 * batch_size * num_steps)
 
+    def prefill_step_us(self, tokens: int, speculative: bool) -> float:
+        """A step of prefill alone over `tokens` prompt tokens (with the draft: its prefill over them too)."""
+        return self.scale * (500.0 + (0.06 if speculative else 0.05) * tokens)
+
     def host_us(self, batch_size: int, num_steps: int) -> float:
         return 900.0 + 14.0 * batch_size + (350.0 + 3.0 * batch_size * (num_steps + 1) if num_steps else 0.0)
 
@@ -89,7 +93,8 @@ class FakeBackend:
     simulated_clock = True  # its times are not the host's: no host probe (run_loop.PointPlan.host_probe)
 
     def __init__(self, num_steps: int, seed: int = 0, costs: FakeCosts | None = None, jitter_cv: float = 0.01,
-                 max_model_len: int = 8192, tp_size: int = 1, draft_tp_size: int | None = None, rank: int = 0):
+                 max_model_len: int = 8192, tp_size: int = 1, draft_tp_size: int | None = None, rank: int = 0,
+                 max_num_batched_tokens: int = 8192):
         self.tp, self.draft_tp, self.rank = int(tp_size), int(draft_tp_size or tp_size), int(rank)
         self._group = None
         if self.tp > 1:
@@ -103,6 +108,7 @@ class FakeBackend:
         self._step_no = 0
         self.num_steps = num_steps
         self.max_model_len = max_model_len
+        self.max_num_batched_tokens = int(max_num_batched_tokens)
         self.costs = costs or FakeCosts()
         self.rng = np.random.default_rng(seed)
         self.jitter_cv = jitter_cv
@@ -117,6 +123,7 @@ class FakeBackend:
         return EngineInfo(engine="fake", engine_version="0", attention_backend="FAKE", cudagraph_mode="FULL",
                           model_runner="fake", async_scheduling=True, gpu_name="fake GPU", max_num_seqs=64,
                           cudagraph_capture_sizes=list(CAPTURE_SIZES), hooks=["all"], tp_size=self.tp,
+                          max_num_batched_tokens=self.max_num_batched_tokens,
                           draft_tp_size=self.draft_tp if self.num_steps else None)
 
     def clock_us(self) -> float:
@@ -130,7 +137,7 @@ class FakeBackend:
         for p in prompts:
             rid = f"r{self._next_id}"
             self._next_id += 1
-            self.requests[rid] = dict(prompt_len=len(p), emitted=0, max_tokens=max_tokens, prefilled=False)
+            self.requests[rid] = dict(prompt_len=len(p), emitted=0, max_tokens=max_tokens, prefilled=0)
             ids.append(rid)
         return ids
 
@@ -141,14 +148,21 @@ class FakeBackend:
         live = {r: q for r, q in self.requests.items() if q["emitted"] < q["max_tokens"]}
         if not live:
             return {}
-        pending = [r for r, q in live.items() if not q["prefilled"]]
-        if pending:  # one prefill step for every new request
-            tokens = sum(live[r]["prompt_len"] for r in pending)
-            self.now_us += 500.0 + 0.05 * tokens
+        pending = [r for r, q in live.items() if q["prefilled"] < q["prompt_len"]]
+        if pending:  # prefill alone, first come first served, at most max_num_batched_tokens a step
+            left, out = self.max_num_batched_tokens, {}
             for r in pending:
-                live[r]["prefilled"] = True
-                live[r]["emitted"] = 1
-            return {r: 1 for r in pending}
+                q = live[r]
+                n = min(left, q["prompt_len"] - q["prefilled"])
+                q["prefilled"] += n
+                left -= n
+                if q["prefilled"] == q["prompt_len"]:
+                    q["emitted"] = 1
+                    out[r] = 1
+                if left == 0:
+                    break
+            self.now_us += self.costs.prefill_step_us(self.max_num_batched_tokens - left, bool(self.num_steps))
+            return out
         k, c = self.num_steps, self.costs
         b = len(live)
         ctx = float(np.mean([q["prompt_len"] + q["emitted"] for q in live.values()]))

@@ -1,0 +1,165 @@
+"""Request-level runs of a real engine against the serving DES priced from the engine's own profile (issue 45).
+
+    python benchmarks/bench_request_level.py [E2E.jsonl.gz ...] [--engine-profile NAME] [--profile P]
+                                             [--campaign-log LOG.gz ...] [--acceptance measured|scenario]
+
+Defaults: vLLM 0.26.0 on the lent H100 SXM (data/engine_runs/h100_vllm_0.26.0_e2e/: Llama-3.1-8B +
+EAGLE-3 at num_steps 3, 5 and the baseline; closed batches of 1-64 requests, 1k and 4k prompts, 128-512
+new tokens, acceptance 0.6-0.9; closed loops at concurrency 4, 16, 64), each run its own serving
+record (calibration.engines.request_records), priced from the H100 engine profile
+(data/engine_profiles/vllm-0.26.0-h100-llama-3.1-8b-eagle3.json, built from the calibration processes
+of data/engine_runs/h100_vllm_0.26.0_calibrate/: other engine processes, whose prefill grid (batch 1-24,
+prompts 512-6144) is apart from these runs' 1k / 4k). Nothing of these runs is fitted.
+
+Per workload and speculation: output tok/s over the whole run (the prefill included), TTFT p50 and
+TPOT p50, predicted / measured - 1 per run (simulator.evidence.validate_serving.check_record); a run
+passes where |tok/s error| <= 8% or within the spread its point's repeated runs measured (the two
+runs' tok/s apart, max / min - 1). Each speculative run is priced at the i.i.d. rate of the accept length
+it realized (`--acceptance measured`, validate_serving.realized_acceptance_rate: vLLM's seeded draws over
+a few requests are off the formula; `scenario`: the rate forced). Per closed batch (its runs' mean): the users' decode tok/s,
+(B x N - B) / (generate s - the prefill alone's s), measured against the DES's of both. Last, the
+GPU minutes the engine processes took (their campaign logs: engine start and points).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from calibration.engines.request_records import request_records, users_decode_tok_per_s  # noqa: E402
+from calibration.engines.build import engine_lines  # noqa: E402
+from simulator.evidence.validate_serving import check_record, realized_acceptance_rate  # noqa: E402
+from simulator.scenario import load_profile_for  # noqa: E402
+from simulator.serving.run import run_serving  # noqa: E402
+
+RUNS = ROOT / "data" / "engine_runs"
+E2E = sorted((RUNS / "h100_vllm_0.26.0_e2e").glob("e2e*.jsonl.gz"))
+LOGS = sorted((RUNS / "h100_vllm_0.26.0_e2e").glob("campaign_*.log.gz")) + sorted(
+    (RUNS / "h100_vllm_0.26.0_calibrate").glob("campaign_*.log.gz"))
+BAR = 0.08
+
+
+def _point_key(name: str) -> str:
+    return re.sub(r"_r\d+\.json$", "", name)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}%"
+
+
+def gpu_minutes(logs: list[Path]) -> dict[str, float]:
+    """Seconds each engine process ran (its log's 'done after' / 'timeout after'), by process label."""
+    out = {}
+    for log in logs:
+        with gzip.open(log, "rt", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if m := re.match(r"^(\S+): (?:done|timeout) after (\d+) s", line):
+                    out[f"{log.parent.name}/{m.group(1)}"] = float(m.group(2))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("points", nargs="*", type=Path, default=E2E)
+    ap.add_argument("--engine-profile", default="vllm-0.26.0-h100-llama-3.1-8b-eagle3")
+    ap.add_argument("--profile", default="h200", help="The op-table profile for what no engine profile prices.")
+    ap.add_argument("--campaign-log", nargs="*", type=Path, default=LOGS)
+    ap.add_argument("--acceptance", choices=["measured", "scenario"], default="measured")
+    a = ap.parse_args()
+    from calibration.engines.plans import model_configs
+    from simulator.model_config import shape_fields_from_hf_config
+    t_cfg, d_cfg = model_configs()
+    target = {"name": "llama-3.1-8b", **shape_fields_from_hf_config(t_cfg)[0]}
+    draft = {"name": "eagle3-llama-3.1-8b", **shape_fields_from_hf_config(d_cfg)[0]}
+    recs = request_records(a.points, target, draft, a.engine_profile, a.profile)
+    prof, _ = load_profile_for(recs[0][1].scenario, a.profile)
+    rows = [(name, rec, check_record(name, rec, prof, acceptance=a.acceptance)) for name, rec in recs]
+
+    by_point = defaultdict(list)
+    for name, _, c in rows:
+        by_point[_point_key(name)].append(c.measured_tok_per_s)
+    spread = {k: max(v) / min(v) - 1 for k, v in by_point.items()}
+    groups = defaultdict(list)
+    for name, rec, c in rows:
+        wl = rec.scenario.serving.arrivals.kind
+        groups[(wl, "speculative" if c.speculative else "baseline")].append((name, c))
+    print(f"{len(rows)} runs of {len(by_point)} points ({', '.join(p.name for p in a.points)}), engine profile "
+          f"{a.engine_profile}, acceptance {a.acceptance}\n")
+    print("| workload | runs | tok/s median abs err | max | within 8% | within 8% or repeat spread | "
+          "TTFT p50 median abs err | max | TPOT p50 median abs err | max |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (wl, sp), rs in sorted(groups.items()):
+        e = np.abs([c.tok_per_s_error_frac for _, c in rs])
+        ok = sum(abs(c.tok_per_s_error_frac) <= max(BAR, spread[_point_key(n)]) for n, c in rs)
+        t = np.abs([c.ttft_p50_error_frac for _, c in rs])
+        p = np.abs([c.tpot_p50_error_frac for _, c in rs if np.isfinite(c.tpot_p50_error_frac)])
+        print(f"| {wl}, {sp} | {len(rs)} | {100 * np.median(e):.1f}% | {100 * e.max():.1f}% | {int((e <= BAR).sum())} | "
+              f"{ok} | {100 * np.median(t):.1f}% | {100 * t.max():.1f}% | {100 * np.median(p):.1f}% | "
+              f"{100 * p.max():.1f}% |")
+    print("\nRuns past 8% (their point's repeat spread beside them):\n")
+    print("| run | tok/s err | repeat spread | TTFT p50 err | TPOT p50 err |")
+    print("|---|---:|---:|---:|---:|")
+    for name, _, c in sorted(rows, key=lambda r: -abs(r[2].tok_per_s_error_frac)):
+        if abs(c.tok_per_s_error_frac) > BAR:
+            print(f"| {name[:-5]} | {_pct(c.tok_per_s_error_frac)} | {100 * spread[_point_key(name)]:.1f}% | "
+                  f"{_pct(c.ttft_p50_error_frac)} | {_pct(c.tpot_p50_error_frac)} |")
+    _decode(a, rows, prof)
+    secs = gpu_minutes(a.campaign_log)
+    each = ", ".join(f"{k.split('/')[-1]} {v / 60:.1f}" for k, v in secs.items())
+    print(f"\nGPU minutes: {sum(secs.values()) / 60:.1f} over {len(secs)} engine processes ({each})")
+    return 0
+
+
+def _decode(a, rows, prof) -> None:
+    """The users' decode tok/s of every closed batch (its runs' mean), measured and predicted."""
+    _, lines = engine_lines(a.points, "live", requests=True)
+    alone = {}
+    for ln in lines:
+        pt = ln["point"]
+        if pt["workload"] == "closed_batch" and pt["max_tokens"] == 1:
+            alone[(ln["label"], pt["batch_size"], pt["prompt_len"])] = np.mean([r["elapsed_us"] for r in pt["repeats"]])
+    pred_alone = {}
+    errs = []
+    seen = set()
+    for name, rec, c in rows:
+        sc = rec.scenario
+        if sc.serving.arrivals.kind != "closed_batch" or _point_key(name) in seen:
+            continue
+        if a.acceptance == "measured" and (rate := realized_acceptance_rate(rec)) is not None:
+            sc = sc.model_copy(update={"acceptance": sc.acceptance.model_copy(update={"acceptance_rate": rate})})
+        seen.add(_point_key(name))
+        label = name.split("_cb_")[0]
+        b, p, n = sc.serving.num_requests, sc.serving.input_len.tokens, sc.serving.output_len.tokens
+        meas_gen = np.mean([r.result.duration_s for nm, r, _ in rows if _point_key(nm) == _point_key(name)])
+        meas_alone = alone.get((label, b, p))
+        if meas_alone is None:
+            continue
+        key = (label, b, p)
+        if key not in pred_alone:
+            one = sc.model_copy(update={"serving": sc.serving.model_copy(update={
+                "output_len": sc.serving.output_len.model_copy(update={"tokens": 1})})})
+            sim = run_serving(one, prof, rec.speculative)
+            pred_alone[key] = float(sim.finish_us.max())
+        sim = run_serving(sc, prof, rec.speculative)
+        pred = users_decode_tok_per_s(b, n, float(sim.finish_us.max()) / 1e6, pred_alone[key] / 1e6)
+        meas = users_decode_tok_per_s(b, n, meas_gen, meas_alone / 1e6)
+        if pred and meas:
+            errs.append((pred / meas - 1, pred_alone[key] / meas_alone - 1, name))
+    e = np.array([x[0] for x in errs])
+    pa = np.array([x[1] for x in errs])
+    print(f"\nUsers' decode tok/s of {len(errs)} closed batches: median abs err {100 * np.median(np.abs(e)):.1f}%, "
+          f"max {100 * np.abs(e).max():.1f}%, {int((np.abs(e) <= BAR).sum())} within 8%; their prefill alone: "
+          f"median abs err {100 * np.median(np.abs(pa)):.1f}%, max {100 * np.abs(pa).max():.1f}%")
+
+
+if __name__ == "__main__":
+    main()
