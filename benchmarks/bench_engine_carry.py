@@ -1,6 +1,7 @@
 """An engine-native profile carried to another GPU, checked against that GPU's own engine runs (issue 46).
 
     python benchmarks/bench_engine_carry.py [E2E.jsonl.gz] [--profile NAME] [--gpu GPU] [--scenario YAML]
+    python benchmarks/bench_engine_carry.py --steady-of NAME --profile NAME --gpu GPU   # the other way
 
 Defaults: the real vLLM 0.26.0 runs on the lent H100 SXM (data/engine_runs/h100_vllm_0.26.0_e2e/:
 Llama-3.1-8B + EAGLE-3, num_steps 3 and 0, closed batches of 1-64 requests, 1k and 4k prompts,
@@ -20,6 +21,11 @@ as measured on its own GPU (not carried: how far apart the GPUs are), and that p
 GPU part scaled by the datasheets' bandwidth ratio (`costs.compute_latency_scale`: a carry with no
 split, everything bandwidth-bound). Predicted tok/s =
 batch x the run's realized accept length / the predicted step.
+
+`--steady-of NAME` compares against another engine profile's own steady points instead (its
+uninstrumented step at each batch, context and num_steps, the accept length it realized): e.g. the
+H100 profile carried to the H200 against the H200 profile's points (`--steady-of
+vllm-0.26.0-h200-llama-3.1-8b-eagle3 --profile vllm-0.26.0-h100-llama-3.1-8b-eagle3 --gpu h200-sxm`).
 """
 
 from __future__ import annotations
@@ -81,22 +87,32 @@ def measured_points(path: Path) -> list[dict]:
                                       r["max_tokens"]))
 
 
+def steady_points(name: str) -> list[dict]:
+    """Per steady point of an engine profile: its step, tok/s and accept length, as `measured_points`."""
+    from simulator.engines.profile import load_engine_profile
+    out = [dict(num_steps=p.num_steps, batch_size=p.batch_size, prompt_len=p.prompt_len,
+                acceptance_rate=p.acceptance_rate, max_tokens="steady", step_us=p.step_us,
+                tok_per_s=p.batch_size * p.mean_accept_length / (p.step_us / 1e6), accept_length=p.mean_accept_length,
+                context=p.context_len) for p in load_engine_profile(name).points]
+    return sorted(out, key=lambda r: (r["num_steps"], r["prompt_len"], r["batch_size"], r["acceptance_rate"] or 0))
+
+
 def predicted_step_us(scenario_path: Path, gpu: str, profile_name: str | None, way: str, pt: dict,
                       notes: set[str] | None = None) -> float:
     """The steady step (us) the simulator prices for a measured point, one of WAYS."""
     k = pt["num_steps"]
     sets = [f"workload.batch_size={pt['batch_size']}", f"workload.context_len={int(round(pt['context']))}",
             f"spec.num_steps={k or 3}", f"acceptance.acceptance_rate={pt['acceptance_rate'] or 0.7}"]
-    if way in ("op tables", "carried"):
-        sets.append(f"hardware.gpu={gpu}")
     if profile_name is not None:
         sets.append(f"serving_engine.engine_profile={profile_name}")
     sc = load_scenario(scenario_path, sets)
+    from simulator.engines.profile import load_engine_profile
+    src = load_engine_profile(sc.serving_engine.engine_profile).catalog_gpu
+    # carried and op tables: on the runs' GPU; the others: on the profile's own (no carry)
+    sc = load_scenario(scenario_path, sets + [f"hardware.gpu={gpu if way in ('op tables', 'carried') else src}"])
     if way == "x bandwidth ratio":  # every GPU part of the uncarried profile x the datasheets' bandwidth ratio
-        from simulator.engines.profile import load_engine_profile
         from simulator.hardware import default_catalog
         cat = default_catalog()
-        src = load_engine_profile(sc.serving_engine.engine_profile).catalog_gpu
         ratio = cat.gpu(src).memory_bandwidth_gb_per_s / cat.gpu(gpu).memory_bandwidth_gb_per_s
         sc = sc.model_copy(update={"costs": sc.costs.model_copy(update={"compute_latency_scale": ratio})})
     if way == "op tables":
@@ -120,8 +136,9 @@ def main() -> None:
     ap.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO)
     ap.add_argument("--gpu", default="h100-sxm", help="the catalog GPU the runs were measured on")
     ap.add_argument("--profile", default=None, help="engine profile (default: the scenario's)")
+    ap.add_argument("--steady-of", default=None, help="compare with this engine profile's steady points instead")
     args = ap.parse_args()
-    pts = measured_points(args.runs)
+    pts = steady_points(args.steady_of) if args.steady_of else measured_points(args.runs)
     notes: set[str] = set()
     print("| num_steps | batch | prompt | acceptance | new tokens | context | accept length | measured step ms | "
           "op tables ms (err) | carried ms (err) | not carried ms (err) | x bandwidth ratio ms (err) | measured tok/s | "
@@ -141,12 +158,21 @@ def main() -> None:
               f"{pt['context']:,.0f} | {pt['accept_length']:.2f} | {pt['step_us'] / 1e3:.2f} | {cells} | "
               f"{pt['tok_per_s']:,.0f} | {tok:,.0f} ({errs['carried'][-1][2]:+.1%}) |")
     print()
-    print("| prediction | step time, all | step time, num_steps 0 | step time, num_steps 3 | tok/s, all |")
+    print("| prediction | step time, all | step time, num_steps 0 | step time, speculative | tok/s, all |")
     print("|---|---|---|---|---|")
     for w in WAYS:
         e = errs[w]
         print(f"| {w} | {summary([s for _, s, _ in e])} | {summary([s for k, s, _ in e if k == 0])} | "
               f"{summary([s for k, s, _ in e if k])} | {summary([t for _, _, t in e])} |")
+    from simulator.engines.profile import load_engine_profile
+    sc = load_scenario(args.scenario, [f"serving_engine.engine_profile={args.profile}"] if args.profile else [])
+    measured_ks = {p.num_steps for p in load_engine_profile(sc.serving_engine.engine_profile).points}
+    print()
+    print("| num_steps | in the carried profile's points | carried step time | op tables step time |")
+    print("|---:|---|---|---|")
+    for k in sorted({k for k, _, _ in errs["carried"]}):
+        print(f"| {k} | {'yes' if k in measured_ks else 'no'} | {summary([s for j, s, _ in errs['carried'] if j == k])} "
+              f"| {summary([s for j, s, _ in errs['op tables'] if j == k])} |")
     print()
     for n in sorted(notes):
         if "carried" in n:
