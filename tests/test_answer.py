@@ -195,3 +195,12 @@ def test_serving_best_num_steps_is_read_per_load_and_agrees_with_the_crossover(t
     file_best = {int(r[load]): int(r["best_num_steps"]) for r in csv.DictReader((tmp_path / "best_num_steps.csv").open())}
     assert file_best == {c: b["best_num_steps"] for c, b in best.items()}
     assert [r["at"] for r in res.break_even_rows] == ["concurrency", "concurrency"]
+
+
+def test_the_extrapolation_summary_groups_points_that_differ_only_in_their_number():
+    from simulator.studies.extrapolation import summary
+    line = summary(["num_steps 7 > measured 6", "num_steps 8 > measured 6; batch 128 > measured 64", "",
+                    "verify of 1,152 tokens > largest CUDA-graph size 512; num_steps 8 > measured 6"])
+    assert line.startswith("3 of the 4 points lie beyond")
+    assert "num_steps 7, 8 > measured 6 (3)" in line and "verify of 1,152 tokens > largest CUDA-graph size 512 (1)" in line
+    assert "batch 128 > measured 64 (1)" in line

@@ -156,6 +156,7 @@ def test_kinds_that_cannot_be_drawn_are_noted_not_listed(tmp_path, rows):
     text = write_plots(one, tmp_path, [g.split("=")[0] for g in GRIDS], png=False).read_text()
     assert '<section id="tok_per_s_vs_acceptance">' not in text and '<section id="cycle_breakdown">' in text
     assert "Throughput vs acceptance rate: not drawn" in text and '<a href="#notes">notes</a>' in text
+    assert "it needs at least two acceptance rates: sweep them too, e.g. --grid acceptance.acceptance_rate=" in text
 
 
 def test_png_note_is_one_line_when_kaleido_finds_no_browser(tmp_path, rows, monkeypatch):

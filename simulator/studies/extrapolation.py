@@ -79,6 +79,7 @@ def engine_beyond(prof, batch_size: int, num_steps: int, context_len: float) -> 
     return out
 
 
+_POINT_NUMBER = re.compile(r"^(batch|num_steps|verify of|context) ([\d,]+)( .*)$")
 _OUTSIDE = re.compile(r"^(\S+) outside measured \[")
 _CLAMPED = re.compile(r"^forward (\S+) (\S+): .* outside measured range: clamped$")
 _NO_TABLE = re.compile(r"^no table for ([a-z_]+)")
@@ -159,7 +160,18 @@ def summary(words: list[str], what: str = "points") -> str | None:
     if not flagged:
         return None
     from collections import Counter
-    common = Counter(p for w in flagged for p in w.split("; ")).most_common(3)
-    shown = "; ".join(f"{p} ({n})" for p, n in common)
+    # phrases that differ only in the point's own number ("num_steps 7 > measured 6", "num_steps 8 > ...")
+    # are one kind: "num_steps 7, 8 > measured 6 (points of either)"
+    counts, values = Counter(), {}
+    for w in flagged:
+        for p in w.split("; "):
+            m = _POINT_NUMBER.match(p)
+            kind = (m.group(1), m.group(3)) if m else (p, "")
+            counts[kind] += 1
+            if m:
+                values.setdefault(kind, set()).add(m.group(2))
+    shown = "; ".join(
+        (f"{k[0]} {', '.join(sorted(values[k], key=lambda v: float(v.replace(',', ''))))}{k[1]}" if k in values
+         else k[0]) + f" ({n:,})" for k, n in counts.most_common(4))
     return (f"{len(flagged):,} of the {len(words):,} {what} lie beyond the profile's measured range, priced by "
             f"fitted forms or the roofline (column extrapolation): {shown}")

@@ -182,6 +182,15 @@ def export_png(fig: go.Figure, path: Path) -> str | None:
     return export_pngs([(fig, Path(path))])
 
 
+# what a chart needs to vary, said where it is not drawn
+NEEDS = {
+    "tok_per_s_vs_acceptance": "it needs at least two acceptance rates: sweep them too, e.g. "
+                               "--grid acceptance.acceptance_rate=0.3:0.95:0.05",
+    "best_num_steps": "it needs at least two num_steps and two acceptance rates: e.g. --grid spec.num_steps=1..6 "
+                      "--grid acceptance.acceptance_rate=0.3:0.95:0.05",
+}
+
+
 def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), collective_rows: list[dict] = (),
                 verify_rows: list[dict] = (), validate_records: list[dict] = (), png: bool = True,
                 console: Console | None = None, crossover_rows: list[dict] = (), summary: str = "",
@@ -213,8 +222,8 @@ def write_plots(rows: list[dict], out_dir: Path, grid_fields: list[str] = (), co
         kinds.append(("verify_latency", "Verify cost vs tokens", [verify_figure(verify_rows)]))
     if validate_records:
         kinds.append(("predicted_vs_measured", "Predicted vs measured", [validation_figure(validate_records)]))
-    notes = [f"{title}: not drawn (the table lacks the varying columns it needs)" for _, title, figs in kinds
-             if not figs] + list(extra_notes)
+    notes = [f"{title}: not drawn ({NEEDS.get(name, 'the table lacks the varying columns it needs')})"
+             for name, title, figs in kinds if not figs] + list(extra_notes)
     if png:
         why = export_pngs([(f, out_dir / f"{name}_{i}.png") for name, _, figs in kinds for i, f in enumerate(figs)])
         if why:
