@@ -142,3 +142,40 @@ def test_the_serving_des_prices_a_closed_batchs_prefill_alone_as_the_engine_fit(
     fit = next(f for f in prof.prefill if not f.speculative)
     chunked = fit.model_copy(update=dict(max_num_batched_tokens=1024))
     assert float(np.max(rec.finish_us)) == pytest.approx(predict_us(chunked, batch, prompt), rel=1e-9)
+
+
+@pytest.mark.parametrize("value", ["abc", "16384", 16384.7, -1, 1 << 30, None])
+def test_an_engine_lines_chunk_is_a_whole_number_in_range(value):
+    from pydantic import ValidationError
+
+    from calibration.engines.points import EngineLine
+    line = dict(schema="engine_points/1", label="calibrate_s3", kind="engine", session="calibrate", num_steps=3,
+                info={"max_num_batched_tokens": value}, startup_s=1.0, created_unix=1.0)
+    if value is None:
+        EngineLine.model_validate(line)  # not read: the prefill is not fitted (below)
+        return
+    with pytest.raises(ValidationError, match="info.max_num_batched_tokens .*a whole number 0..16777216"):
+        EngineLine.model_validate(line)
+
+
+def test_a_fit_out_of_range_is_left_out_with_a_note():
+    runs = [PrefillRun(False, b, p, 4096, 1000.0 + 0 * b) for b in (1, 2) for p in (512, 1024)]  # time grows with nothing
+    notes: list[str] = []
+    assert fit_prefill(runs, notes) == []
+    assert notes and notes[0].startswith("prefill without the draft not fitted: its 4 runs give per_token_us")
+
+
+def test_a_profiles_chunk_is_not_below_its_batch_and_the_work_estimate_counts_the_chunks():
+    import json
+
+    from pydantic import ValidationError
+
+    from simulator.engines.profile import EngineProfile
+    from simulator.serving.run import estimate_serving
+    d = json.loads((ROOT / "data/engine_profiles/vllm-0.26.0-h100-llama-3.1-8b-eagle3.json").read_text())
+    d["prefill"][0]["max_num_batched_tokens"] = 16
+    with pytest.raises(ValidationError, match=r"max_num_batched_tokens 16: below max_num_seqs 64"):
+        EngineProfile.model_validate(d)
+    coarse, _ = _h100_closed_batch(256, 65536, 64)
+    fine, _ = _h100_closed_batch(256, 65536, 64, "serving.chunked_prefill_tokens=1")
+    assert estimate_serving(fine)[0] > 1000 * estimate_serving(coarse)[0]

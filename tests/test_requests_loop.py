@@ -141,6 +141,13 @@ def test_request_points_become_serving_records_that_validate_serving_reads(tmp_p
     batch = next(rec for rec in recs.values() if rec.scenario.serving.arrivals.kind == "closed_batch")
     assert batch.concurrency == 3 and sum(batch.output_tokens) == 60 and set(batch.arrival_us) == {0.0}
     assert batch.result.mean_accept_length > 1.0
+    bad = batch.model_dump()
+    bad["step_accepted"] = [b * 5 for b in bad["step_batch_size"]]  # 5 tokens a request at num_steps 2
+    with pytest.raises(ValidationError, match=r"step_accepted\[\d+\] \d+: above its batch x \(num_steps \+ 1\)"):
+        type(batch).model_validate(bad)
+    from simulator.evidence.validate_serving import realized_acceptance_rate
+    rate = realized_acceptance_rate(batch)
+    assert 0.0 < rate < 1.0  # the i.i.d. rate of the accept length the run realized
     src, rec = next(iter(recs.items()))
     row = check_record(src, rec, load_profile_for(rec.scenario)[0])
     assert row.measured_tok_per_s > 0 and row.predicted_tok_per_s > 0

@@ -281,17 +281,28 @@ def _prefill(paths: list[Path], labels: set[str], engines: list[dict]) -> tuple[
     profile's calibration processes (`labels`) measured (simulator.evidence.prefill_fit)."""
     from simulator.evidence.prefill_fit import PrefillRun, fit_prefill
     budget = {e["label"]: int(e["info"].get("max_num_batched_tokens") or 0) for e in engines}
-    runs = [PrefillRun(bool(pt["num_steps"]), pt["batch_size"], pt["prompt_len"], budget[ln["label"]], rep["elapsed_us"])
-            for ln in engine_lines(paths, "calibrate", requests=True)[1] if ln["label"] in labels
-            and budget.get(ln["label"]) and (pt := ln["point"])["workload"] == "closed_batch" and pt["max_tokens"] == 1
-            for rep in pt["repeats"]]
+    alone = [(ln["label"], pt) for ln in engine_lines(paths, "calibrate", requests=True)[1] if ln["label"] in labels
+             and (pt := ln["point"])["workload"] == "closed_batch" and pt["max_tokens"] == 1]
+    unread = sorted({label for label, _ in alone if not budget.get(label)})
+    runs = [PrefillRun(bool(pt["num_steps"]), pt["batch_size"], pt["prompt_len"], budget[label], rep["elapsed_us"])
+            for label, pt in alone if budget.get(label) for rep in pt["repeats"]]
+    where = ", ".join(map(str, paths))
+    lines = [f"prefill: the runs of the prefill alone of {', '.join(unread)} not fitted: their engine line holds no "
+             "info.max_num_batched_tokens (the chunk they ran at)"] if unread else []
     if not runs:
-        return None, []
-    fits = fit_prefill(runs)
-    return (f"prefill: fitted on {len(runs)} runs of the prefill alone "
-            + "; ".join(f"{'with' if f.speculative else 'without'} the draft, median |err| "
-                        f"{100 * f.median_abs_error_frac:.1f}%, max {100 * f.max_abs_error_frac:.1f}%" for f in fits)
-            if fits else f"prefill: {len(runs)} runs of the prefill alone, too few to fit"), fits
+        return "; ".join(lines) or None, []
+    budgets = {r.speculative: set() for r in runs}
+    for r in runs:
+        budgets[r.speculative].add(r.max_num_batched_tokens)
+    if any(len(b) > 1 for b in budgets.values()):
+        raise ValueError(f"{where}: prefill runs at info.max_num_batched_tokens "
+                         f"{sorted(set().union(*budgets.values()))} in processes of one kind: one engine setting a fit")
+    fits = fit_prefill(runs, lines)
+    lines.insert(0, f"prefill: fitted on {len(runs)} runs of the prefill alone "
+                 + "; ".join(f"{'with' if f.speculative else 'without'} the draft, median |err| "
+                             f"{100 * f.median_abs_error_frac:.1f}%, max {100 * f.max_abs_error_frac:.1f}%" for f in fits)
+                 if fits else f"prefill: {len(runs)} runs of the prefill alone, none fitted")
+    return "; ".join(lines), fits
 
 
 def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None,

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from simulator.inputs import UserInputError, format_validation_error, load_json_line
 from simulator.schema_base import StrictModel
@@ -204,6 +204,15 @@ class EngineLine(_Line):
     startup_s: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
     created_unix: float = Field(ge=0.0, le=1e11, allow_inf_nan=False)
 
+
+    @field_validator("info")
+    @classmethod
+    def _engine_settings_are_counts(cls, info: dict) -> dict:
+        for key, hi in (("max_num_batched_tokens", 1 << 24), ("max_num_seqs", 1 << 20)):
+            v = info.get(key)
+            if v is not None and (type(v) is not int or not 0 <= v <= hi):
+                raise ValueError(f"info.{key} {v!r}: a whole number 0..{hi} (0: not read from the engine)")
+        return info
 
     @model_validator(mode="after")
     def _draft_tp_is_one_or_the_group(self) -> Self:

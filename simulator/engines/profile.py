@@ -136,14 +136,24 @@ class PrefillFit(StrictModel):
     speculative: bool = Field(description="Measured with the draft (its prefill over the prompt included) or not.")
     per_run_us: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
     per_step_us: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
-    per_token_us: float = Field(gt=0.0, le=1e5, allow_inf_nan=False)
+    per_token_us: float = Field(ge=1e-3, le=1e5, allow_inf_nan=False, description=(
+        "us a prompt token, 1e-3..1e5 (a token's prefill takes at least a nanosecond)."))
     per_token_pair_us: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     max_num_batched_tokens: int = Field(ge=1, le=1 << 24)
     num_runs: int = Field(ge=1, le=1_000_000)
-    batch_sizes: list[int] = Field(min_length=1, max_length=4096, description="The batches the runs measured.")
-    prompt_lens: list[int] = Field(min_length=1, max_length=4096, description="The prompt lengths they measured.")
+    batch_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
+        min_length=1, max_length=4096, description="The batches the runs measured, each 1..1e6.")
+    prompt_lens: list[Annotated[int, Field(ge=1, le=2**27)]] = Field(
+        min_length=1, max_length=4096, description="The prompt lengths they measured, each 1..2^27.")
     median_abs_error_frac: float = Field(ge=0.0, le=1e6)
     max_abs_error_frac: float = Field(ge=0.0, le=1e6)
+
+    @model_validator(mode="after")
+    def _median_within_max(self) -> Self:
+        if self.median_abs_error_frac > self.max_abs_error_frac:
+            raise ValueError(f"median_abs_error_frac {self.median_abs_error_frac:g} above max_abs_error_frac "
+                             f"{self.max_abs_error_frac:g}: the median is at most the max")
+        return self
 
 
 class EngineProfile(StrictModel):
@@ -234,6 +244,11 @@ class EngineProfile(StrictModel):
                                  "at least one parameter must be 1..1e7 us")
         if len({f.speculative for f in self.prefill}) != len(self.prefill):
             raise ValueError("prefill: one fit without the draft and one with it at most")
+        for i, f in enumerate(self.prefill):
+            if self.max_num_seqs and f.max_num_batched_tokens < self.max_num_seqs:
+                raise ValueError(f"prefill[{i}].max_num_batched_tokens {f.max_num_batched_tokens}: below max_num_seqs "
+                                 f"{self.max_num_seqs} (vLLM refuses a step budget under its batch); "
+                                 f"{self.max_num_seqs}..{1 << 24}")
         if self.max_num_seqs and (big := max(p.batch_size for p in self.points)) > self.max_num_seqs:
             raise ValueError(f"max_num_seqs {self.max_num_seqs}: below the batch of {big} a point measured (the "
                              "engine runs at most max_num_seqs requests a step)")

@@ -222,6 +222,10 @@ class LiveServingRun(StrictModel):
             raise ValueError(f"a step's batch exceeds concurrency {self.concurrency}")
         if not self.speculative and any(self.step_num_steps):
             raise ValueError("a baseline run has no speculative steps (step_num_steps must be 0)")
+        for i, (b, k, a) in enumerate(zip(self.step_batch_size, self.step_num_steps, self.step_accepted)):
+            if a > b * (k + 1):
+                raise ValueError(f"step_accepted[{i}] {a}: above its batch x (num_steps + 1) = {b} x {k + 1}; "
+                                 f"0..{b * (k + 1)}")
         return self
 
     @property

@@ -76,9 +76,11 @@ def predict_us(fit: PrefillFit, batch_size: int, prompt_len: int) -> float:
     return float(x @ [fit.per_run_us, fit.per_step_us, fit.per_token_us, fit.per_token_pair_us])
 
 
-def fit_prefill(runs: list[PrefillRun]) -> list[PrefillFit]:
+def fit_prefill(runs: list[PrefillRun], notes: list[str] | None = None) -> list[PrefillFit]:
     """One PrefillFit per kind of process the runs hold (without and with the draft), each of at least
-    MIN_RUNS runs at two or more token counts; kinds with fewer are left out."""
+    MIN_RUNS runs at two or more token counts; kinds with fewer, or whose fit is no PrefillFit (a
+    coefficient out of its range), are left out, a line in `notes` saying why."""
+    from pydantic import ValidationError
     out = []
     for spec in (False, True):
         rs = [r for r in runs if r.speculative == spec]
@@ -93,9 +95,17 @@ def fit_prefill(runs: list[PrefillRun]) -> list[PrefillFit]:
         coef, _ = nnls(x * scale / y[:, None], np.ones(len(y)))
         coef = coef * scale
         err = np.abs(x @ coef - y) / y
-        out.append(PrefillFit(
-            speculative=spec, per_run_us=float(coef[0]), per_step_us=float(coef[1]), per_token_us=float(coef[2]),
-            per_token_pair_us=float(coef[3]), max_num_batched_tokens=budgets.pop(), num_runs=len(rs),
-            batch_sizes=sorted({r.batch_size for r in rs}), prompt_lens=sorted({r.prompt_len for r in rs}),
-            median_abs_error_frac=float(np.median(err)), max_abs_error_frac=float(err.max())))
+        try:
+            fit = PrefillFit(
+                speculative=spec, per_run_us=float(coef[0]), per_step_us=float(coef[1]), per_token_us=float(coef[2]),
+                per_token_pair_us=float(coef[3]), max_num_batched_tokens=budgets.pop(), num_runs=len(rs),
+                batch_sizes=sorted({r.batch_size for r in rs}), prompt_lens=sorted({r.prompt_len for r in rs}),
+                median_abs_error_frac=float(np.median(err)), max_abs_error_frac=float(err.max()))
+        except ValidationError as e:
+            if notes is not None:
+                first = e.errors()[0]
+                notes.append(f"prefill {'with' if spec else 'without'} the draft not fitted: its {len(rs)} runs give "
+                             f"{first['loc'][0]} {first.get('input')!r} ({first['msg']})")
+            continue
+        out.append(fit)
     return out

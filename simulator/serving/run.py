@@ -61,6 +61,21 @@ def _mean_tokens(dist) -> float:
     return 256.0
 
 
+def _chunk_tokens(scenario: Scenario) -> int:
+    """The prefill chunk the run will take (simulator.serving.scheduler): the scenario's where it sets one,
+    else its engine profile's measured max_num_batched_tokens, else the default."""
+    sv = scenario.serving
+    if "chunked_prefill_tokens" not in sv.model_fields_set:
+        try:
+            from simulator.engines.profile import scenario_engine_profile
+            prof = scenario_engine_profile(scenario)
+        except Exception:  # noqa: BLE001 - the run names the problem
+            prof = None
+        if prof is not None and prof.prefill:
+            return min(f.max_num_batched_tokens for f in prof.prefill)
+    return sv.chunked_prefill_tokens
+
+
 def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
     """(seconds, bytes, requests): a rough cost of simulating the scenario's serving section, the
     speculative and the no-speculation run together, for the CLI's estimate and --force gate.
@@ -68,7 +83,7 @@ def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
     Requests: a trace's own (its first num_requests), else num_requests, else arrival rate x
     duration_s (a closed loop: concurrency x duration_s x 200 tokens/s / mean output length), else
     1000; output lengths: a trace's or a length file's mean, else the distribution's. Engine steps: requests x mean output tokens /
-    the batch (a closed loop's concurrency capped by max_running_requests; 1 otherwise, the worst
+    the batch, plus requests x mean input tokens / the prefill chunk (`_chunk_tokens`) (a closed loop's concurrency capped by max_running_requests; 1 otherwise, the worst
     case). Per-step and per-request CPU costs from benchmarks/bench_serving.py.
     """
     sv = scenario.serving
@@ -95,7 +110,7 @@ def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
         n = 1000
     batch = (min(arrivals.concurrency, sv.max_running_requests) if arrivals.kind == "closed_loop"
              else min(n, sv.max_running_requests) if arrivals.kind == "closed_batch" else 1)
-    steps = n * out / max(batch, 1)
+    steps = n * out / max(batch, 1) + n * _mean_tokens(sv.input_len) / _chunk_tokens(scenario)  # decode + prefill
     seconds = 2 * (steps * SECONDS_PER_STEP + n * SECONDS_PER_REQUEST)
     memory = 2 * n * (out * BYTES_PER_TOKEN + BYTES_PER_REQUEST)
     return float(seconds), float(memory), int(n)
