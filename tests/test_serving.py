@@ -265,3 +265,22 @@ def test_simulate_names_the_workload_it_predicts(tmp_path):
                                          "serving.num_requests=8"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "closed batch of 8 requests at t = 0 (LLM.generate)" in r.output and "steady batch" not in r.output
+
+
+def test_an_engine_that_schedules_a_step_ahead_admits_a_joining_request_a_step_later():
+    """vLLM's async scheduling / SGLang's overlap scheduler: a request sent when another finished (a
+    closed loop) is admitted at the end of the step that was already planned, not at once."""
+    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
+    sets = ["serving.arrivals.kind=closed_loop", "serving.arrivals.concurrency=3", "serving.num_requests=9",
+            "serving.input_len.kind=fixed", "serving.input_len.tokens=512", "serving.output_len.kind=uniform",
+            "serving.output_len.min_tokens=8", "serving.output_len.max_tokens=40", "seed=4"]
+    runs = {}
+    for overlap in (True, False):
+        sc = load_scenario(base, sets + [f"serving_engine.overlap_scheduler={str(overlap).lower()}"])
+        runs[overlap] = run_serving(sc, load_profile_for(sc, base_dir=base.parent)[0])
+    lag, now = runs[True], runs[False]
+    assert (now.admit_us == now.arrival_us).all()  # no step ahead: admitted where sent
+    later = lag.arrival_us > 0
+    assert later.sum() == 6 and (lag.admit_us[later] > lag.arrival_us[later]).all()
+    for a, adm in zip(lag.arrival_us[later], lag.admit_us[later]):  # at the end of the step under way
+        assert adm == pytest.approx(lag.step_end_us[lag.step_start_us >= a - 1e-9].min())

@@ -6,7 +6,11 @@ Actors (SimPy processes):
   next request when its last one finished, bench_serving --max-concurrency).
 - `engine_loop`: one engine step after another, as SGLang and vLLM schedule them:
   1. admit waiting requests (FCFS) while fewer than `max_running_requests` are admitted and the
-     KV cache holds the request's prompt (and recomputed output) besides what is cached;
+     KV cache holds the request's prompt (and recomputed output) besides what is cached. An engine
+     that schedules a step ahead (vLLM's async scheduling, SGLang's overlap scheduler:
+     `serving_engine.overlapped` of kind vllm or sglang) planned this step when the step before
+     began: it admits only requests that had arrived by then (one that arrives while a step runs
+     joins the step after next), unless nothing is in flight (an idle engine sees every request);
   2. make room for the decode batch's KV growth (num_draft_tokens per request with speculation,
      else 1): while it would not fit, preempt the most recently admitted request (vLLM's
      recompute preemption: its KV is freed, it returns to the front of the queue and is
@@ -21,7 +25,7 @@ Actors (SimPy processes):
      from its own acceptance rate (rates drawn per request, simulator.acceptance) and truncated
      at its output length.
   The step lasts the decode step plus the prefill chunk; an idle engine waits for an arrival.
-Left out: draft prefill, prefix caching, the host overlapping steps, per-request contexts
+Left out: draft prefill (but an engine profile's prefill fit holds it), prefix caching, per-request contexts
 inside one step (the batch mean stands for them).
 """
 
@@ -217,10 +221,12 @@ class ServingRun:
         return model
 
     # ---- scheduling ---------------------------------------------------------------------------
-    def _admit(self) -> None:
+    def _admit(self, cutoff_us: float = float("inf")) -> None:
         r, kv = self.req, self.cfg.kv_cache_tokens
         while self.waiting and len(self.admit_order) < self.cfg.max_running_requests:
             i = self.waiting[0]
+            if r.arrival[i] > cutoff_us:
+                break
             if kv is not None and self.kv_used + int(r.prefill_target[i]) > kv:
                 break
             self.waiting.popleft()
@@ -281,8 +287,12 @@ class ServingRun:
         """One engine step after another (see the module docstring); returns when all is done."""
         env, r = self.env, self.req
         idle = True  # the engine starts idle
+        lag = self.sc.serving_engine.kind in ("vllm", "sglang") and self.sc.serving_engine.overlapped
+        cutoff = 0.0  # a step ahead: the requests the scheduler saw when the step before began
         while True:
-            self._admit()
+            self._admit(cutoff if (lag and not idle) else float("inf"))
+            if not self.prefilling and not len(self.decoding):
+                self._admit()  # nothing in flight: the scheduler sees every waiting request
             if not self.prefilling and not len(self.decoding):
                 if self.sending_done and not self.waiting:
                     return
@@ -300,6 +310,7 @@ class ServingRun:
             for i, n in chunks:
                 r.cached[i] += n  # its KV was reserved at admission
             start = env.now
+            cutoff = start
             if b:
                 ctx = (float(self.cfg.decode_context_len) if self.cfg.decode_context_len is not None
                        else float(r.cached[self.decoding].mean()))
