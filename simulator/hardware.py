@@ -80,7 +80,7 @@ class GpuSpec(StrictModel):
     notes: list[str] = Field(default_factory=list, description="What is derived, assumed or not re-read.")
     device_names: list[str] = Field(default_factory=list, max_length=16, description=(
         "What CUDA calls this GPU (torch.cuda.get_device_name), as seen on a measured machine: an engine "
-        "profile measured there is labelled with this id (catalog_gpu_for_device)."))
+        "profile measured there is labelled with this id (Catalog.gpu_for_device)."))
 
     @model_validator(mode="after")
     def _check(self) -> Self:

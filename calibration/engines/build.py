@@ -291,13 +291,10 @@ def _prefill(paths: list[Path], labels: set[str], engines: list[dict]) -> tuple[
              "info.max_num_batched_tokens (the chunk they ran at)"] if unread else []
     if not runs:
         return "; ".join(lines) or None, []
-    budgets = {r.speculative: set() for r in runs}
-    for r in runs:
-        budgets[r.speculative].add(r.max_num_batched_tokens)
-    if any(len(b) > 1 for b in budgets.values()):
-        raise ValueError(f"{where}: prefill runs at info.max_num_batched_tokens "
-                         f"{sorted(set().union(*budgets.values()))} in processes of one kind: one engine setting a fit")
-    fits = fit_prefill(runs, lines)
+    try:
+        fits = fit_prefill(runs, lines)
+    except ValueError as e:  # runs of one kind at two chunks
+        raise ValueError(f"{where}: {e}") from None
     lines.insert(0, f"prefill: fitted on {len(runs)} runs of the prefill alone "
                  + "; ".join(f"{'with' if f.speculative else 'without'} the draft, median |err| "
                              f"{100 * f.median_abs_error_frac:.1f}%, max {100 * f.max_abs_error_frac:.1f}%" for f in fits)

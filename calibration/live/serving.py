@@ -121,6 +121,10 @@ class LiveStepCosts:
         """A step with no decode request runs no forward: the scheduler's host time alone."""
         return self._elapsed_us()
 
+    def engine_prefill(self, speculative: bool = False) -> None:
+        """No engine profile's prefill: the live loop's own scheduler chunks as its scenario says."""
+        return None
+
     def from_idle_us(self, speculative: bool = False) -> float:
         """Nothing more for the first step after idle: the live loop is always warm."""
         return 0.0

@@ -127,6 +127,21 @@ class PartFit(StrictModel):
         return self
 
 
+def chunk_token_pairs(tokens: float, cached: float) -> float:
+    """The token pairs a prefill chunk's causal attention computes: each of its `tokens` new tokens attends
+    the `cached` ones and those of the chunk up to itself (PrefillFit's A, per request)."""
+    return tokens * (cached + (tokens + 1) / 2)
+
+
+def prefill_chunk_tokens(serving, fit: "PrefillFit | None") -> int:
+    """The prefill tokens an engine step takes: the scenario's `serving.chunked_prefill_tokens` where it
+    sets one, else the engine's own `max_num_batched_tokens` where its profile measured the prefill (`fit`),
+    else the default."""
+    if fit is not None and "chunked_prefill_tokens" not in serving.model_fields_set:
+        return fit.max_num_batched_tokens
+    return serving.chunked_prefill_tokens
+
+
 class PrefillFit(StrictModel):
     """The engine's prefill, fitted on its own runs of the prefill alone (simulator.evidence.prefill_fit):
     a run of prompts chunked into engine steps of at most `max_num_batched_tokens` tokens takes

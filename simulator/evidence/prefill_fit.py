@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
-from simulator.engines.profile import PrefillFit
+from simulator.engines.profile import PrefillFit, chunk_token_pairs
 
 MIN_RUNS = 4  # runs a fit needs (four coefficients)
 
@@ -62,7 +62,7 @@ def chunk_plan(batch_size: int, prompt_len: int, budget: int) -> list[list[tuple
 
 def token_pairs(chunks) -> float:
     """The causal attention's token pairs of a step's (tokens, cached) chunks."""
-    return float(sum(n * (c + (n + 1) / 2) for n, c in chunks))
+    return float(sum(chunk_token_pairs(n, c) for n, c in chunks))
 
 
 def _features(run: PrefillRun) -> np.ndarray:
@@ -88,7 +88,8 @@ def fit_prefill(runs: list[PrefillRun], notes: list[str] | None = None) -> list[
             continue
         budgets = {r.max_num_batched_tokens for r in rs}
         if len(budgets) > 1:
-            raise ValueError(f"prefill runs of max_num_batched_tokens {sorted(budgets)}: one engine setting a fit")
+            raise ValueError(f"prefill runs {'with' if spec else 'without'} the draft at info.max_num_batched_tokens "
+                             f"{sorted(budgets)}: one engine setting a fit")
         x = np.array([_features(r) for r in rs])
         y = np.array([r.elapsed_us for r in rs])
         scale = np.array([1.0, 1.0, 1.0, 1e-6])  # A is in the 1e6-1e9s: the columns of one size

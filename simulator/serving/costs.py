@@ -41,6 +41,7 @@ from simulator.costs import forward_ops as FO
 from simulator.costs import ops as O
 from simulator.costs.forward import CostModel
 from simulator.costs.lookup import LatencyLookup
+from simulator.engines.profile import chunk_token_pairs
 from simulator.profile import CalibrationProfile
 from simulator.units import BYTES_PER_US_PER_GB_PER_S, FLOPS_PER_US_PER_TFLOPS
 from simulator.workload_config import SpecConfig
@@ -156,12 +157,12 @@ class StepCosts:
     def prefill_us(self, num_tokens: int, context_len: float, token_pairs: float | None = None,
                    speculative: bool = False) -> float:
         """A prefill chunk of num_tokens after context_len cached tokens, in us (0 for no tokens);
-        token_pairs: its causal attention's token pairs (simulator.evidence.prefill_fit.token_pairs; None:
+        token_pairs: its causal attention's token pairs (simulator.engines.profile.chunk_token_pairs; None:
         one request's chunk at that context), for an engine profile's prefill."""
         if num_tokens <= 0 or self.prefill_scale == 0.0:
             return 0.0
         if (fit := self.engine_prefill(speculative)) is not None:
-            pairs = token_pairs if token_pairs is not None else num_tokens * (context_len + (num_tokens + 1) / 2)
+            pairs = token_pairs if token_pairs is not None else chunk_token_pairs(num_tokens, context_len)
             return (fit.per_token_us * num_tokens + fit.per_token_pair_us * pairs) * self.prefill_scale
         c = 0 if context_len < 1 else _grid(context_len, CONTEXT_GRID_PER_OCTAVE)[0]
         lo, hi, w = _grid(num_tokens, PREFILL_GRID_PER_OCTAVE)

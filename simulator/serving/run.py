@@ -64,16 +64,14 @@ def _mean_tokens(dist) -> float:
 def _chunk_tokens(scenario: Scenario) -> int:
     """The prefill chunk the run will take (simulator.serving.scheduler): the scenario's where it sets one,
     else its engine profile's measured max_num_batched_tokens, else the default."""
-    sv = scenario.serving
-    if "chunked_prefill_tokens" not in sv.model_fields_set:
-        try:
-            from simulator.engines.profile import scenario_engine_profile
-            prof = scenario_engine_profile(scenario)
-        except Exception:  # noqa: BLE001 - the run names the problem
-            prof = None
-        if prof is not None and prof.prefill:
-            return min(f.max_num_batched_tokens for f in prof.prefill)
-    return sv.chunked_prefill_tokens
+    from simulator.engines.profile import prefill_chunk_tokens, scenario_engine_profile
+    from simulator.inputs import UserInputError
+    try:
+        prof = scenario_engine_profile(scenario)
+    except UserInputError:  # the run names the problem
+        prof = None
+    fits = sorted(prof.prefill if prof is not None else [], key=lambda f: f.max_num_batched_tokens)
+    return prefill_chunk_tokens(scenario.serving, fits[0] if fits else None)
 
 
 def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:

@@ -39,6 +39,7 @@ import simpy
 
 from simulator.acceptance import AcceptanceModel, build_acceptance
 from simulator.config import Scenario
+from simulator.engines.profile import chunk_token_pairs, prefill_chunk_tokens
 from simulator.inputs import UserInputError
 from simulator.serving.costs import StepCosts
 from simulator.serving.workload import LengthSampler, read_trace
@@ -122,9 +123,7 @@ class ServingRun:
         self.input_len = LengthSampler(cfg.input_len) if self.trace is None else None
         self.output_len = LengthSampler(cfg.output_len) if self.trace is None else None
         # the engine's own chunk where its profile measured the prefill and the scenario leaves the chunk unset
-        fit = costs.engine_prefill(speculative) if hasattr(costs, "engine_prefill") else None
-        self.chunk_tokens = (fit.max_num_batched_tokens if fit is not None
-                             and "chunked_prefill_tokens" not in cfg.model_fields_set else cfg.chunked_prefill_tokens)
+        self.chunk_tokens = prefill_chunk_tokens(cfg, costs.engine_prefill(speculative))
         capacity = self.limit or 1024
         self.req = _Requests(min(max(capacity, 16), 1_000_000))
         self.waiting: deque[int] = deque()
@@ -265,7 +264,7 @@ class ServingRun:
 
     def _prefill_chunks(self) -> tuple[list[tuple[int, int]], int, float, float]:
         """[(request, tokens)] of this step's prefill, total tokens, token-weighted mean context, and
-        the causal attention's token pairs (simulator.evidence.prefill_fit.token_pairs)."""
+        the causal attention's token pairs (simulator.engines.profile.chunk_token_pairs)."""
         r = self.req
         budget = self.chunk_tokens
         chunks, total, ctx, pairs = [], 0, 0.0, 0.0
@@ -277,7 +276,7 @@ class ServingRun:
                 continue
             chunks.append((i, n))
             ctx += n * float(r.cached[i])
-            pairs += n * (float(r.cached[i]) + (n + 1) / 2)
+            pairs += chunk_token_pairs(n, float(r.cached[i]))
             total += n
             budget -= n
         return chunks, total, (ctx / total if total else 0.0), pairs
