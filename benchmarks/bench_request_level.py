@@ -2,6 +2,7 @@
 
     python benchmarks/bench_request_level.py [E2E.jsonl.gz ...] [--engine-profile NAME] [--profile P]
                                              [--campaign-log LOG.gz ...] [--acceptance measured|scenario]
+                                             [--models TARGET DRAFT]
 
 Defaults: vLLM 0.26.0 on the lent H100 SXM (data/engine_runs/h100_vllm_0.26.0_e2e/: Llama-3.1-8B +
 EAGLE-3 at num_steps 3, 5 and the baseline; closed batches of 1-64 requests, 1k and 4k prompts, 128-512
@@ -74,12 +75,15 @@ def main() -> int:
     ap.add_argument("--profile", default="h200", help="The op-table profile for what no engine profile prices.")
     ap.add_argument("--campaign-log", nargs="*", type=Path, default=LOGS)
     ap.add_argument("--acceptance", choices=["measured", "scenario"], default="measured")
+    ap.add_argument("--models", nargs=2, metavar=("TARGET", "DRAFT"), default=["llama-3.1-8b-instruct",
+                                                                             "eagle3-llama-3.1-8b"],
+                    help="The configs the engine ran (data/models/engine/<name>.config.json).")
     a = ap.parse_args()
     from calibration.engines.plans import model_configs
     from simulator.model_config import shape_fields_from_hf_config
-    t_cfg, d_cfg = model_configs()
-    target = {"name": "llama-3.1-8b", **shape_fields_from_hf_config(t_cfg)[0]}
-    draft = {"name": "eagle3-llama-3.1-8b", **shape_fields_from_hf_config(d_cfg)[0]}
+    t_cfg, d_cfg = model_configs(*a.models)
+    target = {"name": a.models[0].removesuffix("-instruct"), **shape_fields_from_hf_config(t_cfg)[0]}
+    draft = {"name": a.models[1], **shape_fields_from_hf_config(d_cfg)[0]}
     recs = request_records(a.points, target, draft, a.engine_profile, a.profile)
     prof, _ = load_profile_for(recs[0][1].scenario, a.profile)
     rows = [(name, rec, check_record(name, rec, prof, acceptance=a.acceptance)) for name, rec in recs]

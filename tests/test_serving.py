@@ -284,3 +284,28 @@ def test_an_engine_that_schedules_a_step_ahead_admits_a_joining_request_a_step_l
     assert later.sum() == 6 and (lag.admit_us[later] > lag.arrival_us[later]).all()
     for a, adm in zip(lag.arrival_us[later], lag.admit_us[later]):  # at the end of the step under way
         assert adm == pytest.approx(lag.step_end_us[lag.step_start_us >= a - 1e-9].min())
+
+
+def test_an_engine_that_does_not_mix_runs_a_joining_prefill_alone():
+    """SGLang's default (no --enable-mixed-chunk): a step that prefills a joining request carries no
+    decode (the running batch waits for it); vLLM's chunked prefill mixes it into the decode step. A
+    closed loop at concurrency 2: every step with prefill tokens after the first has a decode batch
+    with mixing and none without."""
+    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
+    sets = ["serving.arrivals.kind=closed_loop", "serving.arrivals.concurrency=2", "serving.num_requests=8",
+            "serving.input_len.kind=fixed", "serving.input_len.tokens=512", "serving.output_len.kind=uniform",
+            "serving.output_len.min_tokens=8", "serving.output_len.max_tokens=40", "seed=5"]
+    runs = {}
+    for mixed in (True, False):
+        sc = load_scenario(base, sets + [f"serving_engine.mixed_chunk={str(mixed).lower()}"])
+        runs[mixed] = run_serving(sc, load_profile_for(sc, base_dir=base.parent)[0])
+    for mixed, rec in runs.items():
+        pre = rec.step_prefill_tokens > 0
+        assert pre.sum() >= 6  # the first prefill and the joining requests'
+        if mixed:
+            assert (rec.step_batch_size[pre][1:] > 0).any()
+        else:
+            assert (rec.step_batch_size[pre] == 0).all()
+        assert np.isfinite(rec.finish_us).all()
+    with pytest.raises(Exception):
+        load_scenario(base, ["serving_engine.mixed_chunk=7"])

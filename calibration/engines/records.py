@@ -47,9 +47,10 @@ def _acceptance(engine: str, num_steps: int, acceptance_rate: float | None) -> d
 def point_scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engine: str, engine_profile: str | None,
                    profile: str, variant: tuple[int, int | None, bool] = CHAIN,
                    group: tuple[int, int | None] = (1, None), serving_section: dict | None = None,
-                   gpu: str | None = None) -> Scenario:
+                   gpu: str | None = None, engine_fields: dict | None = None) -> Scenario:
     """The scenario an engine point ran: its shapes, engine, num_steps, forced acceptance, batch and context
-    (and, for a request-level run, its `serving:` section; `gpu`: the catalog GPU it ran on, where known)."""
+    (and, for a request-level run, its `serving:` section; `gpu`: the catalog GPU it ran on, where known;
+    `engine_fields`: serving_engine fields the engine said it ran with)."""
     k, b = point["num_steps"], point["batch_size"]
     steps = max(1, k)
     topk, ndt, overlap = variant
@@ -59,6 +60,7 @@ def point_scenario(point: dict, rep_ctx: float, target: dict, draft: dict, engin
         serving["overlap_scheduler"] = False
     if engine_profile:
         serving["engine_profile"] = engine_profile
+    serving.update(engine_fields or {})
     return Scenario.model_validate({
         "name": f"{engine}_{'s%d' % k if k else 'baseline'}_b{b}_p{point['prompt_len']}",
         "profile": profile, "target": target, "draft": draft, "tp_size": group[0],

@@ -106,7 +106,9 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
         inf = info.get(ln["label"], {})
         sc = point_scenario(pt, pt["prompt_len"], target, draft, eng, engine_profile, profile,
                             serving_section=_serving(pt, inf),
-                            gpu=default_catalog().gpu_for_device(inf.get("gpu_name") or ""))
+                            gpu=default_catalog().gpu_for_device(inf.get("gpu_name") or ""),
+                            engine_fields=({"mixed_chunk": bool(inf["mixed_prefill"])}
+                                           if inf.get("mixed_prefill") is not None else None))
         hardware = HardwareInfo(gpu_name=inf.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                                 torch_version=inf.get("torch_version") or None,
                                 cuda_version=inf.get("cuda_version") or None)

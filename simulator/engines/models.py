@@ -74,6 +74,7 @@ class LiveLoopEngine(_GraphTables, StrictModel):
     first_draft_from_extend: bool = Field(
         False, description="The draft extend proposes draft token 1, then num_steps - 1 draft forwards "
                            "(SGLang's EAGLE worker); False: num_steps draft forwards (the live loop).")
+    mixed_chunk: ClassVar[bool] = True  # the live loop measures no prefill; serving mode mixes as vLLM does
 
     # ---- the questions every engine answers (simulator.costs.forward); fixed for the live loop,
     # whose kernels and host times are the profile's own, so not scenario fields ----
@@ -139,6 +140,10 @@ class EngineModel(_GraphTables, StrictModel):
                               "prefill/extend path (for MLA: non-absorbed, cost grows with the context).")
     first_draft_from_extend: bool = Field(True, description="The draft extend proposes draft token 1.")
     overlap_scheduler: bool = Field(False, description="Host work of the next cycle overlaps the GPU.")
+    mixed_chunk: bool = Field(True, description="Serving mode: a prefill chunk shares its step with the decode "
+                                                "batch (vLLM's chunked prefill, TensorRT-LLM's in-flight "
+                                                "batching, SGLang's --enable-mixed-chunk); false: a prefill "
+                                                "batch runs alone and the decode batch waits (SGLang's default).")
     host_cycle_us: float | None = Field(
         None, ge=0, le=1e6, description="Host time per speculative cycle (scheduling, verify inputs, accept "
                                         "bookkeeping), us; left out: the profile's measured loop overhead.")
@@ -253,6 +258,9 @@ class SglangEngine(EngineModel):
     - MLA verify: the absorbed path (models/deepseek_common/attention_backend_handler.py picks MHA
       only for extend without speculation): verify_attention 'decode'.
     - cuda_graph_max_bs: 256 for 80-160 GB GPUs at TP < 4 (server_args._handle_gpu_memory_settings).
+    - mixed_chunk off (`--enable-mixed-chunk` is off by default): the scheduler runs a prefill batch
+      whenever new requests fit one, and the running decode batch waits for it (scheduler.py
+      get_next_batch_to_run); the request-level runs of calibration.engines.requests_loop record it.
     Host times (host_*_us): ENGINE_HOST_DEFAULTS, fitted (simulator.evidence.engine_fit, printed by
     `python -m simulator.evidence.engine_defaults`) on the runs marked `role: fit` in data/cases/public.yaml;
     kernel_efficiency 1 (the profile's kernels) unless a user fits it (`calibrate from-runs`).
@@ -265,6 +273,7 @@ class SglangEngine(EngineModel):
     graph_draft_extend: Literal["full", "none"] = "full"
     cuda_graph_max_bs: int = Field(256, ge=0, le=4096)
     d2h_syncs_per_cycle: int = Field(4, ge=0, le=64)
+    mixed_chunk: bool = False
     host_decode_step_us: float | None = Field(ENGINE_HOST_DEFAULTS["sglang"]["host_decode_step_us"], ge=0, le=1e6)
     host_cycle_us: float | None = Field(ENGINE_HOST_DEFAULTS["sglang"]["host_cycle_us"], ge=0, le=1e6)
 

@@ -24,7 +24,9 @@ Actors (SimPy processes):
      (simulator.serving.costs); each request's accept_length is drawn
      from its own acceptance rate (rates drawn per request, simulator.acceptance) and truncated
      at its output length.
-  The step lasts the decode step plus the prefill chunk; an idle engine waits for an arrival.
+  The step lasts the decode step plus the prefill chunk; an idle engine waits for an arrival. An
+  engine that does not mix (`serving_engine.mixed_chunk` false: SGLang's default) runs a step of
+  prefill alone whenever a chunk is scheduled, and the decode batch waits for it.
 Left out: draft prefill (but an engine profile's prefill fit holds it), prefix caching, per-request contexts
 inside one step (the batch mean stands for them).
 """
@@ -306,6 +308,8 @@ class ServingRun:
             b = len(self.decoding)
             spec = self.step_spec(b) if b else None
             chunks, num_prefill, prefill_ctx, prefill_pairs = self._prefill_chunks()
+            if chunks and b and not self.sc.serving_engine.mixed_chunk:
+                b, spec = 0, None  # a prefill batch runs alone: the decode batch waits (SGLang's default)
             for i, n in chunks:
                 r.cached[i] += n  # its KV was reserved at admission
             start = env.now

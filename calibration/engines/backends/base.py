@@ -203,6 +203,7 @@ class EngineInfo:
     max_num_seqs: int = 0
     max_num_batched_tokens: int = 0  # tokens the scheduler places in one step at most (prefill chunks); 0: not read
     enable_prefix_caching: bool | None = None
+    mixed_prefill: bool | None = None  # a prefill chunk shares a step with the decode batch (vLLM; SGLang's enable_mixed_chunk)
     cudagraph_capture_sizes: list[int] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
     startup_s: float = 0.0

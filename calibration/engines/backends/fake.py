@@ -121,7 +121,7 @@ class FakeBackend:
 
     def info(self) -> EngineInfo:
         return EngineInfo(engine="fake", engine_version="0", attention_backend="FAKE", cudagraph_mode="FULL",
-                          model_runner="fake", async_scheduling=True, gpu_name="fake GPU", max_num_seqs=64,
+                          model_runner="fake", async_scheduling=True, mixed_prefill=False, gpu_name="fake GPU", max_num_seqs=64,
                           cudagraph_capture_sizes=list(CAPTURE_SIZES), hooks=["all"], tp_size=self.tp,
                           max_num_batched_tokens=self.max_num_batched_tokens,
                           draft_tp_size=self.draft_tp if self.num_steps else None)

@@ -168,6 +168,15 @@ class SglangBackend(RecordingWindow):
                 getattr(worker, "draft_worker", worker), "model_runner", None)
             info.draft_tp_size = module_tp_size(getattr(dr, "model", None)) or getattr(dr, "tp_size", None)
             info.notes.append(f"draft TP: layers built for {info.draft_tp_size or 'unknown'}")
+        # SGLang's prefill batch: requests added first come first served while the chunk
+        # (chunked_prefill_size) and max_prefill_tokens last; a longer prompt is cut at what is left
+        # of the chunk. Without enable_mixed_chunk a prefill batch runs alone (decode waits).
+        chunk, most = int(getattr(sa, "chunked_prefill_size", 0) or 0), int(getattr(sa, "max_prefill_tokens", 0) or 0)
+        info.max_num_batched_tokens = min(x for x in (chunk, most) if x > 0) if (chunk > 0 or most > 0) else 0
+        info.mixed_prefill = bool(getattr(sa, "enable_mixed_chunk", False))
+        info.enable_prefix_caching = not bool(getattr(sa, "disable_radix_cache", False))
+        info.notes.append(f"scheduler: chunked_prefill_size {chunk}, max_prefill_tokens {most}, enable_mixed_chunk "
+                          f"{info.mixed_prefill}, radix cache {info.enable_prefix_caching}")
         runner = s.tp_worker.model_runner
         graphs = getattr(runner, "decode_cuda_graph_runner", None)
         sizes = list(getattr(graphs, "capture_bs", None) or [])

@@ -171,6 +171,7 @@ class VllmBackend(RecordingWindow):
         info.cudagraph_capture_sizes = list(getattr(cfg.compilation_config, "cudagraph_capture_sizes", None) or [])
         info.async_scheduling = bool(getattr(cfg.scheduler_config, "async_scheduling", False))
         info.max_num_batched_tokens = int(getattr(cfg.scheduler_config, "max_num_batched_tokens", 0) or 0)
+        info.mixed_prefill = bool(getattr(cfg.scheduler_config, "enable_chunked_prefill", True))
         prefix = getattr(getattr(cfg, "cache_config", None), "enable_prefix_caching", None)
         info.enable_prefix_caching = None if prefix is None else bool(prefix)
         info.notes.append(f"scheduler: max_num_batched_tokens {info.max_num_batched_tokens}, chunked prefill "
