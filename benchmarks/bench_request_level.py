@@ -1,7 +1,7 @@
 """Request-level runs of a real engine against the serving DES priced from the engine's own profile (issue 45).
 
     python benchmarks/bench_request_level.py [E2E.jsonl.gz ...] [--engine-profile NAME] [--profile P]
-                                             [--campaign-log LOG.gz ...] [--acceptance measured|scenario]
+                                             [--campaign-log LOG.gz ...] [--acceptance measured|replay|scenario]
                                              [--models TARGET DRAFT]
 
 Defaults: vLLM 0.26.0 on the lent H100 SXM (data/engine_runs/h100_vllm_0.26.0_e2e/: Llama-3.1-8B +
@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.engines.request_records import request_records, users_decode_tok_per_s  # noqa: E402
 from calibration.engines.build import engine_lines  # noqa: E402
-from simulator.evidence.validate_serving import check_record, realized_acceptance_rate  # noqa: E402
+from simulator.evidence.validate_serving import (check_record, realized_acceptance_rate,  # noqa: E402
+                                                 realized_request_rates)
 from simulator.scenario import load_profile_for  # noqa: E402
 from simulator.serving.run import run_serving  # noqa: E402
 
@@ -74,7 +75,7 @@ def main() -> int:
     ap.add_argument("--engine-profile", default="vllm-0.26.0-h100-llama-3.1-8b-eagle3")
     ap.add_argument("--profile", default="h200", help="The op-table profile for what no engine profile prices.")
     ap.add_argument("--campaign-log", nargs="*", type=Path, default=LOGS)
-    ap.add_argument("--acceptance", choices=["measured", "scenario"], default="measured")
+    ap.add_argument("--acceptance", choices=["measured", "replay", "scenario"], default="measured")
     ap.add_argument("--models", nargs=2, metavar=("TARGET", "DRAFT"), default=["llama-3.1-8b-instruct",
                                                                              "eagle3-llama-3.1-8b"],
                     help="The configs the engine ran (data/models/engine/<name>.config.json).")
@@ -123,46 +124,53 @@ def main() -> int:
     return 0
 
 
+def _priced(a, rec, prof, max_tokens: int | None = None) -> float:
+    """The DES's wall time of a closed-batch record, s (max_tokens: the same prompts with that many new
+    tokens, the prefill alone at 1), its acceptance as `--acceptance` says."""
+    sc = rec.scenario
+    rates = realized_request_rates(rec) if a.acceptance == "replay" else None
+    if rates is None and a.acceptance in ("measured", "replay") and (rate := realized_acceptance_rate(rec)) is not None:
+        sc = sc.model_copy(update={"acceptance": sc.acceptance.model_copy(update={"acceptance_rate": rate})})
+    if max_tokens is not None:
+        sc = sc.model_copy(update={"serving": sc.serving.model_copy(update={
+            "output_len": sc.serving.output_len.model_copy(update={"tokens": max_tokens})})})
+    return float(run_serving(sc, prof, rec.speculative, request_rates=rates).finish_us.max()) / 1e6
+
+
 def _decode(a, rows, prof) -> None:
-    """The users' decode tok/s of every closed batch (its runs' mean), measured and predicted."""
+    """The users' decode tok/s of every closed batch (its runs' means), measured and predicted."""
     _, lines = engine_lines(a.points, "live", requests=True)
     alone = {}
     for ln in lines:
         pt = ln["point"]
         if pt["workload"] == "closed_batch" and pt["max_tokens"] == 1:
             alone[(ln["label"], pt["batch_size"], pt["prompt_len"])] = np.mean([r["elapsed_us"] for r in pt["repeats"]])
-    pred_alone = {}
+    points = defaultdict(list)
+    for name, rec, _ in rows:
+        if rec.scenario.serving.arrivals.kind == "closed_batch":
+            points[_point_key(name)].append((name, rec))
     errs = []
-    seen = set()
-    for name, rec, c in rows:
-        sc = rec.scenario
-        if sc.serving.arrivals.kind != "closed_batch" or _point_key(name) in seen:
-            continue
-        if a.acceptance == "measured" and (rate := realized_acceptance_rate(rec)) is not None:
-            sc = sc.model_copy(update={"acceptance": sc.acceptance.model_copy(update={"acceptance_rate": rate})})
-        seen.add(_point_key(name))
-        label = name.split("_cb_")[0]
+    for key, runs in points.items():
+        sc = runs[0][1].scenario
+        label = runs[0][0].split("_cb_")[0]
         b, p, n = sc.serving.num_requests, sc.serving.input_len.tokens, sc.serving.output_len.tokens
-        meas_gen = np.mean([r.result.duration_s for nm, r, _ in rows if _point_key(nm) == _point_key(name)])
         meas_alone = alone.get((label, b, p))
         if meas_alone is None:
             continue
-        key = (label, b, p)
-        if key not in pred_alone:
-            one = sc.model_copy(update={"serving": sc.serving.model_copy(update={
-                "output_len": sc.serving.output_len.model_copy(update={"tokens": 1})})})
-            sim = run_serving(one, prof, rec.speculative)
-            pred_alone[key] = float(sim.finish_us.max())
-        sim = run_serving(sc, prof, rec.speculative)
-        pred = users_decode_tok_per_s(b, n, float(sim.finish_us.max()) / 1e6, pred_alone[key] / 1e6)
+        meas_gen = np.mean([rec.result.duration_s for _, rec in runs])
+        pred_gen = np.mean([_priced(a, rec, prof) for _, rec in runs])
+        pred_alone = _priced(a, runs[0][1], prof, max_tokens=1)
+        pred = users_decode_tok_per_s(b, n, pred_gen, pred_alone)
         meas = users_decode_tok_per_s(b, n, meas_gen, meas_alone / 1e6)
         if pred and meas:
-            errs.append((pred / meas - 1, pred_alone[key] / meas_alone - 1, name))
+            errs.append((pred / meas - 1, pred_alone / (meas_alone / 1e6) - 1, key))
     e = np.array([x[0] for x in errs])
     pa = np.array([x[1] for x in errs])
     print(f"\nUsers' decode tok/s of {len(errs)} closed batches: median abs err {100 * np.median(np.abs(e)):.1f}%, "
           f"max {100 * np.abs(e).max():.1f}%, {int((np.abs(e) <= BAR).sum())} within 8%; their prefill alone: "
           f"median abs err {100 * np.median(np.abs(pa)):.1f}%, max {100 * np.abs(pa).max():.1f}%")
+    worst = sorted(errs, key=lambda x: -abs(x[0]))[:5]
+    print("Largest: " + "; ".join(f"{k} {_pct(x)} (prefill alone {_pct(y)})" for x, y, k in worst))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -148,6 +149,14 @@ def test_request_points_become_serving_records_that_validate_serving_reads(tmp_p
     from simulator.evidence.validate_serving import realized_acceptance_rate
     rate = realized_acceptance_rate(batch)
     assert 0.0 < rate < 1.0  # the i.i.d. rate of the accept length the run realized
+    from simulator.acceptance import iid_mean_accept_length
+    from simulator.evidence.validate_serving import realized_request_rates
+    rates = realized_request_rates(batch)  # each request's own: its tokens after the first over its gaps
+    gaps = np.bincount(batch.itl_request_idx, minlength=3)
+    for i, a in enumerate(rates):
+        assert iid_mean_accept_length(a, 2) == pytest.approx((batch.output_tokens[i] - 1) / gaps[i], rel=1e-9)
+    replay = check_record("batch", batch, load_profile_for(batch.scenario)[0], acceptance="replay")
+    assert replay.predicted_tok_per_s > 0
     src, rec = next(iter(recs.items()))
     row = check_record(src, rec, load_profile_for(rec.scenario)[0])
     assert row.measured_tok_per_s > 0 and row.predicted_tok_per_s > 0

@@ -309,3 +309,24 @@ def test_an_engine_that_does_not_mix_runs_a_joining_prefill_alone():
         assert np.isfinite(rec.finish_us).all()
     with pytest.raises(Exception):
         load_scenario(base, ["serving_engine.mixed_chunk=7"])
+
+
+def test_requests_given_their_own_rates_draw_from_them():
+    """A replay of measured requests (validate-serving --acceptance replay): rate 0 accepts one token a
+    step, rate 1 all num_steps + 1; a closed batch of 41-token requests at num_steps 3 takes exactly 40
+    and 10 decode steps for them, whatever the scenario's own acceptance; a SGLang-style draw
+    (per_batch_step) gives every request of a step the same accept length."""
+    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
+    sets = ["serving.arrivals.kind=closed_batch", "serving.num_requests=2", "serving.input_len.kind=fixed",
+            "serving.input_len.tokens=256", "serving.output_len.kind=fixed", "serving.output_len.tokens=41",
+            "spec.num_steps=3", "acceptance.acceptance_rate=0.5"]
+    sc = load_scenario(base, sets)
+    prof = load_profile_for(sc, base_dir=base.parent)[0]
+    rec = run_serving(sc, prof, request_rates=[0.0, 1.0])
+    assert np.bincount(rec.itl_request_idx, minlength=2).tolist() == [40, 10]
+    with pytest.raises(ValueError, match="request_rates"):
+        run_serving(sc, prof, request_rates=[1.5])
+    wide = load_scenario(base, sets + ["serving.num_requests=4", "acceptance.draw=per_batch_step"])
+    rec = run_serving(wide, prof)
+    gaps = np.bincount(rec.itl_request_idx, minlength=4)
+    assert len(set(gaps.tolist())) == 1  # alike draws: all four finish on the same step

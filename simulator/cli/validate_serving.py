@@ -23,7 +23,8 @@ def validate_serving(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the comparison as JSON here (\'-\': standard output, the tables then on standard error).")] = None,
     bar_pct: Annotated[float, typer.Option(help="The bar on |tok/s error| and |TPOT p50 error|, percent.")] = 5.0,
     acceptance: Annotated[str, typer.Option(help="scenario: each record's forced rate; measured: the i.i.d. rate "
-                                                 "of the accept length the run realized (an engine's runs).")] = "scenario",
+                                                 "of the accept length the run realized (an engine's runs); "
+                                                 "replay: each request at the rate it realized.")] = "scenario",
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the bar is not met.")] = False,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
@@ -38,8 +39,8 @@ def validate_serving(
         fail(f"--costs-source must be per_op or whole_forward, got {quote(costs_source)}")
     if not 0 <= bar_pct <= 100:
         fail(f"--bar-pct must be 0..100, got {bar_pct}")
-    if acceptance not in ("measured", "scenario"):
-        fail(f"--acceptance must be measured or scenario, got {quote(acceptance)}")
+    if acceptance not in ("measured", "replay", "scenario"):
+        fail(f"--acceptance must be measured, replay or scenario, got {quote(acceptance)}")
     try:
         check_output_file(json_out, "--json", SERVING_VALIDATION_OUTPUT, force)
         recs = load_serving_records(records)

@@ -18,6 +18,9 @@ scenario forces an i.i.d. rate at the rate whose mean accept length is the one t
 accepted tokens over its decode request-steps): an engine's seeded draws over a few requests are a few
 percent off the formula (issue 45), and the error should measure the timing, not those draws. A record
 of the DES's own scheduler (the live loop) serves the same draws as the DES: leave it at "scenario".
+`acceptance="replay"` goes one further: each request at the rate of the accept length it realized
+(`realized_request_rates`), so a closed batch's last request to finish, which sets the run's time,
+draws as it did in the engine (its mean, not its sequence).
 
 The bar (`serving_bar`): |tok/s error| and |TPOT p50 error| <= 5% on every record.
 """
@@ -109,10 +112,41 @@ def realized_acceptance_rate(rec: LiveServingRun) -> float | None:
     return float(brentq(lambda a: iid_mean_accept_length(a, k) - mean, 1e-12, 1 - 1e-12))
 
 
+def realized_request_rates(rec: LiveServingRun) -> np.ndarray | None:
+    """Each request's own i.i.d. rate: the one whose mean accept length at the record's num_steps is
+    the request's tokens after its first over the decode steps that emitted to it (its gaps), in the
+    order the requests were sent (the record's); a request that realized no interior mean takes the
+    end of the range it reached. None where the record does not speculate, forces no i.i.d. rate or
+    draws one accept length a step for the whole batch (`draw: per_batch_step`: no per-request draw)."""
+    from scipy.optimize import brentq
+
+    from simulator.acceptance import iid_mean_accept_length
+    acc = rec.scenario.acceptance
+    k = rec.scenario.spec.num_steps
+    if not rec.speculative or acc.kind != "iid" or acc.draw == "per_batch_step":
+        return None
+    order = np.argsort(np.asarray(rec.arrival_us, dtype=float), kind="stable")
+    gaps = np.bincount(np.asarray(rec.itl_request_idx, dtype=np.int64), minlength=len(rec.arrival_us))
+    out = []
+    for i in order:
+        if gaps[i] == 0:
+            out.append(acc.acceptance_rate)
+            continue
+        mean = (rec.output_tokens[i] - 1) / gaps[i]
+        if mean <= 1.0:
+            out.append(0.0)
+        elif mean >= k + 1:
+            out.append(1.0)
+        else:
+            out.append(float(brentq(lambda a: iid_mean_accept_length(a, k) - mean, 1e-12, 1 - 1e-12)))
+    return np.asarray(out)
+
+
 def check_record(src: str, rec: LiveServingRun, profile: CalibrationProfile,
                  costs_source: str | None = None, acceptance: str = "scenario") -> ServingComparison:
     """The serving DES on the record's scenario (costs.source replaced where given; acceptance="measured":
-    at the rate the run realized, `realized_acceptance_rate`) against the record.
+    at the rate the run realized, `realized_acceptance_rate`; "replay": each request at the rate it
+    realized, `realized_request_rates`, else as "measured") against the record.
 
     Raises:
         ArithmeticError: no request finished in the simulation.
@@ -121,10 +155,11 @@ def check_record(src: str, rec: LiveServingRun, profile: CalibrationProfile,
     sc = rec.scenario
     if costs_source is not None:
         sc = sc.model_copy(update={"costs": sc.costs.model_copy(update={"source": costs_source})})
-    if acceptance == "measured" and (rate := realized_acceptance_rate(rec)) is not None:
+    rates = realized_request_rates(rec) if acceptance == "replay" else None
+    if rates is None and acceptance in ("measured", "replay") and (rate := realized_acceptance_rate(rec)) is not None:
         sc = sc.model_copy(update={"acceptance": sc.acceptance.model_copy(update={"acceptance_rate": rate})})
     cfg = sc.serving
-    sim = run_serving(sc, profile, rec.speculative)
+    sim = run_serving(sc, profile, rec.speculative, request_rates=rates)
     pred = serving_metrics(sim, cfg.warmup_s, cfg.slo.ttft_ms, cfg.slo.tpot_ms)
     live = rec.serving_records()
     meas = serving_metrics(live, cfg.warmup_s, cfg.slo.ttft_ms, cfg.slo.tpot_ms)

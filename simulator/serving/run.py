@@ -12,10 +12,11 @@ from simulator.serving.metrics import ServingResult, serving_metrics
 
 
 def run_serving(scenario: Scenario, profile: CalibrationProfile, speculative: bool = True,
-                costs: StepCosts | None = None) -> ServingRecords:
-    """Records of one serving run (speculative=False: the no-speculation baseline, same workload seeds)."""
+                costs: StepCosts | None = None, request_rates=None) -> ServingRecords:
+    """Records of one serving run (speculative=False: the no-speculation baseline, same workload seeds;
+    request_rates: each request's own i.i.d. acceptance rate, in the order sent: ServingRun)."""
     costs = costs or StepCosts(scenario, profile)
-    return ServingRun(scenario, costs, speculative, serving_rngs(scenario.seed)).run()
+    return ServingRun(scenario, costs, speculative, serving_rngs(scenario.seed), request_rates).run()
 
 
 def simulate_serving(scenario: Scenario, profile: CalibrationProfile, baseline: bool = True) -> ServingResult:

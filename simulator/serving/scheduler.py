@@ -22,8 +22,9 @@ Actors (SimPy processes):
      this batch size: `spec_off_above_batch`, `num_steps_by_batch`) or a plain decode step, priced
      at the batch's mean context, or at `decode_context_len` (a static attention window)
      (simulator.serving.costs); each request's accept_length is drawn
-     from its own acceptance rate (rates drawn per request, simulator.acceptance) and truncated
-     at its output length.
+     from its own acceptance rate (rates drawn per request, simulator.acceptance), or one for the
+     whole batch (`draw: per_batch_step`, SGLang's forced acceptance), and truncated at its output
+     length.
   The step lasts the decode step plus the prefill chunk; an idle engine waits for an arrival. An
   engine that does not mix (`serving_engine.mixed_chunk` false: SGLang's default) runs a step of
   prefill alone whenever a chunk is scheduled, and the decode batch waits for it.
@@ -107,14 +108,21 @@ class ServingRun:
         scenario: a Scenario with `serving` set. costs: its StepCosts.
         speculative: False runs the no-speculation baseline on the same workload streams.
         rngs: (arrivals, lengths, acceptance) generators (`serving_rngs`).
+        request_rates: the i.i.d. acceptance rate of each request in the order they are sent (a replay
+            of what a measured run's requests realized: simulator.evidence.validate_serving), in place
+            of the acceptance model's; the last one stands for any request past the list.
     """
 
     def __init__(self, scenario: Scenario, costs: StepCosts, speculative: bool,
-                 rngs: tuple[np.random.Generator, ...]):
+                 rngs: tuple[np.random.Generator, ...], request_rates: np.ndarray | None = None):
         if scenario.serving is None:
             raise ValueError("scenario has no serving section")
         self.sc, self.cfg, self.costs, self.speculative = scenario, scenario.serving, costs, speculative
         self.rng_arrivals, self.rng_lengths, self.rng_accept = rngs
+        self.request_rates = None if request_rates is None else np.asarray(request_rates, dtype=float)
+        if self.request_rates is not None and (not len(self.request_rates) or not np.all(
+                (self.request_rates >= 0.0) & (self.request_rates <= 1.0))):
+            raise ValueError("request_rates: one acceptance rate in [0, 1] a request")
         self.env = simpy.Environment()
         self.acceptance = build_acceptance(scenario.acceptance, scenario.spec)
         self._acc_models: dict[tuple, AcceptanceModel] = {}
@@ -147,7 +155,10 @@ class ServingRun:
         if kv is not None and input_tokens + output_tokens > kv:
             raise UserInputError(f"serving: a request of {input_tokens} prompt + {output_tokens} output tokens "
                                  f"needs more KV cache than kv_cache_tokens={kv} holds")
-        rates = self.acceptance.draw_request_rates(self.rng_accept, 1)
+        if self.request_rates is not None:
+            rates = self.request_rates[min(self.num_sent, len(self.request_rates) - 1):][:1]
+        else:
+            rates = self.acceptance.draw_request_rates(self.rng_accept, 1)
         i = self.req.add(arrival_us, input_tokens, output_tokens, np.nan if rates is None else float(rates[0]))
         self.waiting.append(i)
         self.num_sent += 1
@@ -339,8 +350,11 @@ class ServingRun:
             self.prev_max_accept = 1
         else:
             model = self._acceptance_for(spec)
-            rates = r.rate[ids] if model.beta_ab is not None else None
-            acc = model.sample(self.rng_accept, b, rates)
+            rates = r.rate[ids] if (model.beta_ab is not None or self.request_rates is not None) else None
+            if model.batch_wide and rates is None:  # one accept length for the whole batch (SGLang's forced one)
+                acc = np.repeat(model.sample(self.rng_accept, 1), b)
+            else:
+                acc = model.sample(self.rng_accept, b, rates)
             self.prev_max_accept = int(acc.max())
         committed = np.minimum(acc, r.output[ids] - r.generated[ids])
         r.generated[ids] += committed
