@@ -16,7 +16,9 @@ Actors (SimPy processes):
      recompute preemption: its KV is freed, it returns to the front of the queue and is
      prefilled again over its prompt and the tokens it had generated; its streamed tokens stand);
   3. prefill chunks: up to `chunked_prefill_tokens` prompt tokens of admitted requests, FCFS (left
-     unset where the engine profile measured the prefill: the engine's `max_num_batched_tokens`),
+     unset where the engine profile measured the prefill: the engine's `max_num_batched_tokens`), less
+     the decode batch's own tokens where the two share the step (vLLM schedules its running requests
+     first: num_draft_tokens each with speculation, 1 without),
      limited by the free KV; a request whose prompt completes emits its first token at the step's end;
   4. one decode step over the requests that are decoding: a speculative cycle (spec policy at
      this batch size: `spec_off_above_batch`, `num_steps_by_batch`) or a plain decode step, priced
@@ -275,11 +277,13 @@ class ServingRun:
                 break
             self._preempt_last()
 
-    def _prefill_chunks(self) -> tuple[list[tuple[int, int]], int, float, float]:
+    def _prefill_chunks(self, decode_tokens: int = 0) -> tuple[list[tuple[int, int]], int, float, float]:
         """[(request, tokens)] of this step's prefill, total tokens, token-weighted mean context, and
-        the causal attention's token pairs (simulator.engines.profile.chunk_token_pairs)."""
+        the causal attention's token pairs (simulator.engines.profile.chunk_token_pairs). The step's
+        token budget is the chunk less `decode_tokens`, what the decode batch places in the same step
+        (vLLM schedules its running requests first, each 1 + its draft tokens, then fills the rest)."""
         r = self.req
-        budget = self.chunk_tokens
+        budget = self.chunk_tokens - decode_tokens
         chunks, total, ctx, pairs = [], 0, 0.0, 0.0
         for i in self.prefilling:
             if budget <= 0:
@@ -318,8 +322,10 @@ class ServingRun:
             self._make_room(spec.num_draft_tokens if spec is not None else 1)
             b = len(self.decoding)
             spec = self.step_spec(b) if b else None
-            chunks, num_prefill, prefill_ctx, prefill_pairs = self._prefill_chunks()
-            if chunks and b and not self.sc.serving_engine.mixed_chunk:
+            mixed = self.sc.serving_engine.mixed_chunk
+            decode_tokens = b * (spec.num_draft_tokens if spec is not None else 1) if mixed else 0
+            chunks, num_prefill, prefill_ctx, prefill_pairs = self._prefill_chunks(decode_tokens)
+            if chunks and b and not mixed:
                 b, spec = 0, None  # a prefill batch runs alone: the decode batch waits (SGLang's default)
             for i, n in chunks:
                 r.cached[i] += n  # its KV was reserved at admission
