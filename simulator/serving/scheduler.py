@@ -17,8 +17,9 @@ Actors (SimPy processes):
      prefilled again over its prompt and the tokens it had generated; its streamed tokens stand);
   3. prefill chunks: up to `chunked_prefill_tokens` prompt tokens of admitted requests, FCFS (left
      unset where the engine profile measured the prefill: the engine's `max_num_batched_tokens`), less
-     the decode batch's own tokens where the two share the step (vLLM schedules its running requests
-     first: num_draft_tokens each with speculation, 1 without),
+     the decode batch's own tokens where an engine kind shares the step between them (vLLM schedules
+     its running requests first: num_draft_tokens each with speculation, 1 without; the live loop's
+     chunk is its own),
      limited by the free KV; a request whose prompt completes emits its first token at the step's end;
   4. one decode step over the requests that are decoding: a speculative cycle (spec policy at
      this batch size: `spec_off_above_batch`, `num_steps_by_batch`) or a plain decode step, priced
@@ -323,7 +324,8 @@ class ServingRun:
             b = len(self.decoding)
             spec = self.step_spec(b) if b else None
             mixed = self.sc.serving_engine.mixed_chunk
-            decode_tokens = b * (spec.num_draft_tokens if spec is not None else 1) if mixed else 0
+            budgeted = mixed and self.sc.serving_engine.kind != "live_loop"  # the live loop's chunk is its own
+            decode_tokens = b * (spec.num_draft_tokens if spec is not None else 1) if budgeted else 0
             chunks, num_prefill, prefill_ctx, prefill_pairs = self._prefill_chunks(decode_tokens)
             if chunks and b and not mixed:
                 b, spec = 0, None  # a prefill batch runs alone: the decode batch waits (SGLang's default)
