@@ -106,6 +106,8 @@ class SimulationResult(BaseModel):
     scenario: dict
     serving: dict | None = None  # serving mode's metrics (simulator.serving.metrics.ServingResult) when
     # the scenario has a `serving:` section; the fields above stay the steady batch's
+    generate: dict | None = None  # `simulate`'s LLM.generate of the steady batch's prompts (a closed batch:
+    # simulator.serving.run.simulate_generate) where the scenario has no `serving:` section
     # what the printed result says of its pricing; not written (the notes say it in words)
     priced_by_engine_profile: bool = Field(False, exclude=True, description=(
         "The cycle was priced from the scenario's engine-native profile, not the op-table profile."))

@@ -106,3 +106,31 @@ def test_folders_and_negative_seeds_are_refused_before_simulating(tmp_path):
                       (["--profile", str(tmp_path)], "is a folder"), (["--seed", "-1"], "--seed must be >= 0")):
         r = runner.invoke(app, ["simulate", scen, *args])
         assert r.exit_code == 2 and msg in r.output, (args, r.output)
+
+
+def test_simulate_prices_llm_generate_of_its_batch(tmp_path):
+    """`simulate` beside the steady batch: LLM.generate of workload.batch_size prompts of context_len tokens,
+    max_new_tokens each (a closed batch), its wall time, its prefill alone, and the decode tok/s users
+    compute from the two; a scenario with a serving section of its own, or one new token, gets none."""
+    from simulator.serving.metrics import users_decode_tok_per_s
+    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
+    out = tmp_path / "r.json"
+    r = runner.invoke(app, ["simulate", str(base), "--set", "fidelity.num_cycles=200", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "LLM.generate of these 8 prompts (1,024 tokens, 256 new each)" in " ".join(r.output.split())
+    g = json.loads(out.read_text())["generate"]
+    for key in ("speculative", "baseline"):
+        x = g[key]
+        assert 0 < x["prefill_alone_s"] < x["generate_s"]
+        assert x["decode_tok_per_s"] == pytest.approx(users_decode_tok_per_s(8, 256, x["generate_s"],
+                                                                             x["prefill_alone_s"]))
+    assert g["serving"]["num_requests"] == 8 and g["speculative"]["generate_s"] < g["baseline"]["generate_s"]
+    r = runner.invoke(app, ["simulate", str(base), "--set", "fidelity.num_cycles=200", "--set",
+                            "workload.max_new_tokens=1", "--json", str(out), "--force"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["generate"] is None and "max_new_tokens is 1" in " ".join(r.output.split())
+    r = runner.invoke(app, ["simulate", str(base), "--set", "fidelity.num_cycles=200", "--set",
+                            "serving.arrivals.kind=closed_batch", "--set", "serving.num_requests=4", "--json",
+                            str(out), "--force"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["generate"] is None  # its own serving section answers

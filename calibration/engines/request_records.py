@@ -25,7 +25,7 @@ from calibration.engines.records import point_scenario
 from simulator.evidence.live_records import LiveServingRun
 from simulator.hardware import default_catalog
 from simulator.profile import HardwareInfo
-from simulator.serving.metrics import serving_metrics
+from simulator.serving.metrics import serving_metrics, users_decode_tok_per_s  # noqa: F401 (re-exported)
 from simulator.serving.scheduler import ServingRecords
 from simulator.units import US_PER_S
 
@@ -121,14 +121,6 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
                 **cols)
             out.append((f"{ln['label']}_{pt['key']}_r{rep['repeat_idx']}.json", rec))
     return out
-
-
-def users_decode_tok_per_s(batch_size: int, max_tokens: int, generate_s: float, prefill_s: float | None) -> float | None:
-    """A closed batch's decode tok/s as users compute it: (B x N - B) / (the generate's wall time - the same
-    prompts' with one new token); None without that prefill-alone run, or where it took as long."""
-    if prefill_s is None or generate_s <= prefill_s:
-        return None
-    return (batch_size * max_tokens - batch_size) / (generate_s - prefill_s)
 
 
 def mean_run_s(point: dict) -> float:

@@ -115,6 +115,12 @@ def simulate(
         fail(str(e))
     except OSError as e:  # the trace is written during the run: a full disk, say (no partial file is left)
         fail(f"--trace {trace}: cannot write: {e.strerror or e}")
+    from simulator.serving.run import simulate_generate
+    try:
+        generate, generate_note = simulate_generate(sc, prof)
+    except (ArithmeticError, UserInputError) as e:  # the steady answer stands; the note says why this does not
+        generate, generate_note = None, f"LLM.generate of the batch not simulated: {e}"
+    result = result.model_copy(update={"generate": generate})
     written = []
     if json_out is not None:
         write_json_atomic(json_out, result.model_dump(mode="json"), allow_nan=False)
@@ -122,7 +128,7 @@ def simulate(
     if trace is not None:
         written.append(f"wrote {escape(str(trace))}: cycles {window}, {writer.num_events:,} events, "
                        f"{trace.stat().st_size / 2**20:,.1f} MiB (open in https://ui.perfetto.dev)")
-    print_result(result)
+    print_result(result, generate_note)
     print_notes(word_notes)
     for line in written:
         console.print(line, highlight=False)
@@ -175,7 +181,27 @@ def _engine_label(engine: dict) -> str:
     return f"{engine['kind']}{' ' + engine['version'] if engine.get('version') else ''}, verify graph {engine['graph_verify']}"
 
 
-def print_result(r) -> None:
+def print_generate(g: dict) -> None:
+    """Rich table of a result's generate block (simulator.serving.run.simulate_generate)."""
+    s, sp, base = g["serving"], g["speculative"], g["baseline"]
+    t = Table(title=escape(f"LLM.generate of these {g['batch_size']:,} prompts ({g['prompt_tokens']:,} tokens, "
+                           f"{g['max_tokens']:,} new each): prefill, decode, the batch draining"),
+              title_justify="left", highlight=False)
+    t.add_column("metric")
+    t.add_column("speculative", justify="right")
+    t.add_column("no speculation", justify="right")
+    t.add_row("wall time (s)", _num(sp["generate_s"], 3), _num(base["generate_s"], 3))
+    t.add_row("output tokens/s", _num(s["output_tok_per_s"]), _num(s["baseline_output_tok_per_s"]))
+    dec = [_num(x["decode_tok_per_s"]) if x["decode_tok_per_s"] else "-" for x in (sp, base)]
+    t.add_row("decode tok/s = (B x N - B) / (wall - prefill alone)", *dec)
+    t.add_row("prefill alone (s)", _num(sp["prefill_alone_s"], 3), _num(base["prefill_alone_s"], 3))
+    t.add_row("TTFT / TPOT p50 (ms)", f"{_ms(s['ttft_ms'])[0]} / {_ms(s['tpot_ms'])[0]}",
+              f"- / {_num(s['baseline_tpot_ms']['p50'], 2)}" if s.get("baseline_tpot_ms") else "-")
+    console.print(t)
+    console.print(f"[dim]prefill priced from {escape(g['prefill_priced_from'])}[/]", highlight=False)
+
+
+def print_result(r, generate_note: str | None = None) -> None:
     """Rich tables of a SimulationResult."""
     sc = r.scenario
     spec = sc["spec"]
@@ -199,6 +225,8 @@ def print_result(r) -> None:
     t.add_row("closed form tokens/s", _num(r.analytic_tok_per_s),
               f"{(r.tok_per_s / r.analytic_tok_per_s - 1) * 100:+.2f}% DES vs closed form")
     console.print(t)
+    if r.generate is not None:
+        print_generate(r.generate)
     b = Table(title="where the cycle goes (mean per cycle)", title_justify="left", highlight=False)
     b.add_column("bucket")
     b.add_column("us", justify="right")
@@ -224,10 +252,12 @@ def print_result(r) -> None:
                       f"its roofline{how} (list: the `notes` of --json output)", highlight=False)
     if not sc.get("serving"):
         b = sc["workload"]["batch_size"]
-        console.print(f"[yellow]note:[/] a steady batch: each finished request is replaced at once. LLM.generate of "
-                      f"{b} prompt{'' if b == 1 else 's'} also prefills and, speculating, drains as its requests finish "
-                      f"(docs/engines/requests.md); --set serving.arrivals.kind=closed_batch --set "
-                      f"serving.num_requests={b} simulates that", highlight=False)
+        gen = ("the LLM.generate table prices that (a closed batch, docs/engines/requests.md)" if r.generate
+               else (generate_note or f"--set serving.arrivals.kind=closed_batch --set serving.num_requests={b} "
+                     "simulates that"))
+        console.print(f"[yellow]note:[/] the first table is a steady batch: each finished request is replaced at once. "
+                      f"LLM.generate of {b} prompt{'' if b == 1 else 's'} also prefills and, speculating, drains as its "
+                      f"requests finish; {gen}", highlight=False)
 
 
 def _ms(p: dict | None) -> tuple[str, str]:

@@ -135,3 +135,11 @@ def serving_metrics(rec: ServingRecords, warmup_s: float, ttft_slo_ms: float | N
         num_preemptions=int(rec.num_preemptions[m].sum()),
         num_engine_steps=len(rec.step_start_us),
     )
+
+
+def users_decode_tok_per_s(batch_size: int, max_tokens: int, generate_s: float, prefill_s: float | None) -> float | None:
+    """A closed batch's decode tok/s as users compute it: (B x N - B) / (the generate's wall time - the same
+    prompts' with one new token); None without that prefill-alone run, or where it took as long."""
+    if prefill_s is None or generate_s <= prefill_s:
+        return None
+    return (batch_size * max_tokens - batch_size) / (generate_s - prefill_s)

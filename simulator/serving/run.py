@@ -6,7 +6,9 @@ from simulator.config import Scenario
 from simulator.profile import CalibrationProfile
 from simulator.serving.costs import StepCosts
 from simulator.serving.scheduler import ServingRecords, ServingRun, serving_rngs
-from simulator.serving.metrics import ServingResult, serving_metrics
+from simulator.serving.config import ServingConfig
+from simulator.serving.metrics import ServingResult, serving_metrics, users_decode_tok_per_s
+from simulator.units import US_PER_S
 
 
 
@@ -35,6 +37,58 @@ def simulate_serving(scenario: Scenario, profile: CalibrationProfile, baseline: 
                            cfg.slo.tpot_ms)
     return res.model_copy(update={"baseline_output_tok_per_s": base.output_tok_per_s, "baseline_tpot_ms": base.tpot_ms,
                                   "speedup": res.output_tok_per_s / base.output_tok_per_s})
+
+
+GENERATE_MAX_SECONDS = 20.0  # simulate's LLM.generate block is left out (a note says so) past this estimate
+
+
+def generate_scenario(scenario: Scenario, max_tokens: int | None = None) -> Scenario:
+    """The scenario's steady batch asked as users run it: `LLM.generate` of workload.batch_size prompts of
+    workload.context_len tokens, each generating workload.max_new_tokens (or `max_tokens`): a closed batch
+    (serving.arrivals.kind closed_batch), chunked as the engine chunks where its profile says."""
+    w = scenario.workload
+    n = w.max_new_tokens if max_tokens is None else max_tokens
+    serving = {"arrivals": {"kind": "closed_batch"}, "num_requests": w.batch_size,
+               "input_len": {"kind": "fixed", "tokens": w.context_len},
+               "output_len": {"kind": "fixed", "tokens": n},
+               "max_running_requests": max(w.batch_size, 1)}
+    return scenario.model_copy(update={"serving": ServingConfig.model_validate(serving)})
+
+
+def simulate_generate(scenario: Scenario, profile: CalibrationProfile) -> tuple[dict | None, str | None]:
+    """(the generate block, a note): what `LLM.generate` of the steady batch's prompts gives
+    (generate_scenario): the closed batch's serving metrics with the no-speculation baseline, its wall
+    time, the prefill alone's (the same prompts, one new token), and the decode tok/s users compute from
+    the two (users_decode_tok_per_s); None and why where the scenario has a serving section of its own,
+    asks one new token, or would take past GENERATE_MAX_SECONDS to simulate."""
+    if scenario.serving is not None:
+        return None, None
+    w = scenario.workload
+    if w.max_new_tokens < 2:
+        return None, "LLM.generate of the batch not simulated: workload.max_new_tokens is 1 (the prefill alone)"
+    sc = generate_scenario(scenario)
+    secs, _, _ = estimate_serving(sc)
+    if secs > GENERATE_MAX_SECONDS:
+        return None, (f"LLM.generate of {w.batch_size:,} prompts not simulated (about {secs:,.0f} s of simulation); "
+                      f"--set serving.arrivals.kind=closed_batch --set serving.num_requests={w.batch_size} asks it")
+    costs = StepCosts(sc, profile)
+    one = generate_scenario(scenario, 1)
+    out, metrics = {}, {}
+    for speculative, key in ((True, "speculative"), (False, "baseline")):
+        gen = run_serving(sc, profile, speculative, costs)
+        alone = run_serving(one, profile, speculative, costs)
+        metrics[key] = serving_metrics(gen, 0.0, None, None)
+        gen_s, alone_s = float(gen.finish_us.max()) / US_PER_S, float(alone.finish_us.max()) / US_PER_S
+        out[key] = {"generate_s": gen_s, "prefill_alone_s": alone_s,
+                    "decode_tok_per_s": users_decode_tok_per_s(w.batch_size, w.max_new_tokens, gen_s, alone_s)}
+    res, base = metrics["speculative"], metrics["baseline"]
+    res = res.model_copy(update={"baseline_output_tok_per_s": base.output_tok_per_s, "baseline_tpot_ms": base.tpot_ms,
+                                 "speedup": res.output_tok_per_s / base.output_tok_per_s})
+    fit = costs.engine_prefill(True)
+    prefill = ("the engine profile's prefill fit" if fit is not None else
+               "the op tables of the project's own loop (the engine profile measured no prefill)")
+    return {"batch_size": w.batch_size, "prompt_tokens": w.context_len, "max_tokens": w.max_new_tokens,
+            **out, "prefill_priced_from": prefill, "serving": res.model_dump(mode="json")}, None
 
 
 SECONDS_PER_STEP = 70e-6      # benchmarks/bench_serving.py: 14,182 engine steps in 0.86 s (one 2-core machine)
