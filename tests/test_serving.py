@@ -253,14 +253,14 @@ def test_a_closed_batch_with_free_prefill_and_full_acceptance_takes_the_closed_f
 
 
 def test_simulate_names_the_workload_it_predicts(tmp_path):
-    """A steady batch says so in its title and says how to ask for LLM.generate's closed batch; a
+    """A steady batch says so in its title and prices LLM.generate's closed batch beside it; a
     closed batch's serving table names itself."""
     from typer.testing import CliRunner
 
     from simulator.cli import build_app
     scen = str(ROOT / "scenarios" / "vllm_llama8b_h200.yaml")
     r = CliRunner().invoke(build_app(), ["simulate", scen], env={"COLUMNS": "200"})
-    assert r.exit_code == 0 and "steady batch 8" in r.output and "serving.arrivals.kind=closed_batch" in r.output
+    assert r.exit_code == 0 and "steady batch 8" in r.output and "LLM.generate of these 8 prompts" in r.output
     r = CliRunner().invoke(build_app(), ["simulate", scen, "--set", "serving.arrivals.kind=closed_batch", "--set",
                                          "serving.num_requests=8"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
