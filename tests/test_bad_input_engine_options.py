@@ -114,7 +114,7 @@ def test_a_vllm_log_of_70_per_position_rates_is_refused_in_a_line(tmp_path):
     (json.dumps(dict(shape=["x"], tokens=8, routing="rotating", kernels_us=1.0)), "shape and routing are text")])
 def test_engine_moe_records_nested_deep_or_of_5000_digits_name_the_line(tmp_path, line, words):
     import yaml
-    sc = yaml.safe_load((ROOT / "scenarios" / "kimi_k2_tp8_draft.yaml").read_text())  # a MoE target
+    sc = yaml.safe_load((ROOT / "scenarios" / "kimi_k2_tp8_draft_live_loop.yaml").read_text())  # a MoE target
     sc["serving_engine"] = {"kind": "sglang"}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
     (tmp_path / "moe.jsonl").write_text(line + "\n")

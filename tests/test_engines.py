@@ -96,7 +96,7 @@ def test_piecewise_verify_pays_one_attention_launch_and_one_replay_per_layer(bas
 
 
 def test_mla_verify_on_the_prefill_path_costs_more_and_grows_with_the_context():
-    sc = load_scenario("scenarios/kimi_k2_tp8_draft.yaml")
+    sc = load_scenario("scenarios/kimi_k2_tp8_draft_live_loop.yaml")
     m = sc.target
     absorbed = [O.mla_attention(m, 8, 1, 4, c) for c in (1024, 8192)]
     prefill = [O.mla_attention_prefill(m, 8, 1, 4, c) for c in (1024, 8192)]

@@ -41,7 +41,7 @@ def _within(pred: float, pub: float) -> bool:
 
 @pytest.fixture(scope="module")
 def shared_tp8():
-    return _load("kimi_k2_tp8_draft.yaml")
+    return _load("kimi_k2_tp8_draft_live_loop.yaml")
 
 
 def test_profile_allreduce_is_the_published_56us_point(shared_tp8):
@@ -128,7 +128,7 @@ def test_allreduce_dominates_the_baseline_decode(shared_tp8):
 
 def test_baseline_check_fails_when_allreduce_is_10x_cheaper():
     # The replay can fail: with every collective 10x cheaper the baseline leaves the 10% band.
-    _, an, _ = _load("kimi_k2_tp8_draft.yaml", ("costs.collective_latency_scale=0.1",))
+    _, an, _ = _load("kimi_k2_tp8_draft_live_loop.yaml", ("costs.collective_latency_scale=0.1",))
     assert not _within(an.baseline_tok_per_s, PUB_BASELINE_TOK_PER_S), an.baseline_tok_per_s
 
 
@@ -200,3 +200,16 @@ def test_the_sglang_native_seed_pipeline_prices_a_rank_and_adds_the_groups_colle
     assert (info["short"], info["long"]) == (3, 9) and {p.num_steps for p in real.points} == {0, 2, 3, 5}
     # the carried step is the GPU's parts or the host's work, never below either
     assert all(p.step_us >= max(p.gpu_period_us, p.host_busy_us) - 1e-6 for p in real.points)
+
+
+def test_the_shipped_seed_scenario_prices_from_sglangs_own_rank():
+    """scenarios/kimi_k2_tp8_draft.yaml asks the seed question of SGLang's own kernels (one TP8 rank run by
+    SGLang, docs/cases/seed-sglang-native.md's S1), not of the project's loop: every phase from the engine
+    profile, the collectives from the box's model; its baseline is S1's, nothing fitted (the 90 tok/s
+    published is the check, within the case's 10%), and its 5 steps come out faster than the baseline
+    where the account measured slower: the verify SGLang's kernels leave out (the doc's account)."""
+    sc, an, cost = _load("kimi_k2_tp8_draft.yaml")
+    assert sc.serving_engine.kind == "sglang" and sc.serving_engine.engine_profile
+    assert cost.native is not None and cost.native.profile.name == "sglang-0.5.15-kimi-k2-tp8-rank-h200"
+    assert _within(an.baseline_tok_per_s, PUB_BASELINE_TOK_PER_S)
+    assert an.tok_per_s > an.baseline_tok_per_s > PUB_SPEC_TOK_PER_S

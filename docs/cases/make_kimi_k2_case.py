@@ -36,7 +36,7 @@ from simulator.units import BYTES_PER_US_PER_GB_PER_S, US_PER_MS, US_PER_S
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 PROFILE_PATH = REPO_DIR / "data" / "profiles" / "kimi_k2_pcie.json"
-SCENARIO_TP8 = REPO_DIR / "scenarios" / "kimi_k2_tp8_draft.yaml"
+SCENARIO_TP8 = REPO_DIR / "scenarios" / "kimi_k2_tp8_draft_live_loop.yaml"
 SCENARIO_TP1 = REPO_DIR / "scenarios" / "kimi_k2_tp1_draft.yaml"
 CHART_PATH = REPO_DIR / "docs" / "cases" / "kimi-k2-cycle-breakdown.html"
 
@@ -202,7 +202,7 @@ def main() -> None:
     sc8 = load_scenario(SCENARIO_TP8)  # reading the scenario does not read its profile
     floor = fit_kernel_floor(sc8)
     fit_note = (f"kernel_floor_us = {floor:.4f} solves baseline decode = {PUB_BASELINE_TOK_PER_S:g} tok/s "
-                f"(scipy.optimize.brentq on [0, 20] us, scenario kimi_k2_tp8_draft, batch 1).")
+                f"(scipy.optimize.brentq on [0, 20] us, scenario kimi_k2_tp8_draft_live_loop, batch 1).")
     profile = build_profile(floor, fit_note)
     save_profile(profile, PROFILE_PATH)
     sc1 = load_scenario(SCENARIO_TP1)

@@ -62,7 +62,7 @@ def alpha_for(al: float, steps: int) -> float:
 ALPHA = alpha_for(PUB_AL, STEPS)
 
 
-BASE = read_scenario_dict(ROOT / "scenarios" / "kimi_k2_tp8_draft.yaml")  # its draft section, read once
+BASE = read_scenario_dict(ROOT / "scenarios" / "kimi_k2_tp8_draft_live_loop.yaml")  # its draft section, read once
 
 
 def scenario(box: str, precision: dict, engine: dict, steps: int = STEPS, efficiency: float = 1.0,

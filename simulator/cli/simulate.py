@@ -184,7 +184,9 @@ def _engine_label(engine: dict) -> str:
 def print_generate(g: dict) -> None:
     """Rich table of a result's generate block (simulator.serving.run.simulate_generate)."""
     s, sp, base = g["serving"], g["speculative"], g["baseline"]
-    t = Table(title=escape(f"LLM.generate of these {g['batch_size']:,} prompts ({g['prompt_tokens']:,} tokens, "
+    b = g["batch_size"]
+    what = "this prompt" if b == 1 else f"these {b:,} prompts"
+    t = Table(title=escape(f"LLM.generate of {what} ({g['prompt_tokens']:,} tokens, "
                            f"{g['max_tokens']:,} new each): prefill, decode, the batch draining"),
               title_justify="left", highlight=False)
     t.add_column("metric")

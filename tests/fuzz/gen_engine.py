@@ -207,7 +207,7 @@ def gen_engine_outputs(rng: random.Random) -> Case:
                            json.dumps({**rec, "shape": ["a"]}), json.dumps(rec).replace("40.0", "NaN"),
                            json.dumps(rec).replace("{", '{"tokens": 4, ', 1)])
         import yaml
-        sc = yaml.safe_load((ROOT / "scenarios" / "kimi_k2_tp8_draft.yaml").read_text())  # a MoE target
+        sc = yaml.safe_load((ROOT / "scenarios" / "kimi_k2_tp8_draft_live_loop.yaml").read_text())  # a MoE target
         sc["serving_engine"] = {"kind": "sglang"}
         return Case(13, "engine-moe record", ["calibrate", "moe-kernel-times", "s.yaml", "moe.jsonl", "--out",
                                               "m.yaml"], {"s.yaml": dump_yaml(sc), "moe.jsonl": line + "\n"},
