@@ -267,17 +267,25 @@ def test_simulate_names_the_workload_it_predicts(tmp_path):
     assert "closed batch of 8 requests at t = 0 (LLM.generate)" in r.output and "steady batch" not in r.output
 
 
+def _short_closed_loop(concurrency: int, num_requests: int, seed: int, switch: str) -> dict:
+    """{True, False: the serving records} of a closed loop of 512-token prompts and 8-40 new tokens on the
+    vLLM scenario, `switch` (a boolean field) on and off."""
+    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
+    sets = ["serving.arrivals.kind=closed_loop", f"serving.arrivals.concurrency={concurrency}",
+            f"serving.num_requests={num_requests}", "serving.input_len.kind=fixed", "serving.input_len.tokens=512",
+            "serving.output_len.kind=uniform", "serving.output_len.min_tokens=8", "serving.output_len.max_tokens=40",
+            f"seed={seed}"]
+    runs = {}
+    for on in (True, False):
+        sc = load_scenario(base, sets + [f"{switch}={str(on).lower()}"])
+        runs[on] = run_serving(sc, load_profile_for(sc, base_dir=base.parent)[0])
+    return runs
+
+
 def test_an_engine_that_schedules_a_step_ahead_admits_a_joining_request_a_step_later():
     """vLLM's async scheduling / SGLang's overlap scheduler: a request sent when another finished (a
     closed loop) is admitted at the end of the step that was already planned, not at once."""
-    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
-    sets = ["serving.arrivals.kind=closed_loop", "serving.arrivals.concurrency=3", "serving.num_requests=9",
-            "serving.input_len.kind=fixed", "serving.input_len.tokens=512", "serving.output_len.kind=uniform",
-            "serving.output_len.min_tokens=8", "serving.output_len.max_tokens=40", "seed=4"]
-    runs = {}
-    for overlap in (True, False):
-        sc = load_scenario(base, sets + [f"serving_engine.overlap_scheduler={str(overlap).lower()}"])
-        runs[overlap] = run_serving(sc, load_profile_for(sc, base_dir=base.parent)[0])
+    runs = _short_closed_loop(3, 9, 4, "serving_engine.overlap_scheduler")
     lag, now = runs[True], runs[False]
     assert (now.admit_us == now.arrival_us).all()  # no step ahead: admitted where sent
     later = lag.arrival_us > 0
@@ -291,14 +299,7 @@ def test_an_engine_that_does_not_mix_runs_a_joining_prefill_alone():
     decode (the running batch waits for it); vLLM's chunked prefill mixes it into the decode step. A
     closed loop at concurrency 2: every step with prefill tokens after the first has a decode batch
     with mixing and none without."""
-    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
-    sets = ["serving.arrivals.kind=closed_loop", "serving.arrivals.concurrency=2", "serving.num_requests=8",
-            "serving.input_len.kind=fixed", "serving.input_len.tokens=512", "serving.output_len.kind=uniform",
-            "serving.output_len.min_tokens=8", "serving.output_len.max_tokens=40", "seed=5"]
-    runs = {}
-    for mixed in (True, False):
-        sc = load_scenario(base, sets + [f"serving_engine.mixed_chunk={str(mixed).lower()}"])
-        runs[mixed] = run_serving(sc, load_profile_for(sc, base_dir=base.parent)[0])
+    runs = _short_closed_loop(2, 8, 5, "serving_engine.mixed_chunk")
     for mixed, rec in runs.items():
         pre = rec.step_prefill_tokens > 0
         assert pre.sum() >= 6  # the first prefill and the joining requests'
