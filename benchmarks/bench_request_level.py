@@ -118,10 +118,54 @@ def main() -> int:
             print(f"| {name[:-5]} | {_pct(c.tok_per_s_error_frac)} | {100 * spread[_point_key(name)]:.1f}% | "
                   f"{_pct(c.ttft_p50_error_frac)} | {_pct(c.tpot_p50_error_frac)} |")
     _decode(a, rows, prof)
+    _best_steps(rows, spread)
     secs = gpu_minutes(a.campaign_log)
     each = ", ".join(f"{k.split('/')[-1]} {v / 60:.1f}" for k, v in secs.items())
     print(f"\nGPU minutes: {sum(secs.values()) / 60:.1f} over {len(secs)} engine processes ({each})")
     return 0
+
+
+def _best_steps(rows, spread) -> None:
+    """The best num_steps of every closed batch (batch, prompt, acceptance) measured at several num_steps
+    (the baseline counts as num_steps 0): the one of the most output tok/s (its runs' mean), measured and
+    predicted. A cell whose measured best and runner-up are apart by less than their points' repeat spread
+    is a tie: either counts as right."""
+    cells = defaultdict(lambda: defaultdict(list))
+    for name, rec, c in rows:
+        sc = rec.scenario
+        if sc.serving.arrivals.kind != "closed_batch":
+            continue
+        k = sc.spec.num_steps if c.speculative else 0
+        key = (sc.serving.num_requests, sc.serving.input_len.tokens, sc.serving.output_len.tokens)
+        rates = [sc.acceptance.acceptance_rate] if c.speculative else None
+        cells[key][(k, rates[0] if rates else None)].append((name, c))
+    right, total, lines = 0, 0, []
+    for (b, p, n), by in sorted(cells.items()):
+        base = [v for (k, _), v in by.items() if k == 0]
+        for acc in sorted({r for (k, r) in by if k}):
+            cand = {0: base[0]} if base else {}
+            cand.update({k: v for (k, r), v in by.items() if k and r == acc})
+            if len(cand) < 3:
+                continue
+            meas = {k: np.mean([c.measured_tok_per_s for _, c in v]) for k, v in cand.items()}
+            pred = {k: np.mean([c.predicted_tok_per_s for _, c in v]) for k, v in cand.items()}
+            order = sorted(meas, key=lambda k: -meas[k])
+            best_m, second = order[0], order[1]
+            tie = meas[best_m] / meas[second] - 1 <= max(spread[_point_key(cand[best_m][0][0])],
+                                                           spread[_point_key(cand[second][0][0])])
+            best_p = max(pred, key=lambda k: pred[k])
+            ok = best_p == best_m or (tie and best_p == second)
+            right += ok
+            total += 1
+            lines.append(f"| {b} | {p} | {n} | {acc} | {best_m}{' (tie with %d)' % second if tie else ''} | "
+                         f"{best_p} | {'yes' if ok else 'no'} |")
+    if not total:
+        return
+    print(f"\nThe best num_steps (of {', '.join(str(k) for k in sorted({k for v in cells.values() for k, _ in v}))}) "
+          f"of {total} closed batches: right at {right} ({100 * right / total:.0f}%)\n")
+    print("| batch | prompt | new tokens | acceptance | measured best | predicted best | right |")
+    print("|---:|---:|---:|---:|---:|---:|---|")
+    print("\n".join(lines))
 
 
 def _priced(a, rec, prof, max_tokens: int | None = None) -> float:
