@@ -155,3 +155,36 @@ def test_a_carry_across_architectures_names_the_kernels_that_may_differ():
     text = " ".join(notes)
     assert "hopper -> ampere" in text and "FlashAttention 3 measured, FlashAttention 2 there" in text
     assert "carried to a100-sxm-80gb" in text
+
+
+def test_a_prefill_fit_carries_by_the_tensor_rates_and_keeps_its_fixed_shares():
+    """carry_prefill: per-token and per-token-pair coefficients scale by src / dst dense bf16 rates exactly;
+    per_step_us and per_run_us are kept."""
+    from simulator.costs.engine_carry import carry_prefill
+    h100 = EngineProfile.model_validate_json(
+        (ROOT / "data" / "engine_profiles" / "vllm-0.26.0-h100-llama-3.1-8b-eagle3.json").read_text())
+    src = gpu_rates(default_catalog().gpu("h100-sxm"))
+    dst = src.model_copy(update={"gpu": "half", "bf16_dense_tflops": src.bf16_dense_tflops / 2})
+    for a, b in zip(h100.prefill, carry_prefill(h100.prefill, src, dst)):
+        assert b.per_token_us == pytest.approx(2 * a.per_token_us, rel=1e-12)
+        assert b.per_token_pair_us == pytest.approx(2 * a.per_token_pair_us, rel=1e-12)
+        assert (b.per_step_us, b.per_run_us, b.max_num_batched_tokens) == (a.per_step_us, a.per_run_us,
+                                                                         a.max_num_batched_tokens)
+
+
+def test_a_serving_scenario_whose_profile_measured_no_prefill_takes_a_shipped_ones_and_says_so():
+    """The H200 profile measured no prefill: a serving scenario on it prices the prefill from the shipped
+    H100 profile of the same engine, target and draft, carried to the H200 (a note names both); a steady
+    scenario is left alone (it prices no prefill)."""
+    from simulator.serving.costs import StepCosts
+    from simulator.scenario import load_profile_for
+    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
+    sc = load_scenario(base, ["serving.arrivals.kind=closed_batch", "serving.num_requests=4"])
+    costs = StepCosts(sc, load_profile_for(sc, base_dir=base.parent)[0])
+    fit = costs.engine_prefill(True)
+    assert fit is not None and fit.speculative and fit.max_num_batched_tokens == 16384
+    notes = costs.cost_model(1, None, 1).lookup.notes
+    assert any("vllm-0.26.0-h100-llama-3.1-8b-eagle3's runs of the prefill alone" in n and "carried to h200-sxm" in n
+               for n in notes)
+    steady = load_scenario(base)
+    assert not CostModel(steady, load_profile_for(steady, base_dir=base.parent)[0]).native.profile.prefill

@@ -250,6 +250,18 @@ _CARRIES: dict[tuple[str, str, str], EngineCarry] = {}
 MAX_CARRIES = 64
 
 
+def carry_prefill(fits: list, src: GpuRates, dst: GpuRates) -> list:
+    """A profile's PrefillFits (simulator.engines.profile) carried from the GPU `src` to `dst`: a prefill
+    step of hundreds to thousands of tokens is FLOP-bound (Llama-3.1-8B's GEMMs at 2 x 8e9 flops a token
+    take 16 us of the H100's 989 TFLOP/s; its fit says 23 us a token), so the per-token and per-token-pair
+    (attention) coefficients scale by the dense bf16 tensor rates' ratio; per_step_us and per_run_us (the
+    launches, the sampler and the host's work of a step and a run) are kept, as the carried parts' fixed
+    shares are (module docstring). Unchecked: no run of one GPU's prefill has priced another's yet."""
+    f = src.bf16_dense_tflops / dst.bf16_dense_tflops
+    return [fit.model_copy(update={"per_token_us": fit.per_token_us * f, "per_token_pair_us": fit.per_token_pair_us * f})
+            for fit in fits]
+
+
 def engine_carry_for(profile: EngineProfile, gpu: str) -> EngineCarry:
     """The profile (measured on its `catalog_gpu`) carried to the catalog GPU `gpu`, fitted once per
     profile content and GPU pair."""

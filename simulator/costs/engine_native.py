@@ -266,6 +266,42 @@ def shipped_match(scenario, gpu: str | None) -> tuple[str, EngineProfile] | None
     return max(found, key=lambda f: len(f[1].points)) if found else None
 
 
+def _with_prefill(profile: EngineProfile, scenario, notes: set[str]) -> EngineProfile:
+    """The profile with the prefill the serving DES prices (simulator.serving.costs): its own fits, carried
+    to the scenario's GPU where it runs on another (engine_carry.carry_prefill); where it measured none, a
+    shipped profile's of the same engine, shapes and draft measured on another GPU, carried the same way
+    (the one of the most prefill runs); else none (the op tables price the prefill)."""
+    from simulator.costs.engine_carry import carry_prefill
+    from simulator.engines.profile import ENGINE_PROFILES_DIR, load_engine_profile
+    from simulator.hardware import default_catalog, gpu_rates
+    from simulator.profile import data_dir
+
+    kind, dst = scenario.serving_engine.kind, scenario_gpu(scenario) or profile.catalog_gpu
+    source, fits = profile, profile.prefill
+    if not fits:
+        found = []
+        for path in sorted((data_dir() / ENGINE_PROFILES_DIR).glob("*.json")):
+            prof = load_engine_profile(path)
+            if (prof.engine == profile.engine and prof.prefill and prof.catalog_gpu
+                    and profile_mismatch(prof, scenario) is None):
+                found.append(prof)
+        if not found:
+            return profile
+        source = max(found, key=lambda p: sum(f.num_runs for f in p.prefill))
+        fits = source.prefill
+    if not dst or not source.catalog_gpu or dst == source.catalog_gpu:
+        carried = fits
+    else:
+        catalog = default_catalog()
+        carried = carry_prefill(fits, gpu_rates(catalog.gpu(source.catalog_gpu)), gpu_rates(catalog.gpu(dst)))
+    if source is not profile or carried is not fits:
+        notes.add(f"{kind}: the prefill from {'the' if source is profile else 'the shipped'} engine profile "
+                  f"{source.name}'s runs of the prefill alone (measured on {source.catalog_gpu}"
+                  + (f", carried to {dst} by the dense tensor rates: unchecked there" if carried is not fits else "")
+                  + (f"; {profile.name} measured none" if source is not profile else "") + ")")
+    return profile.model_copy(update={"prefill": carried})
+
+
 def _topology(profile: EngineProfile) -> str:
     return (f"trees of topk {profile.topk}, {profile.num_draft_tokens} draft tokens" if profile.topk > 1
             else "chains")
@@ -300,6 +336,8 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
     if gpu is not None:  # fitted on every point the profile measured, before a capture-size change leaves some out
         carry = engine_carry_for(profile, gpu)
         notes.update(carry_notes(carry, scenario.serving_engine.kind))
+    if scenario.serving is not None:
+        profile = _with_prefill(profile, scenario, notes)
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
         profile = with_capture_sizes(profile, sizes, k)

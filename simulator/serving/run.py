@@ -85,8 +85,10 @@ def simulate_generate(scenario: Scenario, profile: CalibrationProfile) -> tuple[
     res = res.model_copy(update={"baseline_output_tok_per_s": base.output_tok_per_s, "baseline_tpot_ms": base.tpot_ms,
                                  "speedup": res.output_tok_per_s / base.output_tok_per_s})
     fit = costs.engine_prefill(True)
-    prefill = ("the engine profile's prefill fit" if fit is not None else
-               "the op tables of the project's own loop (the engine profile measured no prefill)")
+    said = sorted(n for n in costs.cost_model(1, None, 1).lookup.notes if "the prefill from" in n)
+    prefill = (said[0].split("the prefill from ", 1)[1] if said else "the engine profile's own runs of the prefill alone"
+               ) if fit is not None else "the op tables of the project's own loop (no engine profile measured a prefill)"
+
     return {"batch_size": w.batch_size, "prompt_tokens": w.context_len, "max_tokens": w.max_new_tokens,
             **out, "prefill_priced_from": prefill, "serving": res.model_dump(mode="json")}, None
 
