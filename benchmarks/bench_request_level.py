@@ -40,6 +40,7 @@ from calibration.engines.request_records import request_records, users_decode_to
 from calibration.engines.build import engine_lines  # noqa: E402
 from simulator.evidence.validate_serving import (check_record, realized_acceptance_rate,  # noqa: E402
                                                  realized_request_rates)
+from simulator.inputs import UserInputError  # noqa: E402
 from simulator.scenario import load_profile_for  # noqa: E402
 from simulator.serving.run import run_serving  # noqa: E402
 
@@ -85,7 +86,17 @@ def main() -> int:
     t_cfg, d_cfg = model_configs(*a.models)
     target = {"name": a.models[0].removesuffix("-instruct"), **shape_fields_from_hf_config(t_cfg)[0]}
     draft = {"name": a.models[1], **shape_fields_from_hf_config(d_cfg)[0]}
+    from simulator.costs.engine_native import carried_to, profile_mismatch
+    from simulator.engines.profile import load_engine_profile
+    try:
+        eprof = load_engine_profile(a.engine_profile)
+    except (FileNotFoundError, UserInputError) as e:
+        sys.exit(f"--engine-profile: {e}")
     recs = request_records(a.points, target, draft, a.engine_profile, a.profile)
+    if why := profile_mismatch(eprof, recs[0][1].scenario):
+        sys.exit(f"--engine-profile {a.engine_profile} does not price these runs ({why}): give the --models the "
+                 "engine ran and a profile of them")
+    gpu = carried_to(eprof, recs[0][1].scenario)
     prof, _ = load_profile_for(recs[0][1].scenario, a.profile)
     rows = [(name, rec, check_record(name, rec, prof, acceptance=a.acceptance)) for name, rec in recs]
 
@@ -98,7 +109,8 @@ def main() -> int:
         wl = rec.scenario.serving.arrivals.kind
         groups[(wl, "speculative" if c.speculative else "baseline")].append((name, c))
     print(f"{len(rows)} runs of {len(by_point)} points ({', '.join(p.name for p in a.points)}), engine profile "
-          f"{a.engine_profile}, acceptance {a.acceptance}\n")
+          f"{a.engine_profile}{f' (measured on {eprof.catalog_gpu}, carried to {gpu})' if gpu else ''}, acceptance "
+          f"{a.acceptance}\n")
     print("| workload | runs | tok/s median abs err | max | within 8% | within 8% or repeat spread | "
           "TTFT p50 median abs err | max | TPOT p50 median abs err | max |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -113,6 +125,8 @@ def main() -> int:
     print("\nRuns past 8% (their point's repeat spread beside them):\n")
     print("| run | tok/s err | repeat spread | TTFT p50 err | TPOT p50 err |")
     print("|---|---:|---:|---:|---:|")
+    if not any(abs(c.tok_per_s_error_frac) > BAR for _, _, c in rows):
+        print("| none | | | | |")
     for name, _, c in sorted(rows, key=lambda r: -abs(r[2].tok_per_s_error_frac)):
         if abs(c.tok_per_s_error_frac) > BAR:
             print(f"| {name[:-5]} | {_pct(c.tok_per_s_error_frac)} | {100 * spread[_point_key(name)]:.1f}% | "

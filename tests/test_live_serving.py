@@ -172,3 +172,4 @@ def test_the_committed_h200_serving_runs_meet_the_bar():
     rows = [check_record(src, rec, prof, "whole_forward") for src, rec in recs]
     assert len(rows) == 8 and all(r.same_schedule for r in rows)
     assert serving_bar(rows)[0], serving_bar(rows)[1]
+

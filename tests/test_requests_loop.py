@@ -144,7 +144,14 @@ def test_request_points_become_serving_records_that_validate_serving_reads(tmp_p
     assert batch.result.mean_accept_length > 1.0
     bad = batch.model_dump()
     bad["step_accepted"] = [b * 5 for b in bad["step_batch_size"]]  # 5 tokens a request at num_steps 2
-    with pytest.raises(ValidationError, match=r"step_accepted\[\d+\] \d+: above its batch x \(num_steps \+ 1\)"):
+    with pytest.raises(ValidationError, match=r"step_accepted\[\d+\] \d+: each of its \d+ decoding requests takes"):
+        type(batch).model_validate(bad)
+    bad["step_accepted"] = [0 for _ in bad["step_batch_size"]]  # no token at all: not a decode step
+    with pytest.raises(ValidationError, match=r"step_accepted\[\d+\] 0: each of its"):
+        type(batch).model_validate(bad)
+    bad = batch.model_dump()
+    bad["scenario"]["serving"]["num_requests"] = 100_000  # a scenario that is not the one that ran
+    with pytest.raises(ValidationError, match=r"scenario.serving.num_requests 100000: the record holds 3 requests"):
         type(batch).model_validate(bad)
     from simulator.evidence.validate_serving import realized_acceptance_rate
     rate = realized_acceptance_rate(batch)

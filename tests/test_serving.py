@@ -331,3 +331,25 @@ def test_requests_given_their_own_rates_draw_from_them():
     rec = run_serving(wide, prof)
     gaps = np.bincount(rec.itl_request_idx, minlength=4)
     assert len(set(gaps.tolist())) == 1  # alike draws: all four finish on the same step
+
+
+def test_a_figure_a_record_cannot_give_is_null_in_the_json_not_nan(tmp_path):
+    """A record without ITL gaps (its itl lists empty) has no ITL p50: validate-serving's JSON holds null
+    there (standard JSON, no NaN or Infinity) and its table a dash."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from simulator.cli import build_app
+    src = ROOT / "data" / "live" / "h200_serving" / "8b_graph_serving_c4_s3_a70.json"
+    rec = _json.loads(src.read_text())
+    rec["itl_request_idx"], rec["itl_us"] = [], []
+    bad = tmp_path / "no_itl.json"
+    bad.write_text(_json.dumps(rec))
+    out = tmp_path / "v.json"
+    r = CliRunner().invoke(build_app(), ["validate-serving", str(bad), "--profile", "h200_batch", "--json", str(out)],
+                           env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    row = _json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))["points"][0]
+    assert row["itl_p50_error_frac"] is None and row["measured_itl_p50_ms"] is None
+    assert "inf" not in r.output and "nan" not in r.output.lower()

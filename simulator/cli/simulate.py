@@ -186,8 +186,9 @@ def print_generate(g: dict) -> None:
     s, sp, base = g["serving"], g["speculative"], g["baseline"]
     b = g["batch_size"]
     what = "this prompt" if b == 1 else f"these {b:,} prompts"
-    t = Table(title=escape(f"LLM.generate of {what} ({g['prompt_tokens']:,} tokens, "
-                           f"{g['max_tokens']:,} new each): prefill, decode, the batch draining"),
+    p, n = g["prompt_tokens"], g["max_tokens"]
+    t = Table(title=escape(f"LLM.generate of {what} ({p:,} token{'' if p == 1 else 's'}, {n:,} new"
+                           f"{'' if b == 1 else ' each'}): prefill, decode, the batch draining"),
               title_justify="left", highlight=False)
     t.add_column("metric")
     t.add_column("speculative", justify="right")
@@ -258,8 +259,8 @@ def print_result(r, generate_note: str | None = None) -> None:
                else (generate_note or f"--set serving.arrivals.kind=closed_batch --set serving.num_requests={b} "
                      "simulates that"))
         console.print(f"[yellow]note:[/] the first table is a steady batch: each finished request is replaced at once. "
-                      f"LLM.generate of {b} prompt{'' if b == 1 else 's'} also prefills and, speculating, drains as its "
-                      f"requests finish; {gen}", highlight=False)
+                      f"LLM.generate of {'one prompt' if b == 1 else f'{b:,} prompts'} also prefills and, speculating, "
+                      f"drains as its requests finish; {gen}", highlight=False)
 
 
 def _ms(p: dict | None) -> tuple[str, str]:

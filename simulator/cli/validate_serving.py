@@ -24,7 +24,9 @@ def validate_serving(
     bar_pct: Annotated[float, typer.Option(help="The bar on |tok/s error| and |TPOT p50 error|, percent.")] = 5.0,
     acceptance: Annotated[str, typer.Option(help="scenario: each record's forced rate; measured: the i.i.d. rate "
                                                  "of the accept length the run realized (an engine's runs); "
-                                                 "replay: each request at the rate it realized.")] = "scenario",
+                                                 "replay: each request at the rate it realized. Records of the "
+                                                 "simulator's own scheduler (specdecsim live --serving) draw as the "
+                                                 "DES does: leave them at scenario.")] = "scenario",
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the bar is not met.")] = False,
     force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
@@ -48,6 +50,13 @@ def validate_serving(
         rows = [check_record(src, rec, prof, costs_source, acceptance) for src, rec in recs]
     except (UserInputError, ArithmeticError) as e:
         fail(str(e))
+    if acceptance != "scenario":
+        from simulator.evidence.validate_serving import realized_acceptance_rate
+        left = sum(1 for _, rec in recs if rec.speculative and realized_acceptance_rate(rec) is None)
+        if left:
+            console.print(f"[yellow]note:[/] {left} speculative record{'s' if left > 1 else ''} force no i.i.d. rate or "
+                          f"draw one accept length a step for the whole batch: --acceptance {acceptance} leaves "
+                          f"{'them' if left > 1 else 'it'} at the scenario's acceptance", highlight=False)
     rows.sort(key=lambda r: (r.target, r.concurrency, not r.speculative, r.source))
     if json_out is not None:
         write_json_atomic(json_out, to_json(rows, str(prof_path), bar_pct / 100))
@@ -59,8 +68,8 @@ def validate_serving(
         t.add_row(escape(Path(r.source).stem), str(r.concurrency), str(r.num_requests),
                   "yes" if r.same_schedule else "NO", f"{r.measured_tok_per_s:.0f}", f"{r.predicted_tok_per_s:.0f}",
                   f"{r.tok_per_s_error_frac:+.1%}", f"{r.measured_tpot_p50_ms:.2f}",
-                  f"{r.predicted_tpot_p50_ms:.2f}", f"{r.tpot_p50_error_frac:+.1%}",
-                  f"{r.ttft_p50_error_frac:+.1%}", f"{r.itl_p50_error_frac:+.1%}")
+                  f"{r.predicted_tpot_p50_ms:.2f}", _pct(r.tpot_p50_error_frac),
+                  _pct(r.ttft_p50_error_frac), _pct(r.itl_p50_error_frac))
     Console(width=max(console.width, 150), stderr=console.stderr).print(t)
     met, line = serving_bar(rows, bar_pct / 100)
     console.print(escape(line), highlight=False)
@@ -68,3 +77,9 @@ def validate_serving(
         console.print(f"wrote {output_name(json_out)}", highlight=False)
     if strict and not met:
         raise typer.Exit(1)
+
+
+def _pct(frac: float) -> str:
+    """A signed percentage; '-' where the record cannot give the figure (no ITL gaps, say)."""
+    import math
+    return f"{frac:+.1%}" if math.isfinite(frac) else "-"

@@ -223,9 +223,13 @@ class LiveServingRun(StrictModel):
         if not self.speculative and any(self.step_num_steps):
             raise ValueError("a baseline run has no speculative steps (step_num_steps must be 0)")
         for i, (b, k, a) in enumerate(zip(self.step_batch_size, self.step_num_steps, self.step_accepted)):
-            if a > b * (k + 1):
-                raise ValueError(f"step_accepted[{i}] {a}: above its batch x (num_steps + 1) = {b} x {k + 1}; "
-                                 f"0..{b * (k + 1)}")
+            if not b <= a <= b * (k + 1):
+                raise ValueError(f"step_accepted[{i}] {a}: each of its {b} decoding requests takes 1..num_steps + 1 "
+                                 f"tokens, so {b}..{b * (k + 1)}")
+        want = sc.serving.num_requests
+        if want is not None and want != n:
+            raise ValueError(f"scenario.serving.num_requests {want}: the record holds {n} requests; the scenario "
+                             "that ran them sent as many")
         return self
 
     @property

@@ -93,7 +93,10 @@ def load_serving_records(paths: list[Path]) -> list[tuple[str, LiveServingRun]]:
 
 
 def _err(predicted: float, measured: float) -> float:
-    return predicted / measured - 1 if measured > 0 else float("inf")
+    """predicted / measured - 1; NaN where either is not a positive figure (a record without ITL gaps)."""
+    if not (np.isfinite(predicted) and np.isfinite(measured)) or measured <= 0:
+        return float("nan")
+    return predicted / measured - 1
 
 
 def realized_acceptance_rate(rec: LiveServingRun) -> float | None:
@@ -201,5 +204,7 @@ def serving_bar(rows: list[ServingComparison], bar_frac: float = SERVING_BAR_FRA
 def to_json(rows: list[ServingComparison], profile_ref: str, bar_frac: float = SERVING_BAR_FRAC) -> dict:
     """The comparison as a JSON-ready dict (marked as a serving validation output)."""
     met, line = serving_bar(rows, bar_frac)
+    def finite(row: dict) -> dict:  # a figure a record cannot give (no ITL gaps: its error) is null, not NaN
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
     return {OUTPUT_KEY: SERVING_VALIDATION_OUTPUT, "version": __version__, "profile": profile_ref,
-            "bar_frac": bar_frac, "bar_met": met, "bar": line, "points": [asdict(r) for r in rows]}
+            "bar_frac": bar_frac, "bar_met": met, "bar": line, "points": [finite(asdict(r)) for r in rows]}

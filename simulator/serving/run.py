@@ -69,8 +69,11 @@ def simulate_generate(scenario: Scenario, profile: CalibrationProfile) -> tuple[
     sc = generate_scenario(scenario)
     secs, _, _ = estimate_serving(sc)
     if secs > GENERATE_MAX_SECONDS:
-        return None, (f"LLM.generate of {w.batch_size:,} prompts not simulated (about {secs:,.0f} s of simulation); "
-                      f"--set serving.arrivals.kind=closed_batch --set serving.num_requests={w.batch_size} asks it")
+        what = "one prompt" if w.batch_size == 1 else f"{w.batch_size:,} prompts"
+        return None, (f"LLM.generate of {what} not simulated (about {secs:,.0f} s of simulation); --set "
+                      f"serving.arrivals.kind=closed_batch --set serving.num_requests={w.batch_size} --set "
+                      f"serving.input_len.tokens={w.context_len} --set serving.output_len.tokens={w.max_new_tokens} "
+                      "asks it (with --force)")
     costs = StepCosts(sc, profile)
     one = generate_scenario(scenario, 1)
     out, metrics = {}, {}
