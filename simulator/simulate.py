@@ -83,6 +83,12 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
     rate, lo, hi = throughput_interval(cycles)
     al = batch_means_interval(accept_length_series(cycles), support=(1.0, scenario.spec.num_steps + 1.0))
     baseline = w.batch_size / base_step * US_PER_S
+    notes = sorted(set(cost.notes) | set(scenario.target.config_notes) | set(scenario.draft.config_notes))
+    if rate / baseline > al.mean * (1 + 1e-3):  # a cycle cheaper than one decode step: priced out of range
+        notes.append(f"the speculative cycle ({float(np.mean(cycles.end_us - cycles.start_us)):,.0f} us) is priced "
+                     f"below one baseline decode step ({base_step:,.0f} us), so the speedup exceeds the accept length; "
+                     "no engine verifies num_steps + 1 tokens in less than it decodes one: the costs here are out of "
+                     "the range they were measured in (the notes above say where), not a prediction to act on")
     result = SimulationResult(
         version=__version__, solver="des", seed=scenario.seed, profile=profile_ref or profile.name,
         tok_per_s=rate, tok_per_s_ci95=(lo, hi), tok_per_s_per_request=rate / w.batch_size,
@@ -93,7 +99,7 @@ def simulate(scenario: Scenario, profile: CalibrationProfile, profile_ref: str =
         tpot_ms=tpot(req_start, req_end, w.max_new_tokens), baseline_tpot_ms=base_step / US_PER_MS,
         num_cycles=len(cycles), simulated_us=float(cycles.end_us[-1] - cycles.start_us[0]),
         analytic_tok_per_s=an.tok_per_s, analytic_accept_length=an.mean_accept_length,
-        notes=sorted(set(cost.notes) | set(scenario.target.config_notes) | set(scenario.draft.config_notes)),
+        notes=notes,
         scenario=_priced_scenario(scenario, cost),
         serving=_serving_block(scenario, profile),
         priced_by_engine_profile=cost.native is not None, untabled_op_notes=dict(cost.lookup.untabled_op_notes),

@@ -134,3 +134,15 @@ def test_simulate_prices_llm_generate_of_its_batch(tmp_path):
                             str(out), "--force"])
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["generate"] is None  # its own serving section answers
+
+
+def test_a_cycle_priced_below_one_decode_step_says_it_is_out_of_range():
+    """The vLLM profile's fitted forms, far past the contexts it measured (1k-4k), price a batch-1 cycle at
+    64k below one baseline step: the speedup would exceed the accept length, which no engine does. The
+    result says so in a note; the shipped scenario as it is says nothing of the kind."""
+    base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
+    for sets, flagged in ((["workload.batch_size=1", "workload.context_len=65536"], True), ([], False)):
+        sc = load_scenario(base, sets + ["fidelity.num_cycles=300"])
+        res, _ = simulate(sc, load_profile_for(sc, base_dir=base.parent)[0])
+        assert (res.speedup > res.accept_length.mean) == flagged
+        assert any("below one baseline decode step" in n for n in res.notes) == flagged
