@@ -266,8 +266,9 @@ def shipped_match(scenario, gpu: str | None) -> tuple[str, EngineProfile] | None
     return max(found, key=lambda f: len(f[1].points)) if found else None
 
 
-def _with_prefill(profile: EngineProfile, scenario, notes: set[str]) -> EngineProfile:
-    """The profile with the prefill the serving DES prices (simulator.serving.costs): its own fits, carried
+def with_prefill(profile: EngineProfile, scenario, notes: set[str]) -> EngineProfile:
+    """The profile with the prefill the serving DES prices (simulator.serving.costs.StepCosts.engine_prefill,
+    once a run): its own fits, carried
     to the scenario's GPU where it runs on another (engine_carry.carry_prefill); where it measured none, a
     shipped profile's of the same engine, shapes and draft measured on another GPU, carried the same way
     (the one of the most prefill runs); else none (the op tables price the prefill)."""
@@ -336,8 +337,6 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
     if gpu is not None:  # fitted on every point the profile measured, before a capture-size change leaves some out
         carry = engine_carry_for(profile, gpu)
         notes.update(carry_notes(carry, scenario.serving_engine.kind))
-    if scenario.serving is not None:
-        profile = _with_prefill(profile, scenario, notes)
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
         profile = with_capture_sizes(profile, sizes, k)

@@ -148,8 +148,10 @@ class StepCosts:
         """The engine profile's PrefillFit of this kind of run (with the draft or without; the other
         kind where only it was measured), or None where no engine profile prices the scenario's prefill."""
         if speculative not in self._engine_prefill:
-            native = self.cost_model(1, None, 1).native
-            fits = native.profile.prefill if native is not None else []
+            from simulator.costs.engine_native import with_prefill
+            cost = self.cost_model(1, None, 1)
+            native = cost.native
+            fits = with_prefill(native.profile, self.sc, cost.lookup.notes).prefill if native is not None else []
             same = [f for f in fits if f.speculative == speculative]
             self._engine_prefill[speculative] = (same or fits or [None])[0]
         return self._engine_prefill[speculative]
