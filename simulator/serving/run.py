@@ -39,7 +39,7 @@ def simulate_serving(scenario: Scenario, profile: CalibrationProfile, baseline: 
                                   "speedup": res.output_tok_per_s / base.output_tok_per_s})
 
 
-GENERATE_MAX_SECONDS = 20.0  # simulate's LLM.generate block is left out (a note says so) past this estimate
+GENERATE_MAX_SECONDS = 3.0  # simulate's LLM.generate table is left out (a note gives the command) past this estimate
 
 
 def generate_scenario(scenario: Scenario, max_tokens: int | None = None) -> Scenario:
