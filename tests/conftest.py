@@ -19,6 +19,9 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before any import of torch (see the docstring)
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# simulate's LLM.generate table (simulator.serving.run.simulate_generate) is left out of every test's simulate,
+# its CLI subprocesses (the fuzz) included, except where a test asks for it: it adds 0.1-0.5 s a call
+os.environ.setdefault("SPECDECSIM_GENERATE_MAX_S", "0")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -115,7 +115,8 @@ def test_simulate_prices_llm_generate_of_its_batch(tmp_path):
     from simulator.serving.metrics import users_decode_tok_per_s
     base = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
     out = tmp_path / "r.json"
-    r = runner.invoke(app, ["simulate", str(base), "--set", "fidelity.num_cycles=200", "--json", str(out)])
+    on = {"SPECDECSIM_GENERATE_MAX_S": "3"}
+    r = runner.invoke(app, ["simulate", str(base), "--set", "fidelity.num_cycles=200", "--json", str(out)], env=on)
     assert r.exit_code == 0, r.output
     assert "LLM.generate of these 8 prompts (1,024 tokens, 256 new each)" in " ".join(r.output.split())
     g = json.loads(out.read_text())["generate"]
@@ -126,14 +127,17 @@ def test_simulate_prices_llm_generate_of_its_batch(tmp_path):
                                                                              x["prefill_alone_s"]))
     assert g["serving"]["num_requests"] == 8 and g["speculative"]["generate_s"] < g["baseline"]["generate_s"]
     r = runner.invoke(app, ["simulate", str(base), "--set", "fidelity.num_cycles=200", "--set",
-                            "workload.max_new_tokens=1", "--json", str(out), "--force"])
+                            "workload.max_new_tokens=1", "--json", str(out), "--force"], env=on)
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["generate"] is None and "max_new_tokens is 1" in " ".join(r.output.split())
     r = runner.invoke(app, ["simulate", str(base), "--set", "fidelity.num_cycles=200", "--set",
                             "serving.arrivals.kind=closed_batch", "--set", "serving.num_requests=4", "--json",
-                            str(out), "--force"])
+                            str(out), "--force"], env=on)
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["generate"] is None  # its own serving section answers
+    r = runner.invoke(app, ["simulate", str(base), "--set", "fidelity.num_cycles=200"],
+                      env={"SPECDECSIM_GENERATE_MAX_S": "soon"})
+    assert r.exit_code == 0 and "SPECDECSIM_GENERATE_MAX_S='soon' is not seconds" in " ".join(r.output.split())
 
 
 def test_a_cycle_priced_below_one_decode_step_says_it_is_out_of_range():

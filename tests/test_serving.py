@@ -259,7 +259,7 @@ def test_simulate_names_the_workload_it_predicts(tmp_path):
 
     from simulator.cli import build_app
     scen = str(ROOT / "scenarios" / "vllm_llama8b_h200.yaml")
-    r = CliRunner().invoke(build_app(), ["simulate", scen], env={"COLUMNS": "200"})
+    r = CliRunner().invoke(build_app(), ["simulate", scen], env={"COLUMNS": "200", "SPECDECSIM_GENERATE_MAX_S": "3"})
     assert r.exit_code == 0 and "steady batch 8" in r.output and "LLM.generate of these 8 prompts" in r.output
     r = CliRunner().invoke(build_app(), ["simulate", scen, "--set", "serving.arrivals.kind=closed_batch", "--set",
                                          "serving.num_requests=8"], env={"COLUMNS": "200"})

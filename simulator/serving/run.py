@@ -60,15 +60,26 @@ def simulate_generate(scenario: Scenario, profile: CalibrationProfile) -> tuple[
     (generate_scenario): the closed batch's serving metrics with the no-speculation baseline, its wall
     time, the prefill alone's (the same prompts, one new token), and the decode tok/s users compute from
     the two (users_decode_tok_per_s); None and why where the scenario has a serving section of its own,
-    asks one new token, or would take past GENERATE_MAX_SECONDS to simulate."""
+    asks one new token, or would take past GENERATE_MAX_SECONDS to simulate (the environment's
+    SPECDECSIM_GENERATE_MAX_S in its place where set; 0 leaves the table out)."""
     if scenario.serving is not None:
         return None, None
     w = scenario.workload
     if w.max_new_tokens < 2:
         return None, "LLM.generate of the batch not simulated: workload.max_new_tokens is 1 (the prefill alone)"
+    import os
+    raw = os.environ.get("SPECDECSIM_GENERATE_MAX_S", "")
+    try:
+        limit = float(raw) if raw.strip() else GENERATE_MAX_SECONDS
+    except ValueError:
+        limit = float("nan")
+    if not limit >= 0:
+        return None, f"LLM.generate of the batch not simulated: SPECDECSIM_GENERATE_MAX_S={raw!r} is not seconds >= 0"
+    if limit == 0:
+        return None, "LLM.generate of the batch not simulated (SPECDECSIM_GENERATE_MAX_S=0)"
     sc = generate_scenario(scenario)
     secs, _, _ = estimate_serving(sc)
-    if secs > GENERATE_MAX_SECONDS:
+    if secs > limit:
         what = "one prompt" if w.batch_size == 1 else f"{w.batch_size:,} prompts"
         return None, (f"LLM.generate of {what} not simulated (about {secs:,.0f} s of simulation); --set "
                       f"serving.arrivals.kind=closed_batch --set serving.num_requests={w.batch_size} --set "
