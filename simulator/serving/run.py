@@ -35,6 +35,11 @@ def simulate_serving(scenario: Scenario, profile: CalibrationProfile, baseline: 
         return res
     base = serving_metrics(run_serving(scenario, profile, False, costs), cfg.warmup_s, cfg.slo.ttft_ms,
                            cfg.slo.tpot_ms)
+    return _beside_baseline(res, base)
+
+
+def _beside_baseline(res: ServingResult, base: ServingResult) -> ServingResult:
+    """The speculative run's metrics with the no-speculation run's tok/s, TPOT and the speedup beside them."""
     return res.model_copy(update={"baseline_output_tok_per_s": base.output_tok_per_s, "baseline_tpot_ms": base.tpot_ms,
                                   "speedup": res.output_tok_per_s / base.output_tok_per_s})
 
@@ -95,14 +100,11 @@ def simulate_generate(scenario: Scenario, profile: CalibrationProfile) -> tuple[
         gen_s, alone_s = float(gen.finish_us.max()) / US_PER_S, float(alone.finish_us.max()) / US_PER_S
         out[key] = {"generate_s": gen_s, "prefill_alone_s": alone_s,
                     "decode_tok_per_s": users_decode_tok_per_s(w.batch_size, w.max_new_tokens, gen_s, alone_s)}
-    res, base = metrics["speculative"], metrics["baseline"]
-    res = res.model_copy(update={"baseline_output_tok_per_s": base.output_tok_per_s, "baseline_tpot_ms": base.tpot_ms,
-                                 "speedup": res.output_tok_per_s / base.output_tok_per_s})
+    res = _beside_baseline(metrics["speculative"], metrics["baseline"])
     fit = costs.engine_prefill(True)
     said = sorted(n for n in costs.cost_model(1, None, 1).lookup.notes if "the prefill from" in n)
     prefill = (said[0].split("the prefill from ", 1)[1] if said else "the engine profile's own runs of the prefill alone"
                ) if fit is not None else "the op tables of the project's own loop (no engine profile measured a prefill)"
-
     return {"batch_size": w.batch_size, "prompt_tokens": w.context_len, "max_tokens": w.max_new_tokens,
             **out, "prefill_priced_from": prefill, "serving": res.model_dump(mode="json")}, None
 
