@@ -27,9 +27,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import simulator.evidence.cases  # noqa: E402
+from tests import cli_cache  # noqa: E402
 from simulator.config import Scenario  # noqa: E402
 from simulator.profile import (CalibrationProfile, HardwareInfo, HostOverheads, Provenance,  # noqa: E402
                                RooflineParams)
+
+cli_cache.install()  # CliRunner builds specdecsim's command tree once per test process, not per invoke
 
 ASSUMED = Provenance(kind="assumed", source="test fixture")
 

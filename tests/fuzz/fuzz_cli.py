@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     import simulator.studies.plots  # noqa: F401
     import simulator.simulate  # noqa: F401
     import simulator.evidence.validate  # noqa: F401
+    from tests import cli_cache
+    cli_cache.install()
+    cli_cache._cached_get_command(simulator.cli.app)  # the command tree built once here; the children inherit it
 
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="specdecsim-fuzz-"))

@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from tests import cli_cache
 from tests.fuzz.cases import (RECORD, WRONG_TYPES, base_profile, base_scenario, Case, dump_json, dump_yaml,
                               Special)
 
@@ -277,6 +278,7 @@ def run_in_process(argv: list[str], folder: Path) -> tuple[int, str, str | None]
     from typer.testing import CliRunner
 
     from simulator.cli import app
+    cli_cache.install()  # the command tree built once (in the fuzz's parent, before it forks)
     old = os.getcwd()
     os.chdir(folder)
     try:
