@@ -42,6 +42,35 @@ def test_a_closed_batch_of_deterministic_steps_takes_the_closed_form_time():
     assert s["median_tpot_ms"] == pytest.approx((rec["elapsed_us"] - prefill) / (n - 1) / 1e3)
 
 
+class _LastOutputClock(FakeBackend):
+    """SGLang's clock: clock_us is the last step's output time; the engine then sits idle before a run."""
+
+    def __init__(self, *a, idle_us: float = 0.0, **kw):
+        super().__init__(*a, **kw)
+        self.last_out_us, self.idle_us = 0.0, idle_us
+
+    def clock_us(self) -> float:
+        return self.last_out_us
+
+    def step(self):
+        out = super().step()
+        self.last_out_us = self.now_us
+        return out
+
+
+def test_a_run_starts_its_clock_when_it_submits_not_at_the_last_output_before():
+    """An engine whose clock_us is its last output's time (SGLang) and that sat idle 0.5 s after its
+    previous run: the next run's TTFT and wall time are the same as on a fresh engine (before the fix,
+    the idle 0.5 s counted into both)."""
+    fresh = run_requests(_LastOutputClock(2, jitter_cv=0.0, costs=FakeCosts()), _plan(), 0)
+    be = _LastOutputClock(2, jitter_cv=0.0, costs=FakeCosts())
+    run_requests(be, _plan(), 0)
+    be.now_us += 500_000.0  # idle between runs: the engine's clock moves, no output comes
+    rec = run_requests(be, _plan(), 1)
+    assert rec["elapsed_us"] == pytest.approx(fresh["elapsed_us"])
+    assert rec["requests"][0]["ttft_us"] == pytest.approx(fresh["requests"][0]["ttft_us"])
+
+
 def test_a_closed_batch_drains_speculative_requests_to_exactly_max_tokens():
     be = FakeBackend(3, jitter_cv=0.0)
     rec = run_requests(be, _plan(acceptance_rate=0.9, max_tokens=50), 0)

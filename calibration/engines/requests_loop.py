@@ -61,7 +61,7 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
     backend.set_acceptance(plan.acceptance_rate if k else None)
     backend.start_window(False)
     _scheduled(backend)  # the calls of what ran before (a steady window's steps) are not this run's
-    t0 = backend.clock_us()
+    t0 = backend.start_clock_us()  # now: SGLang's clock_us is its last output's time, before this run
     ids = backend.add_requests(prompts[:concurrent], n_tok)
     added = len(ids)
     req = {r: dict(start_us=0.0, times=[], tokens=0) for r in ids}

@@ -255,6 +255,11 @@ class EngineBackend(Protocol):
 
     def clock_us(self) -> float: ...
 
+    def start_clock_us(self) -> float:
+        """The time now on `clock_us`'s clock (where clock_us is the last step's output time, as SGLang's
+        is, a request-level run starts its clock here: the time it submits, not the last output before)."""
+        ...
+
     def set_acceptance(self, acceptance_rate: float | None) -> None:
         """Per-position (conditional) acceptance for the following steps; None for a baseline."""
 

@@ -129,6 +129,9 @@ class FakeBackend:
     def clock_us(self) -> float:
         return self.now_us
 
+    def start_clock_us(self) -> float:
+        return self.now_us
+
     def set_acceptance(self, acceptance_rate: float | None) -> None:
         self.rate = float(acceptance_rate or 0.0)
 

@@ -147,6 +147,7 @@ class SglangBackend(RecordingWindow):
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._probe_out: queue.SimpleQueue = queue.SimpleQueue()
         self._error: BaseException | None = None
+        self._error_where = ""
         self._describe()
         self._install_hooks()
         self._install_group_io() if self.group else self._install_io()
@@ -326,7 +327,10 @@ class SglangBackend(RecordingWindow):
             self._torch.cuda.set_device(self.rank)
             self.sched.run_event_loop()
         except BaseException as e:  # noqa: BLE001 - handed to the caller's next step
+            import traceback
             self._error = e
+            frames = traceback.extract_tb(e.__traceback__)[-4:]  # where in SGLang: kept in the point's error line
+            self._error_where = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames))
         finally:
             self._outbox.put(None)
 
@@ -368,6 +372,12 @@ class SglangBackend(RecordingWindow):
         """The time the last step's output left the scheduler (its thread's clock), us."""
         return self._clock_s * US_PER_S
 
+    def start_clock_us(self) -> float:
+        """The time now on clock_us's clock (perf_counter): a request-level run's start. Before 2026-12-07
+        the runs started at clock_us, the last output before them, and so counted the idle time since
+        (about 0.5 s after a run: abort's wait) into their wall time and first requests' TTFT."""
+        return time.perf_counter() * US_PER_S
+
     def set_acceptance(self, acceptance_rate: float | None) -> None:
         if not self.num_steps or acceptance_rate is None:
             return
@@ -399,7 +409,8 @@ class SglangBackend(RecordingWindow):
         msg = self._outbox.get(timeout=timeout_s)
         if msg is None:
             self._outbox.put(None)
-            raise RuntimeError(f"SGLang's scheduler stopped: {self._error!r}")
+            raise RuntimeError(f"SGLang's scheduler stopped: {self._error!r}"
+                               + (f" at {self._error_where}" if self._error_where else ""))
         return msg
 
     def step(self) -> dict[str, int]:

@@ -326,6 +326,9 @@ class VllmBackend(RecordingWindow):
     def clock_us(self) -> float:
         return time.perf_counter() * US_PER_S
 
+    def start_clock_us(self) -> float:
+        return time.perf_counter() * US_PER_S
+
     def set_acceptance(self, acceptance_rate: float | None) -> None:
         if not self.num_steps or acceptance_rate is None:
             return
