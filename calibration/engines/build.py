@@ -281,14 +281,19 @@ def _prefill(paths: list[Path], labels: set[str], engines: list[dict]) -> tuple[
     profile's calibration processes (`labels`) measured (simulator.evidence.prefill_fit)."""
     from simulator.evidence.prefill_fit import PrefillRun, fit_prefill
     budget = {e["label"]: int(e["info"].get("max_num_batched_tokens") or 0) for e in engines}
-    alone = [(ln["label"], pt) for ln in engine_lines(paths, "calibrate", requests=True)[1] if ln["label"] in labels
-             and (pt := ln["point"])["workload"] == "closed_batch" and pt["max_tokens"] == 1]
+    from calibration.engines.requests_loop import wall_times_valid
+    every = [ln for ln in engine_lines(paths, "calibrate", requests=True)[1] if ln["label"] in labels
+             and ln["point"]["workload"] == "closed_batch" and ln["point"]["max_tokens"] == 1]
+    alone = [(ln["label"], ln["point"]) for ln in every if wall_times_valid(ln)]
     unread = sorted({label for label, _ in alone if not budget.get(label)})
     runs = [PrefillRun(bool(pt["num_steps"]), pt["batch_size"], pt["prompt_len"], budget[label], rep["elapsed_us"])
             for label, pt in alone if budget.get(label) for rep in pt["repeats"]]
     where = ", ".join(map(str, paths))
     lines = [f"prefill: the runs of the prefill alone of {', '.join(unread)} not fitted: their engine line holds no "
              "info.max_num_batched_tokens (the chunk they ran at)"] if unread else []
+    if stale := sorted({ln["label"] for ln in every if not wall_times_valid(ln)}):
+        lines.append(f"prefill: the runs of the prefill alone of {', '.join(stale)} not fitted: SGLang runs timed from "
+                     "the last output before them (before start_clock_us), their wall times hold the idle time too")
     if not runs:
         return "; ".join(lines) or None, []
     try:

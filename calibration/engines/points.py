@@ -162,6 +162,8 @@ class RequestPointBody(StrictModel):
     num_requests: int | None = Field(None, ge=1, le=10**7)
     plan: dict = Field(default_factory=dict)
     repeats: list[RequestRun] = Field(min_length=1, max_length=1000)
+    clock: Literal["submit"] | None = Field(None, description="'submit': each run timed from its submission "
+                                            "(requests_loop.wall_times_valid); absent in SGLang runs before it")
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -119,7 +119,18 @@ def measure_requests(backend: EngineBackend, plan: PointPlan, vocab_size: int | 
     return dict(key=plan.key, workload=plan.workload, num_steps=k, batch_size=plan.batch_size,
                 prompt_len=plan.prompt_len, acceptance_rate=plan.acceptance_rate if k else None,
                 max_tokens=plan.max_tokens, concurrency=plan.concurrency, num_requests=plan.num_requests,
-                plan=asdict(plan), repeats=repeats)
+                plan=asdict(plan), repeats=repeats, clock=CLOCK_FROM_SUBMIT)
+
+
+CLOCK_FROM_SUBMIT = "submit"  # a point's runs timed from their submission (backend.start_clock_us)
+
+
+def wall_times_valid(line: dict) -> bool:
+    """Whether a request-level point line's wall times (elapsed, TTFT, end-to-end latency) hold: SGLang's
+    runs before `start_clock_us` (no `clock` field) counted the idle time before each run into them; the
+    times between a run's own outputs (TPOT, ITL) hold either way. vLLM's and the fake engine's clock was
+    always the time now."""
+    return line.get("engine") != "sglang" or line["point"].get("clock") == CLOCK_FROM_SUBMIT
 
 
 def summarize_run(rec: dict) -> dict:
