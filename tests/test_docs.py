@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED_SCRIPT, SEED_DOC = "docs/cases/make_seed_hypotheses.py", "docs/cases/seed-hypotheses.md"
 
 
-def run_script(script: str, monkeypatch, capsys) -> str:
-    """stdout of `python script` from the repository root, run in this process."""
+def run_script(script: str, monkeypatch, capsys, args: tuple[str, ...] = ()) -> str:
+    """stdout of `python script ARGS` from the repository root, run in this process."""
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(sys, "argv", [str(ROOT / script)])
+    monkeypatch.setattr(sys, "argv", [str(ROOT / script), *args])
     monkeypatch.setattr(sys, "path", list(sys.path))  # the scripts put the root on sys.path
     capsys.readouterr()
     runpy.run_path(str(ROOT / script), run_name="__main__")
@@ -64,6 +64,18 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_moe_law_check.py", "docs/engines.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)
+
+
+@pytest.mark.parametrize("args", [
+    ("data/engine_runs/h100_sglang_0.5.15/e2e_2026-12-07.jsonl.gz", "--scenario", "scenarios/sglang_llama8b_h200.yaml",
+     "--gpu", "h100-sxm"),
+    ("--steady-of", "sglang-0.5.15-h100-qwen3-8b-eagle3", "--profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
+     "--gpu", "h100-sxm", "--scenario", "scenarios/sglang_qwen3_8b_h100.yaml")], ids=["sglang-h200-to-h100", "llama-to-qwen3"])
+def test_the_sglang_carry_and_the_shape_carry_tables_are_in_the_transfer_doc(args, monkeypatch, capsys):
+    """docs/engines/transfer.md's SGLang carry (H200 profile on the H100's runs) and shape carry (Llama-3.1-8B's
+    profile on Qwen3-8B's windows): every table line the bench prints with the doc's arguments."""
+    out = run_script("benchmarks/bench_engine_carry.py", monkeypatch, capsys, args)
+    assert_table_lines_in_doc(out, "benchmarks/bench_engine_carry.py " + " ".join(args), "docs/engines/transfer.md")
 
 
 def test_seed_hypothesis_a1_rows_are_in_the_doc(monkeypatch):

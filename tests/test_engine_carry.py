@@ -188,3 +188,59 @@ def test_a_serving_scenario_whose_profile_measured_no_prefill_takes_a_shipped_on
                for n in notes)
     steady = load_scenario(base)
     assert not CostModel(steady, load_profile_for(steady, base_dir=base.parent)[0]).native.profile.prefill
+
+
+# ---- another model of the same family of layers (issue 46) --------------------------------------------
+def _qwen3_8b_shapes():
+    from simulator.model_shape import ModelShape
+    sc = load_scenario(ROOT / "scenarios" / "sglang_qwen3_8b_h100.yaml")
+    assert isinstance(sc.target, ModelShape) and sc.target.num_hidden_layers == 36
+    return sc.target, sc.draft
+
+
+def test_a_profile_carried_to_another_shape_prices_its_ops_at_the_same_factors_and_its_launches_by_layers():
+    """Parts of 400 us fixed + 1.2x bytes time + 1.6x flops time per op, carried on the same GPU to Qwen3-8B's
+    shape (36 layers against 32, another MLP and vocabulary): the target forward is 400 x 36/32 + the same
+    factors over Qwen3-8B's ops; a one-layer draft's fixed share is kept; carried to its own shape, nothing moves."""
+    prof = _synthetic(lambda part, t: 400.0 + t.roofline_us(1.2, 1.6), max_batch=64)
+    target, draft = _qwen3_8b_shapes()
+    carry = EngineCarry(prof, H200, H200, target, draft)
+    assert carry.shape_carried and carry.fixed_scale("target_forward") == pytest.approx(36 / 32)
+    assert carry.fixed_scale("draft_extend") == 1.0 and carry.fixed_scale("sample") == 1.0
+    nat = NativeCosts(prof, carry=carry)
+    checked = 0
+    for p in prof.points:
+        b, k, c = p.batch_size, p.num_steps, p.context_len
+        if p.prompt_len != 1024 or b not in (1, 8, 64) or k not in (0, 3):
+            continue
+        tokens = p.target_tokens_padded or prof.padded_tokens(b * (k + 1), b)
+        expect = 400.0 * 36 / 32 + carry.bounds("target_forward", b, k, c, tokens, H200, other=True).roofline_us(1.2, 1.6)
+        assert nat.target_forward_us(b, k, c) == pytest.approx(expect, rel=1e-4)
+        checked += 1
+    assert checked == 6
+    same = EngineCarry(prof, H200, H200, carry.target.model_copy(update={"name": "x"}), carry.draft)
+    assert not same.shape_carried and same.ratio("target_forward", 8, 3, 1100.0, 32) == pytest.approx(1.0)
+
+
+def test_a_scenario_of_another_dense_shape_is_priced_from_the_profile_carried_to_it_and_says_so():
+    """Qwen3-8B named with the H100 SGLang profile of Llama-3.1-8B: the profile prices it, carried (not the op
+    tables), a note names both shapes; its prefill runs are not taken for another shape."""
+    sc = load_scenario(ROOT / "scenarios" / "sglang_qwen3_8b_h100.yaml")
+    cost = CostModel(sc, load_profile(resolve_profile_path(sc.profile)))
+    assert cost.native is not None and cost.native.carry is not None and cost.native.carry.shape_carried
+    notes = " ".join(cost.notes)
+    assert "measured on another shape (32 layers" in notes and "carried to qwen3-8b (36 layers" in notes
+    assert "not used" not in notes and "carried to h100" not in notes  # the profile's own GPU: no GPU carry
+
+
+def test_a_profile_is_not_carried_to_another_family_of_layers():
+    """A dense profile named for the MoE Qwen3-30B-A3B: not used (another family of layers), the note says why."""
+    notes: set[str] = set()
+    sc = load_scenario(ROOT / "scenarios" / "sglang_qwen3_8b_h100.yaml",
+                       ["target.config_path=qwen3-30b-a3b", "draft.config_path=eagle3-qwen3-30b-a3b",
+                        "target.name=qwen3-30b-a3b", "draft.name=eagle3-qwen3-30b-a3b"])
+    prof = EngineProfile.model_validate(json.loads(
+        (ROOT / "data" / "engine_profiles" / "sglang-0.5.15-h100-llama-3.1-8b-eagle3.json").read_text()))
+    nat = native_costs(sc, prof, notes)
+    text = " ".join(notes)
+    assert (nat is None or nat.profile.name != prof.name) and "another family of layers" in text and "MoE GQA" in text

@@ -135,7 +135,7 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
 
 CHAIN = (1, None, True)  # (topk, num_draft_tokens, overlap): a chain with the engine's overlap / async scheduling
 _LABEL = re.compile(r"^(?:calibrate|live)_s(\d+)(?:_t(\d+))?(?:_n(\d+))?(_nooverlap)?(?:_tp\d+)?(?:_d\d+)?"
-                    r"(?:_mla_[a-z]+)?(?:_w\d+)?(?:_r\d+)?$")
+                    r"(?:_mla_[a-z]+)?(?:_w\d+)?(?:_r\d+)?(?:_(?:qwen|llama|deepseek)[a-z0-9_]*)?$")
 
 
 def label_variant(label: str) -> tuple[int, int | None, bool] | None:
@@ -143,7 +143,8 @@ def label_variant(label: str) -> tuple[int, int | None, bool] | None:
     `_t{topk}`, `_n{num_draft_tokens}`, `_nooverlap` that `specdecsim calibrate engine` adds; `_mla_{name}`
     a process whose MLA layers ran a backend asked for (queue vllm-h200-mla-paths, each in a points file of
     its own); `_w{steps}` a process of the same configuration timed in windows of that many steps; `_r{i}`
-    marks a repeated process of the same configuration); None for a label of another kind."""
+    marks a repeated process of the same configuration; a model's name last, e.g. `_qwen3_8b`, a process of
+    another model than the queue's first, in a points file of its own); None for a label of another kind."""
     m = _LABEL.match(label)
     if not m:
         return None

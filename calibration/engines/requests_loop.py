@@ -126,11 +126,13 @@ CLOCK_FROM_SUBMIT = "submit"  # a point's runs timed from their submission (back
 
 
 def wall_times_valid(line: dict) -> bool:
-    """Whether a request-level point line's wall times (elapsed, TTFT, end-to-end latency) hold: SGLang's
-    runs before `start_clock_us` (no `clock` field) counted the idle time before each run into them; the
-    times between a run's own outputs (TPOT, ITL) hold either way. vLLM's and the fake engine's clock was
-    always the time now."""
-    return line.get("engine") != "sglang" or line["point"].get("clock") == CLOCK_FROM_SUBMIT
+    """Whether a request-level point line's wall times (elapsed, TTFT, end-to-end latency) hold: the runs of
+    an engine whose clock_us is its last output's time (EngineSpec.clock_was_last_output: SGLang) before
+    `start_clock_us` (no `clock` field) counted the idle time before each run into them; the times between a
+    run's own outputs (TPOT, ITL) hold either way."""
+    from calibration.engines.backends import ENGINES
+    spec = ENGINES.get(line.get("engine", ""))
+    return spec is None or not spec.clock_was_last_output or line["point"].get("clock") == CLOCK_FROM_SUBMIT
 
 
 def summarize_run(rec: dict) -> dict:

@@ -158,12 +158,20 @@ def fit_split(part: str, measured_us: np.ndarray, times: list[OpTimes]) -> PartS
 
 
 class EngineCarry:
-    """A profile's parts carried from its GPU's datasheet `src` to `dst` (module docstring)."""
+    """A profile's parts carried from its GPU's datasheet `src` to `dst` (module docstring), and from the
+    target and draft it measured to `target` / `draft` of the same family of layers where given (another
+    shape: `shape_carried`): the other shape's ops priced at the same factors, the target forward's
+    fixed share (launches and gaps, per layer) scaled by its layer count."""
 
-    def __init__(self, profile: EngineProfile, src: GpuRates, dst: GpuRates):
+    def __init__(self, profile: EngineProfile, src: GpuRates, dst: GpuRates, target: ModelShape | None = None,
+                 draft: ModelShape | None = None):
         self.profile, self.src, self.dst = profile, src, dst
         self.target = ModelShape.model_validate({"name": "target", **profile.target})
         self.draft = ModelShape.model_validate({"name": "draft", **profile.draft}) if profile.draft else None
+        self.dst_target = target if target is not None else self.target
+        self.dst_draft = draft if draft is not None and self.draft is not None else self.draft
+        self.shape_carried = (self.dst_target.shape_values() != self.target.shape_values()
+                              or (self.draft is not None and self.dst_draft.shape_values() != self.draft.shape_values()))
         self._ops = lru_cache(maxsize=4096)(self._part_ops)
         self.splits: dict[str, PartSplit] = {}
         for part in CARRIED_PARTS:
@@ -180,41 +188,58 @@ class EngineCarry:
             return 1
         return p.num_draft_tokens if p.topk > 1 and p.num_draft_tokens else num_steps + 1
 
-    def _part_ops(self, part: str, batch_size: int, num_steps: int, context: int) -> tuple[tuple[Op, int], ...]:
-        """The part's ops, each once with its count (a dense model's layers are one op list repeated)."""
+    def _part_ops(self, part: str, batch_size: int, num_steps: int, context: int,
+                  other: bool = False) -> tuple[tuple[Op, int], ...]:
+        """The part's ops (of the measured shapes, or with `other` of the carried-to ones), each once with
+        its count (a dense model's layers are one op list repeated)."""
         p, b, k, c = self.profile, batch_size, num_steps, context
+        target, draft = (self.dst_target, self.dst_draft) if other else (self.target, self.draft)
         if part in ("target_forward", "sample"):
             q = self.verify_tokens(k)
-            aux = self.draft.num_fc_input_hidden_states if k and self.draft is not None and p.method == "eagle3" else 0
-            ops = FO.engine_ops(FO.target_forward_ops(self.target, p.tp_size, b, q, c, num_aux_hidden_states=aux))
+            aux = draft.num_fc_input_hidden_states if k and draft is not None and p.method == "eagle3" else 0
+            ops = FO.engine_ops(FO.target_forward_ops(target, p.tp_size, b, q, c, num_aux_hidden_states=aux))
             head = next(i for i, op in enumerate(ops) if op.name == "lm_head")
             return tuple(Counter(ops[:head] if part == "target_forward" else ops[head:]).items())
         dtp = p.draft_tp_size or p.tp_size
         n = k + 1 if part == "draft_extend" else p.topk
-        ops = FO.engine_ops(FO.draft_forward_ops(self.draft, dtp, b, n, c, part == "draft_extend", p.method))
+        ops = FO.engine_ops(FO.draft_forward_ops(draft, dtp, b, n, c, part == "draft_extend", p.method))
         return tuple(Counter(ops).items())
 
     def bounds(self, part: str, batch_size: int, num_steps: int, context: float, tokens: int,
-               rates: GpuRates) -> OpTimes:
-        """The part's op times on `rates` at this batch, num_steps, context and padded tokens.
-        A dense model's ops are built once per part and num_steps and evaluated at the point's axes
-        (their bytes and flops are affine in them, simulator.costs.ops.Op); a MoE model's, whose
-        experts touched depend on the tokens, at each point."""
+               rates: GpuRates, other: bool = False) -> OpTimes:
+        """The part's op times on `rates` at this batch, num_steps, context and padded tokens (with `other`:
+        of the carried-to shapes). A dense model's ops are built once per part and num_steps and evaluated
+        at the point's axes (their bytes and flops are affine in them, simulator.costs.ops.Op); a MoE
+        model's, whose experts touched depend on the tokens, at each point."""
         c = int(round(context))
-        if any(m is not None and m.n_routed_experts for m in (self.target, self.draft)):
-            pairs = self._ops(part, batch_size, num_steps, c)
+        shapes = (self.dst_target, self.dst_draft) if other else (self.target, self.draft)
+        if any(m is not None and m.n_routed_experts for m in shapes):
+            pairs = self._ops(part, batch_size, num_steps, c, other)
         else:
-            pairs = self._ops(part, 1, num_steps, 1)
+            pairs = self._ops(part, 1, num_steps, 1, other)
         ops, counts = [op for op, _ in pairs], [n for _, n in pairs]
         return op_times(ops, rates, tokens, {"batch_size": batch_size, "context_len": c}, counts)
 
+    def fixed_scale(self, part: str) -> float:
+        """The fixed share's scale on the carried-to shapes: the target forward's launches and gaps are per
+        layer (its layer count's ratio); the sampler's and a one-layer draft's are kept."""
+        if part == "target_forward":
+            return self.dst_target.num_hidden_layers / self.target.num_hidden_layers
+        if part.startswith("draft") and self.draft is not None:
+            return self.dst_draft.num_hidden_layers / self.draft.num_hidden_layers
+        return 1.0
+
     def ratio(self, part: str, batch_size: int, num_steps: int, context: float, tokens: int) -> float:
-        """The part's time on `dst` over its time on `src` at this point (1 where the part is not split)."""
+        """The part's time on `dst` (and the carried-to shapes) over its time on `src` at this point (1 where
+        the part is not split)."""
         s = self.splits.get(part)
         if s is None:
             return 1.0
         src = s.us(self.bounds(part, batch_size, num_steps, context, tokens, self.src))
-        return s.us(self.bounds(part, batch_size, num_steps, context, tokens, self.dst)) / src if src > 0 else 1.0
+        times = self.bounds(part, batch_size, num_steps, context, tokens, self.dst, other=self.shape_carried)
+        dst = s.fixed_us * self.fixed_scale(part) + times.roofline_us(s.bandwidth_factor, s.flops_factor) \
+            if self.shape_carried else s.us(times)
+        return dst / src if src > 0 else 1.0
 
 
 def part_rows(profile: EngineProfile, part: str) -> list[tuple[float, int, int, float, int]]:
@@ -262,19 +287,31 @@ def carry_prefill(fits: list, src: GpuRates, dst: GpuRates) -> list:
             for fit in fits]
 
 
-def engine_carry_for(profile: EngineProfile, gpu: str) -> EngineCarry:
-    """The profile (measured on its `catalog_gpu`) carried to the catalog GPU `gpu`, fitted once per
-    profile content and GPU pair."""
+def engine_carry_for(profile: EngineProfile, gpu: str, target: ModelShape | None = None,
+                     draft: ModelShape | None = None) -> EngineCarry:
+    """The profile (measured on its `catalog_gpu`) carried to the catalog GPU `gpu` (its own for a shape
+    carry alone) and, where given, to another target / draft shape; fitted once per profile content, GPU
+    pair and shapes."""
     import hashlib
 
     from simulator.hardware import default_catalog, gpu_rates
     catalog = default_catalog()
-    key = (hashlib.sha256(profile.model_dump_json().encode()).hexdigest(), profile.catalog_gpu, gpu)
+    shapes = tuple(repr(sorted(m.shape_values().items())) if m is not None else None for m in (target, draft))
+    key = (hashlib.sha256(profile.model_dump_json().encode()).hexdigest(), profile.catalog_gpu, gpu, shapes)
     if key not in _CARRIES:
         if len(_CARRIES) >= MAX_CARRIES:
             _CARRIES.pop(next(iter(_CARRIES)))
-        _CARRIES[key] = EngineCarry(profile, gpu_rates(catalog.gpu(profile.catalog_gpu)), gpu_rates(catalog.gpu(gpu)))
+        _CARRIES[key] = EngineCarry(profile, gpu_rates(catalog.gpu(profile.catalog_gpu)), gpu_rates(catalog.gpu(gpu)),
+                                    target, draft)
     return _CARRIES[key]
+
+
+def _shape_text(m: ModelShape | None) -> str:
+    if m is None:
+        return "none"
+    moe = f", {m.n_routed_experts} experts top-{m.num_experts_per_tok}" if m.is_moe else ""
+    return (f"{m.num_hidden_layers} layers, hidden {m.hidden_size}, {m.num_attention_heads}/{m.kv_heads} heads, MLP "
+            f"{m.intermediate_size}{moe}, vocab {m.lm_head_vocab_size}")
 
 
 ATTENTION_KERNELS = {  # vLLM's FLASH_ATTN backend (get_flash_attn_version): FA3 where the capability's major is 9
@@ -302,7 +339,16 @@ def carry_notes(carry: EngineCarry, engine: str) -> list[str]:
     catalog = default_catalog()
     src, dst = carry.src, carry.dst
     parts = "; ".join(s.text() for s in carry.splits.values())
-    return [f"{engine}: engine profile {carry.profile.name} measured on {src.gpu}, carried to {dst.gpu} "
+    shapes = [] if not carry.shape_carried else [
+        f"{engine}: engine profile {carry.profile.name} measured on another shape ({_shape_text(carry.target)}; "
+        f"draft {_shape_text(carry.draft)}), carried to {carry.dst_target.name} ({_shape_text(carry.dst_target)}; "
+        f"draft {_shape_text(carry.dst_draft)}): each part's ops of the other shape priced at the measured "
+        "shares of the datasheet, the target forward's fixed share (launches and gaps) by its layer count "
+        f"(x{carry.fixed_scale('target_forward'):.3g}); the draft's small kernels, the step's bookkeeping and the "
+        "host's work as measured"]
+    if src.gpu == dst.gpu:
+        return shapes
+    return shapes + [f"{engine}: engine profile {carry.profile.name} measured on {src.gpu}, carried to {dst.gpu} "
             f"(simulator/costs/engine_carry.py): each GPU part split from its points into a fixed share, a "
             f"bandwidth-bound and a FLOP-bound one ({parts}); bandwidth {src.memory_bandwidth_gb_per_s:g} -> "
             f"{dst.memory_bandwidth_gb_per_s:g} GB/s, bf16 {src.bf16_dense_tflops:g} -> {dst.bf16_dense_tflops:g} "

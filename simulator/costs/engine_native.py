@@ -190,14 +190,45 @@ def _same_shape(measured: dict | None, shape) -> bool:
     return ModelShape.model_validate({**measured, "name": shape.name}).shape_values() == shape.shape_values()
 
 
-def profile_mismatch(profile: EngineProfile, scenario) -> str | None:
-    """Why the profile cannot price this scenario as measured (None: it can)."""
+def layer_family(shape) -> str:
+    """The family of layers a shape's forward is built of: what a profile of one shape may price another
+    of (simulator.costs.engine_carry): dense or MoE MLPs, GQA or MLA attention."""
+    return f"{'MoE' if shape.is_moe else 'dense'} {'MLA' if shape.is_mla else 'GQA'}"
+
+
+def shape_carry_mismatch(profile: EngineProfile, scenario) -> str | None:
+    """Why the profile's target and draft cannot be carried to the scenario's (another family of layers,
+    a draft on one side only, a profile of no catalog GPU), or None: they can (or are the same)."""
+    from simulator.model_shape import ModelShape
+    if _same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft):
+        return None
+    if not profile.catalog_gpu:
+        return "its target or draft is another shape, and it names no catalog GPU to carry them on"
+    measured = ModelShape.model_validate({**profile.target, "name": "measured"})
+    if layer_family(measured) != layer_family(scenario.target):
+        return (f"its target ({layer_family(measured)}) is of another family of layers than {scenario.target.name} "
+                f"({layer_family(scenario.target)})")
+    if (profile.draft is None) != (scenario.draft is None):
+        return f"its draft is another shape than {scenario.draft.name if scenario.draft else 'none'}"
+    if profile.draft is not None and layer_family(ModelShape.model_validate({**profile.draft, "name": "d"})) \
+            != layer_family(scenario.draft):
+        return f"its draft is of another family of layers than {scenario.draft.name}"
+    return None
+
+
+def profile_mismatch(profile: EngineProfile, scenario, carry_shapes: bool = False) -> str | None:
+    """Why the profile cannot price this scenario as measured (None: it can). With `carry_shapes`, a target
+    and draft of other shapes of the same family of layers are no reason (shape_carry_mismatch): the
+    profile is carried to them (simulator.costs.engine_carry)."""
     eng = scenario.serving_engine
     if profile.engine not in (eng.kind, "fake"):
         return f"it was measured on {profile.engine}, the scenario's engine is {eng.kind}"
-    if not _same_shape(profile.target, scenario.target):
+    if carry_shapes:
+        if why := shape_carry_mismatch(profile, scenario):
+            return why
+    elif not _same_shape(profile.target, scenario.target):
         return f"its target is another shape than {scenario.target.name}"
-    if not _same_shape(profile.draft, scenario.draft):
+    elif not _same_shape(profile.draft, scenario.draft):
         return f"its draft is another shape than {scenario.draft.name}"
     if scenario.tp_size != profile.tp_size:
         return f"it was measured at tp {profile.tp_size}, the scenario runs tp {scenario.tp_size}"
@@ -278,6 +309,11 @@ def with_prefill(profile: EngineProfile, scenario, notes: set[str]) -> EnginePro
     from simulator.profile import data_dir
 
     kind, dst = scenario.serving_engine.kind, scenario_gpu(scenario) or profile.catalog_gpu
+    if not (_same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft)):
+        if profile.prefill:  # a shape carry prices the decode steps; the prefill runs are not carried to a shape
+            notes.add(f"{kind}: the prefill from the op tables: engine profile {profile.name}'s runs of the prefill "
+                      f"alone are of another shape than {scenario.target.name}")
+        return profile.model_copy(update={"prefill": []})
     source, fits = profile, profile.prefill
     if not fits:
         found = []
@@ -322,7 +358,7 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
                       f"shapes and draft ({_topology(match[1])}): --set serving_engine.engine_profile={match[0]} "
                       "prices the cycle from it (here: the engine model from the profile's op tables)")
         return None
-    if why := profile_mismatch(profile, scenario):
+    if why := profile_mismatch(profile, scenario, carry_shapes=True):
         match = shipped_match(scenario, scenario_gpu(scenario, op_profile))
         if match is None:
             notes.add(f"{kind}: engine profile {profile.name} not used ({why}): priced by the engine model from the "
@@ -334,8 +370,10 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
                   f"it (serving_engine.engine_profile={chosen} names it)")
     b, k, c = scenario.workload.batch_size, scenario.spec.num_steps, scenario.workload.context_len
     carry, gpu = None, carried_to(profile, scenario)
-    if gpu is not None:  # fitted on every point the profile measured, before a capture-size change leaves some out
-        carry = engine_carry_for(profile, gpu)
+    other_shape = not (_same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft))
+    if gpu is not None or other_shape:  # fitted on every point the profile measured, before a capture-size change
+        carry = engine_carry_for(profile, gpu or profile.catalog_gpu,  # leaves some out
+                                 scenario.target if other_shape else None, scenario.draft if other_shape else None)
         notes.update(carry_notes(carry, scenario.serving_engine.kind))
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
@@ -356,5 +394,6 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
     notes.add(f"{scenario.serving_engine.kind}: priced from the engine-native profile {profile.name} "
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
               f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured points, fitted forms between them"
-              f"{f'; carried to {gpu}' if gpu else ''})")
+              f"{f'; carried to {gpu}' if gpu else ''}"
+              f"{f'; carried to {scenario.target.name} and its draft' if other_shape else ''})")
     return NativeCosts(profile, chosen, carry)

@@ -305,6 +305,9 @@ class EngineSpec:
         acceptance_per_batch_step: forced acceptance draws one accept length per verify step for the whole
             batch (SGLang's SGLANG_SIMULATE_ACC_LEN); False: i.i.d. per request and draft (vLLM's synthetic
             sampler). calibration.engines.records writes the acceptance its live records ran with from it.
+        clock_was_last_output: its clock_us is the last output's time, so its request-level runs before
+            start_clock_us (point lines without `clock: submit`) hold no wall times
+            (requests_loop.wall_times_valid); False: clock_us was always the time now.
     """
 
     name: str
@@ -317,3 +320,4 @@ class EngineSpec:
     mla_attention_backend: bool = False
     host_paced_by_gpu_idle: bool = False
     acceptance_per_batch_step: bool = False
+    clock_was_last_output: bool = False

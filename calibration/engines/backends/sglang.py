@@ -469,4 +469,5 @@ def start(plan, workdir: Path, rank: int = 0) -> SglangBackend:
 
 
 SPEC = EngineSpec("sglang", start, serving_kind="sglang", requires=("torch", "sglang"), own_draft_tp=False,
-                  tree_and_overlap=True, host_paced_by_gpu_idle=True, acceptance_per_batch_step=True)
+                  tree_and_overlap=True, host_paced_by_gpu_idle=True, acceptance_per_batch_step=True,
+                  clock_was_last_output=True)
