@@ -99,6 +99,9 @@ def main() -> int:
     gpu = carried_to(eprof, recs[0][1].scenario)
     prof, _ = load_profile_for(recs[0][1].scenario, a.profile)
     rows = [(name, rec, check_record(name, rec, prof, acceptance=a.acceptance)) for name, rec in recs]
+    from calibration.engines.requests_loop import wall_times_valid
+    if stale := sum(not wall_times_valid(ln) for ln in engine_lines(a.points, requests=True)[1]):
+        return _tpot_only(a, rows, stale, f' (measured on {eprof.catalog_gpu}, carried to {gpu})' if gpu else '')
 
     by_point = defaultdict(list)
     for name, _, c in rows:
@@ -139,6 +142,31 @@ def main() -> int:
     return 0
 
 
+def _tpot_only(a, rows, stale: int, carried: str) -> int:
+    """Points whose wall times do not hold (SGLang's runs timed from the last output before them:
+    requests_loop.wall_times_valid): TPOT p50 alone, the times between a run's own outputs."""
+    print(f"{len(rows)} runs ({', '.join(p.name for p in a.points)}), engine profile {a.engine_profile}{carried}, "
+          f"acceptance {a.acceptance}: {stale} points timed from the last output before them (no `clock: submit`): their wall "
+          "times, tok/s and TTFT do not hold, TPOT alone is compared\n")
+    groups = defaultdict(list)
+    for name, rec, c in rows:
+        groups[(rec.scenario.serving.arrivals.kind, "speculative" if c.speculative else "baseline")].append(c)
+    print("| workload | runs | TPOT p50 median abs err | max | within 8% |")
+    print("|---|---:|---:|---:|---:|")
+    for (wl, sp), cs in sorted(groups.items()):
+        p = np.abs([c.tpot_p50_error_frac for c in cs if np.isfinite(c.tpot_p50_error_frac)])
+        print(f"| {wl}, {sp} | {len(p)} | {100 * np.median(p):.1f}% | {100 * p.max():.1f}% | {int((p <= BAR).sum())} |")
+    print("\nRuns past 8% in TPOT p50:\n")
+    print("| run | TPOT p50 err |")
+    print("|---|---:|")
+    past = sorted(((n, c) for n, _, c in rows if np.isfinite(c.tpot_p50_error_frac) and abs(c.tpot_p50_error_frac) > BAR),
+                  key=lambda nc: -abs(nc[1].tpot_p50_error_frac))
+    print("\n".join(f"| {n[:-5]} | {_pct(c.tpot_p50_error_frac)} |" for n, c in past) or "| none | |")
+    secs = gpu_minutes(a.campaign_log)
+    print(f"\nGPU minutes: {sum(secs.values()) / 60:.1f} over {len(secs)} engine processes")
+    return 0
+
+
 def _best_steps(rows, spread) -> None:
     """The best num_steps of every closed batch (batch, prompt, acceptance) measured at several num_steps
     (the baseline counts as num_steps 0): the one of the most output tok/s (its runs' mean), measured and
@@ -151,8 +179,9 @@ def _best_steps(rows, spread) -> None:
             continue
         k = sc.spec.num_steps if c.speculative else 0
         key = (sc.serving.num_requests, sc.serving.input_len.tokens, sc.serving.output_len.tokens)
-        rates = [sc.acceptance.acceptance_rate] if c.speculative else None
-        cells[key][(k, rates[0] if rates else None)].append((name, c))
+        forced = re.search(r"_a(\d+(?:\.\d+)?)_", name)  # the rate the run forced (an empirical acceptance has none)
+        rate = getattr(sc.acceptance, "acceptance_rate", None) or (float(forced.group(1)) if forced else None)
+        cells[key][(k, rate if c.speculative else None)].append((name, c))
     right, total, lines = 0, 0, []
     for (b, p, n), by in sorted(cells.items()):
         base = [v for (k, _), v in by.items() if k == 0]

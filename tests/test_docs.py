@@ -78,6 +78,19 @@ def test_the_sglang_carry_and_the_shape_carry_tables_are_in_the_transfer_doc(arg
     assert_table_lines_in_doc(out, "benchmarks/bench_engine_carry.py " + " ".join(args), "docs/engines/transfer.md")
 
 
+@pytest.mark.parametrize("args", [
+    ("data/engine_runs/h100_sglang_0.5.15/e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
+     "--campaign-log", "data/engine_runs/h100_sglang_0.5.15/campaign_2026-12-07.log.gz"),
+    ("data/engine_runs/h100_sglang_0.5.15/moe_e2e_2026-12-07.jsonl.gz", "--engine-profile",
+     "sglang-0.5.15-h200-qwen3-30b-a3b-eagle3", "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b",
+     "--campaign-log", "data/engine_runs/h100_sglang_0.5.15/campaign_2026-12-07.log.gz")], ids=["sglang-dense", "sglang-moe"])
+def test_the_sglang_request_level_tpot_tables_are_in_the_requests_doc(args, monkeypatch, capsys):
+    """docs/engines/requests.md's SGLang H100 runs (wall times that do not hold: TPOT p50 alone)."""
+    out = run_script("benchmarks/bench_request_level.py", monkeypatch, capsys, args)
+    assert "TPOT alone is compared" in out
+    assert_table_lines_in_doc(out, "benchmarks/bench_request_level.py " + " ".join(args), "docs/engines/requests.md")
+
+
 def test_seed_hypothesis_a1_rows_are_in_the_doc(monkeypatch):
     """Small form of the seed-hypotheses doc check (its full table: the slow-tier parameter of
     test_every_table_line_the_script_prints_is_in_the_doc): hypothesis A1 fitted and predicted by
