@@ -52,6 +52,7 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_cases_table.py", "docs/engines.md"),
     ("docs/make_engine_validation_table.py", "docs/engines/vllm.md"),
     ("docs/make_tp_table.py", "docs/engines/tp-groups.md"),
+    ("docs/make_tp_carry_prediction.py", "docs/engines/tp-groups.md"),
     ("docs/make_host_probe_table.py", "docs/engines/host-speed.md"),
     ("docs/make_host_cores_table.py", "docs/engines/host-speed.md"),
     ("docs/make_sglang_validation_table.py", "docs/engines/sglang.md"),

@@ -244,3 +244,25 @@ def test_a_profile_is_not_carried_to_another_family_of_layers():
     nat = native_costs(sc, prof, notes)
     text = " ".join(notes)
     assert (nat is None or nat.profile.name != prof.name) and "another family of layers" in text and "MoE GQA" in text
+
+
+def test_a_profile_carried_to_a_tp_group_prices_a_ranks_sharded_ops_and_adds_the_groups_collectives():
+    """The vLLM H200 profile (TP 1) asked for TP 2 on the 2x H200 NVLink box: priced from the profile carried to a
+    rank of TP 2 (its GEMMs' weights halved: the target forward's bandwidth-bound part shrinks, the fixed share is
+    kept), and the group's allreduces come from the box's links (the profile measured none); TP 1 on the same box is
+    the profile as measured."""
+    prof = load_profile(resolve_profile_path("h200"))
+    one = CostModel(_scenario("hardware.box=2x-h200-nvlink"), prof)
+    two = CostModel(_scenario("hardware.box=2x-h200-nvlink", "tp_size=2"), prof)
+    assert one.native.carry is None and one.native.collectives_measured
+    carry = two.native.carry
+    assert carry is not None and carry.tp_carried and (carry.dst_tp, carry.dst_draft_tp) == (2, 2)
+    assert not two.native.collectives_measured
+    b, k, c = 8, 3, 1024
+    t1, t2 = one.native.target_forward_us(b, k, c), two.native.target_forward_us(b, k, c)
+    fixed = carry.splits["target_forward"].fixed_us
+    assert fixed < t2 < t1 and (t2 - fixed) < 0.6 * (t1 - fixed)  # the rank reads half the weights, plus its share of KV
+    verify = two.verify_forward()
+    comm = [kn for kn in verify.kernels if kn.category == "comm"]
+    assert comm and not [kn for kn in one.verify_forward().kernels if kn.category == "comm"]
+    assert "carried to a rank of TP 2" in " ".join(two.notes)

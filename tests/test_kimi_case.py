@@ -133,7 +133,7 @@ def test_baseline_check_fails_when_allreduce_is_10x_cheaper():
 
 
 def test_draft_on_one_gpu_runs_and_pays_no_draft_allreduce():
-    sc, an, _ = _load("kimi_k2_tp1_draft.yaml")
+    sc, an, _ = _load("kimi_k2_tp1_draft_live_loop.yaml")
     assert sc.placement.label == "tp1_colocated"
     assert an.tok_per_s > 0
     # only the broadcast of the draft tokens is left as draft communication
@@ -213,3 +213,21 @@ def test_the_shipped_seed_scenario_prices_from_sglangs_own_rank():
     assert cost.native is not None and cost.native.profile.name == "sglang-0.5.15-kimi-k2-tp8-rank-h200"
     assert _within(an.baseline_tok_per_s, PUB_BASELINE_TOK_PER_S)
     assert an.tok_per_s > an.baseline_tok_per_s > PUB_SPEC_TOK_PER_S
+
+
+def test_the_draft_on_one_gpu_twin_prices_from_the_same_rank_carried_to_a_draft_at_tp1():
+    """scenarios/kimi_k2_tp1_draft.yaml: the same SGLang rank profile, its draft carried to TP 1 (the draft's ops
+    whole on one GPU; the rank's target as measured), the draft tokens' broadcast from the box: the same baseline
+    as the shared-TP8 draft, a dearer draft phase (8x the draft's weights read by one GPU) against the allreduces
+    it skips over PCIe, and a note saying so."""
+    sc1, an1, cost1 = _load("kimi_k2_tp1_draft.yaml")
+    sc8, an8, cost8 = _load("kimi_k2_tp8_draft.yaml")
+    assert sc1.placement.label == "tp1_colocated" and sc1.draft_tp_size == 1
+    assert cost1.native is not None and cost1.native.profile.name == cost8.native.profile.name
+    carry = cost1.native.carry
+    assert carry is not None and carry.tp_carried and (carry.dst_tp, carry.dst_draft_tp) == (8, 1)
+    assert an1.baseline_tok_per_s == pytest.approx(an8.baseline_tok_per_s, rel=1e-9)
+    b, k, c = sc1.workload.batch_size, sc1.spec.num_steps, sc1.workload.context_len
+    assert cost1.native.draft_step_us(b, k, c) > cost8.native.draft_step_us(b, k, c)
+    assert cost1.native.target_forward_us(b, k, c) == pytest.approx(cost8.native.target_forward_us(b, k, c), rel=1e-9)
+    assert "carried to a rank of TP 8 (draft 1" in " ".join(cost1.notes)

@@ -37,7 +37,7 @@ from simulator.units import BYTES_PER_US_PER_GB_PER_S, US_PER_MS, US_PER_S
 REPO_DIR = Path(__file__).resolve().parents[2]
 PROFILE_PATH = REPO_DIR / "data" / "profiles" / "kimi_k2_pcie.json"
 SCENARIO_TP8 = REPO_DIR / "scenarios" / "kimi_k2_tp8_draft_live_loop.yaml"
-SCENARIO_TP1 = REPO_DIR / "scenarios" / "kimi_k2_tp1_draft.yaml"
+SCENARIO_TP1 = REPO_DIR / "scenarios" / "kimi_k2_tp1_draft_live_loop.yaml"
 CHART_PATH = REPO_DIR / "docs" / "cases" / "kimi-k2-cycle-breakdown.html"
 
 ACCOUNT = "../shared/CASES.md, Kimi-K2 EAGLE-3 account (SGLang, 8x PCIe Gen5, 2026)"

@@ -164,13 +164,18 @@ class EngineCarry:
     fixed share (launches and gaps, per layer) scaled by its layer count."""
 
     def __init__(self, profile: EngineProfile, src: GpuRates, dst: GpuRates, target: ModelShape | None = None,
-                 draft: ModelShape | None = None):
+                 draft: ModelShape | None = None, tp_size: int | None = None, draft_tp_size: int | None = None):
         self.profile, self.src, self.dst = profile, src, dst
         self.target = ModelShape.model_validate({"name": "target", **profile.target})
         self.draft = ModelShape.model_validate({"name": "draft", **profile.draft}) if profile.draft else None
         self.dst_target = target if target is not None else self.target
         self.dst_draft = draft if draft is not None and self.draft is not None else self.draft
-        self.shape_carried = (self.dst_target.shape_values() != self.target.shape_values()
+        self.tp = profile.tp_size
+        self.draft_tp = profile.draft_tp_size or profile.tp_size
+        self.dst_tp = tp_size or self.tp
+        self.dst_draft_tp = draft_tp_size or (self.draft_tp if tp_size is None else self.dst_tp)
+        self.tp_carried = (self.dst_tp, self.dst_draft_tp) != (self.tp, self.draft_tp)
+        self.shape_carried = (self.dst_target.shape_values() != self.target.shape_values() or self.tp_carried
                               or (self.draft is not None and self.dst_draft.shape_values() != self.draft.shape_values()))
         self._ops = lru_cache(maxsize=4096)(self._part_ops)
         self.splits: dict[str, PartSplit] = {}
@@ -194,13 +199,13 @@ class EngineCarry:
         its count (a dense model's layers are one op list repeated)."""
         p, b, k, c = self.profile, batch_size, num_steps, context
         target, draft = (self.dst_target, self.dst_draft) if other else (self.target, self.draft)
+        tp, dtp = (self.dst_tp, self.dst_draft_tp) if other else (self.tp, self.draft_tp)
         if part in ("target_forward", "sample"):
             q = self.verify_tokens(k)
             aux = draft.num_fc_input_hidden_states if k and draft is not None and p.method == "eagle3" else 0
-            ops = FO.engine_ops(FO.target_forward_ops(target, p.tp_size, b, q, c, num_aux_hidden_states=aux))
+            ops = FO.engine_ops(FO.target_forward_ops(target, tp, b, q, c, num_aux_hidden_states=aux))
             head = next(i for i, op in enumerate(ops) if op.name == "lm_head")
             return tuple(Counter(ops[:head] if part == "target_forward" else ops[head:]).items())
-        dtp = p.draft_tp_size or p.tp_size
         n = k + 1 if part == "draft_extend" else p.topk
         ops = FO.engine_ops(FO.draft_forward_ops(draft, dtp, b, n, c, part == "draft_extend", p.method))
         return tuple(Counter(ops).items())
@@ -288,7 +293,8 @@ def carry_prefill(fits: list, src: GpuRates, dst: GpuRates) -> list:
 
 
 def engine_carry_for(profile: EngineProfile, gpu: str, target: ModelShape | None = None,
-                     draft: ModelShape | None = None) -> EngineCarry:
+                     draft: ModelShape | None = None, tp_size: int | None = None,
+                     draft_tp_size: int | None = None) -> EngineCarry:
     """The profile (measured on its `catalog_gpu`) carried to the catalog GPU `gpu` (its own for a shape
     carry alone) and, where given, to another target / draft shape; fitted once per profile content, GPU
     pair and shapes."""
@@ -297,12 +303,13 @@ def engine_carry_for(profile: EngineProfile, gpu: str, target: ModelShape | None
     from simulator.hardware import default_catalog, gpu_rates
     catalog = default_catalog()
     shapes = tuple(repr(sorted(m.shape_values().items())) if m is not None else None for m in (target, draft))
-    key = (hashlib.sha256(profile.model_dump_json().encode()).hexdigest(), profile.catalog_gpu, gpu, shapes)
+    key = (hashlib.sha256(profile.model_dump_json().encode()).hexdigest(), profile.catalog_gpu, gpu, shapes,
+           tp_size, draft_tp_size)
     if key not in _CARRIES:
         if len(_CARRIES) >= MAX_CARRIES:
             _CARRIES.pop(next(iter(_CARRIES)))
         _CARRIES[key] = EngineCarry(profile, gpu_rates(catalog.gpu(profile.catalog_gpu)), gpu_rates(catalog.gpu(gpu)),
-                                    target, draft)
+                                    target, draft, tp_size, draft_tp_size)
     return _CARRIES[key]
 
 
@@ -339,9 +346,12 @@ def carry_notes(carry: EngineCarry, engine: str) -> list[str]:
     catalog = default_catalog()
     src, dst = carry.src, carry.dst
     parts = "; ".join(s.text() for s in carry.splits.values())
+    tp = (f" at TP {carry.tp} (draft {carry.draft_tp}), carried to a rank of TP {carry.dst_tp} (draft "
+          f"{carry.dst_draft_tp}: the rank's sharded ops; the group's collectives priced from the box's links)"
+          if carry.tp_carried else "")
     shapes = [] if not carry.shape_carried else [
         f"{engine}: engine profile {carry.profile.name} measured on another shape ({_shape_text(carry.target)}; "
-        f"draft {_shape_text(carry.draft)}), carried to {carry.dst_target.name} ({_shape_text(carry.dst_target)}; "
+        f"draft {_shape_text(carry.draft)}){tp}, carried to {carry.dst_target.name} ({_shape_text(carry.dst_target)}; "
         f"draft {_shape_text(carry.dst_draft)}): each part's ops of the other shape priced at the measured "
         "shares of the datasheet, the target forward's fixed share (launches and gaps) by its layer count "
         f"(x{carry.fixed_scale('target_forward'):.3g}); the draft's small kernels, the step's bookkeeping and the "

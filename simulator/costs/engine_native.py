@@ -42,6 +42,12 @@ class NativeCosts:
         self.carry = carry
         self.sources: set[str] = set()  # 'measured' / 'fitted' per part priced, for the notes
 
+    @property
+    def collectives_measured(self) -> bool:
+        """The TP group's collectives are in the parts as priced: measured with them, and not carried to
+        another TP size (whose collectives the box's links price: simulator.costs.forward)."""
+        return self.profile.collectives_measured and not (self.carry is not None and self.carry.tp_carried)
+
     def _carried(self, part: str, us: float, batch_size: int, num_steps: int, context_len: float,
                  tokens: int) -> float:
         """A part priced on the profile's GPU, carried to the scenario's where it is another."""
@@ -230,7 +236,7 @@ def profile_mismatch(profile: EngineProfile, scenario, carry_shapes: bool = Fals
         return f"its target is another shape than {scenario.target.name}"
     elif not _same_shape(profile.draft, scenario.draft):
         return f"its draft is another shape than {scenario.draft.name}"
-    if scenario.tp_size != profile.tp_size:
+    if scenario.tp_size != profile.tp_size and not (carry_shapes and profile.catalog_gpu):
         return f"it was measured at tp {profile.tp_size}, the scenario runs tp {scenario.tp_size}"
     if not any(p.num_steps for p in profile.points):
         return "it holds no speculative point (a baseline-only calibration): it prices no speculative cycle"
@@ -239,7 +245,7 @@ def profile_mismatch(profile: EngineProfile, scenario, carry_shapes: bool = Fals
     if placement.kind.value == "dedicated":
         return ("the engines run the draft on the target's GPUs; the scenario's placement tp1_dedicated puts it on a "
                 "GPU of its own")
-    if scenario.spec.method != "ngram" and scenario.draft_tp_size != ran:
+    if scenario.spec.method != "ngram" and scenario.draft_tp_size != ran and not (carry_shapes and profile.catalog_gpu):
         return (f"its draft ran at tp {ran} (placement {placement_label(profile.tp_size, ran)}), the scenario's "
                 f"placement {scenario.placement.label} runs it at tp {scenario.draft_tp_size}")
     spec = scenario.spec
@@ -309,10 +315,11 @@ def with_prefill(profile: EngineProfile, scenario, notes: set[str]) -> EnginePro
     from simulator.profile import data_dir
 
     kind, dst = scenario.serving_engine.kind, scenario_gpu(scenario) or profile.catalog_gpu
-    if not (_same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft)):
+    if not (_same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft)) \
+            or scenario.tp_size != profile.tp_size:
         if profile.prefill:  # a shape carry prices the decode steps; the prefill runs are not carried to a shape
             notes.add(f"{kind}: the prefill from the op tables: engine profile {profile.name}'s runs of the prefill "
-                      f"alone are of another shape than {scenario.target.name}")
+                      f"alone are of another shape or TP size than {scenario.target.name} at TP {scenario.tp_size}")
         return profile.model_copy(update={"prefill": []})
     source, fits = profile, profile.prefill
     if not fits:
@@ -371,10 +378,13 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
     b, k, c = scenario.workload.batch_size, scenario.spec.num_steps, scenario.workload.context_len
     carry, gpu = None, carried_to(profile, scenario)
     other_shape = not (_same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft))
-    if gpu is not None or other_shape:  # fitted on every point the profile measured, before a capture-size change
-        carry = engine_carry_for(profile, gpu or profile.catalog_gpu,  # leaves some out
-                                 scenario.target if other_shape else None, scenario.draft if other_shape else None)
+    other_tp = (scenario.tp_size, scenario.draft_tp_size) != (profile.tp_size, profile.draft_tp_size or profile.tp_size)
+    if gpu is not None or other_shape or other_tp:  # fitted on every point the profile measured, before a
+        carry = engine_carry_for(profile, gpu or profile.catalog_gpu,  # capture-size change leaves some out
+                                 scenario.target if other_shape else None, scenario.draft if other_shape else None,
+                                 scenario.tp_size if other_tp else None, scenario.draft_tp_size if other_tp else None)
         notes.update(carry_notes(carry, scenario.serving_engine.kind))
+        other_shape = other_shape or other_tp
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
         profile = with_capture_sizes(profile, sizes, k)

@@ -390,7 +390,7 @@ class CostModel:
         if self.native is None:
             return self._model_forward(phase, n)
         fwd = self._native_forward(phase)
-        if self.native.profile.collectives_measured:
+        if self.native.collectives_measured:
             return fwd
         # a per-rank shard's profile: its TP group's collectives priced from the box's links
         comms = tuple(k for k in self._model_forward(phase, n).kernels if k.category == "comm")
@@ -475,7 +475,7 @@ class CostModel:
         if sc.spec.method != "ngram":  # n-gram proposals are host work (engine host_cycle_us)
             out.append(self.draft_extend_forward(extend_tokens_per_request))
         out += [self.draft_step_forward(i) for i in range(self.num_draft_forwards)]
-        if self.native is not None and self.native.profile.collectives_measured:
+        if self.native is not None and self.native.collectives_measured:
             pass  # the engine's own draft-token broadcast is inside its measured propose
         elif dedicated is not None:
             out.append(self._transfer("draft", tokens_bytes, "send_recv", 2, (0, dedicated)))
