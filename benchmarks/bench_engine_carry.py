@@ -125,6 +125,34 @@ def predicted_step_us(scenario_path: Path, gpu: str, profile_name: str | None, w
     return analyze(sc, cost, build_acceptance(sc.acceptance, sc.spec), truncate=False).cycle_time_us
 
 
+def check_arguments(args) -> None:
+    """The scenario, GPU and profiles load, and a --steady-of profile is of the scenario's engine, GPU (--gpu)
+    and target and draft shapes (else its points are another question's).
+
+    Raises:
+        UserInputError, FileNotFoundError: a scenario, profile or GPU that does not load, or a mismatch.
+    """
+    from simulator.costs.engine_native import _same_shape
+    from simulator.engines.profile import load_engine_profile
+    from simulator.hardware import default_catalog
+    from simulator.inputs import UserInputError
+    sc = load_scenario(args.scenario)
+    default_catalog().gpu(args.gpu)
+    if args.profile is not None:
+        load_engine_profile(args.profile)
+    if args.steady_of is None:
+        return
+    ref = load_engine_profile(args.steady_of)
+    why = (f"it was measured on {ref.engine}, the scenario's engine is {sc.serving_engine.kind}"
+           if ref.engine != sc.serving_engine.kind else
+           f"it was measured on {ref.catalog_gpu}, not --gpu {args.gpu}" if ref.catalog_gpu != args.gpu else
+           f"its target or draft is another shape than the scenario's {sc.target.name}"
+           if not (_same_shape(ref.target, sc.target) and _same_shape(ref.draft, sc.draft)) else None)
+    if why:
+        raise UserInputError(f"--steady-of {args.steady_of}: not the points of this question ({why}); give a scenario "
+                             "of its engine and models and --gpu its GPU")
+
+
 def summary(errors: list[float]) -> str:
     e = np.abs(errors)
     return f"median {np.median(e):.1%}, max {np.max(e):.1%} ({len(e)} points)"
@@ -138,7 +166,12 @@ def main() -> None:
     ap.add_argument("--profile", default=None, help="engine profile (default: the scenario's)")
     ap.add_argument("--steady-of", default=None, help="compare with this engine profile's steady points instead")
     args = ap.parse_args()
-    pts = steady_points(args.steady_of) if args.steady_of else measured_points(args.runs)
+    from simulator.inputs import UserInputError
+    try:
+        check_arguments(args)
+        pts = steady_points(args.steady_of) if args.steady_of else measured_points(args.runs)
+    except (FileNotFoundError, UserInputError, ValueError) as e:
+        sys.exit(f"error: {e}")
     notes: set[str] = set()
     print("| num_steps | batch | prompt | acceptance | new tokens | context | accept length | measured step ms | "
           "op tables ms (err) | carried ms (err) | not carried ms (err) | x bandwidth ratio ms (err) | measured tok/s | "

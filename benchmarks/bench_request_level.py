@@ -75,7 +75,9 @@ def main() -> int:
     ap.add_argument("points", nargs="*", type=Path, default=E2E)
     ap.add_argument("--engine-profile", default="vllm-0.26.0-h100-llama-3.1-8b-eagle3")
     ap.add_argument("--profile", default="h200", help="The op-table profile for what no engine profile prices.")
-    ap.add_argument("--campaign-log", nargs="*", type=Path, default=LOGS)
+    ap.add_argument("--campaign-log", nargs="*", type=Path, default=None,
+                    help="Campaign logs for the GPU minutes (default: the campaign_*.log.gz beside the points files; "
+                         "for the default points, the H100 vLLM e2e and calibrate folders').")
     ap.add_argument("--acceptance", choices=["measured", "replay", "scenario"], default="measured")
     ap.add_argument("--models", nargs=2, metavar=("TARGET", "DRAFT"), default=["llama-3.1-8b-instruct",
                                                                              "eagle3-llama-3.1-8b"],
@@ -92,7 +94,22 @@ def main() -> int:
         eprof = load_engine_profile(a.engine_profile)
     except (FileNotFoundError, UserInputError) as e:
         sys.exit(f"--engine-profile: {e}")
-    recs = request_records(a.points, target, draft, a.engine_profile, a.profile)
+    if a.campaign_log is None:
+        a.campaign_log = LOGS if a.points == E2E else sorted({q for p in a.points for q in p.parent.glob("campaign_*.log.gz")})
+    from calibration.engines.build import model_mismatch
+    try:
+        engines, lines = engine_lines(a.points, requests=True)
+        if not lines:
+            sys.exit(f"{', '.join(map(str, a.points))}: no request-level runs (closed batches, closed loops) in these "
+                     "points files")
+        if why := model_mismatch(engines, t_cfg, d_cfg, any_label=True):
+            sys.exit(f"--models {' '.join(a.models)}: not the models these runs ran ({why})")
+        recs = request_records(a.points, target, draft, a.engine_profile, a.profile)
+    except (FileNotFoundError, UserInputError) as e:
+        sys.exit(f"error: {e}")
+    if not recs:
+        sys.exit(f"{', '.join(map(str, a.points))}: no request-level runs of the live session (closed batches, closed "
+                 "loops; a calibration's runs of the prefill alone are not compared here)")
     if why := profile_mismatch(eprof, recs[0][1].scenario):
         sys.exit(f"--engine-profile {a.engine_profile} does not price these runs ({why}): give the --models the "
                  "engine ran and a profile of them")

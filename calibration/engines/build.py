@@ -233,16 +233,17 @@ SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_ke
               "q_lora_rank")
 
 
-def model_mismatch(engines: list[dict], target: dict, draft: dict | None) -> str | None:
+def model_mismatch(engines: list[dict], target: dict, draft: dict | None, any_label: bool = False) -> str | None:
     """Why the points of these engine lines (`engine_lines`) are not of this target and draft (HF
     configs), from the model each engine process recorded (engine lines since 2026-12-04; older SGLang
-    lines only the target's depth, older vLLM lines nothing, and are checked as far as that goes), or None."""
+    lines only the target's depth, older vLLM lines nothing, and are checked as far as that goes), or None.
+    `any_label`: every process checked (request-level ones too), not only calibrate_ / live_ ones."""
     def differ(ran: dict | None, given: dict | None) -> list[str]:
         if not ran or not given:
             return []
         return [f"{k} {ran.get(k)} (given {given.get(k)})" for k in SHAPE_KEYS if ran.get(k) != given.get(k)]
     for e in engines:
-        if label_variant(e["label"]) is None:  # not a calibrate_ / live_ process (a shard): not built from here
+        if not any_label and label_variant(e["label"]) is None:  # not a calibrate_ / live_ process (a shard)
             continue
         model = e["info"].get("model")
         if not isinstance(model, dict):  # older lines: the target's depth where the variant recorded it

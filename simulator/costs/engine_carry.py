@@ -175,8 +175,9 @@ class EngineCarry:
         self.dst_tp = tp_size or self.tp
         self.dst_draft_tp = draft_tp_size or (self.draft_tp if tp_size is None else self.dst_tp)
         self.tp_carried = (self.dst_tp, self.dst_draft_tp) != (self.tp, self.draft_tp)
-        self.shape_carried = (self.dst_target.shape_values() != self.target.shape_values() or self.tp_carried
-                              or (self.draft is not None and self.dst_draft.shape_values() != self.draft.shape_values()))
+        self.other_shape = (_effective(self.dst_target) != _effective(self.target)
+                            or (self.draft is not None and _effective(self.dst_draft) != _effective(self.draft)))
+        self.shape_carried = self.other_shape or self.tp_carried  # the ops priced are another forward's
         self._ops = lru_cache(maxsize=4096)(self._part_ops)
         self.splits: dict[str, PartSplit] = {}
         for part in CARRIED_PARTS:
@@ -313,6 +314,11 @@ def engine_carry_for(profile: EngineProfile, gpu: str, target: ModelShape | None
     return _CARRIES[key]
 
 
+def _effective(m: ModelShape) -> dict:
+    """A shape's values as its forward uses them (head_dim and KV heads as they default)."""
+    return {**m.shape_values(), "head_dim": m.attn_head_dim, "num_key_value_heads": m.kv_heads}
+
+
 def _shape_text(m: ModelShape | None) -> str:
     if m is None:
         return "none"
@@ -342,13 +348,16 @@ def kernel_choice_note(profile: EngineProfile, src_arch: str, dst_arch: str) -> 
 
 def carry_notes(carry: EngineCarry, engine: str) -> list[str]:
     """The notes a carried profile's prices get: from which GPU, how each part was split, what may differ."""
-    from simulator.hardware import default_catalog
-    catalog = default_catalog()
     src, dst = carry.src, carry.dst
     parts = "; ".join(s.text() for s in carry.splits.values())
     tp = (f" at TP {carry.tp} (draft {carry.draft_tp}), carried to a rank of TP {carry.dst_tp} (draft "
           f"{carry.dst_draft_tp}: the rank's sharded ops; the group's collectives priced from the box's links)"
           if carry.tp_carried else "")
+    if carry.tp_carried and not carry.other_shape:
+        shapes = [f"{engine}: engine profile {carry.profile.name} measured{tp}: each part's ops of the rank priced at "
+                  "the measured shares of the datasheet, the fixed share (launches and gaps) as measured; the draft's "
+                  "small kernels, the step's bookkeeping and the host's work as measured"]
+        return shapes if src.gpu == dst.gpu else shapes + _gpu_notes(carry, engine, parts)
     shapes = [] if not carry.shape_carried else [
         f"{engine}: engine profile {carry.profile.name} measured on another shape ({_shape_text(carry.target)}; "
         f"draft {_shape_text(carry.draft)}){tp}, carried to {carry.dst_target.name} ({_shape_text(carry.dst_target)}; "
@@ -358,7 +367,15 @@ def carry_notes(carry: EngineCarry, engine: str) -> list[str]:
         "host's work as measured"]
     if src.gpu == dst.gpu:
         return shapes
-    return shapes + [f"{engine}: engine profile {carry.profile.name} measured on {src.gpu}, carried to {dst.gpu} "
+    return shapes + _gpu_notes(carry, engine, parts)
+
+
+def _gpu_notes(carry: EngineCarry, engine: str, parts: str) -> list[str]:
+    """The notes of a carry to another GPU: the parts' splits, the datasheets, the kernels that may differ."""
+    from simulator.hardware import default_catalog
+    catalog = default_catalog()
+    src, dst = carry.src, carry.dst
+    return [f"{engine}: engine profile {carry.profile.name} measured on {src.gpu}, carried to {dst.gpu} "
             f"(simulator/costs/engine_carry.py): each GPU part split from its points into a fixed share, a "
             f"bandwidth-bound and a FLOP-bound one ({parts}); bandwidth {src.memory_bandwidth_gb_per_s:g} -> "
             f"{dst.memory_bandwidth_gb_per_s:g} GB/s, bf16 {src.bf16_dense_tflops:g} -> {dst.bf16_dense_tflops:g} "

@@ -27,6 +27,9 @@ from simulator.engines.profile import (EnginePoint, EngineProfile, full_graph_ve
                                        placement_label, roofline, with_capture_sizes)
 
 
+HOST_HOLDS_WAIT_FRAC = 0.95  # host busy / step of a GPU-bound step at or above this: the host waited for the GPU
+
+
 class NativeCosts:
     """The parts of one engine step at (batch_size, num_steps, context_len), us (module docstring).
 
@@ -171,10 +174,28 @@ class NativeCosts:
                            fitted, batch_size, num_steps, context_len)
 
     def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        """The host's work of a step. Carried (another GPU, shape or TP size) where the profile's speculative
+        host measure holds the wait for the GPU (`spec_host_holds_gpu_wait`: SGLang's overlapped EAGLE worker,
+        whose host is busy through the whole GPU-bound step): that measure is the measured GPU's step, not a
+        floor for a faster one, so the baseline's host work at this batch is taken instead (a lower bound of
+        the speculative host's own work, which these points cannot separate from the wait)."""
+        value = lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us  # noqa: E731
+        if num_steps and self.carry is not None and self.spec_host_holds_gpu_wait:
+            self.sources.add("host work: the baseline's (the speculative steps' host measure holds the wait for "
+                             "the GPU)")
+            return self._price("host work", value, self._lin("host_busy_us_baseline", batch_size, 0),
+                               batch_size, 0, context_len, gpu=False)
         name = "host_busy_us" if num_steps else "host_busy_us_baseline"
-        return self._price("host work", lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us,
-                           self._lin(name, batch_size, num_steps),
+        return self._price("host work", value, self._lin(name, batch_size, num_steps),
                            batch_size, num_steps, context_len, gpu=False)
+
+    @property
+    def spec_host_holds_gpu_wait(self) -> bool:
+        """Whether the profile's GPU-bound speculative points measured a host busy through the whole step (the
+        median of host busy / step at least HOST_HOLDS_WAIT_FRAC): the host measure holds the wait for the GPU."""
+        ratios = [p.host_busy_us / p.step_us for p in self.profile.points
+                  if p.num_steps and p.gpu_bound and p.host_busy_us is not None and p.step_us]
+        return bool(ratios) and float(np.median(ratios)) >= HOST_HOLDS_WAIT_FRAC
 
     def step_us(self, batch_size: int, num_steps: int, context_len: float) -> tuple[float, float]:
         """(GPU, host) us of one engine step: the cycle (or decode step) takes the longer."""
@@ -384,7 +405,7 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
                                  scenario.target if other_shape else None, scenario.draft if other_shape else None,
                                  scenario.tp_size if other_tp else None, scenario.draft_tp_size if other_tp else None)
         notes.update(carry_notes(carry, scenario.serving_engine.kind))
-        other_shape = other_shape or other_tp
+        other_shape = carry.other_shape
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
         profile = with_capture_sizes(profile, sizes, k)
@@ -405,5 +426,6 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
               f"({profile.engine} {profile.engine_version}, {profile.attention_backend or '?'} attention, "
               f"{graphs}, {profile.gpu_name or '?'}; {len(profile.points)} measured points, fitted forms between them"
               f"{f'; carried to {gpu}' if gpu else ''}"
-              f"{f'; carried to {scenario.target.name} and its draft' if other_shape else ''})")
+              f"{f'; carried to {scenario.target.name} and its draft' if other_shape else ''}"
+              f"{f'; carried to a rank of TP {carry.dst_tp}' if carry is not None and carry.tp_carried else ''})")
     return NativeCosts(profile, chosen, carry)
