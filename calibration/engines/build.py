@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +136,16 @@ def engine_point(point: dict, engine: str | None = None, overlap: bool = True,
 
 CHAIN = (1, None, True)  # (topk, num_draft_tokens, overlap): a chain with the engine's overlap / async scheduling
 _LABEL = re.compile(r"^(?:calibrate|live)_s(\d+)(?:_t(\d+))?(?:_n(\d+))?(_nooverlap)?(?:_tp\d+)?(?:_d\d+)?"
-                    r"(?:_mla_[a-z]+)?(?:_w\d+)?(?:_r\d+)?(?:_(?:qwen|llama|deepseek)[a-z0-9_]*)?$")
+                    r"(?:_mla_[a-z]+)?(?:_w\d+)?(?:_r\d+)?$")
+
+
+@lru_cache(maxsize=1)
+def _model_suffixes() -> tuple[str, ...]:
+    """The label suffixes naming a model (a campaign part's `label_suffix` for a second model, e.g. `_qwen3_8b`):
+    each shipped engine config's name (data/models/engine/<name>.config.json) with '-' and '.' as '_'."""
+    from simulator.profile import data_dir
+    names = (p.name.removesuffix(".config.json") for p in (data_dir() / "models" / "engine").glob("*.config.json"))
+    return tuple(sorted(("_" + re.sub(r"[-.]", "_", n) for n in names), key=len, reverse=True))
 
 
 def label_variant(label: str) -> tuple[int, int | None, bool] | None:
@@ -143,9 +153,11 @@ def label_variant(label: str) -> tuple[int, int | None, bool] | None:
     `_t{topk}`, `_n{num_draft_tokens}`, `_nooverlap` that `specdecsim calibrate engine` adds; `_mla_{name}`
     a process whose MLA layers ran a backend asked for (queue vllm-h200-mla-paths, each in a points file of
     its own); `_w{steps}` a process of the same configuration timed in windows of that many steps; `_r{i}`
-    marks a repeated process of the same configuration; a model's name last, e.g. `_qwen3_8b`, a process of
-    another model than the queue's first, in a points file of its own); None for a label of another kind."""
-    m = _LABEL.match(label)
+    marks a repeated process of the same configuration; a shipped engine config's name last (`_model_suffixes`,
+    e.g. `_qwen3_8b`), a process of another model than the queue's first, in a points file of its own); None
+    for a label of another kind."""
+    model = next((x for x in _model_suffixes() if label.endswith(x)), "")
+    m = _LABEL.match(label.removesuffix(model) if model else label)
     if not m:
         return None
     return (int(m.group(2) or 1), int(m.group(3)) if m.group(3) else None, m.group(4) is None)

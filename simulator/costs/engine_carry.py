@@ -175,8 +175,8 @@ class EngineCarry:
         self.dst_tp = tp_size or self.tp
         self.dst_draft_tp = draft_tp_size or (self.draft_tp if tp_size is None else self.dst_tp)
         self.tp_carried = (self.dst_tp, self.dst_draft_tp) != (self.tp, self.draft_tp)
-        self.other_shape = (_effective(self.dst_target) != _effective(self.target)
-                            or (self.draft is not None and _effective(self.dst_draft) != _effective(self.draft)))
+        self.other_shape = (effective_shape(self.dst_target) != effective_shape(self.target)
+                            or (self.draft is not None and effective_shape(self.dst_draft) != effective_shape(self.draft)))
         self.shape_carried = self.other_shape or self.tp_carried  # the ops priced are another forward's
         self._ops = lru_cache(maxsize=4096)(self._part_ops)
         self.splits: dict[str, PartSplit] = {}
@@ -314,8 +314,9 @@ def engine_carry_for(profile: EngineProfile, gpu: str, target: ModelShape | None
     return _CARRIES[key]
 
 
-def _effective(m: ModelShape) -> dict:
-    """A shape's values as its forward uses them (head_dim and KV heads as they default)."""
+def effective_shape(m: ModelShape) -> dict:
+    """A shape's values as its forward uses them (head_dim and KV heads as they default): two shapes whose
+    values are equal here build the same ops (simulator.costs.engine_native's shape match uses it too)."""
     return {**m.shape_values(), "head_dim": m.attn_head_dim, "num_key_value_heads": m.kv_heads}
 
 

@@ -19,10 +19,11 @@ none, a note names the shipped one that would price it and the field that uses i
 from __future__ import annotations
 
 import bisect
+from functools import cached_property
 
 import numpy as np
 
-from simulator.costs.engine_carry import EngineCarry, carry_notes, engine_carry_for
+from simulator.costs.engine_carry import EngineCarry, carry_notes, effective_shape, engine_carry_for
 from simulator.engines.profile import (EnginePoint, EngineProfile, full_graph_verify, outside_measured,
                                        placement_label, roofline, with_capture_sizes)
 
@@ -189,7 +190,7 @@ class NativeCosts:
         return self._price("host work", value, self._lin(name, batch_size, num_steps),
                            batch_size, num_steps, context_len, gpu=False)
 
-    @property
+    @cached_property
     def spec_host_holds_gpu_wait(self) -> bool:
         """Whether the profile's GPU-bound speculative points measured a host busy through the whole step (the
         median of host busy / step at least HOST_HOLDS_WAIT_FRAC): the host measure holds the wait for the GPU."""
@@ -214,7 +215,7 @@ def _same_shape(measured: dict | None, shape) -> bool:
 
     if measured is None or shape is None:
         return measured is None and shape is None
-    return ModelShape.model_validate({**measured, "name": shape.name}).shape_values() == shape.shape_values()
+    return effective_shape(ModelShape.model_validate({**measured, "name": shape.name})) == effective_shape(shape)
 
 
 def layer_family(shape) -> str:
@@ -405,7 +406,6 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
                                  scenario.target if other_shape else None, scenario.draft if other_shape else None,
                                  scenario.tp_size if other_tp else None, scenario.draft_tp_size if other_tp else None)
         notes.update(carry_notes(carry, scenario.serving_engine.kind))
-        other_shape = carry.other_shape
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
         profile = with_capture_sizes(profile, sizes, k)
