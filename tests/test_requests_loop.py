@@ -71,6 +71,34 @@ def test_a_run_starts_its_clock_when_it_submits_not_at_the_last_output_before():
     assert rec["requests"][0]["ttft_us"] == pytest.approx(fresh["requests"][0]["ttft_us"])
 
 
+class _RecordsAborts(FakeBackend):
+    """An engine that remembers what it was asked to abort; aborting a finished request fails, as it
+    stopped SGLang 0.5.15's scheduler (an IndexError, twice in the 2026-12-07 H100 campaign)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.aborted: list[list[str]] = []
+
+    def abort(self, request_ids):
+        gone = [r for r in request_ids if r not in self.requests]
+        if gone:
+            raise RuntimeError(f"aborted finished requests {gone}")
+        self.aborted.append(list(request_ids))
+        super().abort(request_ids)
+
+
+@pytest.mark.parametrize("workload", ["closed_batch", "closed_loop"])
+@pytest.mark.parametrize("max_tokens", [1, 16])
+def test_a_run_that_ends_aborts_no_finished_request(workload, max_tokens):
+    be = _RecordsAborts(3, seed=2)
+    for r in range(3):  # a run of the prefill alone, then runs after it, in one engine
+        rec = run_requests(be, _plan(workload=workload, max_tokens=max_tokens, acceptance_rate=0.7,
+                                     concurrency=2 if workload == "closed_loop" else None,
+                                     num_requests=5 if workload == "closed_loop" else None), r)
+        assert rec["num_tokens"] == rec["num_requests"] * max_tokens
+    assert be.aborted == [[], [], []] and not be.requests
+
+
 def test_a_closed_batch_drains_speculative_requests_to_exactly_max_tokens():
     be = FakeBackend(3, jitter_cv=0.0)
     rec = run_requests(be, _plan(acceptance_rate=0.9, max_tokens=50), 0)

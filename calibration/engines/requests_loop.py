@@ -99,7 +99,7 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
         elapsed = backend.clock_us() - t0
     finally:
         window = backend.end_window()
-        backend.abort(list(req))
+        backend.abort(sorted(live))  # only unfinished ones (none after a run that ended): SglangBackend.abort
     host = [s for s in window if s.host_period_us is not None]
     return dict(repeat_idx=repeat_idx, elapsed_us=elapsed, num_requests=len(req),
                 num_tokens=int(sum(q["tokens"] for q in req.values())), accept_length_counts=counts,

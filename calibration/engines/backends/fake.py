@@ -165,6 +165,7 @@ class FakeBackend:
                 if left == 0:
                     break
             self.now_us += self.costs.prefill_step_us(self.max_num_batched_tokens - left, bool(self.num_steps))
+            self._drop_finished()
             return out
         k, c = self.num_steps, self.costs
         b = len(live)
@@ -193,11 +194,17 @@ class FakeBackend:
             q["emitted"] += n
             out[r] = n
         self._check_in_step(b, sum(out.values()))
+        self._drop_finished()
         if self._window is not None:
             if not self._instrument:
                 t = StepTimes(host_period_us=t.host_period_us, host_blocked_us=t.host_blocked_us)
             self._window.append(t)
         return out
+
+    def _drop_finished(self) -> None:
+        """A finished request leaves the engine, as vLLM's and SGLang's do (abort is for unfinished ones)."""
+        for r in [r for r, q in self.requests.items() if q["emitted"] >= q["max_tokens"]]:
+            del self.requests[r]
 
     def _check_in_step(self, batch_size: int, tokens: int) -> None:
         """Over a TP group: every rank ran this step with the same batch and emitted the same tokens."""

@@ -422,21 +422,24 @@ class SglangBackend(RecordingWindow):
         return counts
 
     def abort(self, request_ids: list[str]) -> None:
+        """Abort these (unfinished) requests, then read outputs until the scheduler holds no request.
+
+        Never given a finished request's rid: before 2026-12-07 a request-level run aborted all of its
+        requests, finished ones too, and SGLang's scheduler stopped twice with an IndexError after such
+        aborts (each time on a run that followed a run of the prefill alone), and every run waited 0.5 s
+        here for outputs a finished request never sends (the idle time that was then counted into the
+        next run's wall time)."""
         from sglang.srt.managers.io_struct import AbortReq
         for rid in request_ids:
             self._inbox.put(AbortReq(rid=rid))
-        left, deadline = set(request_ids), time.monotonic() + 120.0
-        while left and time.monotonic() < deadline:
+        deadline = time.monotonic() + 120.0
+        while time.monotonic() < deadline:
             try:
-                _, out = self._next_output(0.5)
+                self._next_output(0.01)
             except queue.Empty:
                 s = self.sched
-                if s.running_batch.is_empty() and not s.waiting_queue:
+                if self._inbox.empty() and s.running_batch.is_empty() and not s.waiting_queue:
                     return
-                continue
-            for rid, fin in zip(out.rids, out.finished_reasons):
-                if fin is not None:
-                    left.discard(rid)
 
     def end_window(self) -> list[StepTimes]:
         out = window_step_times(self._close_window(), {"target_tokens_padded": "tokens"})
