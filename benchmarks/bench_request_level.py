@@ -110,15 +110,20 @@ def main() -> int:
     if not recs:
         sys.exit(f"{', '.join(map(str, a.points))}: no request-level runs of the live session (closed batches, closed "
                  "loops; a calibration's runs of the prefill alone are not compared here)")
-    if why := profile_mismatch(eprof, recs[0][1].scenario):
+    if why := profile_mismatch(eprof, recs[0][1].scenario, carry_shapes=True):
         sys.exit(f"--engine-profile {a.engine_profile} does not price these runs ({why}): give the --models the "
-                 "engine ran and a profile of them")
-    gpu = carried_to(eprof, recs[0][1].scenario)
+                 "engine ran and a profile of them or of their family of layers")
+    sc = recs[0][1].scenario
+    to = [g for g in [carried_to(eprof, sc)] if g]
+    if profile_mismatch(eprof, sc):  # another shape of the same family of layers: the profile is carried to it
+        to.append(f"{sc.target.name}'s shape")
+    carried = f" (measured on {eprof.catalog_gpu}, carried to {' and '.join(to)})" if to else ""
+
     prof, _ = load_profile_for(recs[0][1].scenario, a.profile)
     rows = [(name, rec, check_record(name, rec, prof, acceptance=a.acceptance)) for name, rec in recs]
     from calibration.engines.requests_loop import wall_times_valid
     if stale := sum(not wall_times_valid(ln) for ln in engine_lines(a.points, requests=True)[1]):
-        return _tpot_only(a, rows, stale, f' (measured on {eprof.catalog_gpu}, carried to {gpu})' if gpu else '')
+        return _tpot_only(a, rows, stale, carried)
 
     by_point = defaultdict(list)
     for name, _, c in rows:
@@ -129,7 +134,7 @@ def main() -> int:
         wl = rec.scenario.serving.arrivals.kind
         groups[(wl, "speculative" if c.speculative else "baseline")].append((name, c))
     print(f"{len(rows)} runs of {len(by_point)} points ({', '.join(p.name for p in a.points)}), engine profile "
-          f"{a.engine_profile}{f' (measured on {eprof.catalog_gpu}, carried to {gpu})' if gpu else ''}, acceptance "
+          f"{a.engine_profile}{carried}, acceptance "
           f"{a.acceptance}\n")
     print("| workload | runs | tok/s median abs err | max | within 8% | within 8% or repeat spread | "
           "TTFT p50 median abs err | max | TPOT p50 median abs err | max |")

@@ -290,3 +290,57 @@ def test_a_carried_sglang_cycle_is_not_floored_at_the_measured_step_by_a_host_th
     assert cycle("target.num_hidden_layers=16") < 0.8 * measured
     assert cycle("hardware.gpu=h200-sxm") < 0.95 * measured
     assert cycle("tp_size=2", "hardware.box=hgx-h100-8gpu", "hardware.gpu=h100-sxm") < 0.9 * measured
+
+
+def test_an_sglang_profile_of_one_num_steps_prices_another_without_stretching_its_host():
+    """The H100 SGLang profile measured num_steps 3 (and the baseline). Its speculative host measure is the GPU
+    step (the overlapped worker waits in it), so its fitted form along num_steps is no host cost: at num_steps 5
+    and 6 the cycle is the GPU's parts (the engine's own whole-batch steps at batch 32: 11.95 and 12.75 ms,
+    data/engine_runs/h100_sglang_0.5.15_requests/, against 10.3 ms at num_steps 3), not a host stretched past
+    them (14.7 and 16.0 ms before)."""
+    from simulator.engines.profile import load_engine_profile
+    prof = load_engine_profile("sglang-0.5.15-h100-llama-3.1-8b-eagle3")
+    native = NativeCosts(prof)
+    assert {p.num_steps for p in prof.points} == {0, 3} and native.spec_host_holds_gpu_wait
+    b, c = 32, 1100
+    for k in (5, 6):
+        gpu, host = native.step_us(b, k, c)
+        assert host == pytest.approx(native.host_us(b, 0, c))  # the baseline's host work
+        assert host < 0.8 * gpu
+    gpu3, host3 = native.step_us(b, 3, c)
+    assert host3 > 0.95 * gpu3  # measured num_steps: its own measure, the step it waited through
+    gpu5, _ = native.step_us(b, 5, c)
+    assert 1.05 * gpu3 < gpu5 < 1.35 * gpu3
+
+
+def test_a_prefill_fit_carried_to_another_shape_scales_by_its_flops():
+    """A prefill step is FLOP-bound: carried to a target of twice the layers, the fit without the draft takes
+    twice the FLOPs a token and a token pair (the draft's extend, one layer, is kept in the fit with the draft,
+    so that one grows by less); the per-step and per-run shares are kept; the same shape carries nothing."""
+    from simulator.costs.engine_carry import carry_prefill_shape
+    from simulator.costs.engine_native import with_prefill
+    from simulator.engines.profile import load_engine_profile
+    from simulator.model_shape import ModelShape
+    prof = load_engine_profile("sglang-0.5.15-h100-llama-3.1-8b-eagle3")
+    assert {f.speculative for f in prof.prefill} == {False, True}
+    target = ModelShape.model_validate({**prof.target, "name": "t"})
+    draft = ModelShape.model_validate({**prof.draft, "name": "d"})
+    same, _ = carry_prefill_shape(prof.prefill, target, draft, target, draft)
+    assert [f.per_token_us for f in same] == pytest.approx([f.per_token_us for f in prof.prefill], rel=1e-12)
+    deep = target.model_copy(update={"num_hidden_layers": 2 * target.num_hidden_layers})
+    fits, how = carry_prefill_shape(prof.prefill, target, draft, deep, draft)
+    for old, new in zip(prof.prefill, fits):
+        tok, pair = new.per_token_us / old.per_token_us, new.per_token_pair_us / old.per_token_pair_us
+        if old.speculative:
+            assert 1.8 < tok < 2.0 and 1.8 < pair < 2.0
+        else:
+            assert tok == pytest.approx(2.0, rel=0.01) and pair == pytest.approx(2.0, rel=1e-6)
+        assert (new.per_step_us, new.per_run_us) == (old.per_step_us, old.per_run_us)
+    assert "per token x2.00" in how
+    notes: set[str] = set()
+    sc = load_scenario(ROOT / "scenarios" / "sglang_qwen3_8b_h100.yaml", [])
+    carried = with_prefill(prof, sc, notes)
+    assert carried.prefill and carried.prefill[0].per_token_us != prof.prefill[0].per_token_us
+    assert any("carried to qwen3-8b's shape" in n for n in notes)
+    tp2 = load_scenario(ROOT / "scenarios" / "sglang_qwen3_8b_h100.yaml", ["tp_size=2", "hardware.box=hgx-h100-8gpu"])
+    assert with_prefill(prof, tp2, set()).prefill == []  # another TP size: the op tables price the prefill

@@ -145,7 +145,13 @@ def _model_suffixes() -> tuple[str, ...]:
     each shipped engine config's name (data/models/engine/<name>.config.json) with '-' and '.' as '_'."""
     from simulator.profile import data_dir
     names = (p.name.removesuffix(".config.json") for p in (data_dir() / "models" / "engine").glob("*.config.json"))
-    return tuple(sorted(("_" + re.sub(r"[-.]", "_", n) for n in names), key=len, reverse=True))
+    suffixes = ["_" + re.sub(r"[-.]", "_", n) for n in names] + list(_FAMILY_SUFFIXES)
+    return tuple(sorted(suffixes, key=len, reverse=True))
+
+
+# label suffixes that name the MoE target by its family: the 2026-12-07 SGLang campaigns' Qwen3-30B-A3B processes
+# (calibration/engines/campaigns/sglang-requests*.yaml, sglang-h100-moe.yaml: label_suffix _moe)
+_FAMILY_SUFFIXES = ("_moe",)
 
 
 def label_variant(label: str) -> tuple[int, int | None, bool] | None:

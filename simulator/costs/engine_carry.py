@@ -293,6 +293,47 @@ def carry_prefill(fits: list, src: GpuRates, dst: GpuRates) -> list:
             for fit in fits]
 
 
+def _prefill_flops(m: ModelShape, tp: int, draft: bool, method: str) -> tuple[float, float]:
+    """(FLOPs a prompt token, FLOPs a causal token pair) of one forward over a prompt on a rank of `tp`
+    (the target's without its lm_head, a prefill's logits being its last token's; a draft's extend with
+    its head), from the ops' flops at two contexts: the ops are affine in the context (simulator.costs.ops)."""
+    n, c0, c1 = 1024, 1024, 2048
+
+    def flops(c: int) -> float:
+        if draft:
+            ops = FO.draft_forward_ops(m, tp, 1, n, c, True, method)
+        else:
+            ops = FO.target_forward_ops(m, tp, 1, n, c)
+            ops = ops[:next(i for i, op in enumerate(ops) if op.name == "lm_head")]
+        return sum(op.flops_at(op.axes) for op in ops if not op.is_collective)
+    f0, f1 = flops(c0), flops(c1)
+    per_pair = (f1 - f0) / (n * (c1 - c0))
+    return (f0 - per_pair * n * c0) / n, per_pair
+
+
+def carry_prefill_shape(fits: list, target: ModelShape, draft: ModelShape | None, dst_target: ModelShape,
+                        dst_draft: ModelShape | None, tp: int = 1, method: str = "eagle3") -> tuple[list, str]:
+    """A profile's PrefillFits carried to another target (and draft) of the same family of layers, and a note
+    of how: a prefill step is FLOP-bound (carry_prefill), so per_token_us scales by the FLOPs a prompt token
+    takes (the target's forward, plus the draft's extend over the prompt for the fit with the draft) and
+    per_token_pair_us by the attention's FLOPs a token pair; per_step_us and per_run_us are kept (the launches,
+    the sampler and the host's work of a step and a run)."""
+    def ratios(with_draft: bool) -> tuple[float, float]:
+        (t0, p0), (t1, p1) = _prefill_flops(target, tp, False, method), _prefill_flops(dst_target, tp, False, method)
+        if with_draft and draft is not None and dst_draft is not None:
+            (d0, q0), (d1, q1) = _prefill_flops(draft, tp, True, method), _prefill_flops(dst_draft, tp, True, method)
+            t0, p0, t1, p1 = t0 + d0, p0 + q0, t1 + d1, p1 + q1
+        return t1 / t0, p1 / p0
+    out, said = [], []
+    for fit in fits:
+        tok, pair = ratios(fit.speculative)
+        out.append(fit.model_copy(update={"per_token_us": fit.per_token_us * tok,
+                                          "per_token_pair_us": fit.per_token_pair_us * pair}))
+        said.append(f"{'with' if fit.speculative else 'without'} the draft: per token x{tok:.2f}, per token pair "
+                    f"x{pair:.2f}")
+    return out, "; ".join(said)
+
+
 def engine_carry_for(profile: EngineProfile, gpu: str, target: ModelShape | None = None,
                      draft: ModelShape | None = None, tp_size: int | None = None,
                      draft_tp_size: int | None = None) -> EngineCarry:

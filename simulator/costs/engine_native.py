@@ -175,13 +175,16 @@ class NativeCosts:
                            fitted, batch_size, num_steps, context_len)
 
     def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        """The host's work of a step. Carried (another GPU, shape or TP size) where the profile's speculative
-        host measure holds the wait for the GPU (`spec_host_holds_gpu_wait`: SGLang's overlapped EAGLE worker,
-        whose host is busy through the whole GPU-bound step): that measure is the measured GPU's step, not a
-        floor for a faster one, so the baseline's host work at this batch is taken instead (a lower bound of
-        the speculative host's own work, which these points cannot separate from the wait)."""
+        """The host's work of a step. Where the profile's speculative host measure holds the wait for the GPU
+        (`spec_host_holds_gpu_wait`: SGLang's overlapped EAGLE worker, whose host is busy through the whole
+        GPU-bound step), that measure is the measured step, not a floor for another: carried (another GPU,
+        shape or TP size), or at a num_steps the profile did not measure (its fitted form would stretch the
+        measured step along num_steps: 2.6 ms of host at num_steps 5 from an H100 profile of num_steps 3, the
+        engine's step 2.7 ms shorter than so priced), the baseline's host work at this batch is taken instead
+        (a lower bound of the speculative host's own work, which these points cannot separate from the wait)."""
         value = lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us  # noqa: E731
-        if num_steps and self.carry is not None and self.spec_host_holds_gpu_wait:
+        if num_steps and self.spec_host_holds_gpu_wait and (
+                self.carry is not None or num_steps not in {p.num_steps for p in self.profile.points}):
             self.sources.add("host work: the baseline's (the speculative steps' host measure holds the wait for "
                              "the GPU)")
             return self._price("host work", value, self._lin("host_busy_us_baseline", batch_size, 0),
@@ -327,22 +330,35 @@ def shipped_match(scenario, gpu: str | None) -> tuple[str, EngineProfile] | None
 
 def with_prefill(profile: EngineProfile, scenario, notes: set[str]) -> EngineProfile:
     """The profile with the prefill the serving DES prices (simulator.serving.costs.StepCosts.engine_prefill,
-    once a run): its own fits, carried
-    to the scenario's GPU where it runs on another (engine_carry.carry_prefill); where it measured none, a
-    shipped profile's of the same engine, shapes and draft measured on another GPU, carried the same way
-    (the one of the most prefill runs); else none (the op tables price the prefill)."""
+    once a run): its own fits, carried to the scenario's target and draft where they are other shapes of the
+    same family of layers (engine_carry.carry_prefill_shape) and to the scenario's GPU where it runs on another
+    (engine_carry.carry_prefill); where it measured none, a shipped profile's of the same engine, shapes and
+    draft measured on another GPU, carried the same way (the one of the most prefill runs); else, and at
+    another TP size, none (the op tables price the prefill)."""
     from simulator.costs.engine_carry import carry_prefill
     from simulator.engines.profile import ENGINE_PROFILES_DIR, load_engine_profile
     from simulator.hardware import default_catalog, gpu_rates
     from simulator.profile import data_dir
 
     kind, dst = scenario.serving_engine.kind, scenario_gpu(scenario) or profile.catalog_gpu
-    if not (_same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft)) \
-            or scenario.tp_size != profile.tp_size:
-        if profile.prefill:  # a shape carry prices the decode steps; the prefill runs are not carried to a shape
+    if scenario.tp_size != profile.tp_size:
+        if profile.prefill:  # a TP carry prices the decode steps; the prefill runs are not carried to a TP size
             notes.add(f"{kind}: the prefill from the op tables: engine profile {profile.name}'s runs of the prefill "
-                      f"alone are of another shape or TP size than {scenario.target.name} at TP {scenario.tp_size}")
+                      f"alone are of another TP size than {scenario.tp_size}")
         return profile.model_copy(update={"prefill": []})
+    if not (_same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft)):
+        if not profile.prefill or shape_carry_mismatch(profile, scenario):
+            return profile.model_copy(update={"prefill": []})
+        from simulator.costs.engine_carry import carry_prefill_shape
+        from simulator.model_shape import ModelShape
+        measured = ModelShape.model_validate({**profile.target, "name": "measured"})
+        measured_draft = ModelShape.model_validate({**profile.draft, "name": "measured draft"}) \
+            if profile.draft is not None else None
+        fits, how = carry_prefill_shape(profile.prefill, measured, measured_draft, scenario.target, scenario.draft,
+                                        profile.tp_size, profile.method)
+        notes.add(f"{kind}: the prefill from engine profile {profile.name}'s runs of the prefill alone, carried to "
+                  f"{scenario.target.name}'s shape by the FLOPs a prompt token and a token pair take ({how})")
+        profile = profile.model_copy(update={"prefill": fits})
     source, fits = profile, profile.prefill
     if not fits:
         found = []
