@@ -62,6 +62,7 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("benchmarks/bench_engine_carry.py", "docs/engines/transfer.md"),
     ("docs/make_requests_table.py", "docs/engines/requests.md"),
     ("benchmarks/bench_request_level.py", "docs/engines/requests.md"),
+    ("docs/make_first_runs_table.py", "docs/engines/requests.md"),
     ("docs/make_moe_law_check.py", "docs/engines.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)
@@ -79,17 +80,39 @@ def test_the_sglang_carry_and_the_shape_carry_tables_are_in_the_transfer_doc(arg
     assert_table_lines_in_doc(out, "benchmarks/bench_engine_carry.py " + " ".join(args), "docs/engines/transfer.md")
 
 
-@pytest.mark.parametrize("args", [
-    ("data/engine_runs/h100_sglang_0.5.15/e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
-     "--campaign-log", "data/engine_runs/h100_sglang_0.5.15/campaign_2026-12-07.log.gz"),
-    ("data/engine_runs/h100_sglang_0.5.15/moe_e2e_2026-12-07.jsonl.gz", "--engine-profile",
-     "sglang-0.5.15-h200-qwen3-30b-a3b-eagle3", "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b",
-     "--campaign-log", "data/engine_runs/h100_sglang_0.5.15/campaign_2026-12-07.log.gz")], ids=["sglang-dense", "sglang-moe"])
-def test_the_sglang_request_level_tpot_tables_are_in_the_requests_doc(args, monkeypatch, capsys):
-    """docs/engines/requests.md's SGLang H100 runs (wall times that do not hold: TPOT p50 alone)."""
+SGLANG_RUNS = "data/engine_runs/h100_sglang_0.5.15_requests/"
+
+
+@pytest.mark.parametrize("args, tpot_only", [
+    ((SGLANG_RUNS + "e2e_2026-12-07.jsonl.gz", SGLANG_RUNS + "e2e_more_2026-12-07.jsonl.gz",
+      SGLANG_RUNS + "e2e_r2_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3"), False),
+    ((SGLANG_RUNS + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-qwen3-30b-a3b-eagle3",
+      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False),
+    (("data/engine_runs/h100_sglang_0.5.15/e2e_2026-12-07.jsonl.gz", "--engine-profile",
+      "sglang-0.5.15-h100-llama-3.1-8b-eagle3", "--campaign-log",
+      "data/engine_runs/h100_sglang_0.5.15/campaign_2026-12-07.log.gz"), True)],
+    ids=["sglang-dense", "sglang-moe", "sglang-first-campaign-tpot"])
+def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only, monkeypatch, capsys):
+    """docs/engines/requests.md's SGLang H100 runs: end to end (dense, MoE), and the first campaign's runs whose
+    wall times do not hold (TPOT p50 alone)."""
     out = run_script("benchmarks/bench_request_level.py", monkeypatch, capsys, args)
-    assert "TPOT alone is compared" in out
+    assert ("TPOT alone is compared" in out) == tpot_only
     assert_table_lines_in_doc(out, "benchmarks/bench_request_level.py " + " ".join(args), "docs/engines/requests.md")
+
+
+@pytest.mark.parametrize("args", [
+    (SGLANG_RUNS + "e2e_2026-12-07.jsonl.gz", SGLANG_RUNS + "e2e_more_2026-12-07.jsonl.gz",
+     SGLANG_RUNS + "e2e_r2_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h200-llama-3.1-8b-eagle3"),
+    (SGLANG_RUNS + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h200-qwen3-30b-a3b-eagle3",
+     "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"),
+    (SGLANG_RUNS + "qwen3_8b_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
+     "--models", "qwen3-8b", "eagle3-qwen3-8b")], ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3"])
+def test_the_request_level_carry_tables_are_in_the_transfer_doc(args, monkeypatch, capsys):
+    """docs/engines/transfer.md's carries checked on SGLang's request-level runs of the H100: the H200 profiles
+    (dense, MoE) carried to the H100, and the Llama-3.1-8B profile carried to Qwen3-8B's shape."""
+    out = run_script("benchmarks/bench_request_level.py", monkeypatch, capsys, args)
+    assert "carried to" in out.splitlines()[0]
+    assert_table_lines_in_doc(out, "benchmarks/bench_request_level.py " + " ".join(args), "docs/engines/transfer.md")
 
 
 def test_seed_hypothesis_a1_rows_are_in_the_doc(monkeypatch):

@@ -1,12 +1,13 @@
 #!/bin/bash
 # Build an offline install bundle of SGLang 0.5.15 (the newest release pinned to torch 2.11) for a
 # GPU host with Python 3.12, torch 2.11.0+cu130 and no package access, in parts small enough for
-# the device tool (each call carries at most 64 MiB with the working tree).
+# the device tool (each call carries at most 64 MiB with the working tree: 26 MB parts beside the 35 MB
+# tree of 2026-12-07; 30 MB parts were refused).
 #
-#   bash calibration/engines/bundles/build-sglang-bundle.sh OUT_DIR [PART_MB=32]
+#   bash calibration/engines/bundles/build-sglang-bundle.sh OUT_DIR [PART_MB=26]
 #
 # Writes OUT_DIR/c00/part_00, OUT_DIR/c01/part_01, ... (one folder a call carries) and the
-# bundle's SHA256 in the last folder. A call carries the working tree too (about 29 MB tracked
+# bundle's SHA256 in the last folder. A call carries the working tree too (about 35 MB tracked
 # now), so PART_MB plus the tree must stay under 64 MiB: `du -sh --exclude=.git .` tells.
 # Packed by calibration/engines/bundles/pack-bundle.sh. The bundle also holds what the host lacks beside SGLang (simpy, decorator, and the transformers
 # and tokenizers SGLang pins: the host's transformers 5.17 registers a config SGLang registers too). The bundle is one tar of wheels, xz-compressed; the large
@@ -17,7 +18,7 @@
 # - the dependencies that calibration/engines/bundles/sglang-0.5.15-deps.txt says are not imported on this path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: build-sglang-bundle.sh OUT_DIR [PART_MB]}; mb=${2:-32}
+out=${1:?usage: build-sglang-bundle.sh OUT_DIR [PART_MB]}; mb=${2:-26}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_31_x86_64
