@@ -323,7 +323,7 @@ def carry_prefill_shape(fits: list, target: ModelShape, draft: ModelShape | None
         if with_draft and draft is not None and dst_draft is not None:
             (d0, q0), (d1, q1) = _prefill_flops(draft, tp, True, method), _prefill_flops(dst_draft, tp, True, method)
             t0, p0, t1, p1 = t0 + d0, p0 + q0, t1 + d1, p1 + q1
-        return t1 / t0, p1 / p0
+        return t1 / t0, (p1 / p0 if p0 > 0 else 1.0)  # no token pair priced on the measured shape: kept
     out, said = [], []
     for fit in fits:
         tok, pair = ratios(fit.speculative)
