@@ -102,10 +102,8 @@ def main() -> int:
         if not lines:
             sys.exit(f"{', '.join(map(str, a.points))}: no request-level runs (closed batches, closed loops) in these "
                      "points files")
-        if why := model_mismatch(engines, t_cfg, d_cfg, any_label=True):
-            why = why.split("; give the --target")[0]  # the calibrate command's words; here the option is --models
-            sys.exit(f"--models {' '.join(a.models)}: not the models these runs ran ({why}); give the --models the "
-                     "engine ran")
+        if why := model_mismatch(engines, t_cfg, d_cfg, any_label=True, options=("--models", "--models")):
+            sys.exit(f"--models {' '.join(a.models)}: not the models these runs ran ({why})")
         recs = request_records(a.points, target, draft, a.engine_profile, a.profile)
     except (FileNotFoundError, UserInputError) as e:
         sys.exit(f"error: {e}")

@@ -325,10 +325,10 @@ def test_a_prefill_fit_carried_to_another_shape_scales_by_its_flops():
     assert {f.speculative for f in prof.prefill} == {False, True}
     target = ModelShape.model_validate({**prof.target, "name": "t"})
     draft = ModelShape.model_validate({**prof.draft, "name": "d"})
-    same, _ = carry_prefill_shape(prof.prefill, target, draft, target, draft)
+    same, _ = carry_prefill_shape(prof, target, draft)
     assert [f.per_token_us for f in same] == pytest.approx([f.per_token_us for f in prof.prefill], rel=1e-12)
     deep = target.model_copy(update={"num_hidden_layers": 2 * target.num_hidden_layers})
-    fits, how = carry_prefill_shape(prof.prefill, target, draft, deep, draft)
+    fits, how = carry_prefill_shape(prof, deep, draft)
     for old, new in zip(prof.prefill, fits):
         tok, pair = new.per_token_us / old.per_token_us, new.per_token_pair_us / old.per_token_pair_us
         if old.speculative:

@@ -251,11 +251,13 @@ SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_ke
               "q_lora_rank")
 
 
-def model_mismatch(engines: list[dict], target: dict, draft: dict | None, any_label: bool = False) -> str | None:
+def model_mismatch(engines: list[dict], target: dict, draft: dict | None, any_label: bool = False,
+                   options: tuple[str, str] = ("--target", "--target/--draft")) -> str | None:
     """Why the points of these engine lines (`engine_lines`) are not of this target and draft (HF
     configs), from the model each engine process recorded (engine lines since 2026-12-04; older SGLang
     lines only the target's depth, older vLLM lines nothing, and are checked as far as that goes), or None.
-    `any_label`: every process checked (request-level ones too), not only calibrate_ / live_ ones."""
+    `any_label`: every process checked (request-level ones too), not only calibrate_ / live_ ones. `options`: the
+    caller's options that name the target, and the target and draft, in the reason's hint."""
     def differ(ran: dict | None, given: dict | None) -> list[str]:
         if not ran or not given:
             return []
@@ -268,11 +270,11 @@ def model_mismatch(engines: list[dict], target: dict, draft: dict | None, any_la
             layers = (e["info"].get("variant") or {}).get("num_hidden_layers")
             if layers is not None and layers != target.get("num_hidden_layers"):
                 return (f"process {e['label']} ran a target of {layers} layers (given "
-                        f"{target.get('num_hidden_layers')}); give the --target these points were measured with")
+                        f"{target.get('num_hidden_layers')}); give the {options[0]} these points were measured with")
             continue
         for role, given in (("target", target), ("draft", draft if e.get("num_steps") else None)):
             if bad := differ(model.get(role), given):
-                return (f"process {e['label']} ran another {role}: {', '.join(bad[:4])}; give the --target/--draft "
+                return (f"process {e['label']} ran another {role}: {', '.join(bad[:4])}; give the {options[1]} "
                         "these points were measured with")
     return None
 

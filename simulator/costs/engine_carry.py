@@ -166,8 +166,7 @@ class EngineCarry:
     def __init__(self, profile: EngineProfile, src: GpuRates, dst: GpuRates, target: ModelShape | None = None,
                  draft: ModelShape | None = None, tp_size: int | None = None, draft_tp_size: int | None = None):
         self.profile, self.src, self.dst = profile, src, dst
-        self.target = ModelShape.model_validate({"name": "target", **profile.target})
-        self.draft = ModelShape.model_validate({"name": "draft", **profile.draft}) if profile.draft else None
+        self.target, self.draft = measured_shapes(profile)
         self.dst_target = target if target is not None else self.target
         self.dst_draft = draft if draft is not None and self.draft is not None else self.draft
         self.tp = profile.tp_size
@@ -311,22 +310,30 @@ def _prefill_flops(m: ModelShape, tp: int, draft: bool, method: str) -> tuple[fl
     return (f0 - per_pair * n * c0) / n, per_pair
 
 
-def carry_prefill_shape(fits: list, target: ModelShape, draft: ModelShape | None, dst_target: ModelShape,
-                        dst_draft: ModelShape | None, tp: int = 1, method: str = "eagle3") -> tuple[list, str]:
-    """A profile's PrefillFits carried to another target (and draft) of the same family of layers, and a note
+def measured_shapes(profile: EngineProfile) -> tuple[ModelShape, ModelShape | None]:
+    """The target and draft (None: a baseline-only profile) the profile measured, as shapes."""
+    target = ModelShape.model_validate({"name": "target", **profile.target})
+    return target, ModelShape.model_validate({"name": "draft", **profile.draft}) if profile.draft else None
+
+
+def carry_prefill_shape(profile: EngineProfile, dst_target: ModelShape,
+                        dst_draft: ModelShape | None) -> tuple[list, str]:
+    """The profile's PrefillFits carried to another target (and draft) of the same family of layers, and a note
     of how: a prefill step is FLOP-bound (carry_prefill), so per_token_us scales by the FLOPs a prompt token
     takes (the target's forward, plus the draft's extend over the prompt for the fit with the draft) and
     per_token_pair_us by the attention's FLOPs a token pair; per_step_us and per_run_us are kept (the launches,
     the sampler and the host's work of a step and a run)."""
-    def ratios(with_draft: bool) -> tuple[float, float]:
-        (t0, p0), (t1, p1) = _prefill_flops(target, tp, False, method), _prefill_flops(dst_target, tp, False, method)
-        if with_draft and draft is not None and dst_draft is not None:
-            (d0, q0), (d1, q1) = _prefill_flops(draft, tp, True, method), _prefill_flops(dst_draft, tp, True, method)
-            t0, p0, t1, p1 = t0 + d0, p0 + q0, t1 + d1, p1 + q1
-        return t1 / t0, (p1 / p0 if p0 > 0 else 1.0)  # no token pair priced on the measured shape: kept
+    target, draft = measured_shapes(profile)
+    tp, method = profile.tp_size, profile.method
+    base = (_prefill_flops(target, tp, False, method), _prefill_flops(dst_target, tp, False, method))
+    spec = base
+    if draft is not None and dst_draft is not None:
+        spec = tuple((t + d, p + q) for (t, p), (d, q) in
+                     zip(base, (_prefill_flops(draft, tp, True, method), _prefill_flops(dst_draft, tp, True, method))))
     out, said = [], []
-    for fit in fits:
-        tok, pair = ratios(fit.speculative)
+    for fit in profile.prefill:
+        (t0, p0), (t1, p1) = spec if fit.speculative else base
+        tok, pair = t1 / t0, (p1 / p0 if p0 > 0 else 1.0)  # no token pair priced on the measured shape: kept
         out.append(fit.model_copy(update={"per_token_us": fit.per_token_us * tok,
                                           "per_token_pair_us": fit.per_token_pair_us * pair}))
         said.append(f"{'with' if fit.speculative else 'without'} the draft: per token x{tok:.2f}, per token pair "

@@ -23,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator.costs.engine_carry import EngineCarry, carry_notes, effective_shape, engine_carry_for
+from simulator.costs.engine_carry import EngineCarry, carry_notes, effective_shape, engine_carry_for, measured_shapes
 from simulator.engines.profile import (EnginePoint, EngineProfile, full_graph_verify, outside_measured,
                                        placement_label, roofline, with_capture_sizes)
 
@@ -184,7 +184,7 @@ class NativeCosts:
         (a lower bound of the speculative host's own work, which these points cannot separate from the wait)."""
         value = lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us  # noqa: E731
         if num_steps and self.spec_host_holds_gpu_wait and (
-                self.carry is not None or num_steps not in {p.num_steps for p in self.profile.points}):
+                self.carry is not None or num_steps not in self.measured_num_steps):
             self.sources.add("host work: the baseline's (the speculative steps' host measure holds the wait for "
                              "the GPU)")
             return self._price("host work", value, self._lin("host_busy_us_baseline", batch_size, 0),
@@ -192,6 +192,11 @@ class NativeCosts:
         name = "host_busy_us" if num_steps else "host_busy_us_baseline"
         return self._price("host work", value, self._lin(name, batch_size, num_steps),
                            batch_size, num_steps, context_len, gpu=False)
+
+    @cached_property
+    def measured_num_steps(self) -> frozenset[int]:
+        """The num_steps the profile's points measured (0: the baseline)."""
+        return frozenset(p.num_steps for p in self.profile.points)
 
     @cached_property
     def spec_host_holds_gpu_wait(self) -> bool:
@@ -230,19 +235,17 @@ def layer_family(shape) -> str:
 def shape_carry_mismatch(profile: EngineProfile, scenario) -> str | None:
     """Why the profile's target and draft cannot be carried to the scenario's (another family of layers,
     a draft on one side only, a profile of no catalog GPU), or None: they can (or are the same)."""
-    from simulator.model_shape import ModelShape
     if _same_shape(profile.target, scenario.target) and _same_shape(profile.draft, scenario.draft):
         return None
     if not profile.catalog_gpu:
         return "its target or draft is another shape, and it names no catalog GPU to carry them on"
-    measured = ModelShape.model_validate({**profile.target, "name": "measured"})
+    measured, measured_draft = measured_shapes(profile)
     if layer_family(measured) != layer_family(scenario.target):
         return (f"its target ({layer_family(measured)}) is of another family of layers than {scenario.target.name} "
                 f"({layer_family(scenario.target)})")
     if (profile.draft is None) != (scenario.draft is None):
         return f"its draft is another shape than {scenario.draft.name if scenario.draft else 'none'}"
-    if profile.draft is not None and layer_family(ModelShape.model_validate({**profile.draft, "name": "d"})) \
-            != layer_family(scenario.draft):
+    if measured_draft is not None and layer_family(measured_draft) != layer_family(scenario.draft):
         return f"its draft is of another family of layers than {scenario.draft.name}"
     return None
 
@@ -350,12 +353,7 @@ def with_prefill(profile: EngineProfile, scenario, notes: set[str]) -> EnginePro
         if not profile.prefill or shape_carry_mismatch(profile, scenario):
             return profile.model_copy(update={"prefill": []})
         from simulator.costs.engine_carry import carry_prefill_shape
-        from simulator.model_shape import ModelShape
-        measured = ModelShape.model_validate({**profile.target, "name": "measured"})
-        measured_draft = ModelShape.model_validate({**profile.draft, "name": "measured draft"}) \
-            if profile.draft is not None else None
-        fits, how = carry_prefill_shape(profile.prefill, measured, measured_draft, scenario.target, scenario.draft,
-                                        profile.tp_size, profile.method)
+        fits, how = carry_prefill_shape(profile, scenario.target, scenario.draft)
         notes.add(f"{kind}: the prefill from engine profile {profile.name}'s runs of the prefill alone, carried to "
                   f"{scenario.target.name}'s shape by the FLOPs a prompt token and a token pair take ({how})")
         profile = profile.model_copy(update={"prefill": fits})
