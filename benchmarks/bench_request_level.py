@@ -82,7 +82,26 @@ def main() -> int:
     ap.add_argument("--models", nargs=2, metavar=("TARGET", "DRAFT"), default=["llama-3.1-8b-instruct",
                                                                              "eagle3-llama-3.1-8b"],
                     help="The configs the engine ran (data/models/engine/<name>.config.json).")
+    ap.add_argument("--host-probe-us", type=float, default=None,
+                    help="The host probe of the host the runs stepped on (serving_engine.host_probe_us: the median "
+                         "of its calibration's window probes, EngineProfile.host_probe_us), us; left out: the host "
+                         "as the engine profile measured it.")
+    ap.add_argument("--host-of", default=None, metavar="ENGINE_PROFILE",
+                    help="Take --host-probe-us from this engine profile's host_probe_us (a calibration on the host "
+                         "the runs stepped on).")
     a = ap.parse_args()
+    if a.host_of is not None:
+        from simulator.engines.profile import load_engine_profile as _load
+        if a.host_probe_us is not None:
+            sys.exit("--host-of and --host-probe-us: give one")
+        try:
+            a.host_probe_us = _load(a.host_of).host_probe_us
+        except (FileNotFoundError, UserInputError) as e:
+            sys.exit(f"--host-of: {e}")
+        if a.host_probe_us is None:
+            sys.exit(f"--host-of {a.host_of}: the profile recorded no host probe (host_probe_us)")
+    if a.host_probe_us is not None and not 1.0 <= a.host_probe_us <= 1e7:
+        sys.exit(f"--host-probe-us {a.host_probe_us}: outside 1..1e7 us")
     from calibration.engines.plans import model_configs
     from simulator.model_config import shape_fields_from_hf_config
     t_cfg, d_cfg = model_configs(*a.models)
@@ -104,7 +123,7 @@ def main() -> int:
                      "points files")
         if why := model_mismatch(engines, t_cfg, d_cfg, any_label=True, options=("--models", "--models")):
             sys.exit(f"--models {' '.join(a.models)}: not the models these runs ran ({why})")
-        recs = request_records(a.points, target, draft, a.engine_profile, a.profile)
+        recs = request_records(a.points, target, draft, a.engine_profile, a.profile, host_probe_us=a.host_probe_us)
     except (FileNotFoundError, UserInputError) as e:
         sys.exit(f"error: {e}")
     if not recs:
@@ -118,6 +137,9 @@ def main() -> int:
     if profile_mismatch(eprof, sc):  # another shape of the same family of layers: the profile is carried to it
         to.append(f"{sc.target.name}'s shape")
     carried = f" (measured on {eprof.catalog_gpu}, carried to {' and '.join(to)})" if to else ""
+    if a.host_probe_us is not None:
+        carried += (f", host probe {a.host_probe_us:,.0f} us against the profile's "
+                    + (f"{eprof.host_probe_us:,.0f} us" if eprof.host_probe_us else "none (not scaled)"))
 
     prof, _ = load_profile_for(recs[0][1].scenario, a.profile)
     rows = [(name, rec, check_record(name, rec, prof, acceptance=a.acceptance)) for name, rec in recs]

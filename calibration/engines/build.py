@@ -282,12 +282,24 @@ def model_mismatch(engines: list[dict], target: dict, draft: dict | None, any_la
 HOST_PROBE_SPREAD = 1.5  # windows whose host probes differ by more than this ran on cores of two speeds
 
 
+def window_probes(lines: list[dict]) -> list[float]:
+    """The host probes timed in the stepping thread before and after each calibration window, us."""
+    return [v for ln in lines for r in ln["point"]["repeats"]
+            for v in (r.get("host_probe_us"), r.get("host_probe_before_us")) if v]
+
+
+def host_probe_us(lines: list[dict]) -> float | None:
+    """The host's speed the calibration stepped at (EngineProfile.host_probe_us): the median of its windows'
+    probes, us; None where no window was probed."""
+    probes = window_probes(lines)
+    return float(np.median(probes)) if probes else None
+
+
 def host_speed_note(lines: list[dict], pts: list[EnginePoint]) -> str | None:
     """A note where the calibration's windows ran on cores of two speeds (their `host_probe_us`, timed
     in the stepping thread, differ by more than HOST_PROBE_SPREAD x): the points the host paced (not
     GPU-bound) took the speed of the core they ran on; None where no window was probed or the probes agree."""
-    probes = [v for ln in lines for r in ln["point"]["repeats"]
-              for v in (r.get("host_probe_us"), r.get("host_probe_before_us")) if v]
+    probes = window_probes(lines)
     if not probes or max(probes) <= HOST_PROBE_SPREAD * min(probes):
         return None
     paced = sorted({(p.num_steps, p.batch_size) for p in pts if p.gpu_bound is False})
@@ -390,7 +402,7 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
         gpu_name=info.get("gpu_name", ""), catalog_gpu=catalog_gpu, torch_version=info.get("torch_version", ""),
         cuda_version=info.get("cuda_version", ""), target=target, draft=draft,
         max_num_seqs=int(info.get("max_num_seqs", 0)), cudagraph_capture_sizes=sizes,
-        topk=variant[0], num_draft_tokens=variant[1], tp_size=group[0],
+        host_probe_us=host_probe_us(lines), topk=variant[0], num_draft_tokens=variant[1], tp_size=group[0],
         draft_tp_size=group[1] if any(p.num_steps for p in pts) else None,
         how_measured=("inside the engine: CUDA events at the model runner's step start, around the target's graph "
                       "replay, the sampler, the draft's propose, prefill graph and decode graphs; host work = step "

@@ -88,9 +88,11 @@ def _result(cols: dict, speculative: bool):
 
 
 def request_records(paths: list[Path], target: dict, draft: dict, engine_profile: str | None = None,
-                    profile: str = "h200", notes: list[str] | None = None) -> list[tuple[str, LiveServingRun]]:
+                    profile: str = "h200", notes: list[str] | None = None,
+                    host_probe_us: float | None = None) -> list[tuple[str, LiveServingRun]]:
     """(file name, LiveServingRun) per repeat of every request-level point of the points files that
-    generates more than one token a request (module docstring).
+    generates more than one token a request (module docstring); `host_probe_us`: the host the runs stepped
+    on (serving_engine.host_probe_us), where known.
 
     Raises:
         UserInputError: a points file that is not one (calibration.engines.points).
@@ -108,7 +110,8 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
                             serving_section=_serving(pt, inf),
                             gpu=default_catalog().gpu_for_device(inf.get("gpu_name") or ""),
                             engine_fields=({"mixed_chunk": bool(inf["mixed_prefill"])}
-                                           if inf.get("mixed_prefill") is not None else None))
+                                           if inf.get("mixed_prefill") is not None else {})
+                            | ({"host_probe_us": host_probe_us} if host_probe_us is not None else {}) or None)
         hardware = HardwareInfo(gpu_name=inf.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                                 torch_version=inf.get("torch_version") or None,
                                 cuda_version=inf.get("cuda_version") or None)

@@ -40,10 +40,12 @@ class NativeCosts:
         carry: where the scenario's GPU is another: the parts carried to it (engine_carry), else None.
     """
 
-    def __init__(self, profile: EngineProfile, chosen: str | None = None, carry: EngineCarry | None = None):
+    def __init__(self, profile: EngineProfile, chosen: str | None = None, carry: EngineCarry | None = None,
+                 host_ratio: float = 1.0):
         self.profile = profile
         self.chosen = chosen
         self.carry = carry
+        self.host_ratio = host_ratio  # the priced host's probe over the profile's (host_speed_ratio)
         self.sources: set[str] = set()  # 'measured' / 'fitted' per part priced, for the notes
 
     @property
@@ -145,13 +147,39 @@ class NativeCosts:
                              self.profile.padded_tokens(batch_size * (num_steps + 1), batch_size))
 
     def draft_step_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        """One draft forward after the first (num_steps >= 2)."""
+        """One draft forward after the first (num_steps >= 2); on a host of another speed, where the host paces
+        the draft loop (`host_paces_gpu`), its fixed share scaled by `host_ratio`."""
         us = self._price("draft step", lambda p: p.draft_steps_us / (p.num_steps - 1) if p.draft_steps_us
                          and p.num_steps >= 2 else None,
                          self._roof("draft_us", "step_us", batch_size * self.profile.topk, batch_size, multi=False),
                          batch_size, num_steps, context_len)
-        return self._carried("draft_step", us, batch_size, num_steps, context_len,
-                             self.profile.padded_tokens(batch_size * self.profile.topk, batch_size))
+        us = self._carried("draft_step", us, batch_size, num_steps, context_len,
+                           self.profile.padded_tokens(batch_size * self.profile.topk, batch_size))
+        if self.host_ratio != 1.0 and self.host_paces_gpu and (fixed := self.draft_step_fixed_us) is not None:
+            us = max(0.0, us + (self.host_ratio - 1.0) * fixed)
+        return us
+
+    @cached_property
+    def host_paces_gpu(self) -> bool:
+        """Whether the host's speed moves the GPU period of a speculative step: a profile whose host measure
+        holds the wait for the GPU (`spec_host_holds_gpu_wait`, SGLang's overlapped EAGLE worker), whose draft
+        loop's launches and the gaps between the step's phases are the scheduler's Python (two H100 hosts,
+        docs/engines/host-speed.md: the draft steps' fixed share and the other GPU work moved with the host, the
+        target's forward, the draft extend and the sampler did not)."""
+        return self.spec_host_holds_gpu_wait
+
+    @cached_property
+    def draft_step_fixed_us(self) -> float | None:
+        """The draft step's fixed share (engine_carry.PartSplit: what neither the bandwidth nor the FLOPs
+        explain), us, on the scenario's shapes; None where it is not split (no catalog GPU, no draft steps)."""
+        carry = self.carry
+        if carry is None and self.profile.catalog_gpu:
+            from simulator.costs.engine_carry import engine_carry_for
+            carry = engine_carry_for(self.profile, self.profile.catalog_gpu)
+        split = carry.splits.get("draft_step") if carry is not None else None
+        if split is None:
+            return None
+        return split.fixed_us * (carry.fixed_scale("draft_step") if carry.shape_carried else 1.0)
 
     def propose_overhead_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         """The draft phase's own small kernels (hidden-state fc, input preparation)."""
@@ -171,8 +199,9 @@ class NativeCosts:
                                              context_len) is None:
             self.sources.add("other GPU work: none (no GPU-bound point measured it)")
             return 0.0
-        return self._price("other GPU work", lambda p: p.other_gpu_us if p.gpu_bound else None,
-                           fitted, batch_size, num_steps, context_len)
+        us = self._price("other GPU work", lambda p: p.other_gpu_us if p.gpu_bound else None,
+                         fitted, batch_size, num_steps, context_len)
+        return us * self.host_ratio if num_steps and self.host_paces_gpu else us
 
     def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         """The host's work of a step. Where the profile's speculative host measure holds the wait for the GPU
@@ -180,18 +209,22 @@ class NativeCosts:
         GPU-bound step), that measure is the measured step, not a floor for another: carried (another GPU,
         shape or TP size), or at a num_steps the profile did not measure (its fitted form would stretch the
         measured step along num_steps: 2.6 ms of host at num_steps 5 from an H100 profile of num_steps 3, the
-        engine's step 2.7 ms shorter than so priced), the baseline's host work at this batch is taken instead
-        (a lower bound of the speculative host's own work, which these points cannot separate from the wait)."""
+        engine's step 2.7 ms shorter than so priced), or on a host of another speed, the baseline's host work at
+        this batch is taken instead (a lower bound of the speculative host's own work, which these points cannot
+        separate from the wait). On a host of another speed the work is scaled by `host_ratio` (Python's work
+        takes the core's speed)."""
         value = lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us  # noqa: E731
         if num_steps and self.spec_host_holds_gpu_wait and (
-                self.carry is not None or num_steps not in self.measured_num_steps):
+                self.carry is not None or num_steps not in self.measured_num_steps or self.host_ratio != 1.0):
             self.sources.add("host work: the baseline's (the speculative steps' host measure holds the wait for "
                              "the GPU)")
-            return self._price("host work", value, self._lin("host_busy_us_baseline", batch_size, 0),
-                               batch_size, 0, context_len, gpu=False)
-        name = "host_busy_us" if num_steps else "host_busy_us_baseline"
-        return self._price("host work", value, self._lin(name, batch_size, num_steps),
-                           batch_size, num_steps, context_len, gpu=False)
+            us = self._price("host work", value, self._lin("host_busy_us_baseline", batch_size, 0),
+                             batch_size, 0, context_len, gpu=False)
+        else:
+            name = "host_busy_us" if num_steps else "host_busy_us_baseline"
+            us = self._price("host work", value, self._lin(name, batch_size, num_steps),
+                             batch_size, num_steps, context_len, gpu=False)
+        return us * self.host_ratio
 
     @cached_property
     def measured_num_steps(self) -> frozenset[int]:
@@ -442,4 +475,24 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
               f"{f'; carried to {gpu}' if gpu else ''}"
               f"{f'; carried to {scenario.target.name} and its draft' if other_shape else ''}"
               f"{f'; carried to a rank of TP {carry.dst_tp}' if carry is not None and carry.tp_carried else ''})")
-    return NativeCosts(profile, chosen, carry)
+    native = NativeCosts(profile, chosen, carry)
+    native.host_ratio = host_speed_ratio(profile, scenario, notes, native.host_paces_gpu)
+    return native
+
+
+def host_speed_ratio(profile: EngineProfile, scenario, notes: set[str], paces_gpu: bool = False) -> float:
+    """The scenario's host probe over the profile's (serving_engine.host_probe_us, EngineProfile.host_probe_us):
+    how much longer the host's Python work takes on the box priced; 1 where either is not known (a note says
+    which). `paces_gpu`: the host paces the speculative step's GPU period too (NativeCosts.host_paces_gpu)."""
+    kind, want = scenario.serving_engine.kind, getattr(scenario.serving_engine, "host_probe_us", None)
+    if want is None:
+        return 1.0
+    if profile.host_probe_us is None:
+        notes.add(f"{kind}: the host as measured: engine profile {profile.name} recorded no host probe to scale "
+                  f"serving_engine.host_probe_us {want:,.0f} us against")
+        return 1.0
+    ratio = want / profile.host_probe_us
+    paced = " and the gaps it leaves in the speculative step's draft loop" if paces_gpu else ""
+    notes.add(f"{kind}: the host's work{paced} scaled by {ratio:.2f}: serving_engine.host_probe_us {want:,.0f} us "
+              f"against the {profile.host_probe_us:,.0f} us engine profile {profile.name} stepped at")
+    return ratio

@@ -160,6 +160,14 @@ class EngineModel(_GraphTables, StrictModel):
                     "engine's own cycle parts measured inside it by `specdecsim calibrate engine`; where it "
                     "was measured for this target, draft, TP size and GPU, every phase and the host's work "
                     "are priced from it (a note says so), else it is not used (a note says why).")
+    host_probe_us: float | None = Field(
+        None, ge=1.0, le=1e7,
+        description="The speed of the host's cores on the box priced, us, 1..1e7: the median host probe in the "
+                    "engine's stepping thread of a calibration on that host (an engine profile's "
+                    "host_probe_us), or the median of `specdecsim diagnose host-cores` (taken before any engine "
+                    "runs: a loaded core may run slower). Where the engine profile recorded its own, the "
+                    "host's share of a step is scaled by the ratio (a note says so); left out: the host as "
+                    "measured.")
     moe_layer_latency_us: dict[Annotated[int, Field(ge=1, le=1_000_000)],
                                Annotated[float, Field(gt=0.0, le=1e6)]] | None = Field(
         None, min_length=1, max_length=MOE_TABLE_MAX_ENTRIES,

@@ -204,6 +204,11 @@ class EngineProfile(StrictModel):
                                                             "(calibration.engines.plans.ProcessPlan's bound); "
                                                             "0: the engine did not say.")
     cudagraph_capture_sizes: list[int] = Field(default_factory=list, max_length=4096)
+    host_probe_us: float | None = Field(None, ge=1.0, le=1e7, description=(
+        "The host's speed the calibration stepped at: the median, over its windows, of the host probe timed in "
+        "the engine's stepping thread before and after each window (a fixed piece of Python work; "
+        "calibration/engines/backends/base.py host_speed_probe_us), us, 1..1e7; None: not probed. A scenario on "
+        "another host (serving_engine.host_probe_us) scales the host's share of a step by the ratio."))
     how_measured: str = ""
     created_utc: str | None = None
     command_line: str | None = None
