@@ -43,6 +43,7 @@ from calibration.engines.build import engine_lines  # noqa: E402
 from simulator.acceptance import build_acceptance  # noqa: E402
 from simulator.analytic import analyze, baseline_step_us  # noqa: E402
 from simulator.costs.forward import CostModel  # noqa: E402
+from simulator.inputs import UserInputError  # noqa: E402
 from simulator.scenario import load_profile_for, load_scenario  # noqa: E402
 
 DEFAULT_RUNS = ROOT / "data" / "engine_runs" / "h100_vllm_0.26.0_e2e" / "e2e_2026-12-06.jsonl.gz"
@@ -117,7 +118,11 @@ def predicted_step_us(scenario_path: Path, gpu: str, profile_name: str | None, w
         sc = sc.model_copy(update={"costs": sc.costs.model_copy(update={"compute_latency_scale": ratio})})
     if way == "op tables":
         sc = sc.model_copy(update={"serving_engine": sc.serving_engine.model_copy(update={"engine_profile": None})})
-    cost = CostModel(sc, load_profile_for(sc)[0])
+    try:
+        cost = CostModel(sc, load_profile_for(sc)[0])
+    except UserInputError as e:
+        on = gpu if way in ("op tables", "carried") else f"the profile's own GPU {src}"
+        raise UserInputError(f"the '{way}' prediction prices on {on}: {e}") from None
     if notes is not None:
         notes.update(cost.notes)
     if k == 0:
@@ -166,21 +171,20 @@ def main() -> None:
     ap.add_argument("--profile", default=None, help="engine profile (default: the scenario's)")
     ap.add_argument("--steady-of", default=None, help="compare with this engine profile's steady points instead")
     args = ap.parse_args()
-    from simulator.inputs import UserInputError
+    notes: set[str] = set()
     try:
         check_arguments(args)
         pts = steady_points(args.steady_of) if args.steady_of else measured_points(args.runs)
+        preds = [{w: predicted_step_us(args.scenario, args.gpu, args.profile, w, pt, notes if w == "carried" else None)
+                  for w in WAYS} for pt in pts]  # every way priced before a line is printed
     except (FileNotFoundError, UserInputError, ValueError) as e:
         sys.exit(f"error: {e}")
-    notes: set[str] = set()
     print("| num_steps | batch | prompt | acceptance | new tokens | context | accept length | measured step ms | "
           "op tables ms (err) | carried ms (err) | not carried ms (err) | x bandwidth ratio ms (err) | measured tok/s | "
           "carried tok/s (err) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     errs: dict[str, list[tuple[int, float, float]]] = {w: [] for w in WAYS}
-    for pt in pts:
-        pred = {w: predicted_step_us(args.scenario, args.gpu, args.profile, w, pt, notes if w == "carried" else None)
-                for w in WAYS}
+    for pt, pred in zip(pts, preds):
         for w in WAYS:
             tok = pt["batch_size"] * pt["accept_length"] / (pred[w] / 1e6)
             errs[w].append((pt["num_steps"], pred[w] / pt["step_us"] - 1, tok / pt["tok_per_s"] - 1))

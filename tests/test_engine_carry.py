@@ -344,3 +344,18 @@ def test_a_prefill_fit_carried_to_another_shape_scales_by_its_flops():
     assert any("carried to qwen3-8b's shape" in n for n in notes)
     tp2 = load_scenario(ROOT / "scenarios" / "sglang_qwen3_8b_h100.yaml", ["tp_size=2", "hardware.box=hgx-h100-8gpu"])
     assert with_prefill(prof, tp2, set()).prefill == []  # another TP size: the op tables price the prefill
+
+
+def test_the_carry_bench_refuses_a_box_that_cannot_hold_the_profiles_own_gpu_in_one_line():
+    """bench_engine_carry prices each point four ways, one on the profile's own GPU: a scenario whose box carries
+    another GPU (the Kimi-K2 rank's H200 NVL box, a profile of the H200 SXM) is refused in one line naming the way
+    and both GPUs, before any table line, not with a traceback (as it was when an MLA -> MLA carry was tried)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_engine_carry.py"), "--steady-of",
+                          "sglang-0.5.15-kimi-k2-tp8-rank-h200", "--profile", "sglang-0.5.15-h200-deepseek-v2-lite-eagle3",
+                          "--gpu", "h200-nvl", "--scenario", str(ROOT / "scenarios" / "kimi_k2_tp8_draft.yaml")],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode != 0 and "Traceback" not in out.stderr and not out.stdout.strip()
+    assert "the 'not carried' prediction prices on the profile's own GPU h200-sxm" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
