@@ -141,11 +141,30 @@ def check_arguments(args) -> None:
     from simulator.engines.profile import load_engine_profile
     from simulator.hardware import default_catalog
     from simulator.inputs import UserInputError
+    from simulator.costs.engine_native import profile_mismatch
     sc = load_scenario(args.scenario)
-    default_catalog().gpu(args.gpu)
-    if args.profile is not None:
-        load_engine_profile(args.profile)
+    catalog = default_catalog()
+    catalog.gpu(args.gpu)
+    kind = sc.serving_engine.kind
+    if kind not in ("vllm", "sglang"):
+        raise UserInputError(f"--scenario {args.scenario}: serving_engine.kind {kind} has no engine profile to carry; "
+                             "give a scenario of kind vllm or sglang")
+    name = args.profile or sc.serving_engine.engine_profile
+    if name is None:
+        raise UserInputError(f"--scenario {args.scenario} names no serving_engine.engine_profile; give --profile")
+    prof = load_engine_profile(name)
+    if why := profile_mismatch(prof, sc, carry_shapes=True):
+        raise UserInputError(f"--profile {name} does not price --scenario {args.scenario} ({why}): give a profile of its "
+                             "engine and models (or of their family of layers)")
     if args.steady_of is None:
+        engines, _ = engine_lines([args.runs], "live", requests=True)
+        ran = {(e["info"].get("engine"), catalog.gpu_for_device(e["info"].get("gpu_name") or "")) for e in engines}
+        for engine, gpu in sorted(ran, key=str):
+            if engine and engine != kind:
+                raise UserInputError(f"{args.runs}: runs of {engine}, the scenario's engine is {kind}: give a scenario "
+                                     "of the runs' engine")
+            if gpu and gpu != args.gpu:
+                raise UserInputError(f"{args.runs}: runs measured on {gpu}, not --gpu {args.gpu}: give --gpu {gpu}")
         return
     ref = load_engine_profile(args.steady_of)
     why = (f"it was measured on {ref.engine}, the scenario's engine is {sc.serving_engine.kind}"
@@ -159,6 +178,8 @@ def check_arguments(args) -> None:
 
 
 def summary(errors: list[float]) -> str:
+    if not errors:
+        return "- (0 points)"
     e = np.abs(errors)
     return f"median {np.median(e):.1%}, max {np.max(e):.1%} ({len(e)} points)"
 
@@ -175,6 +196,9 @@ def main() -> None:
     try:
         check_arguments(args)
         pts = steady_points(args.steady_of) if args.steady_of else measured_points(args.runs)
+        if not pts:
+            raise UserInputError(f"{args.steady_of or args.runs}: no closed batch of more than one new token whose "
+                                 "whole-batch steps could be read (a calibration's points, or a file of none)")
         preds = [{w: predicted_step_us(args.scenario, args.gpu, args.profile, w, pt, notes if w == "carried" else None)
                   for w in WAYS} for pt in pts]  # every way priced before a line is printed
     except (FileNotFoundError, UserInputError, ValueError) as e:

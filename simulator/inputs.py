@@ -53,6 +53,12 @@ class UserInputError(ValueError):
 
 
 # ---- files --------------------------------------------------------------------------------------
+
+def _a(what: str) -> str:
+    """`what` with its indefinite article ('an engine profile JSON', 'a scenario')."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def read_text(path: Path | str, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
     """The text of a user's file: a regular file of at most `max_bytes` (MAX_INPUT_BYTES) of UTF-8.
 
@@ -74,12 +80,12 @@ def read_text(path: Path | str, what: str = "file", max_bytes: int = MAX_INPUT_B
     except OSError as e:
         raise UserInputError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
     if len(raw) > max_bytes:
-        raise UserInputError(f"{path}: more than {max_bytes:,} bytes; a {what} is at most that")
+        raise UserInputError(f"{path}: more than {max_bytes:,} bytes; {_a(what)} is at most that")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise UserInputError(f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); "
-                             f"a {what} is UTF-8") from None
+                             f"{_a(what)} is UTF-8") from None
 
 def check_regular_file(path: Path | str, what: str = "file", max_bytes: int | None = MAX_INPUT_BYTES) -> Path:
     """`path` as a Path, checked: it exists, is a regular file (not a folder, device, FIFO or
@@ -98,11 +104,11 @@ def check_regular_file(path: Path | str, what: str = "file", max_bytes: int | No
     except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
         raise UserInputError(f"{path}: cannot read the {what}: {getattr(e, 'strerror', None) or e}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise UserInputError(f"{path}: is a folder, expected a {what}")
+        raise UserInputError(f"{path}: is a folder, expected {_a(what)}")
     if not stat.S_ISREG(st.st_mode):
-        raise UserInputError(f"{path}: is not a regular file (a device, FIFO or socket); expected a {what}")
+        raise UserInputError(f"{path}: is not a regular file (a device, FIFO or socket); expected {_a(what)}")
     if max_bytes is not None and st.st_size > max_bytes:
-        raise UserInputError(f"{path}: {st.st_size:,} bytes; a {what} is at most {max_bytes:,} bytes")
+        raise UserInputError(f"{path}: {st.st_size:,} bytes; {_a(what)} is at most {max_bytes:,} bytes")
     return path
 
 

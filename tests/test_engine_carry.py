@@ -305,7 +305,9 @@ def test_an_sglang_profile_of_one_num_steps_prices_another_without_stretching_it
     b, c = 32, 1100
     for k in (5, 6):
         gpu, host = native.step_us(b, k, c)
-        assert host == pytest.approx(native.host_us(b, 0, c))  # the baseline's host work
+        # the baseline's host work and the draft loop's host-paced share (its launches)
+        assert host == pytest.approx(native.host_us(b, 0, c) + native.draft_loop_host_us(b, k, c))
+        assert native.draft_loop_host_us(b, k, c) > 0
         assert host < 0.8 * gpu
     gpu3, host3 = native.step_us(b, 3, c)
     assert host3 > 0.95 * gpu3  # measured num_steps: its own measure, the step it waited through
@@ -359,3 +361,23 @@ def test_the_carry_bench_refuses_a_box_that_cannot_hold_the_profiles_own_gpu_in_
     assert out.returncode != 0 and "Traceback" not in out.stderr and not out.stdout.strip()
     assert "the 'not carried' prediction prices on the profile's own GPU h200-sxm" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--profile", "sglang-0.5.15-h200-llama-3.1-8b-eagle3"], "it was measured on sglang, the scenario's engine is vllm"),
+    (["--profile", "vllm-0.26.0-h200-qwen3-30b-a3b-eagle3"], "is of another family of layers"),
+    (["--gpu", "h200-sxm"], "runs measured on h100-sxm, not --gpu h200-sxm"),
+    (["data/engine_runs/h100_sglang_0.5.15_requests/e2e_2026-12-07.jsonl.gz"], "runs of sglang, the scenario's engine is vllm"),
+    (["--scenario", "scenarios/llama8b_h200.yaml"], "serving_engine.kind live_loop has no engine profile to carry"),
+    (["data/engine_runs/h100_vllm_0.26.0_calibrate/calibrate_2026-12-06.jsonl.gz"], "no closed batch of more than one"),
+], ids=["other-engine-profile", "other-family-profile", "other-gpu", "other-engine-runs", "live-loop", "no-runs"])
+def test_the_carry_bench_refuses_a_question_its_runs_do_not_ask_in_one_line(args, says):
+    """A helper found bench_engine_carry priced these anyway: a --profile the scenario cannot use was swapped for a
+    shipped one silently (its 'carried' column then the H100 profile on its own runs), runs of another GPU or engine
+    were priced as the --gpu's, a live-loop scenario and a file of no closed batch ended in tracebacks."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_engine_carry.py"), *args],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode != 0 and "Traceback" not in out.stderr and not out.stdout.strip()
+    assert says in out.stderr and len(out.stderr.strip().splitlines()) == 1

@@ -84,7 +84,7 @@ def test_a_scenario_names_its_hosts_speed_and_the_cycle_follows_it():
     assert own == pytest.approx(measured, rel=1e-9)
     slow, notes = run("serving_engine.host_probe_us=4855")
     assert slow > 1.02 * measured
-    assert any("scaled by 2.00" in n and "4,855 us" in n for n in notes)
+    assert any("scaled by 2.000" in n and "4,855.0 us" in n and "prefill's fit kept as measured" in n for n in notes)
     sc = load_scenario(ROOT / "scenarios" / "vllm_llama8b_h200.yaml", ["serving_engine.host_probe_us=5000"])
     cost = CostModel(sc, load_profile(resolve_profile_path(sc.profile)))
     assert any("recorded no host probe" in n for n in cost.notes)
@@ -95,3 +95,29 @@ def test_a_host_probe_outside_its_range_is_refused_naming_the_field(value):
     with pytest.raises(UserInputError) as e:
         _scenario(f"serving_engine.host_probe_us={value}")
     assert "serving_engine.host_probe_us" in str(e.value)
+
+
+def test_on_a_very_slow_host_the_speculative_steps_host_holds_its_draft_loop_too():
+    """The launches SGLang's draft loop waits for are the host's work: on a host 400x slower (a helper's probe of
+    1e6 us) the speculative step's host is the baseline's host work plus the draft loop's host-paced share, both
+    scaled, so a host-bound speculative step costs more than the baseline's host-bound one (before, both were the
+    baseline's host work and the speedup came out as the accept length)."""
+    prof = load_engine_profile(SGLANG)
+    slow = NativeCosts(prof, host_ratio=400.0)
+    b, c = 8, 1100.0
+    loop = slow.draft_loop_host_us(b, 3, c)
+    assert loop == pytest.approx(2 * slow.draft_step_fixed_us + NativeCosts(prof).other_gpu_us(b, 3, c))
+    assert slow.host_us(b, 3, c) == pytest.approx(slow.host_us(b, 0, c) + 400.0 * loop)
+    assert slow.draft_loop_host_us(b, 0, c) == 0.0
+    assert NativeCosts(load_engine_profile(VLLM), host_ratio=400.0).draft_loop_host_us(b, 3, c) == 0.0
+
+
+def test_a_host_probe_no_engine_profile_prices_is_said_to_be_unused():
+    """serving_engine.host_probe_us scales an engine profile's host: where none prices the scenario (the op
+    tables' engine model), a note says the field is not used rather than ignoring it silently."""
+    from simulator.costs.forward import CostModel
+    from simulator.profile import load_profile, resolve_profile_path
+    sc = load_scenario(ROOT / "scenarios" / "sglang_llama8b_h200.yaml",
+                       ["serving_engine={kind: trtllm, host_probe_us: 5000}"])
+    cost = CostModel(sc, load_profile(resolve_profile_path(sc.profile)))
+    assert any("serving_engine.host_probe_us not used" in n for n in cost.notes)

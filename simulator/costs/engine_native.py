@@ -203,6 +203,15 @@ class NativeCosts:
                          fitted, batch_size, num_steps, context_len)
         return us * self.host_ratio if num_steps and self.host_paces_gpu else us
 
+    def draft_loop_host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
+        """Where the host paces the speculative step's GPU period (`host_paces_gpu`): the host's share of it as
+        measured, the draft steps' fixed shares and the step's other GPU work (the gaps the scheduler's Python
+        leaves between launches, which are host work too); 0 elsewhere."""
+        if not (num_steps and self.host_paces_gpu):
+            return 0.0
+        fixed = self.draft_step_fixed_us or 0.0
+        return (num_steps - 1) * fixed + self.other_gpu_us(batch_size, num_steps, context_len) / self.host_ratio
+
     def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         """The host's work of a step. Where the profile's speculative host measure holds the wait for the GPU
         (`spec_host_holds_gpu_wait`: SGLang's overlapped EAGLE worker, whose host is busy through the whole
@@ -211,15 +220,17 @@ class NativeCosts:
         measured step along num_steps: 2.6 ms of host at num_steps 5 from an H100 profile of num_steps 3, the
         engine's step 2.7 ms shorter than so priced), or on a host of another speed, the baseline's host work at
         this batch is taken instead (a lower bound of the speculative host's own work, which these points cannot
-        separate from the wait). On a host of another speed the work is scaled by `host_ratio` (Python's work
-        takes the core's speed)."""
+        separate from the wait), plus the draft loop's host-paced share (`draft_loop_host_us`: the launches the
+        GPU waited for are the host's work). On a host of another speed the work is scaled by `host_ratio`
+        (Python's work takes the core's speed)."""
         value = lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us  # noqa: E731
         if num_steps and self.spec_host_holds_gpu_wait and (
                 self.carry is not None or num_steps not in self.measured_num_steps or self.host_ratio != 1.0):
             self.sources.add("host work: the baseline's (the speculative steps' host measure holds the wait for "
                              "the GPU)")
             us = self._price("host work", value, self._lin("host_busy_us_baseline", batch_size, 0),
-                             batch_size, 0, context_len, gpu=False)
+                             batch_size, 0, context_len, gpu=False) \
+                + self.draft_loop_host_us(batch_size, num_steps, context_len)
         else:
             name = "host_busy_us" if num_steps else "host_busy_us_baseline"
             us = self._price("host work", value, self._lin(name, batch_size, num_steps),
@@ -421,6 +432,14 @@ def _topology(profile: EngineProfile) -> str:
 
 
 def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_profile=None) -> NativeCosts | None:
+    """`_native_costs`, with a note where the scenario's host probe is left unused (host_speed)."""
+    from simulator.costs.host_speed import note_host_probe_unused
+    native = _native_costs(scenario, profile, notes, op_profile)
+    note_host_probe_unused(scenario, native, notes)
+    return native
+
+
+def _native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_profile=None) -> NativeCosts | None:
     """NativeCosts of `profile`, the scenario's engine profile (`serving_engine.engine_profile`, read by
     the caller), where it prices this scenario as measured; else of the shipped profile that does
     (`shipped_match`, on the GPU of the scenario or of `op_profile`, its op-table profile), with a note
@@ -475,24 +494,7 @@ def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_pr
               f"{f'; carried to {gpu}' if gpu else ''}"
               f"{f'; carried to {scenario.target.name} and its draft' if other_shape else ''}"
               f"{f'; carried to a rank of TP {carry.dst_tp}' if carry is not None and carry.tp_carried else ''})")
+    from simulator.costs.host_speed import host_speed_ratio
     native = NativeCosts(profile, chosen, carry)
     native.host_ratio = host_speed_ratio(profile, scenario, notes, native.host_paces_gpu)
     return native
-
-
-def host_speed_ratio(profile: EngineProfile, scenario, notes: set[str], paces_gpu: bool = False) -> float:
-    """The scenario's host probe over the profile's (serving_engine.host_probe_us, EngineProfile.host_probe_us):
-    how much longer the host's Python work takes on the box priced; 1 where either is not known (a note says
-    which). `paces_gpu`: the host paces the speculative step's GPU period too (NativeCosts.host_paces_gpu)."""
-    kind, want = scenario.serving_engine.kind, getattr(scenario.serving_engine, "host_probe_us", None)
-    if want is None:
-        return 1.0
-    if profile.host_probe_us is None:
-        notes.add(f"{kind}: the host as measured: engine profile {profile.name} recorded no host probe to scale "
-                  f"serving_engine.host_probe_us {want:,.0f} us against")
-        return 1.0
-    ratio = want / profile.host_probe_us
-    paced = " and the gaps it leaves in the speculative step's draft loop" if paces_gpu else ""
-    notes.add(f"{kind}: the host's work{paced} scaled by {ratio:.2f}: serving_engine.host_probe_us {want:,.0f} us "
-              f"against the {profile.host_probe_us:,.0f} us engine profile {profile.name} stepped at")
-    return ratio
