@@ -89,7 +89,22 @@ def main() -> int:
     ap.add_argument("--host-of", default=None, metavar="ENGINE_PROFILE",
                     help="Take --host-probe-us from this engine profile's host_probe_us (a calibration on the host "
                          "the runs stepped on).")
+    ap.add_argument("--host-of-runs", action="store_true",
+                    help="Take --host-probe-us from the runs themselves: the median of the host probes they recorded "
+                         "after each run (RequestRun.host_probe_us).")
     a = ap.parse_args()
+    if a.host_of_runs:
+        if a.host_of is not None or a.host_probe_us is not None:
+            sys.exit("--host-of-runs, --host-of and --host-probe-us: give one")
+        try:
+            probes = [r["host_probe_us"] for ln in engine_lines(a.points, requests=True)[1]
+                      for r in ln["point"]["repeats"] if r.get("host_probe_us")]
+        except (FileNotFoundError, UserInputError) as e:
+            sys.exit(f"error: {e}")
+        if not probes:
+            sys.exit(f"--host-of-runs: no run of {', '.join(p.name for p in a.points)} recorded a host probe "
+                     "(host_probe_us: the committed runs of 2026-12-07 and before recorded none)")
+        a.host_probe_us = float(np.median(probes))
     if a.host_of is not None:
         from simulator.engines.profile import load_engine_profile as _load
         if a.host_probe_us is not None:

@@ -240,3 +240,26 @@ def test_decode_tok_per_s_is_what_users_compute():
         (row,) = decode_tok_per_s([out])
     assert row["decode_tok_per_s"] == pytest.approx((2 * 16 - 2) / (row["generate_s"] - row["prefill_s"]))
     assert row["tok_per_s"] == pytest.approx(32 / row["generate_s"])
+
+
+class _ProbedHost(FakeBackend):
+    """A fake engine on a real host: its runs probe the stepping thread's speed (a stand-in probe of 2,400 us)."""
+
+    simulated_clock = False
+
+    def host_probe(self):
+        return 2400.0, 3
+
+
+def test_a_request_level_run_records_the_host_speed_it_stepped_at():
+    """A point planned with host_probe records the host probe after each run (RequestRun.host_probe_us): the
+    host speed the run's checks can price it at; a simulated clock's runs record none; the planned request
+    points all probe."""
+    from calibration.engines.plans import prefill_points, request_points
+    from calibration.engines.points import RequestRun
+    rec = run_requests(_ProbedHost(1, jitter_cv=0.0), _plan(host_probe=True), 0)
+    assert rec["host_probe_us"] == 2400.0 and RequestRun.model_validate(rec).host_probe_us == 2400.0
+    assert "host_probe_us" not in run_requests(FakeBackend(1, jitter_cv=0.0), _plan(host_probe=True), 0)
+    assert "host_probe_us" not in run_requests(_ProbedHost(1, jitter_cv=0.0), _plan(), 0)
+    pts = request_points(True, [4, 1], [1024], [0.6, 0.9]) + prefill_points(([1, 2], [512]), 0.7)
+    assert pts and all(p["host_probe"] for p in pts)

@@ -254,7 +254,7 @@ def prefill_points(prefill: tuple[list[int], list[int]] | None, acceptance_rate:
         return []
     bs, ps = prefill
     return [dict(workload="closed_batch", batch_size=b, prompt_len=p, max_tokens=1, acceptance_rate=acceptance_rate,
-                 repeats=repeats) for p in sorted(ps, reverse=True) for b in sorted(bs, reverse=True)]
+                 repeats=repeats, host_probe=True) for p in sorted(ps, reverse=True) for b in sorted(bs, reverse=True)]
 
 
 def calibrate_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],
@@ -299,21 +299,22 @@ def request_points(speculative: bool, batch_sizes: list[int], prompt_lens: list[
     `more_max_tokens` at the middle acceptance and the shortest prompt; the prefill alone (1 new token)
     at every batch size and prompt length (what a user subtracts: decode tok/s = (tokens - B) / (the
     run's time - the prefill run's)); closed loops at each concurrency (three times as many requests in
-    all) at the shortest prompt and the middle acceptance."""
+    all) at the shortest prompt and the middle acceptance. Each run probes the host after it (`host_probe`:
+    RequestRun.host_probe_us, the host speed it stepped at)."""
     rates = sorted(acceptances) if speculative else [None]
     mid = rates[len(rates) // 2]
     short = min(prompt_lens)
     pts = []
     for p in sorted(prompt_lens, reverse=True):
         for b in sorted(batch_sizes, reverse=True):
-            cb = dict(workload="closed_batch", batch_size=b, prompt_len=p, repeats=repeats)
+            cb = dict(workload="closed_batch", batch_size=b, prompt_len=p, repeats=repeats, host_probe=True)
             pts += [dict(cb, acceptance_rate=a, max_tokens=max_tokens) for a in rates]
             pts.append(dict(cb, acceptance_rate=mid, max_tokens=1))
             if p == short:
                 pts += [dict(cb, acceptance_rate=mid, max_tokens=n) for n in more_max_tokens]
     for c in concurrencies:
         pts.append(dict(workload="closed_loop", batch_size=c, concurrency=c, num_requests=3 * c, prompt_len=short,
-                        acceptance_rate=mid, max_tokens=max_tokens, repeats=repeats))
+                        acceptance_rate=mid, max_tokens=max_tokens, repeats=repeats, host_probe=True))
     return pts
 
 

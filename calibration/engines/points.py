@@ -130,6 +130,9 @@ class RequestRun(StrictModel):
     num_engine_steps: int = Field(ge=0, le=10**8)
     host_period_us: list[Us] = Field(default_factory=list, max_length=10**8)
     host_blocked_us: list[Us | None] = Field(default_factory=list, max_length=10**8)
+    host_probe_us: Us | None = Field(None, description=(
+        "The host probe timed in the engine's stepping thread just after the run (a point planned with "
+        "host_probe), us: the host's speed the run stepped at (EngineProfile.host_probe_us)."))
 
     @model_validator(mode="after")
     def _check(self) -> Self:

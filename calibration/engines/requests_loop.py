@@ -101,6 +101,10 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
         window = backend.end_window()
         backend.abort(sorted(live))  # only unfinished ones (none after a run that ended): SglangBackend.abort
     host = [s for s in window if s.host_period_us is not None]
+    probe = {}
+    if plan.host_probe and not getattr(backend, "simulated_clock", False):  # a real host's speed only
+        from calibration.engines.run_loop import _probe
+        probe = {"host_probe_us": _probe(backend)[0]}  # after the run: its clock has stopped
     return dict(repeat_idx=repeat_idx, elapsed_us=elapsed, num_requests=len(req),
                 num_tokens=int(sum(q["tokens"] for q in req.values())), accept_length_counts=counts,
                 requests=[dict(start_us=q["start_us"], ttft_us=(q["times"][0] - q["start_us"]) if q["times"] else None,
@@ -108,7 +112,7 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
                                token_times_us=q["times"]) for q in req.values()],
                 steps=steps, num_engine_steps=len(window),
                 host_period_us=[s.host_period_us for s in host],
-                host_blocked_us=[s.host_blocked_us for s in host])
+                host_blocked_us=[s.host_blocked_us for s in host], **probe)
 
 
 def measure_requests(backend: EngineBackend, plan: PointPlan, vocab_size: int | None = None) -> dict:
