@@ -384,6 +384,10 @@ def calibrate_engine(
     for part, fit in prof.fits.items():
         console.print(escape(f"  {part}: {fit.form} fit over {fit.num_points} point{'s' if fit.num_points != 1 else ''}, median |err| "
                              f"{fit.median_abs_error_frac:.1%}, max {fit.max_abs_error_frac:.1%}"), highlight=False)
+    if prof.host_probe_us is not None:
+        console.print(escape(f"  host probe: {prof.host_probe_us:,.1f} us, the median of the calibration windows' (the "
+                             "host speed it stepped at; a box of another host: serving_engine.host_probe_us)"),
+                      highlight=False)
 
 
 def _check_points(files: list[Path], engine: str | None, t_cfg: dict | None = None,
