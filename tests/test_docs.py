@@ -169,3 +169,10 @@ def test_the_mla_paths_table_reads_the_queues_points_and_only_vllms_of_that_back
             f.write("".join(json.dumps(x) + "\n" for x in lines))
         got = mod["measured"](path)
         assert list(got) == [(1, 2048)] and got[(1, 2048)][0] > 0
+
+
+def test_the_h200_parts_against_the_h100_profile_are_in_the_host_speed_doc(monkeypatch, capsys):
+    """docs/engines/host-speed.md's "Across GPUs": the H200 profile's parts against the H100 profile's."""
+    args = ("sglang-0.5.15-h200-llama-3.1-8b-eagle3",)
+    out = run_script("docs/make_host_speed_parts_table.py", monkeypatch, capsys, args)
+    assert_table_lines_in_doc(out, "docs/make_host_speed_parts_table.py " + " ".join(args), "docs/engines/host-speed.md")
