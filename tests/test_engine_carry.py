@@ -305,9 +305,8 @@ def test_an_sglang_profile_of_one_num_steps_prices_another_without_stretching_it
     b, c = 32, 1100
     for k in (5, 6):
         gpu, host = native.step_us(b, k, c)
-        # the baseline's host work and the draft loop's host-paced share (its launches)
-        assert host == pytest.approx(native.host_us(b, 0, c) + native.draft_loop_host_us(b, k, c))
-        assert native.draft_loop_host_us(b, k, c) > 0
+        assert host == pytest.approx(native.host_us(b, 0, c))  # the baseline's host work (the profile's own host)
+        assert native.draft_loop_host_us(b, k, c) > 0  # priced into the host only on another host (test_host_speed)
         assert host < 0.8 * gpu
     gpu3, host3 = native.step_us(b, 3, c)
     assert host3 > 0.95 * gpu3  # measured num_steps: its own measure, the step it waited through

@@ -87,6 +87,15 @@ def _result(cols: dict, speculative: bool):
     return serving_metrics(rec, 0.0, None, None)
 
 
+def _engine_fields(info: dict, host_probe_us: float | None) -> dict | None:
+    """The serving_engine fields a run's scenario takes from its engine line and its host: whether the engine
+    mixed prefill into decode steps, and the host probe where given."""
+    fields = {"mixed_chunk": bool(info["mixed_prefill"])} if info.get("mixed_prefill") is not None else {}
+    if host_probe_us is not None:
+        fields["host_probe_us"] = host_probe_us
+    return fields or None
+
+
 def request_records(paths: list[Path], target: dict, draft: dict, engine_profile: str | None = None,
                     profile: str = "h200", notes: list[str] | None = None,
                     host_probe_us: float | None = None) -> list[tuple[str, LiveServingRun]]:
@@ -109,9 +118,7 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
         sc = point_scenario(pt, pt["prompt_len"], target, draft, eng, engine_profile, profile,
                             serving_section=_serving(pt, inf),
                             gpu=default_catalog().gpu_for_device(inf.get("gpu_name") or ""),
-                            engine_fields=({"mixed_chunk": bool(inf["mixed_prefill"])}
-                                           if inf.get("mixed_prefill") is not None else {})
-                            | ({"host_probe_us": host_probe_us} if host_probe_us is not None else {}) or None)
+                            engine_fields=_engine_fields(inf, host_probe_us))
         hardware = HardwareInfo(gpu_name=inf.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                                 torch_version=inf.get("torch_version") or None,
                                 cuda_version=inf.get("cuda_version") or None)

@@ -204,9 +204,8 @@ class NativeCosts:
         return us * self.host_ratio if num_steps and self.host_paces_gpu else us
 
     def draft_loop_host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
-        """Where the host paces the speculative step's GPU period (`host_paces_gpu`): the host's share of it as
-        measured, the draft steps' fixed shares and the step's other GPU work (the gaps the scheduler's Python
-        leaves between launches, which are host work too); 0 elsewhere."""
+        """Where the host paces the speculative step (`host_paces_gpu`): its share of the GPU period as measured, the
+        draft steps' fixed shares and the other GPU work (gaps between launches: host work too); 0 elsewhere."""
         if not (num_steps and self.host_paces_gpu):
             return 0.0
         fixed = self.draft_step_fixed_us or 0.0
@@ -220,17 +219,18 @@ class NativeCosts:
         measured step along num_steps: 2.6 ms of host at num_steps 5 from an H100 profile of num_steps 3, the
         engine's step 2.7 ms shorter than so priced), or on a host of another speed, the baseline's host work at
         this batch is taken instead (a lower bound of the speculative host's own work, which these points cannot
-        separate from the wait), plus the draft loop's host-paced share (`draft_loop_host_us`: the launches the
-        GPU waited for are the host's work). On a host of another speed the work is scaled by `host_ratio`
-        (Python's work takes the core's speed)."""
+        separate from the wait). On another host the work is scaled by `host_ratio` and holds the draft loop's
+        host-paced share (`draft_loop_host_us`: its launches are host work); at the profile's own host that share
+        sits inside the measured GPU period and is not priced (it needs the split's fit at start-up)."""
         value = lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us  # noqa: E731
         if num_steps and self.spec_host_holds_gpu_wait and (
                 self.carry is not None or num_steps not in self.measured_num_steps or self.host_ratio != 1.0):
             self.sources.add("host work: the baseline's (the speculative steps' host measure holds the wait for "
                              "the GPU)")
             us = self._price("host work", value, self._lin("host_busy_us_baseline", batch_size, 0),
-                             batch_size, 0, context_len, gpu=False) \
-                + self.draft_loop_host_us(batch_size, num_steps, context_len)
+                             batch_size, 0, context_len, gpu=False)
+            if self.host_ratio != 1.0:  # at the profile's own host the launches sit inside the GPU period as measured
+                us += self.draft_loop_host_us(batch_size, num_steps, context_len)
         else:
             name = "host_busy_us" if num_steps else "host_busy_us_baseline"
             us = self._price("host work", value, self._lin(name, batch_size, num_steps),
