@@ -42,7 +42,7 @@ from simulator.evidence.validate_serving import (check_record, realized_acceptan
                                                  realized_request_rates)
 from simulator.inputs import UserInputError  # noqa: E402
 from simulator.scenario import load_profile_for  # noqa: E402
-from simulator.serving.run import run_serving  # noqa: E402
+from simulator.serving.run import mean_wall_s, run_serving_draws  # noqa: E402
 
 RUNS = ROOT / "data" / "engine_runs"
 E2E = sorted((RUNS / "h100_vllm_0.26.0_e2e").glob("e2e*.jsonl.gz"))
@@ -271,8 +271,8 @@ def _best_steps(rows, spread) -> None:
 
 
 def _priced(a, rec, prof, max_tokens: int | None = None) -> float:
-    """The DES's wall time of a closed-batch record, s (max_tokens: the same prompts with that many new
-    tokens, the prefill alone at 1), its acceptance as `--acceptance` says."""
+    """The DES's wall time of a closed-batch record, s, the mean of its draws (`num_draws`; max_tokens: the
+    same prompts with that many new tokens, the prefill alone at 1), its acceptance as `--acceptance` says."""
     sc = rec.scenario
     rates = realized_request_rates(rec) if a.acceptance == "replay" else None
     if rates is None and a.acceptance in ("measured", "replay") and (rate := realized_acceptance_rate(rec)) is not None:
@@ -280,7 +280,7 @@ def _priced(a, rec, prof, max_tokens: int | None = None) -> float:
     if max_tokens is not None:
         sc = sc.model_copy(update={"serving": sc.serving.model_copy(update={
             "output_len": sc.serving.output_len.model_copy(update={"tokens": max_tokens})})})
-    return float(run_serving(sc, prof, rec.speculative, request_rates=rates).finish_us.max()) / 1e6
+    return mean_wall_s(run_serving_draws(sc, prof, rec.speculative, request_rates=rates))
 
 
 def _decode(a, rows, prof) -> None:

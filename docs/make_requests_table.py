@@ -70,9 +70,9 @@ def rows(path: Path) -> list[dict]:
 
 def des_gap(batch_size: int, prompt_len: int, acceptance_rate: float, max_tokens: int) -> tuple[float, float]:
     """(users' decode tok/s over the whole-batch steps' rate - 1, the prefill alone in s) of the serving
-    DES's closed batch on the shipped vLLM scenario."""
+    DES's closed batch on the shipped vLLM scenario, its draws pooled (`num_draws`)."""
     from simulator.scenario import load_profile_for, load_scenario
-    from simulator.serving.run import run_serving
+    from simulator.serving.run import mean_wall_s, run_serving, run_serving_draws
 
     def scenario(n: int):
         return load_scenario(ROOT / "scenarios" / "vllm_llama8b_h200.yaml", [
@@ -83,12 +83,13 @@ def des_gap(batch_size: int, prompt_len: int, acceptance_rate: float, max_tokens
             "serving.chunked_prefill_tokens=16384"])
     sc = scenario(max_tokens)
     prof = load_profile_for(sc)[0]
-    run, alone = run_serving(sc, prof, True), run_serving(scenario(1), prof, True)
-    t_n, t_1 = float(run.finish_us.max()), float(alone.finish_us.max())
-    users = (batch_size * max_tokens - batch_size) / ((t_n - t_1) / 1e6)
-    full = run.step_batch_size == batch_size
-    whole = run.step_accepted[full].sum() / ((run.step_end_us - run.step_start_us)[full].sum() / 1e6)
-    return users / whole - 1, t_1 / 1e6
+    runs, alone = run_serving_draws(sc, prof, True), run_serving(scenario(1), prof, True)
+    t_n, t_1 = mean_wall_s(runs), float(alone.finish_us.max()) / 1e6
+    users = (batch_size * max_tokens - batch_size) / (t_n - t_1)
+    full = [r.step_batch_size == batch_size for r in runs]
+    whole = (sum(r.step_accepted[f].sum() for r, f in zip(runs, full))
+             / (sum((r.step_end_us - r.step_start_us)[f].sum() for r, f in zip(runs, full)) / 1e6))
+    return users / whole - 1, t_1
 
 
 def main() -> None:

@@ -201,6 +201,11 @@ def print_generate(g: dict) -> None:
     t.add_row("TTFT / TPOT p50 (ms)", f"{_ms(s['ttft_ms'])[0]} / {_ms(s['tpot_ms'])[0]}",
               f"- / {_num(s['baseline_tpot_ms']['p50'], 2)}" if s.get("baseline_tpot_ms") else "-")
     console.print(t)
+    if sp.get("draws", 1) > 1:
+        lo, hi = sp["generate_s_range"]
+        console.print(f"[dim]speculative: the mean of {sp['draws']} draws of the acceptance; one generate's wall time "
+                      f"is itself a draw (it ends with its unluckiest request): {lo:.3f} .. {hi:.3f} s over these "
+                      "(serving.draws)[/]", highlight=False)
     console.print(f"[dim]prefill priced from {escape(g['prefill_priced_from'])}[/]", highlight=False)
 
 
@@ -301,6 +306,11 @@ def print_serving(s: dict, cfg: dict) -> None:
     t.add_row("mean requests in system", _num(s["mean_requests_in_system"], 2),
               f"{s['num_preemptions']} preemptions, {s['num_engine_steps']:,} engine steps")
     console.print(t)
+    if (s.get("draws") or 1) > 1:
+        lo, hi = s["duration_s_range"]
+        console.print(f"[dim]speculative: the mean of {s['draws']} draws of the acceptance (serving.draws); one closed "
+                      f"batch's duration is itself a draw (it ends with its unluckiest request): {lo:.3f} .. {hi:.3f} s "
+                      "over these[/]", highlight=False)
     finished = s.get("num_finished") or 0
     if finished and s["num_requests"] < 0.5 * finished:
         console.print(f"[yellow]note:[/] only {s['num_requests']:,} of {finished:,} finished requests are measured (the "

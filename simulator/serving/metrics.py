@@ -23,6 +23,9 @@ rates per second; percentiles p50/p90/p99 and the mean over requests):
 - num_preemptions: preemptions of measured requests (recompute).
 - baseline_output_tok_per_s / baseline_tpot_ms / speedup: the same workload without speculation,
   when run (speedup = output_tok_per_s / baseline_output_tok_per_s).
+- draws / duration_s_range: a closed batch that speculates is one draw of the acceptance (its wall
+  time ends with the request that drew the fewest accepted tokens); its metrics are the mean over
+  `draws` independent draws (`mean_results`), duration_s_range the lowest and highest of them.
 """
 
 from __future__ import annotations
@@ -63,6 +66,31 @@ class ServingResult(BaseModel):
     baseline_output_tok_per_s: float | None = None
     baseline_tpot_ms: Percentiles | None = None
     speedup: float | None = None
+    draws: int = 1  # independent draws of the acceptance averaged (a closed batch's `serving.draws`)
+    duration_s_range: tuple[float, float] | None = None  # the lowest and highest duration_s of those draws
+
+
+def mean_results(results: list[ServingResult]) -> ServingResult:
+    """The mean of several independent draws' metrics, field by field (a rate, a count or a percentile:
+    its mean over the draws that have it; a count rounded), with `draws` and `duration_s_range`: the
+    expected value of what one run measures, which is itself one draw."""
+    if len(results) == 1:
+        return results[0]
+    out = {}
+    for name, first in results[0]:
+        vals = [v for v in (getattr(r, name) for r in results) if v is not None]
+        if isinstance(first, bool) or not vals:
+            out[name] = first
+        elif isinstance(first, Percentiles) or isinstance(vals[0], Percentiles):
+            out[name] = Percentiles(**{k: float(np.mean([getattr(v, k) for v in vals])) for k in Percentiles.model_fields})
+        elif isinstance(vals[0], int):
+            out[name] = int(round(float(np.mean(vals))))
+        elif isinstance(vals[0], float):
+            out[name] = float(np.mean(vals))
+        else:
+            out[name] = first
+    durations = [r.duration_s for r in results]
+    return ServingResult(**{**out, "draws": len(results), "duration_s_range": (min(durations), max(durations))})
 
 
 def percentiles(values: np.ndarray) -> Percentiles | None:

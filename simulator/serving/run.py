@@ -7,18 +7,53 @@ from simulator.profile import CalibrationProfile
 from simulator.serving.costs import StepCosts
 from simulator.serving.scheduler import ServingRecords, ServingRun, serving_rngs
 from simulator.serving.config import ServingConfig
-from simulator.serving.metrics import ServingResult, serving_metrics, users_decode_tok_per_s
+from simulator.serving.metrics import ServingResult, mean_results, serving_metrics, users_decode_tok_per_s
 from simulator.units import US_PER_S
 
-
+DRAW_REQUESTS = 64  # a closed batch's default draws cover about this many requests, 2 to MAX_DEFAULT_DRAWS
+MAX_DEFAULT_DRAWS = 16
 
 
 def run_serving(scenario: Scenario, profile: CalibrationProfile, speculative: bool = True,
-                costs: StepCosts | None = None, request_rates=None) -> ServingRecords:
+                costs: StepCosts | None = None, request_rates=None, draw: int = 0) -> ServingRecords:
     """Records of one serving run (speculative=False: the no-speculation baseline, same workload seeds;
-    request_rates: each request's own i.i.d. acceptance rate, in the order sent: ServingRun)."""
+    request_rates: each request's own i.i.d. acceptance rate, in the order sent: ServingRun; draw: the
+    seed's independent draw, `serving_rngs`)."""
     costs = costs or StepCosts(scenario, profile)
-    return ServingRun(scenario, costs, speculative, serving_rngs(scenario.seed), request_rates).run()
+    return ServingRun(scenario, costs, speculative, serving_rngs(scenario.seed, draw), request_rates).run()
+
+
+def num_draws(scenario: Scenario, speculative: bool) -> int:
+    """The independent draws of the acceptance a prediction averages: a closed batch that speculates
+    and decodes past its first token ends with its unluckiest request, so one run is one draw of its wall
+    time (a batch of 4 at acceptance 0.6 and 5 steps: about 4% apart, benchmarks/bench_request_level.py);
+    `serving.draws` where set, else enough for about DRAW_REQUESTS requests, 2-16. Everything else: 1 (an
+    open workload's many requests average over themselves; no speculation draws nothing)."""
+    sv = scenario.serving
+    if not speculative or sv is None or sv.arrivals.kind != "closed_batch" or _mean_tokens(sv.output_len) <= 1:
+        return 1
+    if sv.draws is not None:
+        return sv.draws
+    return min(MAX_DEFAULT_DRAWS, max(2, -(-DRAW_REQUESTS // (sv.num_requests or 1))))
+
+
+def run_serving_draws(scenario: Scenario, profile: CalibrationProfile, speculative: bool = True,
+                      costs: StepCosts | None = None, request_rates=None) -> list[ServingRecords]:
+    """Records of each of the scenario's draws (`num_draws`; the first is `run_serving`'s)."""
+    costs = costs or StepCosts(scenario, profile)
+    return [run_serving(scenario, profile, speculative, costs, request_rates, d)
+            for d in range(num_draws(scenario, speculative))]
+
+
+def draws_metrics(records: list[ServingRecords], warmup_s: float, ttft_slo_ms: float | None,
+                  tpot_slo_ms: float | None) -> ServingResult:
+    """The mean of the draws' serving metrics (`mean_results`)."""
+    return mean_results([serving_metrics(r, warmup_s, ttft_slo_ms, tpot_slo_ms) for r in records])
+
+
+def mean_wall_s(records: list[ServingRecords]) -> float:
+    """The draws' mean wall time from t = 0 to the last finish, s (a closed batch's generate)."""
+    return sum(float(r.finish_us.max()) for r in records) / len(records) / US_PER_S
 
 
 def simulate_serving(scenario: Scenario, profile: CalibrationProfile, baseline: bool = True) -> ServingResult:
@@ -30,7 +65,8 @@ def simulate_serving(scenario: Scenario, profile: CalibrationProfile, baseline: 
     """
     cfg = scenario.serving
     costs = StepCosts(scenario, profile)
-    res = serving_metrics(run_serving(scenario, profile, True, costs), cfg.warmup_s, cfg.slo.ttft_ms, cfg.slo.tpot_ms)
+    res = draws_metrics(run_serving_draws(scenario, profile, True, costs), cfg.warmup_s, cfg.slo.ttft_ms,
+                        cfg.slo.tpot_ms)
     if not baseline:
         return res
     base = serving_metrics(run_serving(scenario, profile, False, costs), cfg.warmup_s, cfg.slo.ttft_ms,
@@ -94,11 +130,13 @@ def simulate_generate(scenario: Scenario, profile: CalibrationProfile) -> tuple[
     one = generate_scenario(scenario, 1)
     out, metrics = {}, {}
     for speculative, key in ((True, "speculative"), (False, "baseline")):
-        gen = run_serving(sc, profile, speculative, costs)
+        gen = run_serving_draws(sc, profile, speculative, costs)
         alone = run_serving(one, profile, speculative, costs)
-        metrics[key] = serving_metrics(gen, 0.0, None, None)
-        gen_s, alone_s = float(gen.finish_us.max()) / US_PER_S, float(alone.finish_us.max()) / US_PER_S
-        out[key] = {"generate_s": gen_s, "prefill_alone_s": alone_s,
+        metrics[key] = draws_metrics(gen, 0.0, None, None)
+        gen_s, alone_s = mean_wall_s(gen), float(alone.finish_us.max()) / US_PER_S
+        walls = [mean_wall_s([g]) for g in gen]
+        out[key] = {"generate_s": gen_s, "prefill_alone_s": alone_s, "draws": len(gen),
+                    "generate_s_range": [min(walls), max(walls)],
                     "decode_tok_per_s": users_decode_tok_per_s(w.batch_size, w.max_new_tokens, gen_s, alone_s)}
     res = _beside_baseline(metrics["speculative"], metrics["baseline"])
     fit = costs.engine_prefill(True)
@@ -149,7 +187,8 @@ def _chunk_tokens(scenario: Scenario) -> int:
 
 def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
     """(seconds, bytes, requests): a rough cost of simulating the scenario's serving section, the
-    speculative and the no-speculation run together, for the CLI's estimate and --force gate.
+    speculative runs (a closed batch's draws, `num_draws`) and the no-speculation run together, for the
+    CLI's estimate and --force gate.
 
     Requests: a trace's own (its first num_requests), else num_requests, else arrival rate x
     duration_s (a closed loop: concurrency x duration_s x 200 tokens/s / mean output length), else
@@ -182,6 +221,7 @@ def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
     batch = (min(arrivals.concurrency, sv.max_running_requests) if arrivals.kind == "closed_loop"
              else min(n, sv.max_running_requests) if arrivals.kind == "closed_batch" else 1)
     steps = n * out / max(batch, 1) + n * _mean_tokens(sv.input_len) / _chunk_tokens(scenario)  # decode + prefill
-    seconds = 2 * (steps * SECONDS_PER_STEP + n * SECONDS_PER_REQUEST)
-    memory = 2 * n * (out * BYTES_PER_TOKEN + BYTES_PER_REQUEST)
+    runs = 1 + num_draws(scenario, True)  # the no-speculation run and the speculative draws
+    seconds = runs * (steps * SECONDS_PER_STEP + n * SECONDS_PER_REQUEST)
+    memory = runs * n * (out * BYTES_PER_TOKEN + BYTES_PER_REQUEST)
     return float(seconds), float(memory), int(n)

@@ -425,8 +425,9 @@ class ServingRun:
             step_accepted=steps[:, 5].astype(np.int64), speculative=self.speculative)
 
 
-def serving_rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator, np.random.Generator]:
+def serving_rngs(seed: int, draw: int = 0) -> tuple[np.random.Generator, np.random.Generator, np.random.Generator]:
     """(arrivals, lengths, acceptance) generators, spawned after the steady run's three streams
-    (simulator.simulate.rng_streams), so serving and steady runs of one seed draw apart."""
-    ss = np.random.SeedSequence(seed).spawn(6)[3:]
+    (simulator.simulate.rng_streams), so serving and steady runs of one seed draw apart; draw > 0: the
+    streams of the seed's further independent draw (a closed batch's averaged draws, `serving.draws`)."""
+    ss = np.random.SeedSequence(seed if draw == 0 else [seed, draw]).spawn(6)[3:]
     return tuple(np.random.default_rng(s) for s in ss)
