@@ -7,10 +7,13 @@ is unpacked with `pip install --no-deps --target` and run with this interpreter'
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from importlib.metadata import version
 from pathlib import Path
@@ -26,12 +29,17 @@ def wheel(tmp_path_factory) -> Path:
     """The wheel built from this checkout (`pip wheel . --no-deps`; the installed setuptools when it is
     new enough, else an isolated build)."""
     out = tmp_path_factory.mktemp("wheel")
-    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' staging folder: no stale files in the wheel
     isolation = [] if int(version("setuptools").split(".")[0]) >= 77 else ["--use-pep517"]
     no_isolation = ["--no-build-isolation"] if not isolation else []
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *no_isolation, "-w", str(out), str(ROOT)],
-                   check=True, capture_output=True, timeout=300)
-    shutil.rmtree(ROOT / "build", ignore_errors=True)
+    # pytest-xdist may build this module's fixture in two workers at once: one build at a time in ROOT/build
+    key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:16]
+    lock_path = Path(tempfile.gettempdir()) / f"specdecsim-wheel-{key}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' staging folder: no stale files in the wheel
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *no_isolation, "-w", str(out),
+                        str(ROOT)], check=True, capture_output=True, timeout=300)
+        shutil.rmtree(ROOT / "build", ignore_errors=True)
     return next(out.glob("specdecsim-*.whl"))
 
 
