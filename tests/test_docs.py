@@ -68,7 +68,8 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_host_speed_check_table.py", "docs/engines/host-speed.md"),
     ("docs/make_prefill_chunks_table.py", "docs/engines/requests.md"),
     ("docs/make_host_speed_h200_table.py", "docs/engines/host-speed.md"),
-    ("docs/make_closed_batch_draws_table.py", "docs/engines/requests.md")])
+    ("docs/make_closed_batch_draws_table.py", "docs/engines/requests.md"),
+    ("docs/make_prefill_alone_table.py", "docs/engines/requests.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)
 
@@ -86,6 +87,7 @@ def test_the_sglang_carry_and_the_shape_carry_tables_are_in_the_transfer_doc(arg
 
 
 SGLANG_RUNS = "data/engine_runs/h100_sglang_0.5.15_requests/"
+VLLM_MOE = "data/engine_runs/h100_vllm_0.26.0_moe/"
 
 
 @pytest.mark.parametrize("args, tpot_only", [
@@ -95,11 +97,15 @@ SGLANG_RUNS = "data/engine_runs/h100_sglang_0.5.15_requests/"
       "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False),
     (("data/engine_runs/h100_sglang_0.5.15/e2e_2026-12-07.jsonl.gz", "--engine-profile",
       "sglang-0.5.15-h100-llama-3.1-8b-eagle3", "--campaign-log",
-      "data/engine_runs/h100_sglang_0.5.15/campaign_2026-12-07.log.gz"), True)],
-    ids=["sglang-dense", "sglang-moe", "sglang-first-campaign-tpot"])
+      "data/engine_runs/h100_sglang_0.5.15/campaign_2026-12-07.log.gz"), True),
+    ((VLLM_MOE + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3",
+      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False),
+    ((VLLM_MOE + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "vllm-0.26.0-h200-qwen3-30b-a3b-eagle3",
+      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False)],
+    ids=["sglang-dense", "sglang-moe", "sglang-first-campaign-tpot", "vllm-moe", "vllm-moe-h200-carried"])
 def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only, monkeypatch, capsys):
     """docs/engines/requests.md's SGLang H100 runs: end to end (dense, MoE), and the first campaign's runs whose
-    wall times do not hold (TPOT p50 alone)."""
+    wall times do not hold (TPOT p50 alone); vLLM's MoE runs on the H100, from its own profile and the H200's."""
     out = run_script("benchmarks/bench_request_level.py", monkeypatch, capsys, args)
     assert ("TPOT alone is compared" in out) == tpot_only
     assert_table_lines_in_doc(out, "benchmarks/bench_request_level.py " + " ".join(args), "docs/engines/requests.md")
@@ -177,3 +183,10 @@ def test_the_h200_parts_against_the_h100_profile_are_in_the_host_speed_doc(monke
     args = ("sglang-0.5.15-h200-llama-3.1-8b-eagle3",)
     out = run_script("docs/make_host_speed_parts_table.py", monkeypatch, capsys, args)
     assert_table_lines_in_doc(out, "docs/make_host_speed_parts_table.py " + " ".join(args), "docs/engines/host-speed.md")
+
+
+def test_the_vllm_moe_first_runs_table_is_in_the_requests_doc(monkeypatch, capsys):
+    """docs/engines/requests.md's first runs of vLLM's MoE request-level runs on the H100."""
+    args = (VLLM_MOE + "moe_e2e_2026-12-07.jsonl.gz",)
+    out = run_script("docs/make_first_runs_table.py", monkeypatch, capsys, args)
+    assert_table_lines_in_doc(out, "docs/make_first_runs_table.py " + " ".join(args), "docs/engines/requests.md")
