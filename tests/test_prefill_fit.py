@@ -51,6 +51,30 @@ def test_the_fit_recovers_the_coefficients_of_runs_that_follow_its_form():
         assert g.max_abs_error_frac < 1e-9 and g.num_runs == 12 and g.batch_sizes == [1, 2, 8, 24]
 
 
+def test_the_fit_recovers_a_graph_edge_from_runs_on_both_sides_of_it():
+    """vLLM runs a step of at most its largest CUDA-graph capture size in a graph and a larger one eagerly:
+    runs made by the form with a graph edge at 512 tokens and eager_step_us 60 ms (a short eager step bound
+    by the host, a long one by its tokens) give the five coefficients back; runs of one side only, or of
+    processes without the edge, are fitted by the four alone."""
+    truth = _fit(True, per_run_us=0.0, per_step_us=20_000.0, per_token_us=14.0, per_token_pair_us=1e-4,
+                 graph_max_tokens=512, eager_step_us=60_000.0)
+    grid = [(b, p) for b in (1, 2, 8) for p in (256, 512, 2048)] + [(16, 1024)]
+    runs = [PrefillRun(True, b, p, 4096, predict_us(truth, b, p), 512) for b, p in grid]
+    (got,) = fit_prefill(runs)
+    assert got.graph_max_tokens == 512 and got.max_abs_error_frac < 1e-6
+    for name in ("per_step_us", "per_token_us", "eager_step_us"):
+        assert getattr(got, name) == pytest.approx(getattr(truth, name), rel=1e-4), name
+    # a step of 2048 tokens is bound by the host (60 ms), one of 16,384 by its tokens
+    assert predict_us(truth, 1, 2048) == pytest.approx(20_000 + 60_000)
+    assert truth.step_prefill_us(16384, 0.0) == pytest.approx(14.0 * 16384)
+    assert truth.step_prefill_us(256, 0.0, step_tokens=600) == 60_000.0  # decode tokens push the step past the edge
+    graphed = [PrefillRun(True, b, p, 4096, predict_us(truth, b, p), 512) for b, p in ((1, 128), (2, 128), (4, 128),
+                                                                                       (1, 512))]
+    assert fit_prefill(graphed)[0].graph_max_tokens == 0
+    plain = [PrefillRun(True, r.batch_size, r.prompt_len, 4096, r.elapsed_us, 0) for r in runs]
+    assert fit_prefill(plain)[0].eager_step_us == 0.0
+
+
 def test_the_fit_closed_form_of_one_step():
     f = _fit()
     # one prompt of 1000 tokens in one step: per_run + per_step + 20 x 1000 + pairs x 6e-4

@@ -315,12 +315,18 @@ def _prefill(paths: list[Path], labels: set[str], engines: list[dict]) -> tuple[
     profile's calibration processes (`labels`) measured (simulator.evidence.prefill_fit)."""
     from simulator.evidence.prefill_fit import PrefillRun, fit_prefill
     budget = {e["label"]: int(e["info"].get("max_num_batched_tokens") or 0) for e in engines}
+    from calibration.engines.backends import ENGINES
+    # piecewise CUDA graphs (vLLM's) run a step of up to the largest capture size; a larger one runs eagerly
+    graph_max = {e["label"]: max(e["info"].get("cudagraph_capture_sizes") or [0]) for e in engines
+                 if (spec := ENGINES.get(e["info"].get("engine", ""))) is not None and spec.prefill_graph_edge
+                 and "PIECEWISE" in str(e["info"].get("cudagraph_mode", ""))}
     from calibration.engines.requests_loop import wall_times_valid
     every = [ln for ln in engine_lines(paths, "calibrate", requests=True)[1] if ln["label"] in labels
              and ln["point"]["workload"] == "closed_batch" and ln["point"]["max_tokens"] == 1]
     alone = [(ln["label"], ln["point"]) for ln in every if wall_times_valid(ln)]
     unread = sorted({label for label, _ in alone if not budget.get(label)})
-    runs = [PrefillRun(bool(pt["num_steps"]), pt["batch_size"], pt["prompt_len"], budget[label], rep["elapsed_us"])
+    runs = [PrefillRun(bool(pt["num_steps"]), pt["batch_size"], pt["prompt_len"], budget[label], rep["elapsed_us"],
+                       graph_max.get(label, 0))
             for label, pt in alone if budget.get(label) for rep in pt["repeats"]]
     where = ", ".join(map(str, paths))
     lines = [f"prefill: the runs of the prefill alone of {', '.join(unread)} not fitted: their engine line holds no "

@@ -146,7 +146,9 @@ class PrefillFit(StrictModel):
     """The engine's prefill, fitted on its own runs of the prefill alone (simulator.evidence.prefill_fit):
     a run of prompts chunked into engine steps of at most `max_num_batched_tokens` tokens takes
     per_run_us + sum over its steps of (per_step_us + per_token_us n + per_token_pair_us A), n the step's
-    prompt tokens and A its attention's token pairs (each token attends the cached ones and those before it)."""
+    prompt tokens and A its attention's token pairs (each token attends the cached ones and those before it);
+    a step of more than `graph_max_tokens` tokens (where set) runs without a CUDA graph and its prefill part
+    is at least `eager_step_us`: per_step_us + max(eager_step_us, per_token_us n + per_token_pair_us A)."""
 
     speculative: bool = Field(description="Measured with the draft (its prefill over the prompt included) or not.")
     per_run_us: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
@@ -154,6 +156,12 @@ class PrefillFit(StrictModel):
     per_token_us: float = Field(ge=1e-3, le=1e5, allow_inf_nan=False, description=(
         "us a prompt token, 1e-3..1e5 (a token's prefill takes at least a nanosecond)."))
     per_token_pair_us: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    graph_max_tokens: int = Field(0, ge=0, le=1 << 24, description=(
+        "The most tokens a step runs in a CUDA graph (vLLM's piecewise graphs: its largest capture size), "
+        "0..2^24; a step of more runs without one. 0: no edge (every step priced alike)."))
+    eager_step_us: float = Field(0.0, ge=0.0, le=1e7, allow_inf_nan=False, description=(
+        "A step past graph_max_tokens: its prefill takes at least this long, us, 0..1e7 (the host launching "
+        "the forward kernel by kernel: the step is the larger of this and per_token_us n + per_token_pair_us A)."))
     max_num_batched_tokens: int = Field(ge=1, le=1 << 24)
     num_runs: int = Field(ge=1, le=1_000_000)
     batch_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
@@ -162,6 +170,18 @@ class PrefillFit(StrictModel):
         min_length=1, max_length=4096, description="The prompt lengths they measured, each 1..2^27.")
     median_abs_error_frac: float = Field(ge=0.0, le=1e6)
     max_abs_error_frac: float = Field(ge=0.0, le=1e6)
+
+    def step_prefill_us(self, tokens: int, pairs: float, step_tokens: int | None = None,
+                        alongside_us: float = 0.0) -> float:
+        """A step's prefill part, us: per_token_us tokens + per_token_pair_us pairs; where the step's tokens
+        (step_tokens: with the decode tokens it carries; None: these) pass graph_max_tokens, at least
+        eager_step_us less `alongside_us`, the decode step it rides on (the host launching the whole forward
+        kernel by kernel hides the decode's own work up to that time)."""
+        t = self.per_token_us * tokens + self.per_token_pair_us * pairs
+        n = tokens if step_tokens is None else step_tokens
+        if self.graph_max_tokens and n > self.graph_max_tokens:
+            return max(t, self.eager_step_us - alongside_us)
+        return t
 
     @model_validator(mode="after")
     def _median_within_max(self) -> Self:

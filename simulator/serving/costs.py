@@ -27,8 +27,11 @@
   simulator.evidence.prefill_fit: runs of the prefill alone in the calibration's processes), the
   prefill is priced from it instead, with or without the draft as the run speculates: a chunk of n
   tokens whose attention computes A token pairs costs per_token_us n + per_token_pair_us A (the
-  draft's prefill over the prompt included where the fit measured it), a step with prefill only
-  per_step_us more, and the first step after the engine was idle per_run_us more (`engine_prefill`).
+  draft's prefill over the prompt included where the fit measured it), at least eager_step_us where the
+  step's tokens (the decode tokens it carries included) pass the fit's graph_max_tokens (vLLM runs such a
+  step without a CUDA graph; the host launching it kernel by kernel hides the decode step it rides on, so
+  a mixed step is at least eager_step_us in all), a step with prefill only per_step_us more, and the first
+  step after the engine was idle per_run_us more (`engine_prefill`).
 """
 
 from __future__ import annotations
@@ -157,15 +160,18 @@ class StepCosts:
         return self._engine_prefill[speculative]
 
     def prefill_us(self, num_tokens: int, context_len: float, token_pairs: float | None = None,
-                   speculative: bool = False) -> float:
+                   speculative: bool = False, step_tokens: int | None = None, alongside_us: float = 0.0) -> float:
         """A prefill chunk of num_tokens after context_len cached tokens, in us (0 for no tokens);
         token_pairs: its causal attention's token pairs (simulator.engines.profile.chunk_token_pairs; None:
-        one request's chunk at that context), for an engine profile's prefill."""
+        one request's chunk at that context), for an engine profile's prefill; step_tokens: the step's tokens
+        with the decode tokens it carries, alongside_us: that decode step's time (an engine fit's graph edge,
+        PrefillFit.step_prefill_us)."""
         if num_tokens <= 0 or self.prefill_scale == 0.0:
             return 0.0
         if (fit := self.engine_prefill(speculative)) is not None:
             pairs = token_pairs if token_pairs is not None else chunk_token_pairs(num_tokens, context_len)
-            return (fit.per_token_us * num_tokens + fit.per_token_pair_us * pairs) * self.prefill_scale
+            scale = self.prefill_scale
+            return fit.step_prefill_us(num_tokens, pairs, step_tokens, alongside_us / scale) * scale
         c = 0 if context_len < 1 else _grid(context_len, CONTEXT_GRID_PER_OCTAVE)[0]
         lo, hi, w = _grid(num_tokens, PREFILL_GRID_PER_OCTAVE)
         t = self._grid_prefill_us(lo, c)

@@ -308,6 +308,9 @@ class EngineSpec:
         clock_was_last_output: its clock_us is the last output's time, so its request-level runs before
             start_clock_us (point lines without `clock: submit`) hold no wall times
             (requests_loop.wall_times_valid); False: clock_us was always the time now.
+        prefill_graph_edge: with piecewise CUDA graphs on (`cudagraph_mode` holding PIECEWISE), a step of up
+            to its largest capture size runs in a graph and a larger one kernel by kernel (vLLM), so the prefill
+            fit takes that edge (simulator.evidence.prefill_fit); False: its capture sizes are decode batches only.
     """
 
     name: str
@@ -321,3 +324,4 @@ class EngineSpec:
     host_paced_by_gpu_idle: bool = False
     acceptance_per_batch_step: bool = False
     clock_was_last_output: bool = False
+    prefill_graph_edge: bool = False

@@ -420,4 +420,5 @@ def start(plan, workdir: Path, rank: int = 0) -> VllmBackend:
     return backend
 
 
-SPEC = EngineSpec("vllm", start, serving_kind="vllm", requires=("torch", "vllm"), mla_attention_backend=True)
+SPEC = EngineSpec("vllm", start, serving_kind="vllm", requires=("torch", "vllm"), mla_attention_backend=True,
+                  prefill_graph_edge=True)
