@@ -79,7 +79,9 @@ def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypat
     ("data/engine_runs/h100_sglang_0.5.15/e2e_2026-12-07.jsonl.gz", "--scenario", "scenarios/sglang_llama8b_h200.yaml",
      "--gpu", "h100-sxm"),
     ("--steady-of", "sglang-0.5.15-h100-qwen3-8b-eagle3", "--profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
-     "--gpu", "h100-sxm", "--scenario", "scenarios/sglang_qwen3_8b_h100.yaml")], ids=["sglang-h200-to-h100", "llama-to-qwen3"])
+     "--gpu", "h100-sxm", "--scenario", "scenarios/sglang_qwen3_8b_h100.yaml"),
+    ("--steady-of", "vllm-0.26.0-h200-llama-3.1-8b-eagle3", "--profile", "vllm-0.26.0-h100-llama-3.1-8b-eagle3",
+     "--gpu", "h200-sxm")], ids=["sglang-h200-to-h100", "llama-to-qwen3", "vllm-h100-to-h200"])
 def test_the_sglang_carry_and_the_shape_carry_tables_are_in_the_transfer_doc(args, monkeypatch, capsys):
     """docs/engines/transfer.md's SGLang carry (H200 profile on the H100's runs) and shape carry (Llama-3.1-8B's
     profile on Qwen3-8B's windows): every table line the bench prints with the doc's arguments."""
@@ -89,6 +91,7 @@ def test_the_sglang_carry_and_the_shape_carry_tables_are_in_the_transfer_doc(arg
 
 SGLANG_RUNS = "data/engine_runs/h100_sglang_0.5.15_requests/"
 VLLM_MOE = "data/engine_runs/h100_vllm_0.26.0_moe/"
+VLLM_E2E = "data/engine_runs/h100_vllm_0.26.0_e2e/"
 
 
 @pytest.mark.parametrize("args, tpot_only", [
@@ -102,8 +105,11 @@ VLLM_MOE = "data/engine_runs/h100_vllm_0.26.0_moe/"
     ((VLLM_MOE + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3",
       "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False),
     ((VLLM_MOE + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "vllm-0.26.0-h200-qwen3-30b-a3b-eagle3",
-      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False)],
-    ids=["sglang-dense", "sglang-moe", "sglang-first-campaign-tpot", "vllm-moe", "vllm-moe-h200-carried"])
+      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False),
+    ((VLLM_E2E + "e2e_2026-12-06.jsonl.gz", VLLM_E2E + "e2e_s5_2026-12-06.jsonl.gz",
+      "data/engine_runs/h100_vllm_0.26.0_more_steps/e2e_2026-12-07.jsonl.gz"), False)],
+    ids=["sglang-dense", "sglang-moe", "sglang-first-campaign-tpot", "vllm-moe", "vllm-moe-h200-carried",
+         "vllm-every-num-steps"])
 def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only, monkeypatch, capsys):
     """docs/engines/requests.md's SGLang H100 runs: end to end (dense, MoE), and the first campaign's runs whose
     wall times do not hold (TPOT p50 alone); vLLM's MoE runs on the H100, from its own profile and the H200's."""
@@ -118,7 +124,10 @@ def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only
     (SGLANG_RUNS + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h200-qwen3-30b-a3b-eagle3",
      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"),
     (SGLANG_RUNS + "qwen3_8b_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
-     "--models", "qwen3-8b", "eagle3-qwen3-8b")], ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3"])
+     "--models", "qwen3-8b", "eagle3-qwen3-8b"),
+    ("data/engine_runs/h100_vllm_0.26.0_qwen3-8b/qwen3_8b_e2e_2026-12-07.jsonl.gz", "--engine-profile",
+     "vllm-0.26.0-h100-llama-3.1-8b-eagle3", "--models", "qwen3-8b", "eagle3-qwen3-8b")],
+    ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3", "vllm-llama-to-qwen3"])
 def test_the_request_level_carry_tables_are_in_the_transfer_doc(args, monkeypatch, capsys):
     """docs/engines/transfer.md's carries checked on SGLang's request-level runs of the H100: the H200 profiles
     (dense, MoE) carried to the H100, and the Llama-3.1-8B profile carried to Qwen3-8B's shape."""
