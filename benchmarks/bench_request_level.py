@@ -2,7 +2,7 @@
 
     python benchmarks/bench_request_level.py [E2E.jsonl.gz ...] [--engine-profile NAME] [--profile P]
                                              [--campaign-log LOG.gz ...] [--acceptance measured|replay|scenario]
-                                             [--models TARGET DRAFT]
+                                             [--models TARGET DRAFT] [--each-num-steps]
 
 Defaults: vLLM 0.26.0 on the lent H100 SXM (data/engine_runs/h100_vllm_0.26.0_e2e/: Llama-3.1-8B +
 EAGLE-3 at num_steps 3, 5 and the baseline; closed batches of 1-64 requests, 1k and 4k prompts, 128-512
@@ -89,6 +89,8 @@ def main() -> int:
     ap.add_argument("--host-of", default=None, metavar="ENGINE_PROFILE",
                     help="Take --host-probe-us from this engine profile's host_probe_us (a calibration on the host "
                          "the runs stepped on).")
+    ap.add_argument("--each-num-steps", action="store_true",
+                    help="after the best-num_steps table, each cell's measured and predicted tok/s per num_steps")
     ap.add_argument("--host-of-runs", action="store_true",
                     help="Take --host-probe-us from the runs themselves: the median of the host probes they recorded "
                          "after each run (RequestRun.host_probe_us).")
@@ -194,7 +196,7 @@ def main() -> int:
             print(f"| {name[:-5]} | {_pct(c.tok_per_s_error_frac)} | {100 * spread[_point_key(name)]:.1f}% | "
                   f"{_pct(c.ttft_p50_error_frac)} | {_pct(c.tpot_p50_error_frac)} |")
     _decode(a, rows, prof)
-    _best_steps(rows, spread)
+    _best_steps(rows, spread, a.each_num_steps)
     secs = gpu_minutes(a.campaign_log)
     each = ", ".join(f"{k.split('/')[-1]} {v / 60:.1f}" for k, v in secs.items())
     print(f"\nGPU minutes: {sum(secs.values()) / 60:.1f} over {len(secs)} engine processes ({each})")
@@ -226,7 +228,7 @@ def _tpot_only(a, rows, stale: int, carried: str) -> int:
     return 0
 
 
-def _best_steps(rows, spread) -> None:
+def _best_steps(rows, spread, each: bool = False) -> None:
     """The best num_steps of every closed batch (batch, prompt, acceptance) measured at several num_steps
     (the baseline counts as num_steps 0): the one of the most output tok/s (its runs' mean), measured and
     predicted. A cell whose measured best and runner-up are apart by less than their points' repeat spread
@@ -241,7 +243,7 @@ def _best_steps(rows, spread) -> None:
         forced = re.search(r"_a(\d+(?:\.\d+)?)_", name)  # the rate the run forced (an empirical acceptance has none)
         rate = getattr(sc.acceptance, "acceptance_rate", None) or (float(forced.group(1)) if forced else None)
         cells[key][(k, rate if c.speculative else None)].append((name, c))
-    right, total, lines = 0, 0, []
+    right, total, lines, detail = 0, 0, [], []
     for (b, p, n), by in sorted(cells.items()):
         base = [v for (k, _), v in by.items() if k == 0]
         for acc in sorted({r for (k, r) in by if k}):
@@ -261,6 +263,8 @@ def _best_steps(rows, spread) -> None:
             total += 1
             lines.append(f"| {b} | {p} | {n} | {acc} | {best_m}{' (tie with %d)' % second if tie else ''} | "
                          f"{best_p} | {'yes' if ok else 'no'} |")
+            detail += [f"| {b} | {p} | {n} | {acc} | {k} | {meas[k]:,.0f} | {pred[k]:,.0f} ({pred[k] / meas[k] - 1:+.1%}) |"
+                       for k in sorted(cand)]
     if not total:
         return
     print(f"\nThe best num_steps (of {', '.join(str(k) for k in sorted({k for v in cells.values() for k, _ in v}))}) "
@@ -268,6 +272,10 @@ def _best_steps(rows, spread) -> None:
     print("| batch | prompt | new tokens | acceptance | measured best | predicted best | right |")
     print("|---:|---:|---:|---:|---:|---:|---|")
     print("\n".join(lines))
+    if each:  # --each-num-steps
+        print("\n| batch | prompt | new tokens | acceptance | num_steps | measured tok/s | predicted tok/s (err) |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        print("\n".join(detail))
 
 
 def _priced(a, rec, prof, max_tokens: int | None = None) -> float:

@@ -70,7 +70,8 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_host_speed_h200_table.py", "docs/engines/host-speed.md"),
     ("docs/make_closed_batch_draws_table.py", "docs/engines/requests.md"),
     ("docs/make_prefill_alone_table.py", "docs/engines/requests.md"),
-    ("docs/make_mixed_steps_table.py", "docs/engines/requests.md")])
+    ("docs/make_mixed_steps_table.py", "docs/engines/requests.md"),
+    ("docs/make_whole_batch_steps_table.py", "docs/engines/requests.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)
 
@@ -107,7 +108,7 @@ VLLM_E2E = "data/engine_runs/h100_vllm_0.26.0_e2e/"
     ((VLLM_MOE + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "vllm-0.26.0-h200-qwen3-30b-a3b-eagle3",
       "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False),
     ((VLLM_E2E + "e2e_2026-12-06.jsonl.gz", VLLM_E2E + "e2e_s5_2026-12-06.jsonl.gz",
-      "data/engine_runs/h100_vllm_0.26.0_more_steps/e2e_2026-12-07.jsonl.gz"), False)],
+      "data/engine_runs/h100_vllm_0.26.0_more_steps/e2e_2026-12-07.jsonl.gz", "--each-num-steps"), False)],
     ids=["sglang-dense", "sglang-moe", "sglang-first-campaign-tpot", "vllm-moe", "vllm-moe-h200-carried",
          "vllm-every-num-steps"])
 def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only, monkeypatch, capsys):

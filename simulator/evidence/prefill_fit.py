@@ -77,11 +77,6 @@ def token_pairs(chunks) -> float:
     return float(sum(chunk_token_pairs(n, c) for n, c in chunks))
 
 
-def _features(run: PrefillRun) -> np.ndarray:
-    steps = chunk_plan(run.batch_size, run.prompt_len, run.max_num_batched_tokens)
-    return np.array([1.0, len(steps), run.batch_size * run.prompt_len, sum(token_pairs(s) for s in steps)])
-
-
 def _steps(run: PrefillRun) -> np.ndarray:
     """(tokens, token pairs) of each of the run's steps."""
     plan = chunk_plan(run.batch_size, run.prompt_len, run.max_num_batched_tokens)
@@ -106,11 +101,10 @@ def predict_us(fit: PrefillFit, batch_size: int, prompt_len: int) -> float:
     return float(fit.per_run_us + sum(fit.per_step_us + fit.step_prefill_us(int(n), a) for n, a in st))
 
 
-def _with_edge(runs: list[PrefillRun], y: np.ndarray, linear: np.ndarray, edge: int) -> np.ndarray | None:
-    """The five coefficients (the four and eager_step_us) that fit the runs best on relative errors, where
-    they take the median |error| of the four alone (`linear`, eager_step_us 0) down by EDGE_GAIN; None where
-    not, or where no run has a step on each side of the edge."""
-    steps = [_steps(r) for r in runs]
+def _with_edge(steps: list[np.ndarray], y: np.ndarray, linear: np.ndarray, edge: int) -> np.ndarray | None:
+    """The five coefficients (the four and eager_step_us) that fit the runs (their `_steps`) best on relative
+    errors, where they take the median |error| of the four alone (`linear`, eager_step_us 0) down by EDGE_GAIN;
+    None where not, or where no run has a step on each side of the edge."""
     past = [bool((st[:, 0] > edge).any()) for st in steps]
     if not (any(past) and not all(past)):
         return None
@@ -148,17 +142,18 @@ def fit_prefill(runs: list[PrefillRun], notes: list[str] | None = None) -> list[
         if len(budgets) > 1:
             raise ValueError(f"prefill runs {'with' if spec else 'without'} the draft at info.max_num_batched_tokens "
                              f"{sorted(budgets)}: one engine setting a fit")
-        x = np.array([_features(r) for r in rs])
+        steps = [_steps(r) for r in rs]
+        x = np.array([(1.0, len(st), *st.sum(axis=0)) for st in steps])  # per run, per step, tokens, token pairs
         y = np.array([r.elapsed_us for r in rs])
         scale = np.array([1.0, 1.0, 1.0, 1e-6])  # A is in the 1e6-1e9s: the columns of one size
         coef, _ = nnls(x * scale / y[:, None], np.ones(len(y)))
         coef = coef * scale
         edges = {r.graph_max_tokens for r in rs}
         edge = edges.pop() if len(edges) == 1 else 0  # processes of other graph sizes: no edge
-        five = _with_edge(rs, y, coef, edge) if edge else None
+        five = _with_edge(steps, y, coef, edge) if edge else None
         if five is None:
             five, edge = np.append(coef, 0.0), 0
-        err = np.abs(_runs_us(five, [_steps(r) for r in rs], edge) - y) / y
+        err = np.abs(_runs_us(five, steps, edge) - y) / y
         try:
             fit = PrefillFit(
                 speculative=spec, per_run_us=float(five[0]), per_step_us=float(five[1]), per_token_us=float(five[2]),

@@ -340,7 +340,7 @@ class ServingRun:
                 dur = self.costs.decode_step_us(b, spec, ctx, extend)
             else:
                 dur = self.costs.prefill_only_overhead_us(self.speculative)
-            step_tokens = num_prefill + (b * (spec.num_draft_tokens if spec is not None else 1) if b else 0)
+            step_tokens = num_prefill + b * (spec.num_draft_tokens if spec is not None else 1)
             dur += self.costs.prefill_us(num_prefill, prefill_ctx, prefill_pairs, self.speculative, step_tokens,
                                          dur if b else 0.0)
             if idle:
