@@ -170,8 +170,7 @@ def main() -> int:
     spread = {k: max(v) / min(v) - 1 for k, v in by_point.items()}
     groups = defaultdict(list)
     for name, rec, c in rows:
-        wl = rec.scenario.serving.arrivals.kind
-        groups[(wl, "speculative" if c.speculative else "baseline")].append((name, c))
+        groups[(_workload(rec), "speculative" if c.speculative else "baseline")].append((name, c))
     print(f"{len(rows)} runs of {len(by_point)} points ({', '.join(p.name for p in a.points)}), engine profile "
           f"{a.engine_profile}{carried}, acceptance "
           f"{a.acceptance}\n")
@@ -203,6 +202,12 @@ def main() -> int:
     return 0
 
 
+def _workload(rec) -> str:
+    """The workload a record ran: closed_batch, closed_loop, or poisson (a trace of the run's own arrivals)."""
+    arr = rec.scenario.serving.arrivals
+    return "poisson" if arr.kind == "trace" else arr.kind
+
+
 def _tpot_only(a, rows, stale: int, carried: str) -> int:
     """Points whose wall times do not hold (SGLang's runs timed from the last output before them:
     requests_loop.wall_times_valid): TPOT p50 alone, the times between a run's own outputs."""
@@ -211,7 +216,7 @@ def _tpot_only(a, rows, stale: int, carried: str) -> int:
           "times, tok/s and TTFT do not hold, TPOT alone is compared\n")
     groups = defaultdict(list)
     for name, rec, c in rows:
-        groups[(rec.scenario.serving.arrivals.kind, "speculative" if c.speculative else "baseline")].append(c)
+        groups[(_workload(rec), "speculative" if c.speculative else "baseline")].append(c)
     print("| workload | runs | TPOT p50 median abs err | max | within 8% |")
     print("|---|---:|---:|---:|---:|")
     for (wl, sp), cs in sorted(groups.items()):

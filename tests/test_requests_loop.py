@@ -263,3 +263,49 @@ def test_a_request_level_run_records_the_host_speed_it_stepped_at():
     assert "host_probe_us" not in run_requests(_ProbedHost(1, jitter_cv=0.0), _plan(), 0)
     pts = request_points(True, [4, 1], [1024], [0.6, 0.9]) + prefill_points(([1, 2], [512]), 0.7)
     assert pts and all(p["host_probe"] for p in pts)
+
+
+def test_poisson_arrivals_are_sent_at_their_times_and_an_idle_engine_waits():
+    """A Poisson run sends each request at its seeded arrival (the run's record starts it there), waits
+    while the engine is idle, and the same point and repeat draws the same arrivals (replayable)."""
+    from calibration.engines.requests_loop import arrival_times_us
+    be = FakeBackend(2, jitter_cv=0.0)
+    plan = _plan(workload="poisson", num_requests=12, request_rate=5.0, batch_size=12, max_tokens=6)
+    assert plan.key.startswith("po_q5_r12_p64")
+    arr = arrival_times_us(plan, 0)
+    assert arr == arrival_times_us(plan, 0) and arr != arrival_times_us(plan, 1)
+    assert arr[0] == 0.0 and np.all(np.diff(arr) > 0) and len(arr) == 12
+    rec = run_requests(be, plan, 0)
+    assert rec["num_requests"] == 12 and rec["num_tokens"] == 72
+    assert sorted(r["start_us"] for r in rec["requests"]) == pytest.approx(arr)
+    assert all(r["ttft_us"] > 0 for r in rec["requests"])
+    # 5 req/s against requests of a few ms: the engine idles between most arrivals, each request alone
+    assert rec["elapsed_us"] >= arr[-1] and max(s["running"] for s in rec["steps"]) <= 2
+
+
+def test_poisson_runs_become_serving_records_priced_at_their_own_arrivals(tmp_path):
+    """A Poisson point's runs are serving records whose scenario lists the run's own arrivals; the serving
+    DES replays them (its requests arrive when the engine's did) and prices the run."""
+    from typer.testing import CliRunner
+
+    from simulator.cli import build_app
+    from simulator.evidence.validate_serving import check_record, load_serving_records
+    from simulator.scenario import load_profile_for
+    pts = [dict(batch_size=16, prompt_len=64, acceptance_rate=0.7, workload="poisson", num_requests=16,
+                request_rate=200.0, max_tokens=12, repeats=2)]
+    plan = ProcessPlan(engine="fake", session="live", label="e2e_s2", num_steps=2, target_config={}, points=pts)
+    out = tmp_path / "e2e.points.jsonl"
+    assert run_processes([plan], out, in_process=True, log=lambda *_: None) == {"e2e_s2": "done"}
+    r = CliRunner().invoke(build_app(), ["live", "--engine", "fake", "--from-points", str(out), "--out",
+                                         str(tmp_path / "recs")])
+    assert r.exit_code == 0, r.output
+    recs = dict(load_serving_records([tmp_path / "recs" / "requests"]))
+    assert len(recs) == 2
+    for src, rec in recs.items():
+        arr = rec.scenario.serving.arrivals
+        assert arr.kind == "trace" and arr.path is None
+        assert np.asarray(arr.arrival_s) * 1e6 == pytest.approx(sorted(rec.arrival_us))
+        row = check_record(src, rec, load_profile_for(rec.scenario)[0])
+        assert row.measured_tok_per_s > 0 and row.predicted_tok_per_s > 0
+    a, b = (rec.scenario.serving.arrivals.arrival_s for rec in recs.values())
+    assert a != b  # each repeat its own draw

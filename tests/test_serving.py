@@ -353,3 +353,28 @@ def test_a_figure_a_record_cannot_give_is_null_in_the_json_not_nan(tmp_path):
     row = _json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))["points"][0]
     assert row["itl_p50_error_frac"] is None and row["measured_itl_p50_ms"] is None
     assert "inf" not in r.output and "nan" not in r.output.lower()
+
+
+def test_arrivals_listed_inline_replay_at_their_times_and_a_lone_request_is_a_batch_of_one():
+    """A trace's arrivals listed inline (a live Poisson run's own, lengths from input_len / output_len):
+    each request arrives at its listed time; requests far apart run alone, each as a closed batch of one
+    (same seed: same draws), and the list must be the only source."""
+    from pydantic import ValidationError
+
+    from simulator.serving.config import TraceArrivals
+    times = [0.0, 5.0, 10.0]
+    sc, prof = serving_scenario("seed=4", arrivals="closed_batch", *["serving.num_requests=1"])
+    one = run_serving(sc, prof)
+    listed = sc.model_copy(update={"serving": sc.serving.model_copy(update={
+        "arrivals": TraceArrivals(arrival_s=times), "num_requests": None})})
+    rec = run_serving(listed, prof)
+    assert rec.arrival_us.tolist() == pytest.approx([t * US_PER_S for t in times])
+    lone = rec.finish_us - rec.arrival_us
+    assert lone[0] == pytest.approx(one.finish_us[0] - one.arrival_us[0], rel=1e-9)
+    assert np.all(lone < 1 * US_PER_S)  # each done long before the next arrives
+    with pytest.raises(ValidationError, match="exactly one"):
+        TraceArrivals()
+    with pytest.raises(ValidationError, match="exactly one"):
+        TraceArrivals(path="t.csv", arrival_s=[0.0])
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        TraceArrivals(arrival_s=[-1.0])

@@ -45,19 +45,23 @@ class PointFields(StrictModel):
     instrument_first: bool = False
     host_probe: bool = False
     pin_fastest_cpu: bool = False
-    workload: Literal["steady", "closed_batch", "closed_loop"] = Field(
+    workload: Literal["steady", "closed_batch", "closed_loop", "poisson"] = Field(
         "steady", description="steady (a full batch's decode window), closed_batch (batch_size requests at once, "
-                              "each max_tokens: LLM.generate) or closed_loop (concurrency in flight, each finished "
-                              "request replaced, num_requests in all: bench serve --max-concurrency).")
+                              "each max_tokens: LLM.generate), closed_loop (concurrency in flight, each finished "
+                              "request replaced, num_requests in all: bench serve --max-concurrency) or poisson "
+                              "(num_requests arriving at request_rate: bench serve --request-rate).")
     max_tokens: int | None = Field(None, ge=1, le=2**20, description="Request-level: tokens each request generates.")
     concurrency: int | None = Field(None, ge=1, le=4096, description="closed_loop: requests in flight.")
-    num_requests: int | None = Field(None, ge=1, le=100_000, description="closed_loop: requests run in all.")
+    num_requests: int | None = Field(None, ge=1, le=100_000, description="closed_loop, poisson: requests run in all.")
+    request_rate: float | None = Field(None, ge=0.01, le=10_000, description="poisson: mean arrivals per second, "
+                                                                              "0.01..10000.")
 
     @model_validator(mode="after")
     def _workload_fields(self):
         need = {"steady": (), "closed_batch": ("max_tokens",),
-                "closed_loop": ("max_tokens", "concurrency", "num_requests")}[self.workload]
-        for name in ("max_tokens", "concurrency", "num_requests"):
+                "closed_loop": ("max_tokens", "concurrency", "num_requests"),
+                "poisson": ("max_tokens", "num_requests", "request_rate")}[self.workload]
+        for name in ("max_tokens", "concurrency", "num_requests", "request_rate"):
             given = getattr(self, name) is not None
             if given != (name in need):
                 raise ValueError(f"{name}: {'needed' if name in need else 'not taken'} by workload {self.workload}")
@@ -293,14 +297,16 @@ def live_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_
 
 def request_points(speculative: bool, batch_sizes: list[int], prompt_lens: list[int], acceptances: list[float],
                    max_tokens: int = 256, more_max_tokens: tuple[int, ...] = (128, 512),
-                   concurrencies: tuple[int, ...] = (64, 16, 4), repeats: int = 2) -> list[dict]:
+                   concurrencies: tuple[int, ...] = (64, 16, 4), repeats: int = 2,
+                   request_rates: tuple[float, ...] = ()) -> list[dict]:
     """Request-level points of one engine process (issue 45; calibration.engines.requests_loop), largest
     first: closed batches of `max_tokens` new tokens at every batch size, prompt length and acceptance;
     `more_max_tokens` at the middle acceptance and the shortest prompt; the prefill alone (1 new token)
     at every batch size and prompt length (what a user subtracts: decode tok/s = (tokens - B) / (the
     run's time - the prefill run's)); closed loops at each concurrency (three times as many requests in
-    all) at the shortest prompt and the middle acceptance. Each run probes the host after it (`host_probe`:
-    RequestRun.host_probe_us, the host speed it stepped at)."""
+    all) at the shortest prompt and the middle acceptance; Poisson arrivals at each of `request_rates` (req/s,
+    POISSON_REQUESTS requests) at the shortest prompt and the middle acceptance. Each run probes the host
+    after it (`host_probe`: RequestRun.host_probe_us, the host speed it stepped at)."""
     rates = sorted(acceptances) if speculative else [None]
     mid = rates[len(rates) // 2]
     short = min(prompt_lens)
@@ -315,7 +321,14 @@ def request_points(speculative: bool, batch_sizes: list[int], prompt_lens: list[
     for c in concurrencies:
         pts.append(dict(workload="closed_loop", batch_size=c, concurrency=c, num_requests=3 * c, prompt_len=short,
                         acceptance_rate=mid, max_tokens=max_tokens, repeats=repeats, host_probe=True))
+    for q in request_rates:
+        pts.append(dict(workload="poisson", batch_size=POISSON_REQUESTS, num_requests=POISSON_REQUESTS,
+                        request_rate=q, prompt_len=short, acceptance_rate=mid, max_tokens=max_tokens, repeats=repeats,
+                        host_probe=True))
     return pts
+
+
+POISSON_REQUESTS = 48  # requests of a live Poisson run (bench serve --num-prompts)
 
 
 def request_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],

@@ -152,10 +152,10 @@ class RequestRun(StrictModel):
 
 
 class RequestPointBody(StrictModel):
-    """One request-level point: closed batches or a closed loop (calibration.engines.requests_loop)."""
+    """One request-level point: closed batches, a closed loop or Poisson arrivals (calibration.engines.requests_loop)."""
 
     key: str = Field(min_length=1, max_length=200)
-    workload: Literal["closed_batch", "closed_loop"]
+    workload: Literal["closed_batch", "closed_loop", "poisson"]
     num_steps: int = Field(ge=0, le=64)
     batch_size: int = Field(ge=1, le=1_000_000)
     prompt_len: int = Field(ge=1, le=2**27)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -69,6 +69,8 @@ class Requests(StrictModel):
     max_tokens: int = 256
     more_max_tokens: list[int] = Field(default_factory=lambda: [128, 512])
     concurrencies: list[int] = Field(default_factory=lambda: [64, 16, 4])
+    request_rates: list[Annotated[float, Field(ge=0.01, le=10_000)]] = Field(
+        default_factory=list, description="Poisson arrivals at each rate, req/s (0.01..10000; none by default).")
     repeats: int = 2
 
 
@@ -167,7 +169,7 @@ def _source(part: Part, seen: tuple[str, ...]) -> list[ProcessPlan]:
         r = part.requests
         return request_plans(base, r.num_steps, r.batch_sizes, r.prompt_lens, r.acceptances, max_tokens=r.max_tokens,
                              more_max_tokens=tuple(r.more_max_tokens), concurrencies=tuple(r.concurrencies),
-                             repeats=r.repeats)
+                             repeats=r.repeats, request_rates=tuple(r.request_rates))
     g = part.grid
     ks = spread_order(g.num_steps) if g.spread else list(g.num_steps)
     made = {"calibrate": lambda: calibrate_plans(base, ks, g.batch_sizes, g.prompt_lens, g.acceptance_rate,

@@ -32,10 +32,15 @@ from simulator.units import US_PER_S
 DEFAULT_CHUNK_TOKENS = 8192  # vLLM's max_num_batched_tokens where an engine line does not say
 
 
-def _serving(pt: dict, info: dict) -> dict:
+def _serving(pt: dict, info: dict, rep: dict | None = None) -> dict:
+    """The serving section of a point's scenario; a Poisson point's is its run `rep`'s own arrivals."""
     n = pt["batch_size"] if pt["workload"] == "closed_batch" else pt["num_requests"]
-    arrivals = {"kind": "closed_batch"} if pt["workload"] == "closed_batch" else \
-        {"kind": "closed_loop", "concurrency": pt["concurrency"]}
+    if pt["workload"] == "poisson":
+        arrivals = {"kind": "trace", "arrival_s": sorted(q["start_us"] / US_PER_S for q in rep["requests"])}
+    elif pt["workload"] == "closed_batch":
+        arrivals = {"kind": "closed_batch"}
+    else:
+        arrivals = {"kind": "closed_loop", "concurrency": pt["concurrency"]}
     return {"arrivals": arrivals, "num_requests": n,
             "input_len": {"kind": "fixed", "tokens": pt["prompt_len"]},
             "output_len": {"kind": "fixed", "tokens": pt["max_tokens"]},
@@ -115,17 +120,18 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
             continue
         k, eng = pt["num_steps"], ln.get("engine", "vllm")
         inf = info.get(ln["label"], {})
-        sc = point_scenario(pt, pt["prompt_len"], target, draft, eng, engine_profile, profile,
-                            serving_section=_serving(pt, inf),
-                            gpu=default_catalog().gpu_for_device(inf.get("gpu_name") or ""),
-                            engine_fields=_engine_fields(inf, host_probe_us))
+        scenario = lambda rep: point_scenario(  # noqa: E731
+            pt, pt["prompt_len"], target, draft, eng, engine_profile, profile, serving_section=_serving(pt, inf, rep),
+            gpu=default_catalog().gpu_for_device(inf.get("gpu_name") or ""),
+            engine_fields=_engine_fields(inf, host_probe_us))
+        sc = None if pt["workload"] == "poisson" else scenario(None)
         hardware = HardwareInfo(gpu_name=inf.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                                 torch_version=inf.get("torch_version") or None,
                                 cuda_version=inf.get("cuda_version") or None)
         for rep in pt["repeats"]:
             cols = _columns(rep, pt["prompt_len"], k)
             rec = LiveServingRun(
-                scenario=sc, speculative=bool(k), warmup_cycles=0, result=_result(cols, bool(k)), hardware=hardware,
+                scenario=sc or scenario(rep), speculative=bool(k), warmup_cycles=0, result=_result(cols, bool(k)), hardware=hardware,
                 created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 command_line=f"specdecsim live --engine {eng} (engine process {ln['label']}, point {pt['key']})",
                 **cols)

@@ -8,6 +8,10 @@ run has a start and an end. Two workloads, driven through the same backend inter
   offline `LLM.generate` of the batch: prefill, the first decode steps, the batch draining).
 - `closed_loop`: `concurrency` requests in flight, each finished one replaced at once by a new one,
   until `num_requests` have finished (`vllm bench serve --max-concurrency`).
+- `poisson`: `num_requests` requests sent at exponential gaps of mean 1 / `request_rate` (`vllm bench
+  serve --request-rate`), drawn afresh for each repeat (seeded by the point and repeat); a request
+  whose time has come is sent before the next step, and an idle engine waits for the next one. Each
+  request's start is its arrival time, as bench serve times TTFT from its send.
 
 Every repeat gets prompts of its own (fresh random token ids), so an engine's prefix cache never
 serves a repeat from the one before. Per step the run records the wall clock at the step's return,
@@ -36,6 +40,27 @@ def _fresh_prompts(plan: PointPlan, repeat_idx: int, count: int, vocab_size: int
     return prompt_pool(count, plan.prompt_len, seed=seed, vocab_size=vocab_size)
 
 
+def arrival_times_us(plan: PointPlan, repeat_idx: int) -> list[float]:
+    """A Poisson point's send times, us from the run's start: the first at 0, then exponential gaps of mean
+    1 / request_rate (seeded by the point and repeat, so a run can be replayed); [0, ...] of the batch
+    or the loop's first `concurrency` otherwise (those start together)."""
+    if plan.workload != "poisson":
+        return []
+    rng = np.random.default_rng(zlib.crc32(f"{plan.key}/{repeat_idx}/arrivals".encode()))
+    gaps = rng.exponential(1e6 / plan.request_rate, size=plan.num_requests - 1)
+    return [0.0] + np.cumsum(gaps).tolist()
+
+
+def _wait_until(backend: EngineBackend, t_us: float) -> None:
+    """Let an idle engine's clock reach `t_us` (its start_clock_us clock): a fake engine's simulated
+    clock jumps there, a real host sleeps."""
+    if getattr(backend, "simulated_clock", False):
+        backend.now_us = max(backend.now_us, t_us)
+        return
+    import time
+    time.sleep(max(0.0, t_us - backend.start_clock_us()) / 1e6)
+
+
 def _scheduled(backend: EngineBackend) -> dict | None:
     """The tokens the engine's scheduler placed in the step just run, where the backend says."""
     read = getattr(backend, "last_scheduled", None)
@@ -52,7 +77,9 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
         'tokens', 'running', 'scheduled' (backend's, or None)}], 'accept_length_counts',
         'host': {window step figures: host period / blocked, means}}.
     """
-    concurrent = plan.batch_size if plan.workload == "closed_batch" else plan.concurrency
+    poisson = plan.workload == "poisson"
+    arrivals = arrival_times_us(plan, repeat_idx)
+    concurrent = plan.batch_size if plan.workload == "closed_batch" else 1 if poisson else plan.concurrency
     total = plan.batch_size if plan.workload == "closed_batch" else plan.num_requests
     n_tok = plan.max_tokens
     prompts = _fresh_prompts(plan, repeat_idx, total, vocab_size)
@@ -69,6 +96,17 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
     steps = []
     try:
         for _ in range(MAX_RUN_STEPS):
+            if poisson and added < total:  # send what has arrived; an idle engine waits for the next
+                if not live:
+                    _wait_until(backend, t0 + arrivals[added])
+                now = backend.start_clock_us() - t0
+                due = sum(1 for a in arrivals[added:] if a <= now)
+                if due:
+                    new = backend.add_requests(prompts[added:added + due], n_tok)
+                    for r, a in zip(new, arrivals[added:added + due]):
+                        req[r] = dict(start_us=a, times=[], tokens=0)
+                    live.update(new)
+                    added += due
             if not live:
                 break
             out = backend.step()

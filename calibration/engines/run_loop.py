@@ -41,10 +41,11 @@ class PointPlan:
     # (its core's speed)
     pin_fastest_cpu: bool = False  # before the warm-up, pin the stepping thread to the CPU that runs that work fastest
     # request-level runs (calibration.engines.requests_loop): 'steady' is the window above
-    workload: str = "steady"  # 'steady', 'closed_batch' (batch_size requests at once) or 'closed_loop'
+    workload: str = "steady"  # 'steady', 'closed_batch' (batch_size requests at once), 'closed_loop' or 'poisson'
     max_tokens: int | None = None  # request-level: tokens each request generates
     concurrency: int | None = None  # closed_loop: requests in flight
-    num_requests: int | None = None  # closed_loop: requests run in all
+    num_requests: int | None = None  # closed_loop, poisson: requests run in all
+    request_rate: float | None = None  # poisson: mean arrivals per second (bench serve --request-rate)
 
     @property
     def key(self) -> str:
@@ -53,6 +54,8 @@ class PointPlan:
             return f"cb_b{self.batch_size}_p{self.prompt_len}_{a}_n{self.max_tokens}x{self.repeats}"
         if self.workload == "closed_loop":
             return f"cl_c{self.concurrency}_r{self.num_requests}_p{self.prompt_len}_{a}_n{self.max_tokens}x{self.repeats}"
+        if self.workload == "poisson":
+            return f"po_q{self.request_rate:g}_r{self.num_requests}_p{self.prompt_len}_{a}_n{self.max_tokens}x{self.repeats}"
         return f"b{self.batch_size}_p{self.prompt_len}_{a}_t{self.timed_steps}x{self.repeats}"
 
 

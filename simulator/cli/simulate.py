@@ -280,7 +280,8 @@ def print_serving(s: dict, cfg: dict) -> None:
     arr = cfg.get("arrivals", {})
     how = {"poisson": f"Poisson {arr.get('rate_per_s')} req/s", "closed_loop": f"closed loop, concurrency "
            f"{arr.get('concurrency')}", "closed_batch": f"closed batch of {cfg.get('num_requests')} requests at t = 0 "
-           "(LLM.generate)", "trace": f"trace {arr.get('path')}"}.get(arr.get("kind"), "")
+           "(LLM.generate)", "trace": f"trace {arr.get('path')}" if arr.get("path")
+           else f"{len(arr.get('arrival_s') or [])} arrivals listed"}.get(arr.get("kind"), "")
     t = Table(title=escape(f"serving: {how}, {s['num_requests']} requests measured over {s['duration_s']:.1f} s"),
               title_justify="left", highlight=False)
     t.add_column("metric")

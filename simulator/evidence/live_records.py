@@ -200,8 +200,10 @@ class LiveServingRun(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> Self:
         sc = self.scenario
-        if sc.serving is None or sc.serving.arrivals.kind not in ("closed_loop", "closed_batch"):
-            raise ValueError("scenario.serving must be set, with closed_loop or closed_batch arrivals")
+        if sc.serving is None or sc.serving.arrivals.kind not in ("closed_loop", "closed_batch", "trace") or (
+                sc.serving.arrivals.kind == "trace" and sc.serving.arrivals.arrival_s is None):
+            raise ValueError("scenario.serving must be set, with closed_loop or closed_batch arrivals or arrivals "
+                             "listed (trace arrival_s: a Poisson run's)")
         n = len(self.arrival_us)
         per_req = ("admit_us", "first_token_us", "finish_us", "input_tokens", "output_tokens")
         if n == 0 or any(len(getattr(self, f)) != n for f in per_req):
@@ -234,7 +236,8 @@ class LiveServingRun(StrictModel):
 
     @property
     def concurrency(self) -> int:
-        """Requests in flight at most: a closed loop's concurrency, a closed batch's size."""
+        """Requests in flight at most: a closed loop's concurrency, a closed batch's size (every request, for
+        arrivals listed)."""
         arr = self.scenario.serving.arrivals
         return arr.concurrency if arr.kind == "closed_loop" else len(self.arrival_us)
 

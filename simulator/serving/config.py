@@ -42,12 +42,26 @@ class ClosedBatchArrivals(StrictModel):
     kind: Literal["closed_batch"] = "closed_batch"
 
 
+MAX_INLINE_ARRIVALS = 100_000  # arrivals a scenario may list inline (a longer trace belongs in a file)
+
+
 class TraceArrivals(StrictModel):
     """Arrivals replayed from a file: CSV with a header, or JSONL, with arrival_s, input_tokens,
-    output_tokens per request (relative to the scenario file)."""
+    output_tokens per request (relative to the scenario file); or listed inline as `arrival_s`, each
+    request's lengths then drawn from input_len / output_len (the arrivals a live Poisson run made)."""
 
     kind: Literal["trace"] = "trace"
-    path: str = Field(min_length=1, max_length=4096, description="CSV or JSONL trace file.")
+    path: str | None = Field(None, min_length=1, max_length=4096, description="CSV or JSONL trace file.")
+    arrival_s: list[Annotated[float, Field(ge=0.0, le=1e7, allow_inf_nan=False)]] | None = Field(
+        None, min_length=1, max_length=MAX_INLINE_ARRIVALS,
+        description="Inline arrivals instead of a file: each request's arrival, s from the start (0..1e7), "
+                    f"at most {MAX_INLINE_ARRIVALS:,}.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.path is None) == (self.arrival_s is None):
+            raise ValueError("a trace gives either path (a file) or arrival_s (inline), exactly one")
+        return self
 
 
 Arrivals = Annotated[PoissonArrivals | ClosedLoopArrivals | ClosedBatchArrivals | TraceArrivals,

@@ -200,7 +200,9 @@ def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
     arrivals = sv.arrivals
     out = _mean_tokens(sv.output_len)
     trace_n = None
-    if arrivals.kind == "trace":  # the trace's own requests and output lengths
+    if arrivals.kind == "trace" and arrivals.arrival_s is not None:
+        trace_n = len(arrivals.arrival_s[:sv.num_requests])
+    elif arrivals.kind == "trace":  # the trace's own requests and output lengths
         from simulator.inputs import UserInputError
         from simulator.serving.workload import read_trace
         try:

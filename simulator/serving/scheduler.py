@@ -132,7 +132,8 @@ class ServingRun:
         cfg = self.cfg
         self.limit = cfg.request_limit
         self.until_us = cfg.duration_s * US_PER_S if cfg.duration_s is not None else float("inf")
-        self.trace = read_trace(cfg.arrivals.path, self.limit) if cfg.arrivals.kind == "trace" else None
+        self.trace = read_trace(cfg.arrivals.path, self.limit) \
+            if cfg.arrivals.kind == "trace" and cfg.arrivals.path is not None else None
         self.input_len = LengthSampler(cfg.input_len) if self.trace is None else None
         self.output_len = LengthSampler(cfg.output_len) if self.trace is None else None
         # the engine's own chunk where its profile measured the prefill and the scenario leaves the chunk unset
@@ -191,6 +192,14 @@ class ServingRun:
                 if not self._more_to_send(env.now + gap):
                     break
                 yield env.timeout(gap)
+                self._new_request(env.now, *self._lengths())
+        elif self.trace is None:  # inline arrivals, lengths drawn
+            for a_s in sorted(arr.arrival_s)[:self.limit]:
+                a_us = float(a_s) * US_PER_S
+                if a_us >= self.until_us:
+                    break
+                if a_us > env.now:
+                    yield env.timeout(a_us - env.now)
                 self._new_request(env.now, *self._lengths())
         else:
             t = self.trace
