@@ -164,3 +164,18 @@ def test_shard_prompts_stay_inside_the_ranks_vocabulary_and_its_kv_pool_is_bound
     assert plan.max_total_tokens and plan.max_total_tokens <= 65536
     # a full vocabulary keeps the prompts the earlier campaigns drew
     assert prompt_pool(2, 64, vocab_size=128256) == prompt_pool(2, 64)
+
+
+def test_the_committed_qwen3_235b_tp8_rank_configs_are_the_shard_of_the_whole_models():
+    """data/models/engine's TP-8 rank of Qwen3-235B-A22B (and its draft) is tp_shard_config of the whole
+    config: nothing in the rank's file set by hand."""
+    import json
+    from pathlib import Path
+
+    from calibration.engines.shard import tp_shard_config
+    d = Path(__file__).resolve().parents[1] / "data" / "models" / "engine"
+    for name in ("qwen3-235b-a22b", "eagle3-qwen3-235b-a22b"):
+        whole = json.loads((d / f"{name}.config.json").read_text())
+        rank = json.loads((d / f"{name}-tp8-rank.config.json").read_text())
+        assert rank == tp_shard_config(whole, 8)
+    assert rank["num_attention_heads"] == 8 and rank["num_key_value_heads"] == 1 and rank["draft_vocab_size"] == 4000
