@@ -196,6 +196,7 @@ def main() -> int:
                   f"{_pct(c.ttft_p50_error_frac)} | {_pct(c.tpot_p50_error_frac)} |")
     _decode(a, rows, prof)
     _best_steps(rows, spread, a.each_num_steps)
+    _speedup(rows)
     secs = gpu_minutes(a.campaign_log)
     each = ", ".join(f"{k.split('/')[-1]} {v / 60:.1f}" for k, v in secs.items())
     print(f"\nGPU minutes: {sum(secs.values()) / 60:.1f} over {len(secs)} engine processes ({each})")
@@ -281,6 +282,46 @@ def _best_steps(rows, spread, each: bool = False) -> None:
         print("\n| batch | prompt | new tokens | acceptance | num_steps | measured tok/s | predicted tok/s (err) |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         print("\n".join(detail))
+
+
+SPEEDUP_BAR = 0.05  # issue 45: the predicted speedup within 0.05 of the measured
+
+
+def _speedup(rows) -> None:
+    """Each speculative point's speedup over its paired baseline (the same workload, batch or concurrency,
+    prompt and new tokens, the baseline's process): its runs' mean output tok/s over the baseline's, measured
+    and predicted; right where they are within SPEEDUP_BAR. Poisson runs are left out (their tok/s is the
+    arrivals')."""
+    cells = defaultdict(lambda: defaultdict(list))
+    for name, rec, c in rows:
+        sc, wl = rec.scenario, _workload(rec)
+        if wl == "poisson":
+            continue
+        size = sc.serving.num_requests if wl == "closed_batch" else sc.serving.arrivals.concurrency
+        k = sc.spec.num_steps if c.speculative else 0
+        forced = re.search(r"_a(\d+(?:\.\d+)?)_", name)
+        cells[(wl, size, sc.serving.input_len.tokens, sc.serving.output_len.tokens)][
+            (k, forced.group(1) if forced and c.speculative else None)].append(c)
+    out = []
+    for (wl, size, p, n), by in sorted(cells.items()):
+        base = by.get((0, None))
+        if not base:
+            continue
+        mb, pb = (np.mean([getattr(c, f) for c in base]) for f in ("measured_tok_per_s", "predicted_tok_per_s"))
+        for (k, acc), v in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+            if k:
+                ms, ps = np.mean([c.measured_tok_per_s for c in v]) / mb, np.mean([c.predicted_tok_per_s for c in v]) / pb
+                out.append((wl, size, p, n, k, acc, ms, ps))
+    if not out:
+        return
+    ok = [abs(ps - ms) <= SPEEDUP_BAR for *_, ms, ps in out]
+    print(f"\nSpeedup over the paired baseline, {len(out)} speculative points: within {SPEEDUP_BAR} at {sum(ok)} "
+          f"({100 * sum(ok) / len(out):.0f}%)\n")
+    print("| workload | batch or concurrency | prompt | new tokens | num_steps | acceptance | measured speedup | "
+          "predicted | within 0.05 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for (wl, size, p, n, k, acc, ms, ps), good in zip(out, ok):
+        print(f"| {wl} | {size} | {p} | {n} | {k} | {acc} | {ms:.3f} | {ps:.3f} | {'yes' if good else 'no'} |")
 
 
 def _priced(a, rec, prof, max_tokens: int | None = None) -> float:
