@@ -89,6 +89,9 @@ def main() -> int:
     ap.add_argument("--host-of", default=None, metavar="ENGINE_PROFILE",
                     help="Take --host-probe-us from this engine profile's host_probe_us (a calibration on the host "
                          "the runs stepped on).")
+    ap.add_argument("--mixed-forward", choices=["apart", "one"], default=None,
+                    help="How a prefill riding a decode step is priced (serving_engine.mixed_forward; left out: "
+                         "the scenario's default, one).")
     ap.add_argument("--each-num-steps", action="store_true",
                     help="after the best-num_steps table, each cell's measured and predicted tok/s per num_steps")
     ap.add_argument("--host-of-runs", action="store_true",
@@ -140,7 +143,8 @@ def main() -> int:
                      "points files")
         if why := model_mismatch(engines, t_cfg, d_cfg, any_label=True, options=("--models", "--models")):
             sys.exit(f"--models {' '.join(a.models)}: not the models these runs ran ({why})")
-        recs = request_records(a.points, target, draft, a.engine_profile, a.profile, host_probe_us=a.host_probe_us)
+        recs = request_records(a.points, target, draft, a.engine_profile, a.profile, host_probe_us=a.host_probe_us,
+                               mixed_forward=a.mixed_forward)
     except (FileNotFoundError, UserInputError) as e:
         sys.exit(f"error: {e}")
     if not recs:
@@ -364,6 +368,8 @@ def _decode(a, rows, prof) -> None:
         meas = users_decode_tok_per_s(b, n, meas_gen, meas_alone / 1e6)
         if pred and meas:
             errs.append((pred / meas - 1, pred_alone / (meas_alone / 1e6) - 1, key))
+    if not errs:
+        return
     e = np.array([x[0] for x in errs])
     pa = np.array([x[1] for x in errs])
     print(f"\nUsers' decode tok/s of {len(errs)} closed batches: median abs err {100 * np.median(np.abs(e)):.1f}%, "

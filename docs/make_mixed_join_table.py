@@ -62,7 +62,7 @@ def main() -> None:
     for line in gzip.open(a.points, "rt"):
         d = json.loads(line)
         pt = d.get("point")
-        if not pt or pt.get("workload") != "closed_loop" or not pt["num_steps"]:
+        if not pt or pt.get("workload") not in ("closed_loop", "poisson") or not pt["num_steps"]:
             continue
         k = pt["num_steps"]
         for r in pt["repeats"]:

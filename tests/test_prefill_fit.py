@@ -203,3 +203,16 @@ def test_a_profiles_chunk_is_not_below_its_batch_and_the_work_estimate_counts_th
     coarse, _ = _h100_closed_batch(256, 65536, 64)
     fine, _ = _h100_closed_batch(256, 65536, 64, "serving.chunked_prefill_tokens=1")
     assert estimate_serving(fine)[0] > 1000 * estimate_serving(coarse)[0]
+
+
+def test_a_prefill_riding_a_decode_step_in_one_forward_adds_what_the_forward_over_both_adds():
+    """serving_engine.mixed_forward 'one': a 1,024-token prompt riding a verify of 64 tokens whose own forward
+    took 6 ms adds per_token_us (1024 + 64) + pairs - 6 ms; a short chunk rides free (the decode's weight
+    reads); apart (no decode forward given) it adds its own tokens' time."""
+    fit = _fit(True, per_run_us=0.0, per_step_us=900.0, per_token_us=20.0, per_token_pair_us=1e-3)
+    pairs = 1024 * 1025 / 2
+    apart = fit.step_prefill_us(1024, pairs, 1024 + 64)
+    assert apart == pytest.approx(20.0 * 1024 + 1e-3 * pairs)
+    one = fit.step_prefill_us(1024, pairs, 1024 + 64, 0.0, 6_000.0)
+    assert one == pytest.approx(20.0 * (1024 + 64) + 1e-3 * pairs - 6_000.0)
+    assert fit.step_prefill_us(8, 36.0, 8 + 64, 0.0, 6_000.0) == 0.0

@@ -92,18 +92,21 @@ def _result(cols: dict, speculative: bool):
     return serving_metrics(rec, 0.0, None, None)
 
 
-def _engine_fields(info: dict, host_probe_us: float | None) -> dict | None:
+def _engine_fields(info: dict, host_probe_us: float | None, mixed_forward: str | None = None) -> dict | None:
     """The serving_engine fields a run's scenario takes from its engine line and its host: whether the engine
-    mixed prefill into decode steps, and the host probe where given."""
+    mixed prefill into decode steps, the host probe and how a mixed step is priced, where given."""
     fields = {"mixed_chunk": bool(info["mixed_prefill"])} if info.get("mixed_prefill") is not None else {}
     if host_probe_us is not None:
         fields["host_probe_us"] = host_probe_us
+    if mixed_forward is not None:
+        fields["mixed_forward"] = mixed_forward
     return fields or None
 
 
 def request_records(paths: list[Path], target: dict, draft: dict, engine_profile: str | None = None,
                     profile: str = "h200", notes: list[str] | None = None,
-                    host_probe_us: float | None = None) -> list[tuple[str, LiveServingRun]]:
+                    host_probe_us: float | None = None,
+                    mixed_forward: str | None = None) -> list[tuple[str, LiveServingRun]]:
     """(file name, LiveServingRun) per repeat of every request-level point of the points files that
     generates more than one token a request (module docstring); `host_probe_us`: the host the runs stepped
     on (serving_engine.host_probe_us), where known.
@@ -123,7 +126,7 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
         scenario = lambda rep: point_scenario(  # noqa: E731
             pt, pt["prompt_len"], target, draft, eng, engine_profile, profile, serving_section=_serving(pt, inf, rep),
             gpu=default_catalog().gpu_for_device(inf.get("gpu_name") or ""),
-            engine_fields=_engine_fields(inf, host_probe_us))
+            engine_fields=_engine_fields(inf, host_probe_us, mixed_forward))
         sc = None if pt["workload"] == "poisson" else scenario(None)
         hardware = HardwareInfo(gpu_name=inf.get("gpu_name") or "unknown", gpu_count=1, interconnect="single GPU",
                                 torch_version=inf.get("torch_version") or None,

@@ -75,6 +75,7 @@ class LiveLoopEngine(_GraphTables, StrictModel):
         False, description="The draft extend proposes draft token 1, then num_steps - 1 draft forwards "
                            "(SGLang's EAGLE worker); False: num_steps draft forwards (the live loop).")
     mixed_chunk: ClassVar[bool] = True  # the live loop measures no prefill; serving mode mixes as vLLM does
+    mixed_forward: ClassVar[str] = "apart"
 
     # ---- the questions every engine answers (simulator.costs.forward); fixed for the live loop,
     # whose kernels and host times are the profile's own, so not scenario fields ----
@@ -144,6 +145,11 @@ class EngineModel(_GraphTables, StrictModel):
                                                 "batch (vLLM's chunked prefill, TensorRT-LLM's in-flight "
                                                 "batching, SGLang's --enable-mixed-chunk); false: a prefill "
                                                 "batch runs alone and the decode batch waits (SGLang's default).")
+    mixed_forward: Literal["apart", "one"] = Field(
+        "one", description="Serving mode, a prefill chunk sharing a decode step where its engine profile "
+                           "measured the prefill: one (one forward over both, as vLLM runs them: the forward "
+                           "over both less the decode's own) or apart (its own forward after the decode's: the "
+                           "weights read twice); docs/engines/requests.md, 'The mixed step'.")
     host_cycle_us: float | None = Field(
         None, ge=0, le=1e6, description="Host time per speculative cycle (scheduling, verify inputs, accept "
                                         "bookkeeping), us; left out: the profile's measured loop overhead.")

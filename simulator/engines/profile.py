@@ -172,13 +172,20 @@ class PrefillFit(StrictModel):
     max_abs_error_frac: float = Field(ge=0.0, le=1e6)
 
     def step_prefill_us(self, tokens: int, pairs: float, step_tokens: int | None = None,
-                        alongside_us: float = 0.0) -> float:
+                        alongside_us: float = 0.0, decode_forward_us: float = 0.0) -> float:
         """A step's prefill part, us: per_token_us tokens + per_token_pair_us pairs; where the step's tokens
         (step_tokens: with the decode tokens it carries; None: these) pass graph_max_tokens, at least
         eager_step_us less `alongside_us`, the decode step it rides on (the host launching the whole forward
-        kernel by kernel hides the decode's own work up to that time)."""
+        kernel by kernel hides the decode's own work up to that time).
+
+        `decode_forward_us` > 0 (serving_engine.mixed_forward 'one'): the prefill and the decode tokens of the
+        step it rides on run as one forward, per_token_us (tokens + decode tokens) + per_token_pair_us pairs,
+        of which the decode step already holds its own forward, decode_forward_us: the prefill part is what
+        that adds, at least 0."""
         t = self.per_token_us * tokens + self.per_token_pair_us * pairs
         n = tokens if step_tokens is None else step_tokens
+        if decode_forward_us > 0.0:
+            t = max(0.0, t + self.per_token_us * max(0, n - tokens) - decode_forward_us)
         if self.graph_max_tokens and n > self.graph_max_tokens:
             return max(t, self.eager_step_us - alongside_us)
         return t

@@ -91,6 +91,7 @@ class StepCosts:
         self._lookups: dict[str, LatencyLookup] = {}
         self._models: dict[tuple, CostModel] = {}
         self._step: dict[tuple, float] = {}
+        self._forward: dict[tuple, float] = {}
         self._prefill: dict[tuple[int, int], float] = {}
         self._idle: float | None = None
         self._engine_prefill: dict[bool, object] = {}
@@ -128,6 +129,24 @@ class StepCosts:
             return t_lo
         return t_lo + w * (self._grid_step_us(batch_size, spec, hi, extend_len) - t_lo)
 
+    def decode_forward_us(self, batch_size: int, spec: SpecConfig | None, context_len: float) -> float:
+        """The GPU time of a decode step's target forward (the verify, or the baseline's decode) at this batch
+        and mean context, us, where the step's cost model prices it as one kernel (an engine profile's
+        `target_forward`); 0 elsewhere (the op tables' forward is many ops)."""
+        lo, hi, w = _grid(context_len, CONTEXT_GRID_PER_OCTAVE)
+        t_lo = self._grid_forward_us(batch_size, spec, lo)
+        return t_lo if w == 0.0 else t_lo + w * (self._grid_forward_us(batch_size, spec, hi) - t_lo)
+
+    def _grid_forward_us(self, b: int, spec: SpecConfig | None, c: int) -> float:
+        key = (b, None if spec is None else (spec.num_steps, spec.topk, spec.num_draft_tokens), c)
+        t = self._forward.get(key)
+        if t is None:
+            cost = self.cost_model(b, spec, c)
+            fwds = cost.baseline_forwards() if spec is None else cost.cycle_forwards(1)
+            t = self._forward[key] = sum(k.gpu_us for f in fwds if f.phase in ("verify", "decode")
+                                         for k in f.kernels if k.name == "target_forward")
+        return t
+
     def _grid_prefill_us(self, n: int, c: int) -> float:
         t = self._prefill.get((n, c))
         if t is None:
@@ -160,18 +179,21 @@ class StepCosts:
         return self._engine_prefill[speculative]
 
     def prefill_us(self, num_tokens: int, context_len: float, token_pairs: float | None = None,
-                   speculative: bool = False, step_tokens: int | None = None, alongside_us: float = 0.0) -> float:
+                   speculative: bool = False, step_tokens: int | None = None, alongside_us: float = 0.0,
+                   decode_forward_us: float = 0.0) -> float:
         """A prefill chunk of num_tokens after context_len cached tokens, in us (0 for no tokens);
         token_pairs: its causal attention's token pairs (simulator.engines.profile.chunk_token_pairs; None:
         one request's chunk at that context), for an engine profile's prefill; step_tokens: the step's tokens
         with the decode tokens it carries, alongside_us: that decode step's time (an engine fit's graph edge,
-        PrefillFit.step_prefill_us)."""
+        PrefillFit.step_prefill_us); decode_forward_us: that decode step's target forward where the two run as
+        one forward (serving_engine.mixed_forward 'one')."""
         if num_tokens <= 0 or self.prefill_scale == 0.0:
             return 0.0
         if (fit := self.engine_prefill(speculative)) is not None:
             pairs = token_pairs if token_pairs is not None else chunk_token_pairs(num_tokens, context_len)
             scale = self.prefill_scale
-            return fit.step_prefill_us(num_tokens, pairs, step_tokens, alongside_us / scale) * scale
+            return fit.step_prefill_us(num_tokens, pairs, step_tokens, alongside_us / scale,
+                                       decode_forward_us / scale) * scale
         c = 0 if context_len < 1 else _grid(context_len, CONTEXT_GRID_PER_OCTAVE)[0]
         lo, hi, w = _grid(num_tokens, PREFILL_GRID_PER_OCTAVE)
         t = self._grid_prefill_us(lo, c)

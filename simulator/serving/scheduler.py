@@ -350,8 +350,11 @@ class ServingRun:
             else:
                 dur = self.costs.prefill_only_overhead_us(self.speculative)
             step_tokens = num_prefill + b * (spec.num_draft_tokens if spec is not None else 1)
+            riding = {}  # a prefill riding the decode step in one forward: that step's own forward
+            if b and num_prefill and self.sc.serving_engine.mixed_forward == "one":
+                riding = {"decode_forward_us": self.costs.decode_forward_us(b, spec, ctx)}
             dur += self.costs.prefill_us(num_prefill, prefill_ctx, prefill_pairs, self.speculative, step_tokens,
-                                         dur if b else 0.0)
+                                         dur if b else 0.0, **riding)
             if idle:
                 dur += self.costs.from_idle_us(self.speculative)
                 idle = False
