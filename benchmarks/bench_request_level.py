@@ -92,6 +92,8 @@ def main() -> int:
     ap.add_argument("--mixed-forward", choices=["apart", "one"], default=None,
                     help="How a prefill riding a decode step is priced (serving_engine.mixed_forward; left out: "
                          "the scenario's default, one).")
+    ap.add_argument("--each-speedup", action="store_true",
+                    help="the speedup table with every speculative point (left out: those outside 0.05 only)")
     ap.add_argument("--each-num-steps", action="store_true",
                     help="after the best-num_steps table, each cell's measured and predicted tok/s per num_steps")
     ap.add_argument("--host-of-runs", action="store_true",
@@ -200,7 +202,7 @@ def main() -> int:
                   f"{_pct(c.ttft_p50_error_frac)} | {_pct(c.tpot_p50_error_frac)} |")
     _decode(a, rows, prof)
     _best_steps(rows, spread, a.each_num_steps)
-    _speedup(rows)
+    _speedup(rows, a.each_speedup)
     secs = gpu_minutes(a.campaign_log)
     each = ", ".join(f"{k.split('/')[-1]} {v / 60:.1f}" for k, v in secs.items())
     print(f"\nGPU minutes: {sum(secs.values()) / 60:.1f} over {len(secs)} engine processes ({each})")
@@ -291,7 +293,7 @@ def _best_steps(rows, spread, each: bool = False) -> None:
 SPEEDUP_BAR = 0.05  # issue 45: the predicted speedup within 0.05 of the measured
 
 
-def _speedup(rows) -> None:
+def _speedup(rows, each: bool = False) -> None:
     """Each speculative point's speedup over its paired baseline (the same workload, batch or concurrency,
     prompt and new tokens, the baseline's process): its runs' mean output tok/s over the baseline's, measured
     and predicted; right where they are within SPEEDUP_BAR. Poisson runs are left out (their tok/s is the
@@ -320,11 +322,14 @@ def _speedup(rows) -> None:
         return
     ok = [abs(ps - ms) <= SPEEDUP_BAR for *_, ms, ps in out]
     print(f"\nSpeedup over the paired baseline, {len(out)} speculative points: within {SPEEDUP_BAR} at {sum(ok)} "
-          f"({100 * sum(ok) / len(out):.0f}%)\n")
+          f"({100 * sum(ok) / len(out):.0f}%){'' if each else '; the points outside it (--each-speedup: every point)'}\n")
     print("| workload | batch or concurrency | prompt | new tokens | num_steps | acceptance | measured speedup | "
           "predicted | within 0.05 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    for (wl, size, p, n, k, acc, ms, ps), good in zip(out, ok):
+    shown = [(r, good) for r, good in zip(out, ok) if each or not good]
+    if not shown:
+        print("| none | | | | | | | | |")
+    for (wl, size, p, n, k, acc, ms, ps), good in shown:
         print(f"| {wl} | {size} | {p} | {n} | {k} | {acc} | {ms:.3f} | {ps:.3f} | {'yes' if good else 'no'} |")
 
 

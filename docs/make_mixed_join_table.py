@@ -7,9 +7,10 @@ data/engine_runs/h100_vllm_0.26.0_e2e/e2e_2026-12-06.jsonl.gz), the joins where 
 decode step with no other prompt within two steps of it. Step times are read from the engine's own step records
 (one step's outputs to the next's); with async scheduling a step's record and its work can sit a step apart, so
 the time a join adds is the five steps around it less five of the run's median steps at the same batch. Beside it,
-two prices from the engine profile's prefill fit: the prompt's tokens as a forward of their own after the decode
-step's (PrefillFit.step_prefill_us, what the serving DES adds to the decode step), and one forward over the prompt
-and the decode tokens (per_token_us times both) less the decode step's own forward (its weights read once).
+two prices from the engine profile's prefill fit: one forward over the prompt and the decode tokens (per_token_us
+times both) less the decode step's own forward (its weights read once; what the serving DES adds to the decode
+step, serving_engine.mixed_forward 'one'), and the prompt's tokens as a forward of their own after the decode
+step's ('apart').
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def main() -> None:
     fit = next(f for f in load_engine_profile(a.engine_profile).prefill if f.speculative)
     prof = load_engine_profile(a.engine_profile)
     print("| process | point | run | joins | prompt tokens | decode requests | measured extra ms (median, range) "
-          "| priced: one forward ms | priced: two forwards (the DES) ms |")
+          "| priced: one forward (the DES) ms | priced: apart ms |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     pooled = []
     for line in gzip.open(a.points, "rt"):
@@ -74,8 +75,8 @@ def main() -> None:
             ctx = pt["prompt_len"] + pt["max_tokens"] / 2
             fwd = _verify_forward_us(prof, b, k, ctx)
             pairs = chunk_token_pairs(n, 0)
-            two = fit.step_prefill_us(n, pairs, n + b * (1 + k))  # the serving DES's: the prompt's own forward
-            one = max(0.0, two + fit.per_token_us * b * (1 + k) - fwd)  # one forward over both, less the decode's
+            two = fit.step_prefill_us(n, pairs, n + b * (1 + k))  # apart: the prompt's own forward
+            one = fit.step_prefill_us(n, pairs, n + b * (1 + k), 0.0, fwd)  # the serving DES's: one forward over both
             ex = np.array([j[3] for j in js]) / 1e3
             pooled += ex.tolist()
             print(f"| {d['label']} | {pt['key']} | {r['repeat_idx']} | {len(js)} | {n} | {b} | {np.median(ex):.1f} "

@@ -108,9 +108,10 @@ VLLM_E2E = "data/engine_runs/h100_vllm_0.26.0_e2e/"
     ((VLLM_MOE + "moe_e2e_2026-12-07.jsonl.gz", "--engine-profile", "vllm-0.26.0-h200-qwen3-30b-a3b-eagle3",
       "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"), False),
     ((VLLM_E2E + "e2e_2026-12-06.jsonl.gz", VLLM_E2E + "e2e_s5_2026-12-06.jsonl.gz",
-      "data/engine_runs/h100_vllm_0.26.0_more_steps/e2e_2026-12-07.jsonl.gz", "--each-num-steps"), False)],
+      "data/engine_runs/h100_vllm_0.26.0_more_steps/e2e_2026-12-07.jsonl.gz", "--each-num-steps"), False),
+    (("data/engine_runs/h100_vllm_0.26.0_poisson/poisson_2026-12-07.jsonl.gz",), False)],
     ids=["sglang-dense", "sglang-moe", "sglang-first-campaign-tpot", "vllm-moe", "vllm-moe-h200-carried",
-         "vllm-every-num-steps"])
+         "vllm-every-num-steps", "vllm-poisson"])
 def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only, monkeypatch, capsys):
     """docs/engines/requests.md's SGLang H100 runs: end to end (dense, MoE), and the first campaign's runs whose
     wall times do not hold (TPOT p50 alone); vLLM's MoE runs on the H100, from its own profile and the H200's."""
@@ -127,8 +128,10 @@ def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only
     (SGLANG_RUNS + "qwen3_8b_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
      "--models", "qwen3-8b", "eagle3-qwen3-8b"),
     ("data/engine_runs/h100_vllm_0.26.0_qwen3-8b/qwen3_8b_e2e_2026-12-07.jsonl.gz", "--engine-profile",
-     "vllm-0.26.0-h100-llama-3.1-8b-eagle3", "--models", "qwen3-8b", "eagle3-qwen3-8b")],
-    ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3", "vllm-llama-to-qwen3"])
+     "vllm-0.26.0-h100-llama-3.1-8b-eagle3", "--models", "qwen3-8b", "eagle3-qwen3-8b"),
+    ("data/engine_runs/h100_vllm_0.26.0_qwen3-235b-rank/rank_e2e_2026-12-07.jsonl.gz", "--engine-profile",
+     "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3", "--models", "qwen3-235b-a22b-tp8-rank", "eagle3-qwen3-235b-a22b-tp8-rank")],
+    ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3", "vllm-llama-to-qwen3", "vllm-moe-to-235b-rank"])
 def test_the_request_level_carry_tables_are_in_the_transfer_doc(args, monkeypatch, capsys):
     """docs/engines/transfer.md's carries checked on SGLang's request-level runs of the H100: the H200 profiles
     (dense, MoE) carried to the H100, and the Llama-3.1-8B profile carried to Qwen3-8B's shape."""
