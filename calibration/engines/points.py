@@ -171,6 +171,8 @@ class RequestPointBody(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> Self:
         check_counts_and_acceptance(self.repeats, self.num_steps, self.acceptance_rate)
+        if self.workload != "closed_batch" and self.num_requests is None:
+            raise ValueError(f"num_requests: needed by workload {self.workload} (the requests run in all)")
         for r in self.repeats:
             if any(q.num_tokens > self.max_tokens for q in r.requests):
                 raise ValueError(f"repeat {r.repeat_idx}: a request has more tokens than max_tokens {self.max_tokens}")
