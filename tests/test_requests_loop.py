@@ -309,3 +309,20 @@ def test_poisson_runs_become_serving_records_priced_at_their_own_arrivals(tmp_pa
         assert row.measured_tok_per_s > 0 and row.predicted_tok_per_s > 0
     a, b = (rec.scenario.serving.arrivals.arrival_s for rec in recs.values())
     assert a != b  # each repeat its own draw
+
+
+def test_a_points_file_poisson_point_without_its_request_count_is_refused_in_one_line(tmp_path):
+    from calibration.engines.points import read_points_file
+    from simulator.inputs import UserInputError
+    pts = [dict(batch_size=4, prompt_len=64, acceptance_rate=0.7, workload="poisson", num_requests=4,
+                request_rate=100.0, max_tokens=6, repeats=1)]
+    plan = ProcessPlan(engine="fake", session="live", label="e2e_s2", num_steps=2, target_config={}, points=pts)
+    out = tmp_path / "e2e.points.jsonl"
+    run_processes([plan], out, in_process=True, log=lambda *_: None)
+    lines = out.read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["point"]["num_requests"] = None
+    out.write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(UserInputError, match="num_requests: needed by workload poisson") as e:
+        read_points_file(out)
+    assert "\n" not in str(e.value)
