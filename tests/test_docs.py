@@ -71,7 +71,8 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_closed_batch_draws_table.py", "docs/engines/requests.md"),
     ("docs/make_prefill_alone_table.py", "docs/engines/requests.md"),
     ("docs/make_mixed_steps_table.py", "docs/engines/requests.md"),
-    ("docs/make_whole_batch_steps_table.py", "docs/engines/requests.md")])
+    ("docs/make_whole_batch_steps_table.py", "docs/engines/requests.md"),
+    ("docs/make_closed_loop_ttft_table.py", "docs/engines/requests.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)
 
