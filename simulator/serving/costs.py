@@ -31,7 +31,10 @@
   step's tokens (the decode tokens it carries included) pass the fit's graph_max_tokens (vLLM runs such a
   step without a CUDA graph; the host launching it kernel by kernel hides the decode step it rides on, so
   a mixed step is at least eager_step_us in all), a step with prefill only per_step_us more, and the first
-  step after the engine was idle per_run_us more (`engine_prefill`).
+  step after the engine was idle per_run_us more (`engine_prefill`). A chunk riding a decode step runs in the
+  same forward (`serving_engine.mixed_forward: one`, the default): it adds the forward over its tokens and the
+  decode tokens less the decode step's own target forward (`decode_forward_us`), at least 0; `apart` adds its
+  own tokens' time as above.
 """
 
 from __future__ import annotations
