@@ -139,7 +139,10 @@ def main() -> int:
         a.campaign_log = LOGS if a.points == E2E else sorted({q for p in a.points for q in p.parent.glob("campaign_*.log.gz")})
     from calibration.engines.build import model_mismatch
     try:
-        engines, lines = engine_lines(a.points, requests=True)
+        notes: list[str] = []
+        engines, lines = engine_lines(a.points, requests=True, notes=notes)
+        for n in notes:  # a torn last line, skipped: said, not hidden
+            print(f"note: {n}")
         if not lines:
             sys.exit(f"{', '.join(map(str, a.points))}: no request-level runs (closed batches, closed loops) in these "
                      "points files")
@@ -319,6 +322,9 @@ def _speedup(rows, each: bool = False) -> None:
                 ms, ps = np.mean([c.measured_tok_per_s for c in v]) / mb, np.mean([c.predicted_tok_per_s for c in v]) / pb
                 out.append((wl, size, p, n, k, acc, ms, ps))
     if not out:
+        if each:
+            print("\nSpeedup: no speculative point of these runs has a paired baseline (the same workload, batch or "
+                  "concurrency, prompt and new tokens; Poisson runs are left out)")
         return
     ok = [abs(ps - ms) <= SPEEDUP_BAR for *_, ms, ps in out]
     print(f"\nSpeedup over the paired baseline, {len(out)} speculative points: within {SPEEDUP_BAR} at {sum(ok)} "

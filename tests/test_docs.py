@@ -131,8 +131,10 @@ def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only
     ("data/engine_runs/h100_vllm_0.26.0_qwen3-8b/qwen3_8b_e2e_2026-12-07.jsonl.gz", "--engine-profile",
      "vllm-0.26.0-h100-llama-3.1-8b-eagle3", "--models", "qwen3-8b", "eagle3-qwen3-8b"),
     ("data/engine_runs/h100_vllm_0.26.0_qwen3-235b-rank/rank_e2e_2026-12-07.jsonl.gz", "--engine-profile",
-     "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3", "--models", "qwen3-235b-a22b-tp8-rank", "eagle3-qwen3-235b-a22b-tp8-rank")],
-    ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3", "vllm-llama-to-qwen3", "vllm-moe-to-235b-rank"])
+     "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3", "--models", "qwen3-235b-a22b-tp8-rank", "eagle3-qwen3-235b-a22b-tp8-rank"),
+    ("--engine-profile", "vllm-0.26.0-h200-llama-3.1-8b-eagle3")],
+    ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3", "vllm-llama-to-qwen3", "vllm-moe-to-235b-rank",
+         "vllm-h200-to-h100"])
 def test_the_request_level_carry_tables_are_in_the_transfer_doc(args, monkeypatch, capsys):
     """docs/engines/transfer.md's carries checked on SGLang's request-level runs of the H100: the H200 profiles
     (dense, MoE) carried to the H100, and the Llama-3.1-8B profile carried to Qwen3-8B's shape."""

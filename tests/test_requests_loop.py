@@ -326,3 +326,25 @@ def test_a_points_file_poisson_point_without_its_request_count_is_refused_in_one
     with pytest.raises(UserInputError, match="num_requests: needed by workload poisson") as e:
         read_points_file(out)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("edit, word", [
+    (lambda q: q.update(start_us=q["token_times_us"][0] + 1e6), "after its first token"),
+    (lambda q: q.update(token_times_us=[]), "but no token_times_us"),
+])
+def test_a_request_that_starts_after_it_emits_or_emits_untimed_is_refused_in_one_line(tmp_path, edit, word):
+    """A points file's request must start before its first token and time the steps it emitted in (found by a
+    hostile try: both went through the file's check and broke the bench with a traceback)."""
+    from calibration.engines.points import read_points_file
+    from simulator.inputs import UserInputError
+    pts = [dict(batch_size=2, prompt_len=64, acceptance_rate=0.7, workload="closed_batch", max_tokens=6, repeats=1)]
+    plan = ProcessPlan(engine="fake", session="live", label="e2e_s2", num_steps=2, target_config={}, points=pts)
+    out = tmp_path / "e2e.points.jsonl"
+    run_processes([plan], out, in_process=True, log=lambda *_: None)
+    lines = out.read_text().splitlines()
+    bad = json.loads(lines[1])
+    edit(bad["point"]["repeats"][0]["requests"][1])
+    out.write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(UserInputError, match=word) as e:
+        read_points_file(out)
+    assert "\n" not in str(e.value) and "requests[1]" in str(e.value)

@@ -378,3 +378,15 @@ def test_arrivals_listed_inline_replay_at_their_times_and_a_lone_request_is_a_ba
         TraceArrivals(path="t.csv", arrival_s=[0.0])
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         TraceArrivals(arrival_s=[-1.0])
+
+
+def test_a_listed_trace_cut_by_duration_is_estimated_at_the_requests_it_sends():
+    """100,000 arrivals listed 0.01 s apart with duration_s 1 send 100 requests: the run-size estimate counts
+    those, not the whole list (a hostile try was refused as an hour's run)."""
+    from simulator.serving.config import TraceArrivals
+    from simulator.serving.run import estimate_serving
+    sc, _ = serving_scenario("seed=1", arrivals="closed_batch", *["serving.num_requests=1"])
+    listed = sc.model_copy(update={"serving": sc.serving.model_copy(update={
+        "arrivals": TraceArrivals(arrival_s=[i * 0.01 for i in range(100_000)]), "num_requests": None,
+        "duration_s": 1.0})})
+    assert estimate_serving(listed)[2] == 100

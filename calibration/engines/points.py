@@ -143,6 +143,11 @@ class RequestRun(StrictModel):
         for i, r in enumerate(self.requests):
             if len(r.token_times_us) > r.num_tokens or any(b < a for a, b in zip(r.token_times_us, r.token_times_us[1:])):
                 raise ValueError(f"requests[{i}]: token_times_us must rise and be no more than num_tokens")
+            if r.num_tokens and not r.token_times_us:
+                raise ValueError(f"requests[{i}]: {r.num_tokens} tokens but no token_times_us (each emitting step's time)")
+            if r.token_times_us and r.token_times_us[0] < r.start_us:
+                raise ValueError(f"requests[{i}]: start_us {r.start_us:.6g} after its first token "
+                                 f"({r.token_times_us[0]:.6g} us): a request starts before it emits")
         if any(b.t_us < a.t_us for a, b in zip(self.steps, self.steps[1:])):
             raise ValueError("steps: t_us must rise (each step returns after the one before)")
         if self.steps[-1].t_us > self.elapsed_us:

@@ -122,7 +122,9 @@ def serving_metrics(rec: ServingRecords, warmup_s: float, ttft_slo_ms: float | N
     m = (rec.arrival_us >= warm_us) & ~np.isnan(rec.finish_us)
     if not m.any():
         raise ArithmeticError(f"no request arriving after warmup_s={warmup_s:g} finished; send more requests "
-                              "or lower serving.warmup_s")
+                              "or lower serving.warmup_s" + ("" if len(rec.arrival_us) else
+                                                             " (none arrived: serving.duration_s may end before "
+                                                             "the first arrival)"))
     arr, first, fin = rec.arrival_us[m], rec.first_token_us[m], rec.finish_us[m]
     out = rec.output_tokens[m]
     duration_us = max(float(fin.max() - arr.min()), 1e-9)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from simulator.config import Scenario
 from simulator.profile import CalibrationProfile
 from simulator.serving.costs import StepCosts
@@ -201,13 +203,16 @@ def estimate_serving(scenario: Scenario) -> tuple[float, float, int]:
     out = _mean_tokens(sv.output_len)
     trace_n = None
     if arrivals.kind == "trace" and arrivals.arrival_s is not None:
-        trace_n = len(arrivals.arrival_s[:sv.num_requests])
+        listed = [t for t in arrivals.arrival_s if sv.duration_s is None or t < sv.duration_s]
+        trace_n = len(listed[:sv.num_requests])
     elif arrivals.kind == "trace":  # the trace's own requests and output lengths
         from simulator.inputs import UserInputError
         from simulator.serving.workload import read_trace
         try:
             tr = read_trace(arrivals.path, sv.num_requests)
-            trace_n, out = len(tr.arrival_s), float(tr.output_tokens.mean())
+            kept = tr.arrival_s < sv.duration_s if sv.duration_s is not None else np.ones(len(tr.arrival_s), bool)
+            trace_n = int(kept.sum())
+            out = float(tr.output_tokens[kept].mean()) if trace_n else float(tr.output_tokens.mean())
         except UserInputError:
             pass  # the run names the problem
     if trace_n is not None:
