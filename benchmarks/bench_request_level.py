@@ -51,6 +51,13 @@ LOGS = sorted((RUNS / "h100_vllm_0.26.0_e2e").glob("campaign_*.log.gz")) + sorte
 BAR = 0.08
 
 
+def _forced_rate(name: str) -> float | None:
+    """The acceptance rate a run's point forced, from its name (`_a0.6_`; a baseline or an empirical
+    acceptance has none)."""
+    forced = re.search(r"_a(\d+(?:\.\d+)?)_", name)
+    return float(forced.group(1)) if forced else None
+
+
 def _point_key(name: str) -> str:
     return re.sub(r"_r\d+\.json$", "", name)
 
@@ -255,8 +262,7 @@ def _best_steps(rows, spread, each: bool = False) -> None:
             continue
         k = sc.spec.num_steps if c.speculative else 0
         key = (sc.serving.num_requests, sc.serving.input_len.tokens, sc.serving.output_len.tokens)
-        forced = re.search(r"_a(\d+(?:\.\d+)?)_", name)  # the rate the run forced (an empirical acceptance has none)
-        rate = getattr(sc.acceptance, "acceptance_rate", None) or (float(forced.group(1)) if forced else None)
+        rate = getattr(sc.acceptance, "acceptance_rate", None) or _forced_rate(name)
         cells[key][(k, rate if c.speculative else None)].append((name, c))
     right, total, lines, detail = 0, 0, [], []
     for (b, p, n), by in sorted(cells.items()):
@@ -308,16 +314,15 @@ def _speedup(rows, each: bool = False) -> None:
             continue
         size = sc.serving.num_requests if wl == "closed_batch" else sc.serving.arrivals.concurrency
         k = sc.spec.num_steps if c.speculative else 0
-        forced = re.search(r"_a(\d+(?:\.\d+)?)_", name)
         cells[(wl, size, sc.serving.input_len.tokens, sc.serving.output_len.tokens)][
-            (k, forced.group(1) if forced and c.speculative else None)].append(c)
+            (k, _forced_rate(name) if c.speculative else None)].append(c)
     out = []
     for (wl, size, p, n), by in sorted(cells.items()):
         base = by.get((0, None))
         if not base:
             continue
         mb, pb = (np.mean([getattr(c, f) for c in base]) for f in ("measured_tok_per_s", "predicted_tok_per_s"))
-        for (k, acc), v in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        for (k, acc), v in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0.0)):
             if k:
                 ms, ps = np.mean([c.measured_tok_per_s for c in v]) / mb, np.mean([c.predicted_tok_per_s for c in v]) / pb
                 out.append((wl, size, p, n, k, acc, ms, ps))

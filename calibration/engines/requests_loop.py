@@ -23,6 +23,7 @@ latency) and sees where the time between steady decoding and the whole run goes.
 
 from __future__ import annotations
 
+import bisect
 import zlib
 from dataclasses import asdict
 
@@ -52,10 +53,10 @@ def arrival_times_us(plan: PointPlan, repeat_idx: int) -> list[float]:
 
 
 def _wait_until(backend: EngineBackend, t_us: float) -> None:
-    """Let an idle engine's clock reach `t_us` (its start_clock_us clock): a fake engine's simulated
-    clock jumps there, a real host sleeps."""
-    if getattr(backend, "simulated_clock", False):
-        backend.now_us = max(backend.now_us, t_us)
+    """Let an idle engine's clock reach `t_us` (its start_clock_us clock): an engine of a simulated clock
+    moves it (`idle_until`), a real host sleeps."""
+    if (idle_until := getattr(backend, "idle_until", None)) is not None:
+        idle_until(t_us)
         return
     import time
     time.sleep(max(0.0, t_us - backend.start_clock_us()) / 1e6)
@@ -100,7 +101,7 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
                 if not live:
                     _wait_until(backend, t0 + arrivals[added])
                 now = backend.start_clock_us() - t0
-                due = sum(1 for a in arrivals[added:] if a <= now)
+                due = bisect.bisect_right(arrivals, now) - added
                 if due:
                     new = backend.add_requests(prompts[added:added + due], n_tok)
                     for r, a in zip(new, arrivals[added:added + due]):

@@ -113,7 +113,8 @@ class LiveStepCosts:
         return self._elapsed_us()
 
     def prefill_us(self, num_tokens: int, context_len: float, token_pairs: float | None = None,
-                   speculative: bool = False, step_tokens: int | None = None, alongside_us: float = 0.0) -> float:
+                   speculative: bool = False, step_tokens: int | None = None, alongside_us: float = 0.0,
+                   decode_forward_us: float = 0.0) -> float:
         """No prefill forward: the prompt's KV is taken as in the slot already (free prefill)."""
         return 0.0
 

@@ -193,23 +193,17 @@ class ServingRun:
                     break
                 yield env.timeout(gap)
                 self._new_request(env.now, *self._lengths())
-        elif self.trace is None:  # inline arrivals, lengths drawn
-            for a_s in sorted(arr.arrival_s)[:self.limit]:
-                a_us = float(a_s) * US_PER_S
-                if a_us >= self.until_us:
-                    break
-                if a_us > env.now:
-                    yield env.timeout(a_us - env.now)
-                self._new_request(env.now, *self._lengths())
-        else:
+        else:  # a trace: a file's rows, or arrivals listed inline whose lengths are drawn
             t = self.trace
-            for a_s, n_in, n_out in zip(t.arrival_s, t.input_tokens, t.output_tokens):
+            rows = zip(t.arrival_s, t.input_tokens, t.output_tokens) if t is not None else \
+                ((a, None, None) for a in sorted(arr.arrival_s)[:self.limit])
+            for a_s, n_in, n_out in rows:
                 a_us = float(a_s) * US_PER_S
                 if a_us >= self.until_us:
                     break
                 if a_us > env.now:
                     yield env.timeout(a_us - env.now)
-                self._new_request(env.now, int(n_in), int(n_out))
+                self._new_request(env.now, *(self._lengths() if n_in is None else (int(n_in), int(n_out))))
         if arr.kind != "closed_loop":
             self.sending_done = True
             if self.wake is not None and not self.wake.triggered:
@@ -350,11 +344,9 @@ class ServingRun:
             else:
                 dur = self.costs.prefill_only_overhead_us(self.speculative)
             step_tokens = num_prefill + b * (spec.num_draft_tokens if spec is not None else 1)
-            riding = {}  # a prefill riding the decode step in one forward: that step's own forward
-            if b and num_prefill and self.sc.serving_engine.mixed_forward == "one":
-                riding = {"decode_forward_us": self.costs.decode_forward_us(b, spec, ctx)}
+            one = b and num_prefill and self.sc.serving_engine.mixed_forward == "one"  # one forward for both
             dur += self.costs.prefill_us(num_prefill, prefill_ctx, prefill_pairs, self.speculative, step_tokens,
-                                         dur if b else 0.0, **riding)
+                                         dur if b else 0.0, self.costs.decode_forward_us(b, spec, ctx) if one else 0.0)
             if idle:
                 dur += self.costs.from_idle_us(self.speculative)
                 idle = False

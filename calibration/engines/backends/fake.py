@@ -132,6 +132,10 @@ class FakeBackend:
     def start_clock_us(self) -> float:
         return self.now_us
 
+    def idle_until(self, t_us: float) -> None:
+        """An idle engine waits for a request due at t_us (requests_loop's Poisson runs): its clock moves there."""
+        self.now_us = max(self.now_us, t_us)
+
     def set_acceptance(self, acceptance_rate: float | None) -> None:
         self.rate = float(acceptance_rate or 0.0)
 
