@@ -348,3 +348,36 @@ def test_a_request_that_starts_after_it_emits_or_emits_untimed_is_refused_in_one
     with pytest.raises(UserInputError, match=word) as e:
         read_points_file(out)
     assert "\n" not in str(e.value) and "requests[1]" in str(e.value)
+
+
+class _CountsRuns(FakeBackend):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.batches = []
+
+    def add_requests(self, prompts, max_tokens):
+        self.batches.append((len(prompts), max_tokens))
+        return super().add_requests(prompts, max_tokens)
+
+
+@pytest.mark.parametrize("workload, extra, warm_batch", [
+    ("closed_batch", {}, 4), ("closed_loop", dict(concurrency=2, num_requests=4), 2)])
+def test_a_warmup_run_goes_first_and_is_not_recorded(workload, extra, warm_batch):
+    """A plan's warm-up run (warmup_run_tokens) is one closed batch of the point's batch or concurrency before the
+    measured runs; the records are what the same point gives without it (a deterministic fake engine)."""
+    plain = measure_requests(FakeBackend(1, jitter_cv=0.0), _plan(workload=workload, repeats=2, **extra))
+    be = _CountsRuns(1, jitter_cv=0.0)
+    warm = measure_requests(be, _plan(workload=workload, repeats=2, warmup_run_tokens=3, **extra))
+    assert be.batches[0] == (warm_batch, 3) and len(warm["repeats"]) == 2
+    assert [r["repeat_idx"] for r in warm["repeats"]] == [0, 1]
+    for a, b in zip(plain["repeats"], warm["repeats"]):
+        assert a["elapsed_us"] == pytest.approx(b["elapsed_us"]) and a["num_tokens"] == b["num_tokens"]
+
+
+def test_a_warmup_run_is_refused_where_no_batch_starts_together():
+    from calibration.engines.plans import PointFields
+    with pytest.raises(ValidationError, match="warmup_run_tokens: not taken by workload poisson"):
+        PointFields(batch_size=4, prompt_len=64, acceptance_rate=0.5, workload="poisson", max_tokens=8,
+                    num_requests=8, request_rate=2.0, warmup_run_tokens=4)
+    assert PointFields(batch_size=4, prompt_len=64, acceptance_rate=0.5, workload="closed_batch", max_tokens=8,
+                       warmup_run_tokens=4).warmup_run_tokens == 4

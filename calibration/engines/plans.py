@@ -55,6 +55,9 @@ class PointFields(StrictModel):
     num_requests: int | None = Field(None, ge=1, le=100_000, description="closed_loop, poisson: requests run in all.")
     request_rate: float | None = Field(None, ge=0.01, le=10_000, description="poisson: mean arrivals per second, "
                                                                               "0.01..10000.")
+    warmup_run_tokens: int = Field(0, ge=0, le=4096, description="closed_batch, closed_loop: new tokens of one "
+                                   "unrecorded warm-up run of the point's batch before its measured runs, 0..4096 "
+                                   "(0: none).")
 
     @model_validator(mode="after")
     def _workload_fields(self):
@@ -65,6 +68,8 @@ class PointFields(StrictModel):
             given = getattr(self, name) is not None
             if given != (name in need):
                 raise ValueError(f"{name}: {'needed' if name in need else 'not taken'} by workload {self.workload}")
+        if self.warmup_run_tokens and self.workload not in ("closed_batch", "closed_loop"):
+            raise ValueError(f"warmup_run_tokens: not taken by workload {self.workload}")
         if self.workload == "closed_loop" and self.num_requests < self.concurrency:
             raise ValueError(f"num_requests {self.num_requests} < concurrency {self.concurrency}")
         return self
@@ -303,7 +308,8 @@ def request_points(speculative: bool, batch_sizes: list[int], prompt_lens: list[
     first: closed batches of `max_tokens` new tokens at every batch size, prompt length and acceptance;
     `more_max_tokens` at the middle acceptance and the shortest prompt; the prefill alone (1 new token)
     at every batch size and prompt length (what a user subtracts: decode tok/s = (tokens - B) / (the
-    run's time - the prefill run's)); closed loops at each concurrency (three times as many requests in
+    run's time - the prefill run's)); each closed batch and loop after an unrecorded warm-up run of its batch
+    (WARMUP_RUN_TOKENS new tokens, prompts of its own); closed loops at each concurrency (three times as many requests in
     all) at the shortest prompt and the middle acceptance; Poisson arrivals at each of `request_rates` (req/s,
     POISSON_REQUESTS requests) at the shortest prompt and the middle acceptance. Each run probes the host
     after it (`host_probe`: RequestRun.host_probe_us, the host speed it stepped at)."""
@@ -313,14 +319,16 @@ def request_points(speculative: bool, batch_sizes: list[int], prompt_lens: list[
     pts = []
     for p in sorted(prompt_lens, reverse=True):
         for b in sorted(batch_sizes, reverse=True):
-            cb = dict(workload="closed_batch", batch_size=b, prompt_len=p, repeats=repeats, host_probe=True)
+            cb = dict(workload="closed_batch", batch_size=b, prompt_len=p, repeats=repeats, host_probe=True,
+                      warmup_run_tokens=WARMUP_RUN_TOKENS)
             pts += [dict(cb, acceptance_rate=a, max_tokens=max_tokens) for a in rates]
             pts.append(dict(cb, acceptance_rate=mid, max_tokens=1))
             if p == short:
                 pts += [dict(cb, acceptance_rate=mid, max_tokens=n) for n in more_max_tokens]
     for c in concurrencies:
         pts.append(dict(workload="closed_loop", batch_size=c, concurrency=c, num_requests=3 * c, prompt_len=short,
-                        acceptance_rate=mid, max_tokens=max_tokens, repeats=repeats, host_probe=True))
+                        acceptance_rate=mid, max_tokens=max_tokens, repeats=repeats, host_probe=True,
+                        warmup_run_tokens=WARMUP_RUN_TOKENS))
     for q in request_rates:
         pts.append(dict(workload="poisson", batch_size=POISSON_REQUESTS, num_requests=POISSON_REQUESTS,
                         request_rate=q, prompt_len=short, acceptance_rate=mid, max_tokens=max_tokens, repeats=repeats,
@@ -329,6 +337,8 @@ def request_points(speculative: bool, batch_sizes: list[int], prompt_lens: list[
 
 
 POISSON_REQUESTS = 48  # requests of a live Poisson run (bench serve --num-prompts)
+WARMUP_RUN_TOKENS = 16  # a closed batch's or loop's warm-up run (PointPlan.warmup_run_tokens): the H100 runs of
+# 2026-12-07 paid vLLM's Triton JIT in the first run of each batch size (docs/engines/transfer.md), 21-220% apart
 
 
 def request_plans(base: dict, num_steps: list[int], batch_sizes: list[int], prompt_lens: list[int],

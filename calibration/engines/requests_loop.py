@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import zlib
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from calibration.engines.backends.base import EngineBackend
 from calibration.engines.run_loop import PointPlan, prompt_pool
 
 MAX_RUN_STEPS = 200_000  # engine steps a run may take before it is given up
+WARMUP_RUN = -1  # the repeat index of a point's warm-up run (its prompts seeded apart from every measured run's)
 
 
 def _fresh_prompts(plan: PointPlan, repeat_idx: int, count: int, vocab_size: int | None) -> list[list[int]]:
@@ -155,9 +156,13 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
 
 
 def measure_requests(backend: EngineBackend, plan: PointPlan, vocab_size: int | None = None) -> dict:
-    """Every repeat of a request-level point; the point's record (as measure_point's, with
-    request-level repeats)."""
+    """Every repeat of a request-level point, after its warm-up run where the plan asks one (`warmup_run_tokens`:
+    unrecorded, prompts of its own); the point's record (as measure_point's, with request-level repeats)."""
     k = backend.num_steps
+    if plan.warmup_run_tokens and plan.workload in ("closed_batch", "closed_loop"):
+        b = plan.batch_size if plan.workload == "closed_batch" else plan.concurrency
+        run_requests(backend, replace(plan, workload="closed_batch", batch_size=b, concurrency=None, num_requests=None,
+                                      max_tokens=plan.warmup_run_tokens), WARMUP_RUN, vocab_size)
     repeats = [run_requests(backend, plan, r, vocab_size) for r in range(plan.repeats)]
     return dict(key=plan.key, workload=plan.workload, num_steps=k, batch_size=plan.batch_size,
                 prompt_len=plan.prompt_len, acceptance_rate=plan.acceptance_rate if k else None,

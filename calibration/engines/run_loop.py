@@ -46,6 +46,9 @@ class PointPlan:
     concurrency: int | None = None  # closed_loop: requests in flight
     num_requests: int | None = None  # closed_loop, poisson: requests run in all
     request_rate: float | None = None  # poisson: mean arrivals per second (bench serve --request-rate)
+    warmup_run_tokens: int = 0  # closed batch / loop: before the measured runs, one unrecorded closed batch of the
+    # point's batch (or concurrency) and prompt with this many new tokens (0: none), where the engine pays what it
+    # compiles or tunes the first time it meets the shape (vLLM's Triton JIT, SGLang's first multi-request prefill)
 
     @property
     def key(self) -> str:
