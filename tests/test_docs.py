@@ -72,7 +72,8 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_prefill_alone_table.py", "docs/engines/requests.md"),
     ("docs/make_mixed_steps_table.py", "docs/engines/requests.md"),
     ("docs/make_whole_batch_steps_table.py", "docs/engines/requests.md"),
-    ("docs/make_closed_loop_ttft_table.py", "docs/engines/requests.md")])
+    ("docs/make_closed_loop_ttft_table.py", "docs/engines/requests.md"),
+    ("benchmarks/bench_moe_form.py", "docs/engines/transfer.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)
 
@@ -132,9 +133,12 @@ def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only
      "vllm-0.26.0-h100-llama-3.1-8b-eagle3", "--models", "qwen3-8b", "eagle3-qwen3-8b"),
     ("data/engine_runs/h100_vllm_0.26.0_qwen3-235b-rank/rank_e2e_2026-12-07.jsonl.gz", "--engine-profile",
      "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3", "--models", "qwen3-235b-a22b-tp8-rank", "eagle3-qwen3-235b-a22b-tp8-rank"),
+    ("data/engine_runs/h100_vllm_0.26.0_moe_uniform/rank_uniform_e2e_2026-12-07.jsonl.gz", "--engine-profile",
+     "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3-uniform-routing", "--models", "qwen3-235b-a22b-tp8-rank",
+     "eagle3-qwen3-235b-a22b-tp8-rank"),
     ("--engine-profile", "vllm-0.26.0-h200-llama-3.1-8b-eagle3")],
     ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3", "vllm-llama-to-qwen3", "vllm-moe-to-235b-rank",
-         "vllm-h200-to-h100"])
+         "vllm-moe-uniform-to-235b-rank", "vllm-h200-to-h100"])
 def test_the_request_level_carry_tables_are_in_the_transfer_doc(args, monkeypatch, capsys):
     """docs/engines/transfer.md's carries checked on SGLang's request-level runs of the H100: the H200 profiles
     (dense, MoE) carried to the H100, and the Llama-3.1-8B profile carried to Qwen3-8B's shape."""

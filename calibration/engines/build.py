@@ -159,9 +159,11 @@ def label_variant(label: str) -> tuple[int, int | None, bool] | None:
     `_t{topk}`, `_n{num_draft_tokens}`, `_nooverlap` that `specdecsim calibrate engine` adds; `_mla_{name}`
     a process whose MLA layers ran a backend asked for (queue vllm-h200-mla-paths, each in a points file of
     its own); `_w{steps}` a process of the same configuration timed in windows of that many steps; `_r{i}`
-    marks a repeated process of the same configuration; a shipped engine config's name last (`_model_suffixes`,
-    e.g. `_qwen3_8b`), a process of another model than the queue's first, in a points file of its own); None
-    for a label of another kind."""
+    marks a repeated process of the same configuration; a shipped engine config's name (`_model_suffixes`,
+    e.g. `_qwen3_8b`), a process of another model than the queue's first, in a points file of its own; `_uniform`
+    last, a MoE target's process with each token's experts drawn uniformly, `uniform_expert_routing`, as its
+    engine line's variant says); None for a label of another kind."""
+    label = label.removesuffix("_uniform")
     model = next((x for x in _model_suffixes() if label.endswith(x)), "")
     m = _LABEL.match(label.removesuffix(model) if model else label)
     if not m:

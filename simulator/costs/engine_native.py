@@ -24,8 +24,9 @@ from functools import cached_property
 import numpy as np
 
 from simulator.costs.engine_carry import EngineCarry, carry_notes, effective_shape, engine_carry_for, measured_shapes
+from simulator.engines.forms import experts_touched_frac, roofline
 from simulator.engines.profile import (EnginePoint, EngineProfile, full_graph_verify, outside_measured,
-                                       placement_label, roofline, with_capture_sizes)
+                                       placement_label, with_capture_sizes)
 
 
 HOST_HOLDS_WAIT_FRAC = 0.95  # host busy / step of a GPU-bound step at or above this: the host waited for the GPU
@@ -105,7 +106,8 @@ class NativeCosts:
         if fit is None or offset not in fit.params:
             return None
         t = self.profile.padded_tokens(tokens, batch_size)
-        return lambda c: float(roofline(fit.params, t, batch_size, c, offset, multi_token=multi))
+        touched = experts_touched_frac(self.profile.target, tokens) if "experts_us" in fit.params else None
+        return lambda c: float(roofline(fit.params, t, batch_size, c, offset, multi_token=multi, touched=touched))
 
     def _lin(self, fit_name: str, batch_size: int, num_steps: int):
         fit = self.profile.fits.get(fit_name)
@@ -213,20 +215,20 @@ class NativeCosts:
 
     def host_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         """The host's work of a step. Where the profile's speculative host measure holds the wait for the GPU
-        (`spec_host_holds_gpu_wait`: SGLang's overlapped EAGLE worker, whose host is busy through the whole
-        GPU-bound step), that measure is the measured step, not a floor for another: carried (another GPU,
-        shape or TP size), or at a num_steps the profile did not measure (its fitted form would stretch the
-        measured step along num_steps: 2.6 ms of host at num_steps 5 from an H100 profile of num_steps 3, the
-        engine's step 2.7 ms shorter than so priced), or on a host of another speed, the baseline's host work at
-        this batch is taken instead (a lower bound of the speculative host's own work, which these points cannot
-        separate from the wait). On another host the work is scaled by `host_ratio` and holds the draft loop's
-        host-paced share (`draft_loop_host_us`: its launches are host work); at the profile's own host that share
-        sits inside the measured GPU period and is not priced (it needs the split's fit at start-up)."""
+        (`spec_host_holds_gpu_wait`: SGLang's overlapped EAGLE worker, busy through the whole GPU-bound step) it is
+        the measured step, not a floor for another: carried (another GPU, shape or TP size), at a num_steps not
+        measured (the fitted form would stretch the step: 2.6 ms of host at num_steps 5 from an H100 profile of 3,
+        the engine's step 2.7 ms shorter), or on a host of another speed, the baseline's host work at this batch
+        is taken instead (a lower bound). So too where no speculative step measured its host (no `host_busy_us`
+        fit: vLLM's V1 runner times it only where the host paced the step). On another host the work is scaled by
+        `host_ratio` and holds the draft loop's host-paced share (`draft_loop_host_us`)."""
         value = lambda p: p.host_busy_us if p.host_busy_us is not None else p.host_pace_us  # noqa: E731
-        if num_steps and self.spec_host_holds_gpu_wait and (
+        unmeasured = num_steps and "host_busy_us" not in self.profile.fits
+        if unmeasured or num_steps and self.spec_host_holds_gpu_wait and (
                 self.carry is not None or num_steps not in self.measured_num_steps or self.host_ratio != 1.0):
-            self.sources.add("host work: the baseline's (the speculative steps' host measure holds the wait for "
-                             "the GPU)")
+            self.sources.add("host work: the baseline's (" + (
+                "no speculative step measured its host's work: each was GPU-bound" if unmeasured else
+                "the speculative steps' host measure holds the wait for the GPU") + ")")
             us = self._price("host work", value, self._lin("host_busy_us_baseline", batch_size, 0),
                              batch_size, 0, context_len, gpu=False)
             if self.host_ratio != 1.0:  # at the profile's own host the launches sit inside the GPU period as measured
@@ -352,10 +354,6 @@ def carried_to(profile: EngineProfile, scenario) -> str | None:
     return gpu if gpu and profile.catalog_gpu and gpu != profile.catalog_gpu else None
 
 
-def _sizes_text(sizes: list[int]) -> str:
-    return ", ".join(map(str, sizes[:6])) + (f", ... {sizes[-1]}" if len(sizes) > 6 else "")
-
-
 def shipped_match(scenario, gpu: str | None) -> tuple[str, EngineProfile] | None:
     """(name, profile) of the shipped engine profile that prices this scenario as measured: measured on
     the scenario's engine (no fake engine) and GPU (`gpu`, a catalog id; None: no match), and
@@ -475,7 +473,9 @@ def _native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_p
     sizes = getattr(scenario.serving_engine, "cudagraph_capture_sizes", None)
     if sizes is not None and profile.engine == "vllm":
         profile = with_capture_sizes(profile, sizes, k)
-        notes.add(f"vllm: CUDA-graph capture sizes {_sizes_text(profile.cudagraph_capture_sizes)} (the scenario's"
+        cs = profile.cudagraph_capture_sizes
+        shown = ", ".join(map(str, cs[:6])) + (f", ... {cs[-1]}" if len(cs) > 6 else "")
+        notes.add(f"vllm: CUDA-graph capture sizes {shown} (the scenario's"
                   f"{', rounded_to_query' if sizes == 'rounded_to_query' else ''}; the profile was measured with its "
                   "own list): the profile's points whose verify these pad to another token count are not used, "
                   "its fitted forms price those")

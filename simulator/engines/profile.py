@@ -20,7 +20,8 @@ An `EngineProfile` holds every measured point and a fitted form per part. The fo
 of the engine's own points, fitted by scipy least squares on relative errors
 (simulator.evidence.engine_profile_fit): c0 + ((w)^4 + (f T)^4)^(1/4) + kv b C (+ q (T - b) C for a
 multi-token verify), with T the padded tokens of the forward, b requests and C their context
-(`roofline`); the host and the small GPU work are linear in b and b x num_steps. The prices of a
+(`roofline`, simulator.engines.forms; an MoE target's weights term grows with the experts its tokens
+touch); the host and the small GPU work are linear in b and b x num_steps. The prices of a
 scenario from a profile are simulator.costs.engine_native's.
 """
 
@@ -35,6 +36,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simulator.engines.fields import CalibratedEngine, TopK
+from simulator.engines.forms import roofline  # noqa: F401  (the forms' home; imported from here too)
 from simulator.inputs import read_json
 from simulator.schema_base import StrictModel
 
@@ -94,7 +96,7 @@ class EnginePoint(StrictModel):
 
 
 FIT_PARAMS = {  # the parameters each fitted form holds (module docstring), each 0..1e7 (us or us per token)
-    "roofline": {"weights_us", "per_token_us", "kv_us_per_token", "multi_query_us_per_token", "decode_us",
+    "roofline": {"weights_us", "experts_us", "per_token_us", "kv_us_per_token", "multi_query_us_per_token", "decode_us",
                  "verify_us", "extend_us", "step_us", "base_us", "spec_us"},
     "linear": {"c0_us", "per_request_us", "per_draft_token_us"}}
 REQUIRED_FITS = ("target_forward_us", "sample_us", "host_busy_us_baseline")  # every profile prices a baseline
@@ -105,9 +107,18 @@ PRICED_FITS = ("target_forward_us", "draft_us", "sample_us", "host_busy_us", "ho
 
 
 def missing_fits(points, fits) -> list[str]:
-    """The parts a profile of these points prices (a speculative one: the draft's too) and has no form for."""
-    need = (*REQUIRED_FITS, *(SPECULATIVE_FITS if any(p.num_steps for p in points) else ()))
+    """The parts a profile of these points prices (a speculative one: the draft's too) and has no form for. The
+    speculative host's work is not asked of points that never measured it (every speculative step GPU-bound,
+    its host's wait inside the step: `spec_host_measured`); the baseline's prices it then."""
+    spec = SPECULATIVE_FITS if spec_host_measured(points) else tuple(f for f in SPECULATIVE_FITS if f != "host_busy_us")
+    need = (*REQUIRED_FITS, *(spec if any(p.num_steps for p in points) else ()))
     return [f for f in need if f not in fits]
+
+
+def spec_host_measured(points) -> bool:
+    """Whether a speculative point measured the host's work of its step (`host_busy_us`; vLLM's V1 runner
+    measures it only where the host paced the step)."""
+    return any(p.num_steps and p.host_busy_us is not None for p in points)
 
 
 class PartFit(StrictModel):
@@ -337,19 +348,6 @@ def full_graph_verify(batch_size: int, num_steps: int, capture_sizes: list[int],
 # ---- the fitted forms ------------------------------------------------------------------------
 FORWARD_PARTS = {  # part -> (joint family, offset parameter name)
     "target_forward_us": "target", "draft_extend_us": "draft", "draft_step_us": "draft", "sample_us": "sample"}
-
-
-def roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = True):
-    """A roofline form (module docstring) of the parameters `p` at `tokens` (padded), `batch` requests
-    and `context`, us; `offset` names the constant (decode_us, verify_us, ...)."""
-    t = np.asarray(tokens, float)
-    b = np.asarray(batch, float)
-    c = np.asarray(context, float)
-    mem, comp = p["weights_us"], p["per_token_us"] * t
-    out = p[offset] + (mem ** 4 + comp ** 4) ** 0.25 + p.get("kv_us_per_token", 0.0) * b * c
-    if multi_token:
-        out = out + p.get("multi_query_us_per_token", 0.0) * np.maximum(t - b, 0.0) * c
-    return out
 
 
 # ---- reading a profile -----------------------------------------------------------------------

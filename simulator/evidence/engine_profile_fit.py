@@ -6,41 +6,49 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.engines.profile import EnginePoint, EngineProfile, PartFit, roofline
+from simulator.engines.forms import experts_touched_frac, roofline
+from simulator.engines.profile import EnginePoint, EngineProfile, PartFit
 
 
 def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
-    """(tokens, batch, context, value, offset name) of the points that measured `part`."""
+    """(tokens, batch, context, value, offset name, real tokens) of the points that measured `part` (real: the
+    forward's tokens before the CUDA graph's padding)."""
     rows = []
     for pt in points:
         if pt.gpu_bound is False:  # a host-bound window's GPU spans hold waits for the host's launches
             continue
         k, b = pt.num_steps, pt.batch_size
         if part == "target_forward_us" and pt.target_forward_us:
-            t = pt.target_tokens_padded or profile.padded_tokens(b * (k + 1), b)
-            rows.append((t, b, pt.context_len, pt.target_forward_us, "decode_us" if k == 0 else "verify_us"))
+            q = 1 if k == 0 else (profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else k + 1)
+            t = pt.target_tokens_padded or profile.padded_tokens(b * q, b)
+            rows.append((t, b, pt.context_len, pt.target_forward_us, "decode_us" if k == 0 else "verify_us", b * q))
         elif part == "draft_extend_us" and k and pt.draft_extend_us:
             t = pt.draft_extend_tokens_padded or profile.padded_tokens(b * (k + 1), b)
-            rows.append((t, b, pt.context_len, pt.draft_extend_us, "extend_us"))
+            rows.append((t, b, pt.context_len, pt.draft_extend_us, "extend_us", b * (k + 1)))
         elif part == "draft_step_us" and k >= 2 and pt.draft_steps_us:
             rows.append((profile.padded_tokens(b * profile.topk, b), b, pt.context_len, pt.draft_steps_us / (k - 1),
-                         "step_us"))
+                         "step_us", b * profile.topk))
         elif part == "sample_us" and pt.sample_us:
             t = profile.padded_tokens(b * (k + 1), b)
-            rows.append((t, b, 0.0, pt.sample_us, "base_us" if k == 0 else "spec_us"))
+            rows.append((t, b, 0.0, pt.sample_us, "base_us" if k == 0 else "spec_us", b * (k + 1)))
     return rows
 
 
-def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool) -> PartFit | None:
+def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool,
+                moe_target: dict | None = None) -> PartFit | None:
+    """The roofline form (simulator.engines.forms) of `rows` (_rows); with `moe_target` (an MoE target's shape
+    fields) its weights term grows with the experts the rows' real tokens touch (`experts_us`)."""
     from scipy.optimize import least_squares
 
     if not rows:
         return None
-    names = ["weights_us", "per_token_us"] + (["kv_us_per_token"] if with_kv else []) \
-        + (["multi_query_us_per_token"] if with_multi else []) + offsets
+    touched = experts_touched_frac(moe_target, [r[5] for r in rows])
+    names = ["weights_us"] + (["experts_us"] if touched is not None else []) + ["per_token_us"] \
+        + (["kv_us_per_token"] if with_kv else []) + (["multi_query_us_per_token"] if with_multi else []) + offsets
     t, b, c, y, off = (np.array([r[i] for r in rows], dtype=object if i == 4 else float) for i in range(5))
     ymin = float(np.min(y))
-    x0 = {"weights_us": 0.8 * ymin, "per_token_us": max(1e-3, float(np.max(y / np.maximum(t, 1.0))) * 0.5),
+    x0 = {"weights_us": (0.8 if touched is None else 0.5) * ymin, "experts_us": 0.5 * float(np.max(y)),
+          "per_token_us": max(1e-3, float(np.max(y / np.maximum(t, 1.0))) * 0.5),
           "kv_us_per_token": 1e-4, "multi_query_us_per_token": 1e-6, **{o: 0.1 * ymin for o in offsets}}
     # too few points for every parameter: the multi-query term goes first, then the kv term
     while len(names) > len(rows) and ("multi_query_us_per_token" in names or "kv_us_per_token" in names):
@@ -52,7 +60,8 @@ def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool) -> Pa
         for o in offsets:
             m = off == o
             if m.any():
-                out[m] = roofline(p, t[m], b[m], c[m], o, multi_token=with_multi)
+                out[m] = roofline(p, t[m], b[m], c[m], o, multi_token=with_multi,
+                                  touched=None if touched is None else touched[m])
         return out
 
     res = least_squares(lambda x: model(x) / y - 1.0, [x0[n] for n in names], bounds=(0.0, np.inf),
@@ -112,7 +121,7 @@ def _part_fitters(profile: EngineProfile) -> dict:
     pts = profile.points
     return {
         "target_forward_us": lambda: _fit_family(_rows(pts, "target_forward_us", profile), ["decode_us", "verify_us"],
-                                         with_kv=True, with_multi=True),
+                                                 with_kv=True, with_multi=True, moe_target=profile.target),
         "draft_us": lambda: _fit_family(_rows(pts, "draft_extend_us", profile) + _rows(pts, "draft_step_us", profile),
                                         ["extend_us", "step_us"], with_kv=True, with_multi=False),
         "sample_us": lambda: _fit_family(_rows(pts, "sample_us", profile), ["base_us", "spec_us"], with_kv=False,

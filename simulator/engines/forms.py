@@ -1,0 +1,50 @@
+"""The fitted forms of an engine profile's GPU parts (simulator.engines.profile's module docstring).
+
+    roofline = offset + (mem^4 + (f T)^4)^(1/4) + kv b C (+ q (T - b) C for a multi-token verify)
+
+with T the padded tokens of the forward, b requests, C their context. A dense target reads its weights
+whatever the tokens: mem = w. An MoE target's forward reads the experts its tokens touch: mem = w + x D / E,
+with D = E (1 - (1 - k / E)^N) the distinct experts N independent tokens touch out of E at top-k (the
+occupancy argument of simulator.costs.moe_ops.expected_distinct_experts; N the forward's real tokens,
+not the CUDA graph's padding) and x (`experts_us`) the time to read every expert of every layer. The
+dense form cannot follow that: fitted on Qwen3-30B-A3B's num_steps 0 and 3 on the H100 (vLLM, experts
+drawn uniformly) it prices num_steps 5 22.6% off at the median, the MoE form 0.4%
+(benchmarks/bench_moe_form.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def experts_touched_frac(target: dict | None, real_tokens):
+    """D / E (module docstring) of the forward's `real_tokens` on the target shape `target` (a profile's
+    `target` fields); None for a dense target."""
+    e, k = (target or {}).get("n_routed_experts"), (target or {}).get("num_experts_per_tok")
+    if not e or not k:
+        return None
+    n = np.maximum(np.asarray(real_tokens, float), 0.0)
+    return 1.0 - (1.0 - min(k, e) / e) ** n
+
+
+def roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = True, touched=None):
+    """A roofline form (module docstring) of the parameters `p` at `tokens` (padded), `batch` requests
+    and `context`, us; `offset` names the constant (decode_us, verify_us, ...); `touched` the share of the
+    experts the tokens touch (experts_touched_frac), where `p` holds `experts_us`.
+
+    Raises:
+        ValueError: `p` holds experts_us and no `touched` is given.
+    """
+    t = np.asarray(tokens, float)
+    b = np.asarray(batch, float)
+    c = np.asarray(context, float)
+    mem = p["weights_us"]
+    if p.get("experts_us"):
+        if touched is None:
+            raise ValueError("an MoE form (experts_us) is priced at the share of the experts its tokens touch")
+        mem = mem + p["experts_us"] * np.asarray(touched, float)
+    comp = p["per_token_us"] * t
+    out = p[offset] + (mem ** 4 + comp ** 4) ** 0.25 + p.get("kv_us_per_token", 0.0) * b * c
+    if multi_token:
+        out = out + p.get("multi_query_us_per_token", 0.0) * np.maximum(t - b, 0.0) * c
+    return out
