@@ -89,3 +89,25 @@ def test_the_uniform_routing_profile_prices_its_speculative_host_from_its_baseli
     assert any("no speculative step measured its host" in s for s in costs.sources)
     gpu, host = costs.step_us(8, 5, 1100.0)
     assert gpu > host  # GPU-bound, as measured
+
+
+def test_a_profile_whose_dense_target_carries_an_moe_parameter_is_refused():
+    import json
+
+    from simulator.engines.profile import EngineProfile
+    from simulator.profile import data_dir
+    raw = json.loads((data_dir() / "engine_profiles" / "vllm-0.26.0-h100-llama-3.1-8b-eagle3.json").read_text())
+    raw["fits"]["target_forward_us"]["params"]["experts_us"] = 1000.0
+    with pytest.raises(ValueError, match="experts_us is an MoE target forward's parameter"):
+        EngineProfile.model_validate(raw)
+
+
+def test_the_moe_form_prices_more_verify_tokens_no_cheaper():
+    """Off the measured points (batch 64, num_steps 1-8) the uniform-routing profile's target forward grows with
+    the verify's tokens at every batch."""
+    from simulator.costs.engine_native import NativeCosts
+    from simulator.engines.profile import load_engine_profile
+    costs = NativeCosts(load_engine_profile("vllm-0.26.0-h100-qwen3-30b-a3b-eagle3-uniform-routing"))
+    for b in (1, 3, 8, 24, 64):
+        us = [costs.target_forward_us(b, k, 1100.0) for k in range(1, 9)]
+        assert all(y >= x * 0.999 for x, y in zip(us, us[1:])), (b, us)

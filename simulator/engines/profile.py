@@ -291,6 +291,9 @@ class EngineProfile(StrictModel):
                              "num_steps or context the points do not hold (`specdecsim calibrate engine "
                              "--from-points` rebuilds them)")
         for name, fit in self.fits.items():
+            if "experts_us" in fit.params and (name != "target_forward_us" or not self.target.get("n_routed_experts")):
+                raise ValueError(f"fits.{name}: experts_us is an MoE target forward's parameter (the target here "
+                                 f"{'has no routed experts' if name == 'target_forward_us' else 'is priced apart'})")
             if name in ("target_forward_us", "draft_us", "sample_us") and fit.form != "roofline" or \
                     name not in ("target_forward_us", "draft_us", "sample_us") and fit.form != "linear":
                 raise ValueError(f"fits.{name}: form {fit.form!r} is not this part's")
