@@ -111,3 +111,66 @@ def test_the_moe_form_prices_more_verify_tokens_no_cheaper():
     for b in (1, 3, 8, 24, 64):
         us = [costs.target_forward_us(b, k, 1100.0) for k in range(1, 9)]
         assert all(y >= x * 0.999 for x, y in zip(us, us[1:])), (b, us)
+
+
+RUNS = "data/engine_runs/"
+DUMMY = RUNS + "h100_vllm_0.26.0_moe/moe_calibrate_2026-12-07.jsonl.gz"
+UNIFORM = RUNS + "h100_vllm_0.26.0_moe_uniform/moe_uniform_calibrate_2026-12-07.jsonl.gz"
+
+
+def _shapes():
+    from calibration.engines.plans import model_configs
+    from simulator.model_config import shape_fields_from_hf_config
+    t, d = model_configs("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")
+    return shape_fields_from_hf_config(t)[0], shape_fields_from_hf_config(d)[0]
+
+
+def test_processes_of_one_num_steps_routed_otherwise_are_not_merged():
+    from pathlib import Path
+
+    from calibration.engines.build import build_profile
+    files = [Path(DUMMY), Path(UNIFORM)]
+    with pytest.raises(ValueError, match="calibrate_s3_moe_uniform .experts drawn uniformly. and calibrate_s3_moe "):
+        build_profile(files, "mixed", *_shapes())
+    assert {p.num_steps for p in build_profile(files, "one", *_shapes(), exclude_labels=("calibrate_s3_moe",)).points} \
+        == {0, 3, 5}
+
+
+def test_a_calibration_process_of_a_label_no_pattern_reads_is_said_to_be_left_out(tmp_path):
+    import gzip
+    from pathlib import Path
+
+    from calibration.engines.build import build_profile
+    odd = tmp_path / "odd.jsonl.gz"
+    text = gzip.open(UNIFORM, "rt").read().replace('"calibrate_s5_moe_uniform"', '"calibrate_s5_uniform_uniform"')
+    odd.write_bytes(gzip.compress(text.encode()))
+    notes: list[str] = []
+    prof = build_profile([Path(DUMMY), odd], "odd", *_shapes(), exclude_labels=("calibrate_s3_moe",), notes=notes)
+    assert {p.num_steps for p in prof.points} == {0, 3}
+    assert any("calibrate_s5_uniform_uniform left out: no calibration label" in n for n in notes)
+
+
+@pytest.mark.parametrize("param", ["weights_us", "per_token_us", "decode_us", "verify_us"])
+def test_a_roofline_fit_lacking_a_parameter_is_refused(param):
+    import json
+
+    from simulator.engines.profile import EngineProfile
+    from simulator.profile import data_dir
+    raw = json.loads((data_dir() / "engine_profiles" / "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3-uniform-routing.json")
+                     .read_text())
+    del raw["fits"]["target_forward_us"]["params"][param]
+    with pytest.raises(ValueError, match=f"fits.target_forward_us: lacks {param}"):
+        EngineProfile.model_validate(raw)
+
+
+def test_a_campaign_that_makes_a_plan_invalid_is_refused_before_any_file_is_written(tmp_path, monkeypatch):
+    import calibration.engines.queue as q
+    from simulator.inputs import UserInputError
+    (tmp_path / "bad.yaml").write_text(
+        "description: x\nparts:\n  - engine: vllm\n    requests: {num_steps: [3], batch_sizes: [4], prompt_lens: [1024], "
+        "acceptances: [0.6], more_max_tokens: [], concurrencies: [], request_rates: [4]}\n"
+        "    points_set: {warmup_run_tokens: 32}\n")
+    monkeypatch.setattr(q, "CAMPAIGNS_DIR", tmp_path)
+    with pytest.raises(UserInputError, match="warmup_run_tokens: not taken by workload poisson"):
+        q.write_queue(q.queue_plans("bad"), tmp_path / "out")
+    assert not (tmp_path / "out").exists()

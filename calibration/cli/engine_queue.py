@@ -65,8 +65,14 @@ def engine_queue(
     """Write a device session's engine processes as ProcessPlan files (run by engine-queue-run)."""
     import re
 
-    from calibration.engines.queue import queue_plans, write_queue
+    from calibration.engines.queue import check_queue, queue_plans, write_queue
+    from simulator.inputs import UserInputError
     check_choice("NAME", name, tuple(campaign_names()))
+    plans = queue_plans(name)
+    try:
+        check_queue(plans)  # before a queue there is replaced
+    except UserInputError as e:
+        fail(f"campaign {name}: {e}")
     if out.exists() and not out.is_dir():
         fail(f"{out}: not a folder")
     held = sorted(out.iterdir()) if out.is_dir() else []
@@ -79,7 +85,7 @@ def engine_queue(
                      "; it holds other files than a queue's, which --force does not replace"))
         for f in held:
             f.unlink()
-    for f in write_queue(queue_plans(name), out):
+    for f in write_queue(plans, out):
         console.print(escape(str(f)), highlight=False)
 
 

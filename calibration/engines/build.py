@@ -349,6 +349,24 @@ def _prefill(paths: list[Path], labels: set[str], engines: list[dict]) -> tuple[
     return "; ".join(lines), fits
 
 
+def _one_routing_per_num_steps(engines: list[dict]) -> None:
+    """Refuse speculative processes of one num_steps whose experts were routed otherwise (vLLM's routing simulator,
+    `uniform_expert_routing`, against the model's router): their verify's experts touched differ.
+
+    Raises:
+        ValueError: naming two such processes.
+    """
+    seen: dict[int, tuple[str, bool]] = {}
+    for e in engines:
+        k, uniform = e.get("num_steps") or 0, bool(((e.get("info") or {}).get("variant") or {}).get(
+            "uniform_expert_routing"))
+        if k and (other := seen.setdefault(k, (e["label"], uniform)))[1] != uniform:
+            a, b = (e["label"], other[0]) if uniform else (other[0], e["label"])
+            raise ValueError(f"engine processes {a} (experts drawn uniformly) and {b} (routed by the model's router) "
+                             f"both measured num_steps {k}: their verify touches other experts; leave one out "
+                             "(--exclude-process)")
+
+
 def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None,
                   keep=None, command_line: str | None = None, git_commit: str | None = None,
                   catalog_gpu: str | None = None, notes: list[str] | None = None,
@@ -371,11 +389,16 @@ def build_profile(paths: list[Path], name: str, target: dict, draft: dict | None
         ValueError: no calibration point in the files.
     """
     engines, lines = engine_lines(paths, "calibrate", notes)
+    if notes is not None and (odd := sorted({ln["label"] for ln in lines if ln["label"].startswith("calibrate_")
+                                             and label_variant(ln["label"]) is None})):
+        notes.append(f"engine process{'es' if len(odd) > 1 else ''} {', '.join(odd)} left out: no calibration label "
+                     "(calibrate_s<num_steps>[_t<topk>][_n<tokens>][_nooverlap][_r<i>][_<model>][_uniform])")
     lines = [ln for ln in lines if of_variant(ln, variant) and ln["label"] not in exclude_labels and (
         keep is None or keep((ln["point"]["num_steps"], ln["point"]["batch_size"], ln["point"]["prompt_len"])))]
     lines, group = of_group(engines, lines, group, ", ".join(map(str, paths)))
     labels = {ln["label"] for ln in lines}
     engines = [e for e in engines if e["label"] in labels]
+    _one_routing_per_num_steps(engines)
     runner = {e["label"]: e["info"].get("model_runner", "") for e in engines}
     pts = []
     for ln in lines:

@@ -223,7 +223,25 @@ def queue_plans(name: str, seen: tuple[str, ...] = ()) -> list[ProcessPlan]:
 QUEUES = {name: partial(queue_plans, name) for name in campaign_names()}
 
 
+def check_queue(plans: list[ProcessPlan]) -> None:
+    """Each plan as engine-queue-run reads it.
+
+    Raises:
+        UserInputError: a plan a campaign's `set` or `points_set` made invalid, naming it and its first error.
+    """
+    from pydantic import ValidationError
+
+    from simulator.inputs import UserInputError, format_validation_error
+    for p in plans:
+        try:
+            type(p).model_validate(p.model_dump(mode="json"))
+        except ValidationError as e:
+            raise UserInputError(format_validation_error(f"campaign process {p.label}", e, max_lines=2)) from None
+
+
 def write_queue(plans: list[ProcessPlan], out: Path) -> list[Path]:
+    """Each plan as a file of `out` (NNN_label.json, in run order), checked first (`check_queue`)."""
+    check_queue(plans)
     out.mkdir(parents=True, exist_ok=True)
     files = []
     for i, p in enumerate(plans):

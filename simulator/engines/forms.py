@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+ROOFLINE_OFFSETS = {"target_forward_us": ("decode_us", "verify_us"), "draft_us": ("extend_us",),
+                    "sample_us": ("base_us", "spec_us")}  # each part's offsets (verify_us, spec_us: a speculative one's)
+SPEC_OFFSETS = ("verify_us", "spec_us")
+
 
 def experts_touched_frac(target: dict | None, real_tokens):
     """D / E (module docstring) of the forward's `real_tokens` on the target shape `target` (a profile's

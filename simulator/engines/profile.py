@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simulator.engines.fields import CalibratedEngine, TopK
-from simulator.engines.forms import roofline  # noqa: F401  (the forms' home; imported from here too)
+from simulator.engines.forms import ROOFLINE_OFFSETS, SPEC_OFFSETS, roofline  # noqa: F401  (roofline: its home
 from simulator.inputs import read_json
 from simulator.schema_base import StrictModel
 
@@ -291,6 +291,9 @@ class EngineProfile(StrictModel):
                              "num_steps or context the points do not hold (`specdecsim calibrate engine "
                              "--from-points` rebuilds them)")
         for name, fit in self.fits.items():
+            if fit.form == "roofline" and (lack := [q for q in ("weights_us", "per_token_us", *ROOFLINE_OFFSETS.get(
+                    name, ())) if q not in fit.params and (q not in SPEC_OFFSETS or any(p.num_steps for p in self.points))]):
+                raise ValueError(f"fits.{name}: lacks {', '.join(lack)} (a roofline form holds them)")
             if "experts_us" in fit.params and (name != "target_forward_us" or not self.target.get("n_routed_experts")):
                 raise ValueError(f"fits.{name}: experts_us is an MoE target forward's parameter (the target here "
                                  f"{'has no routed experts' if name == 'target_forward_us' else 'is priced apart'})")
