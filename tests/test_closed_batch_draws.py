@@ -24,8 +24,9 @@ def _cycle_count_pmf(remaining: int, rate: float, k: int) -> np.ndarray:
 
 
 def test_the_draws_rule():
-    """Speculating closed batches of B requests take enough draws for about 64 requests, 2-16; serving.draws
-    overrides; the baseline, an open workload and a batch of one new token take one."""
+    """Speculating closed batches of B requests take enough draws for about 64 requests, 2-16, closed loops 4-16
+    (a loop's TTFT p50 is one of its joins); serving.draws overrides; the baseline, Poisson arrivals and a batch
+    of one new token take one."""
     assert num_draws(serving_scenario("serving.num_requests=4", arrivals="closed_batch")[0], True) == 16
     assert num_draws(serving_scenario("serving.num_requests=16", arrivals="closed_batch")[0], True) == 4
     assert num_draws(serving_scenario("serving.num_requests=64", arrivals="closed_batch")[0], True) == 2
@@ -35,7 +36,11 @@ def test_the_draws_rule():
     assert num_draws(serving_scenario("serving.num_requests=4", arrivals="closed_batch")[0], False) == 1
     assert num_draws(serving_scenario("serving.num_requests=4", "serving.output_len.tokens=1",
                                       arrivals="closed_batch")[0], True) == 1
-    assert num_draws(serving_scenario("serving.num_requests=40")[0], True) == 1
+    assert num_draws(serving_scenario("serving.num_requests=40")[0], True) == 4  # a closed loop: at least 4
+    assert num_draws(serving_scenario("serving.num_requests=8")[0], True) == 8
+    assert num_draws(serving_scenario("serving.num_requests=40")[0], False) == 1
+    assert num_draws(serving_scenario("serving.num_requests=40", "serving.arrivals.rate_per_s=20",
+                                      arrivals="poisson")[0], True) == 1
 
 
 @pytest.mark.parametrize("batch", [1, 4])

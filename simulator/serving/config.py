@@ -166,10 +166,11 @@ class ServingConfig(StrictModel):
     num_steps_by_batch: list[SpecByBatch] = Field(default_factory=list, max_length=256,
                                                   description="Speculation settings by decode batch size; below "
                                                               "the first entry: the scenario's `spec`.")
-    draws: int | None = Field(None, ge=1, le=256, description="A closed batch with speculation: independent "
+    draws: int | None = Field(None, ge=1, le=256, description="A closed batch or loop with speculation: independent "
                               "draws of the acceptance its prediction averages, 1..256 (one generate's wall time "
-                              "is itself a draw: it ends with the request that drew the fewest accepted tokens); "
-                              "left out: enough for about 64 requests, 2-16.")
+                              "is itself a draw: it ends with the request that drew the fewest accepted tokens; a "
+                              "loop's TTFT p50 is one of its joins); left out: enough for about 64 requests, 2-16 "
+                              "(a loop 4-16).")
     slo: Slo = Slo()
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ from simulator.units import US_PER_S
 
 DRAW_REQUESTS = 64  # a closed batch's default draws cover about this many requests, 2 to MAX_DEFAULT_DRAWS
 MAX_DEFAULT_DRAWS = 16
+CLOSED_LOOP_MIN_DRAWS = 4  # a closed loop's draws at least (num_draws)
 
 
 def run_serving(scenario: Scenario, profile: CalibrationProfile, speculative: bool = True,
@@ -29,14 +30,19 @@ def num_draws(scenario: Scenario, speculative: bool) -> int:
     """The independent draws of the acceptance a prediction averages: a closed batch that speculates
     and decodes past its first token ends with its unluckiest request, so one run is one draw of its wall
     time (a batch of 4 at acceptance 0.6 and 5 steps: about 4% apart, benchmarks/bench_request_level.py);
-    `serving.draws` where set, else enough for about DRAW_REQUESTS requests, 2-16. Everything else: 1 (an
-    open workload's many requests average over themselves; no speculation draws nothing)."""
+    a closed loop's TTFT p50 is one of its joins, which come one or a few at a time as the draw has requests
+    finish (four draws of one H100 run: 98.9-163.2 ms, docs/make_closed_loop_ttft_table.py), so a closed loop
+    takes CLOSED_LOOP_MIN_DRAWS at least; `serving.draws` where set, else enough for about DRAW_REQUESTS
+    requests, 2-16. Everything else: 1 (Poisson or trace arrivals' many requests average over themselves;
+    no speculation draws nothing)."""
     sv = scenario.serving
-    if not speculative or sv is None or sv.arrivals.kind != "closed_batch" or _mean_tokens(sv.output_len) <= 1:
+    loop = sv is not None and sv.arrivals.kind == "closed_loop"
+    if not speculative or sv is None or sv.arrivals.kind != "closed_batch" and not loop \
+            or _mean_tokens(sv.output_len) <= 1:
         return 1
     if sv.draws is not None:
         return sv.draws
-    return min(MAX_DEFAULT_DRAWS, max(2, -(-DRAW_REQUESTS // (sv.num_requests or 1))))
+    return min(MAX_DEFAULT_DRAWS, max(CLOSED_LOOP_MIN_DRAWS if loop else 2, -(-DRAW_REQUESTS // (sv.num_requests or 1))))
 
 
 def run_serving_draws(scenario: Scenario, profile: CalibrationProfile, speculative: bool = True,
