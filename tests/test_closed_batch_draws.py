@@ -38,6 +38,7 @@ def test_the_draws_rule():
                                       arrivals="closed_batch")[0], True) == 1
     assert num_draws(serving_scenario("serving.num_requests=40")[0], True) == 4  # a closed loop: at least 4
     assert num_draws(serving_scenario("serving.num_requests=8")[0], True) == 8
+    assert num_draws(serving_scenario("serving.duration_s=20")[0], True) == 4  # no num_requests: a loop of a duration
     assert num_draws(serving_scenario("serving.num_requests=40")[0], False) == 1
     assert num_draws(serving_scenario("serving.num_requests=40", "serving.arrivals.rate_per_s=20",
                                       arrivals="poisson")[0], True) == 1

@@ -310,7 +310,7 @@ def print_serving(s: dict, cfg: dict) -> None:
     if (s.get("draws") or 1) > 1:
         lo, hi = s["duration_s_range"]
         console.print(f"[dim]speculative: the mean of {s['draws']} draws of the acceptance (serving.draws); one closed "
-                      f"batch's duration is itself a draw (it ends with its unluckiest request): {lo:.3f} .. {hi:.3f} s "
+                      f"batch's or loop's duration is itself a draw (it ends with its unluckiest request): {lo:.3f} .. {hi:.3f} s "
                       "over these[/]", highlight=False)
     finished = s.get("num_finished") or 0
     if finished and s["num_requests"] < 0.5 * finished:

@@ -42,6 +42,8 @@ def num_draws(scenario: Scenario, speculative: bool) -> int:
         return 1
     if sv.draws is not None:
         return sv.draws
+    if loop and sv.num_requests is None:  # a loop of serving.duration_s: its many joins average over themselves
+        return CLOSED_LOOP_MIN_DRAWS
     return min(MAX_DEFAULT_DRAWS, max(CLOSED_LOOP_MIN_DRAWS if loop else 2, -(-DRAW_REQUESTS // (sv.num_requests or 1))))
 
 
