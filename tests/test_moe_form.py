@@ -174,3 +174,18 @@ def test_a_campaign_that_makes_a_plan_invalid_is_refused_before_any_file_is_writ
     with pytest.raises(UserInputError, match="warmup_run_tokens: not taken by workload poisson"):
         q.write_queue(q.queue_plans("bad"), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("experts_us", [1e7, 0.0])
+def test_a_fit_far_from_its_own_points_is_refused(experts_us):
+    """A hand-set experts_us within its bounds (the largest, or none) prices the profile's own points far off its
+    measured times: refused in one line, not priced into a speedup of 0.003x."""
+    import json
+
+    from simulator.engines.profile import EngineProfile
+    from simulator.profile import data_dir
+    raw = json.loads((data_dir() / "engine_profiles" / "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3-uniform-routing.json")
+                     .read_text())
+    raw["fits"]["target_forward_us"]["params"]["experts_us"] = experts_us
+    with pytest.raises(ValueError, match="prices the profile's own points"):
+        EngineProfile.model_validate(raw)

@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simulator.engines.fields import CalibratedEngine, TopK
-from simulator.engines.forms import ROOFLINE_OFFSETS, SPEC_OFFSETS, roofline  # noqa: F401  (roofline: its home
+from simulator.engines.forms import ROOFLINE_OFFSETS, SPEC_OFFSETS, check_forward_fit, roofline  # noqa: F401
 from simulator.inputs import read_json
 from simulator.schema_base import StrictModel
 
@@ -303,9 +303,9 @@ class EngineProfile(StrictModel):
         for name in PRICED_FITS:
             fit = self.fits.get(name)
             if fit is not None and max(fit.params.values()) < MIN_FORWARD_US:
-                raise ValueError(f"fits.{name}: every parameter is below {MIN_FORWARD_US:g} us (largest "
-                                 f"{max(fit.params.values()):.3g}): a part priced at nothing would take no time; "
-                                 "at least one parameter must be 1..1e7 us")
+                raise ValueError(f"fits.{name}: every parameter is below {MIN_FORWARD_US:g} us (largest {max(fit.params.values()):.3g}): "
+                                 "a part priced at nothing would take no time; at least one parameter must be 1..1e7 us")
+        check_forward_fit(self)
         if len({f.speculative for f in self.prefill}) != len(self.prefill):
             raise ValueError("prefill: one fit without the draft and one with it at most")
         for i, f in enumerate(self.prefill):
