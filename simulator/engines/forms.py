@@ -21,22 +21,14 @@ ROOFLINE_OFFSETS = {"target_forward_us": ("decode_us", "verify_us"), "draft_us":
 SPEC_OFFSETS = ("verify_us", "spec_us")
 
 
-def verify_tokens(profile, num_steps: int) -> int:
-    """Tokens per request of the target's forward in an engine profile's step at num_steps: 1 for the baseline's
-    decode, the tree's num_draft_tokens where it verifies a tree (topk > 1), else num_steps + 1."""
-    if num_steps == 0:
-        return 1
-    return profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else num_steps + 1
-
-
 def experts_touched_frac(target: dict | None, real_tokens):
     """D / E (module docstring) of the forward's `real_tokens` on the target shape `target` (a profile's
     `target` fields); None for a dense target."""
-    from simulator.costs.moe_ops import expected_distinct_experts
     e, k = (target or {}).get("n_routed_experts"), (target or {}).get("num_experts_per_tok")
     if not e or not k:
         return None
-    return expected_distinct_experts(e, min(k, e), np.maximum(np.asarray(real_tokens, float), 0.0)) / e
+    n = np.maximum(np.asarray(real_tokens, float), 0.0)
+    return 1.0 - (1.0 - min(k, e) / e) ** n
 
 
 def roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = True, touched=None):
@@ -61,3 +53,32 @@ def roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = T
         out = out + p.get("multi_query_us_per_token", 0.0) * np.maximum(t - b, 0.0) * c
     return out
 
+
+FIT_OFF_ITS_POINTS = 2.0  # a target forward's fitted form prices its own points within this factor at the median
+
+
+def check_forward_fit(profile) -> None:
+    """Refuse an engine profile whose target forward's fitted form prices the profile's own GPU-bound points more than
+    FIT_OFF_ITS_POINTS times off at the median: the form is not these points' (a hand-edited parameter, say; the
+    fits `specdecsim calibrate engine --from-points` writes are within a few percent of them).
+
+    Raises:
+        ValueError: naming the fit and how far off it is.
+    """
+    fit = profile.fits.get("target_forward_us")
+    if fit is None or fit.form != "roofline":
+        return
+    ratios = []
+    for p in profile.points:
+        k, b = p.num_steps, p.batch_size
+        off = "decode_us" if k == 0 else "verify_us"
+        if p.gpu_bound is False or not p.target_forward_us or off not in fit.params:
+            continue
+        q = 1 if k == 0 else (profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else k + 1)
+        t = p.target_tokens_padded or profile.padded_tokens(b * q, b)
+        touched = experts_touched_frac(profile.target, b * q) if "experts_us" in fit.params else None
+        ratios.append(float(roofline(fit.params, t, b, p.context_len, off, touched=touched)) / p.target_forward_us)
+    if ratios and not 1 / FIT_OFF_ITS_POINTS <= (m := float(np.median(ratios))) <= FIT_OFF_ITS_POINTS:
+        raise ValueError(f"fits.target_forward_us: prices the profile's own points {m:.3g}x their measured times at the "
+                         f"median (a fit of them is within a few percent; `specdecsim calibrate engine --from-points` "
+                         "rebuilds it)")

@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simulator.engines.fields import CalibratedEngine, TopK
-from simulator.engines.forms import ROOFLINE_OFFSETS, SPEC_OFFSETS, roofline  # noqa: F401  (roofline: its home
+from simulator.engines.forms import ROOFLINE_OFFSETS, SPEC_OFFSETS, check_forward_fit, roofline  # noqa: F401
 from simulator.inputs import read_json
 from simulator.schema_base import StrictModel
 
@@ -116,7 +116,8 @@ def missing_fits(points, fits) -> list[str]:
 
 
 def spec_host_measured(points) -> bool:
-    """Whether a speculative point measured its step's host work (vLLM's V1 runner: only where the host paced)."""
+    """Whether a speculative point measured the host's work of its step (`host_busy_us`; vLLM's V1 runner
+    measures it only where the host paced the step)."""
     return any(p.num_steps and p.host_busy_us is not None for p in points)
 
 
@@ -304,7 +305,6 @@ class EngineProfile(StrictModel):
             if fit is not None and max(fit.params.values()) < MIN_FORWARD_US:
                 raise ValueError(f"fits.{name}: every parameter is below {MIN_FORWARD_US:g} us (largest {max(fit.params.values()):.3g}): "
                                  "a part priced at nothing would take no time; at least one parameter must be 1..1e7 us")
-        from simulator.evidence.engine_profile_fit import check_forward_fit
         check_forward_fit(self)
         if len({f.speculative for f in self.prefill}) != len(self.prefill):
             raise ValueError("prefill: one fit without the draft and one with it at most")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.engines.forms import experts_touched_frac, roofline, verify_tokens
+from simulator.engines.forms import experts_touched_frac, roofline
 from simulator.engines.profile import EnginePoint, EngineProfile, PartFit
 
 
@@ -19,7 +19,7 @@ def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
             continue
         k, b = pt.num_steps, pt.batch_size
         if part == "target_forward_us" and pt.target_forward_us:
-            q = verify_tokens(profile, k)
+            q = 1 if k == 0 else (profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else k + 1)
             t = pt.target_tokens_padded or profile.padded_tokens(b * q, b)
             rows.append((t, b, pt.context_len, pt.target_forward_us, "decode_us" if k == 0 else "verify_us", b * q))
         elif part == "draft_extend_us" and k and pt.draft_extend_us:
@@ -55,47 +55,20 @@ def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool,
         names.remove("multi_query_us_per_token" if "multi_query_us_per_token" in names else "kv_us_per_token")
 
     def model(x):
-        return _priced(dict(zip(names, x)), t, b, c, off, touched, with_multi)
+        p = dict(zip(names, x))
+        out = np.empty(len(rows))
+        for o in offsets:
+            m = off == o
+            if m.any():
+                out[m] = roofline(p, t[m], b[m], c[m], o, multi_token=with_multi,
+                                  touched=None if touched is None else touched[m])
+        return out
 
     res = least_squares(lambda x: model(x) / y - 1.0, [x0[n] for n in names], bounds=(0.0, np.inf),
                         loss="soft_l1", f_scale=0.02, x_scale="jac", max_nfev=20_000)
     err = np.abs(model(res.x) / y - 1.0)
     return PartFit(form="roofline", params={n: float(v) for n, v in zip(names, res.x)}, num_points=len(rows),
                    median_abs_error_frac=float(np.median(err)), max_abs_error_frac=float(np.max(err)))
-
-
-def _priced(params: dict, t, b, c, off, touched, multi: bool) -> np.ndarray:
-    """The roofline form of `params` at rows' tokens, batches, contexts and offset names (arrays; `touched`: the
-    experts' share each row's tokens touch, or None), us."""
-    out = np.empty(len(t))
-    for o in set(off):
-        m = off == o
-        out[m] = roofline(params, t[m], b[m], c[m], o, multi_token=multi, touched=None if touched is None else touched[m])
-    return out
-
-
-FIT_OFF_ITS_POINTS = 2.0  # a target forward's fitted form prices its own points within this factor at the median
-
-
-def check_forward_fit(profile: EngineProfile) -> None:
-    """Refuse an engine profile whose target forward's fitted form prices the profile's own GPU-bound points more than
-    FIT_OFF_ITS_POINTS times off at the median: the form is not these points' (a hand-edited parameter, say; the
-    fits `specdecsim calibrate engine --from-points` writes are within a few percent of them).
-
-    Raises:
-        ValueError: naming the fit and how far off it is.
-    """
-    fit = profile.fits.get("target_forward_us")
-    rows = [r for r in _rows(profile.points, "target_forward_us", profile) if r[4] in fit.params] if fit else []
-    if not rows:
-        return
-    t, b, c, y, off, n = (np.array([r[i] for r in rows], dtype=object if i == 4 else float) for i in range(6))
-    touched = experts_touched_frac(profile.target, n) if "experts_us" in fit.params else None
-    m = float(np.median(_priced(fit.params, t, b, c, off, touched, True) / y))
-    if not 1 / FIT_OFF_ITS_POINTS <= m <= FIT_OFF_ITS_POINTS:
-        raise ValueError(f"fits.target_forward_us: prices the profile's own points {m:.3g}x their measured times at the "
-                         "median (a fit of them is within a few percent; `specdecsim calibrate engine --from-points` "
-                         "rebuilds it)")
 
 
 def _fit_linear(points: list[EnginePoint], part: str, speculative: bool) -> PartFit | None:
