@@ -45,6 +45,7 @@ import numpy as np
 
 from simulator.costs import forward_ops as FO
 from simulator.costs.ops import Op
+from simulator.engines.forms import verify_tokens
 from simulator.engines.profile import EnginePoint, EngineProfile
 from simulator.model_shape import ModelShape
 from simulator.profile import GpuRates
@@ -188,10 +189,7 @@ class EngineCarry:
 
     def verify_tokens(self, num_steps: int) -> int:
         """Tokens per request of the target's forward (1: the baseline's decode)."""
-        p = self.profile
-        if num_steps == 0:
-            return 1
-        return p.num_draft_tokens if p.topk > 1 and p.num_draft_tokens else num_steps + 1
+        return verify_tokens(self.profile, num_steps)
 
     def _part_ops(self, part: str, batch_size: int, num_steps: int, context: int,
                   other: bool = False) -> tuple[tuple[Op, int], ...]:
@@ -262,7 +260,7 @@ def part_rows(profile: EngineProfile, part: str) -> list[tuple[float, int, int, 
 
 def _part_value(profile: EngineProfile, p: EnginePoint, part: str) -> tuple[float | None, int]:
     b, k = p.batch_size, p.num_steps
-    q = 1 if k == 0 else (profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else k + 1)
+    q = verify_tokens(profile, k)
     if part == "target_forward":
         return p.target_forward_us, p.target_tokens_padded or profile.padded_tokens(b * q, b)
     if part == "sample":

@@ -24,7 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from simulator.costs.engine_carry import EngineCarry, carry_notes, effective_shape, engine_carry_for, measured_shapes
-from simulator.engines.forms import experts_touched_frac, roofline
+from simulator.engines.forms import experts_touched_frac, roofline, verify_tokens
 from simulator.engines.profile import (EnginePoint, EngineProfile, full_graph_verify, outside_measured,
                                        placement_label, with_capture_sizes)
 
@@ -120,10 +120,7 @@ class NativeCosts:
 
     def verify_tokens(self, num_steps: int) -> int:
         """Tokens per request the target's forward runs at num_steps (1 for the baseline decode)."""
-        if num_steps == 0:
-            return 1
-        return self.profile.num_draft_tokens if self.profile.topk > 1 and self.profile.num_draft_tokens \
-            else num_steps + 1
+        return verify_tokens(self.profile, num_steps)
 
     def target_forward_us(self, batch_size: int, num_steps: int, context_len: float) -> float:
         off = "decode_us" if num_steps == 0 else "verify_us"

@@ -21,6 +21,14 @@ ROOFLINE_OFFSETS = {"target_forward_us": ("decode_us", "verify_us"), "draft_us":
 SPEC_OFFSETS = ("verify_us", "spec_us")
 
 
+def verify_tokens(profile, num_steps: int) -> int:
+    """Tokens per request of the target's forward in an engine profile's step at num_steps: 1 for the baseline's
+    decode, the tree's num_draft_tokens where it verifies a tree (topk > 1), else num_steps + 1."""
+    if num_steps == 0:
+        return 1
+    return profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else num_steps + 1
+
+
 def experts_touched_frac(target: dict | None, real_tokens):
     """D / E (module docstring) of the forward's `real_tokens` on the target shape `target` (a profile's
     `target` fields); None for a dense target."""
@@ -54,6 +62,30 @@ def roofline(p: dict, tokens, batch, context, offset: str, multi_token: bool = T
     return out
 
 
+def priced(params: dict, t, b, c, off, touched, multi: bool = True) -> np.ndarray:
+    """The roofline form of `params` at rows' tokens, batches, contexts and offset names (arrays; `touched`: the
+    experts' share each row's tokens touch, or None), us."""
+    out = np.empty(len(t))
+    for o in set(off):
+        m = off == o
+        out[m] = roofline(params, t[m], b[m], c[m], o, multi_token=multi, touched=None if touched is None else touched[m])
+    return out
+
+
+def forward_rows(profile, points=None) -> list[tuple]:
+    """The target forward's rows of an engine profile's GPU-bound points (all of `profile.points` unless `points`):
+    (padded tokens, batch, context, measured us, offset name, real tokens)."""
+    rows = []
+    for pt in profile.points if points is None else points:
+        if pt.gpu_bound is False or not pt.target_forward_us:
+            continue
+        k, b = pt.num_steps, pt.batch_size
+        q = verify_tokens(profile, k)
+        t = pt.target_tokens_padded or profile.padded_tokens(b * q, b)
+        rows.append((t, b, pt.context_len, pt.target_forward_us, "decode_us" if k == 0 else "verify_us", b * q))
+    return rows
+
+
 FIT_OFF_ITS_POINTS = 2.0  # a target forward's fitted form prices its own points within this factor at the median
 
 
@@ -68,17 +100,13 @@ def check_forward_fit(profile) -> None:
     fit = profile.fits.get("target_forward_us")
     if fit is None or fit.form != "roofline":
         return
-    ratios = []
-    for p in profile.points:
-        k, b = p.num_steps, p.batch_size
-        off = "decode_us" if k == 0 else "verify_us"
-        if p.gpu_bound is False or not p.target_forward_us or off not in fit.params:
-            continue
-        q = 1 if k == 0 else (profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else k + 1)
-        t = p.target_tokens_padded or profile.padded_tokens(b * q, b)
-        touched = experts_touched_frac(profile.target, b * q) if "experts_us" in fit.params else None
-        ratios.append(float(roofline(fit.params, t, b, p.context_len, off, touched=touched)) / p.target_forward_us)
-    if ratios and not 1 / FIT_OFF_ITS_POINTS <= (m := float(np.median(ratios))) <= FIT_OFF_ITS_POINTS:
+    rows = [r for r in forward_rows(profile) if r[4] in fit.params]
+    if not rows:
+        return
+    t, b, c, y, off, n = (np.array([r[i] for r in rows], dtype=object if i == 4 else float) for i in range(6))
+    touched = experts_touched_frac(profile.target, n) if "experts_us" in fit.params else None
+    m = float(np.median(priced(fit.params, t, b, c, off, touched) / y))
+    if not 1 / FIT_OFF_ITS_POINTS <= m <= FIT_OFF_ITS_POINTS:
         raise ValueError(f"fits.target_forward_us: prices the profile's own points {m:.3g}x their measured times at the "
-                         f"median (a fit of them is within a few percent; `specdecsim calibrate engine --from-points` "
+                         "median (a fit of them is within a few percent; `specdecsim calibrate engine --from-points` "
                          "rebuilds it)")

@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.engines.forms import experts_touched_frac, roofline
+from simulator.engines.forms import experts_touched_frac, forward_rows, priced
 from simulator.engines.profile import EnginePoint, EngineProfile, PartFit
 
 
 def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
     """(tokens, batch, context, value, offset name, real tokens) of the points that measured `part` (real: the
     forward's tokens before the CUDA graph's padding)."""
+    if part == "target_forward_us":
+        return forward_rows(profile, points)
     rows = []
     for pt in points:
         if pt.gpu_bound is False:  # a host-bound window's GPU spans hold waits for the host's launches
             continue
         k, b = pt.num_steps, pt.batch_size
-        if part == "target_forward_us" and pt.target_forward_us:
-            q = 1 if k == 0 else (profile.num_draft_tokens if profile.topk > 1 and profile.num_draft_tokens else k + 1)
-            t = pt.target_tokens_padded or profile.padded_tokens(b * q, b)
-            rows.append((t, b, pt.context_len, pt.target_forward_us, "decode_us" if k == 0 else "verify_us", b * q))
-        elif part == "draft_extend_us" and k and pt.draft_extend_us:
+        if part == "draft_extend_us" and k and pt.draft_extend_us:
             t = pt.draft_extend_tokens_padded or profile.padded_tokens(b * (k + 1), b)
             rows.append((t, b, pt.context_len, pt.draft_extend_us, "extend_us", b * (k + 1)))
         elif part == "draft_step_us" and k >= 2 and pt.draft_steps_us:
@@ -55,14 +53,7 @@ def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool,
         names.remove("multi_query_us_per_token" if "multi_query_us_per_token" in names else "kv_us_per_token")
 
     def model(x):
-        p = dict(zip(names, x))
-        out = np.empty(len(rows))
-        for o in offsets:
-            m = off == o
-            if m.any():
-                out[m] = roofline(p, t[m], b[m], c[m], o, multi_token=with_multi,
-                                  touched=None if touched is None else touched[m])
-        return out
+        return priced(dict(zip(names, x)), t, b, c, off, touched, with_multi)
 
     res = least_squares(lambda x: model(x) / y - 1.0, [x0[n] for n in names], bounds=(0.0, np.inf),
                         loss="soft_l1", f_scale=0.02, x_scale="jac", max_nfev=20_000)
