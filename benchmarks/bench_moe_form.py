@@ -27,7 +27,8 @@ from calibration.engines.build import build_profile  # noqa: E402
 from calibration.engines.plans import model_configs  # noqa: E402
 from simulator.costs.engine_native import NativeCosts  # noqa: E402
 from simulator.engines.profile import load_engine_profile  # noqa: E402
-from simulator.evidence.engine_profile_fit import _fit_family, _rows  # noqa: E402
+from simulator.engines.forms import part_rows  # noqa: E402
+from simulator.evidence.engine_profile_fit import _fit_family  # noqa: E402
 from simulator.model_config import shape_fields_from_hf_config  # noqa: E402
 from simulator.profile import data_dir  # noqa: E402
 
@@ -39,7 +40,7 @@ HELD_OUT = 5
 
 def _forms(profile):
     """(dense fit, MoE fit) of the profile's target forward."""
-    rows = _rows(profile.points, "target_forward_us", profile)
+    rows = part_rows(profile, "target_forward_us")
     return (_fit_family(rows, ["decode_us", "verify_us"], True, True),
             _fit_family(rows, ["decode_us", "verify_us"], True, True, moe_target=profile.target))
 

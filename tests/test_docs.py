@@ -190,6 +190,8 @@ def test_the_mla_paths_table_reads_the_queues_points_and_only_vllms_of_that_back
         with pytest.raises(SystemExit, match="points of another engine or MLA backend"):
             mod["measured"](path)  # the fake engine's processes
         for x in lines:
+            if x["kind"] == "point":
+                x["engine"] = "vllm"
             if x["kind"] == "engine":
                 x["info"]["engine"] = "vllm"
                 x["info"]["variant"]["mla_attention_backend"] = backend

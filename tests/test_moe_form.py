@@ -58,7 +58,8 @@ def test_the_moe_fit_recovers_known_costs_and_the_dense_one_cannot():
 
 def _point(k, host):
     return EnginePoint(num_steps=k, batch_size=4, prompt_len=1024, acceptance_rate=0.7, context_len=1100.0,
-                       step_us=10_000.0, mean_accept_length=2.0, accept_length_counts=[1, 1], host_busy_us=host)
+                       step_us=10_000.0, mean_accept_length=2.0 if k else 1.0, accept_length_counts=[1] * (k + 1),
+                       host_busy_us=host)
 
 
 def test_a_profile_whose_speculative_steps_never_measured_their_host_asks_no_speculative_host_fit():

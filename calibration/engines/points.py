@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from simulator.engines.fields import CalibratedEngine
 from simulator.inputs import UserInputError, format_validation_error, load_json_line
 from simulator.schema_base import StrictModel
 
@@ -178,9 +179,16 @@ class RequestPointBody(StrictModel):
         check_counts_and_acceptance(self.repeats, self.num_steps, self.acceptance_rate)
         if self.workload != "closed_batch" and self.num_requests is None:
             raise ValueError(f"num_requests: needed by workload {self.workload} (the requests run in all)")
+        runs = self.batch_size if self.workload == "closed_batch" else self.num_requests
         for r in self.repeats:
             if any(q.num_tokens > self.max_tokens for q in r.requests):
                 raise ValueError(f"repeat {r.repeat_idx}: a request has more tokens than max_tokens {self.max_tokens}")
+            if r.num_requests != runs:
+                raise ValueError(f"repeat {r.repeat_idx}: {r.num_requests} requests, the point's "
+                                 f"{'batch_size' if self.workload == 'closed_batch' else 'num_requests'} says {runs}")
+            if (late := max(q.token_times_us[-1] for q in r.requests if q.token_times_us)) > r.elapsed_us:
+                raise ValueError(f"repeat {r.repeat_idx}: a token at {late:.6g} us, after the run's elapsed_us "
+                                 f"{r.elapsed_us:.6g} (the run lasts until its last token)")
         return self
 
 
@@ -194,7 +202,7 @@ class _Line(StrictModel):
 class PointLine(_Line):
     kind: Literal["point"]
     session: Literal["calibrate", "live"]
-    engine: str = Field(min_length=1, max_length=40)
+    engine: CalibratedEngine
     engine_version: str = Field(max_length=200)
     point: PointBody
     wall_s: float = Field(ge=1e-6, le=1e7, allow_inf_nan=False, description="The point's wall time, s (a measured "
@@ -203,6 +211,37 @@ class PointLine(_Line):
 
 class RequestPointLine(PointLine):
     point: RequestPointBody
+
+
+class EngineModels(BaseModel):
+    """The models an engine process ran (HF config fields), where its line recorded them."""
+
+    model_config = ConfigDict(extra="allow")
+    target: dict | None = None
+    draft: dict | None = None
+
+
+class EngineInfo(BaseModel):
+    """The engine settings an engine line records (`info`), as the profile build reads them; keys beyond these pass."""
+
+    model_config = ConfigDict(extra="allow")
+    engine: CalibratedEngine | None = None
+    engine_version: str | None = Field(None, max_length=200)
+    attention_backend: str | None = Field(None, max_length=200)
+    cudagraph_mode: str | None = Field(None, max_length=200)
+    model_runner: str | None = Field(None, max_length=400)
+    gpu_name: str | None = Field(None, max_length=200)
+    torch_version: str | None = Field(None, max_length=200)
+    cuda_version: str | None = Field(None, max_length=200)
+    async_scheduling: bool | None = None
+    enable_prefix_caching: bool | None = None
+    cudagraph_capture_sizes: list[Annotated[int, Field(ge=1, le=1 << 24)]] | None = Field(None, max_length=4096)
+    hooks: list[str] | None = None
+    notes: list[str] | None = None
+    tp_size: int | None = Field(None, ge=1, le=1024)
+    draft_tp_size: int | None = Field(None, ge=1, le=1024)
+    variant: dict | None = None
+    model: EngineModels | None = None
 
 
 class EngineLine(_Line):
@@ -220,6 +259,12 @@ class EngineLine(_Line):
     @field_validator("info")
     @classmethod
     def _engine_settings_are_counts(cls, info: dict) -> dict:
+        try:
+            EngineInfo.model_validate(info, strict=True)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise ValueError(f"{where}: {first['msg']} (got {first.get('input')!r:.60})") from None
         for key, hi in (("max_num_batched_tokens", 1 << 24), ("max_num_seqs", 1 << 20)):
             v = info.get(key)
             if v is not None and (type(v) is not int or not 0 <= v <= hi):
@@ -318,6 +363,7 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     torn = lines[-1] != ""
     out: list[dict] = []
     steps_of: dict[str, int] = {}
+    engine_of: dict[str, str | None] = {}
     seen: set[tuple[str, str]] = set()
     for i, line in enumerate(lines, start=1):
         if not line.strip():
@@ -342,7 +388,11 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
             raise UserInputError(format_validation_error(f"{path}:{i}", e)) from None
         if kind == "engine":
             steps_of[rec["label"]] = rec["num_steps"]
+            engine_of[rec["label"]] = rec["info"].get("engine")
         elif kind == "point":
+            if (ran := engine_of.get(rec["label"])) is not None and ran != rec["engine"]:
+                raise UserInputError(f"{path}:{i}: engine {rec['engine']!r} in process {rec['label']}, whose engine "
+                                     f"line says info.engine {ran!r}")
             k, key = rec["point"]["num_steps"], (rec["label"], rec["point"]["key"])
             if rec["label"] in steps_of and steps_of[rec["label"]] != k:
                 raise UserInputError(f"{path}:{i}: point.num_steps {k} in process {rec['label']}, which ran "

@@ -36,7 +36,8 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simulator.engines.fields import CalibratedEngine, TopK
-from simulator.engines.forms import ROOFLINE_OFFSETS, SPEC_OFFSETS, check_forward_fit, roofline  # noqa: F401
+from simulator.engines.forms import ROOFLINE_OFFSETS, SPEC_OFFSETS, check_fits, roofline  # noqa: F401
+from simulator.engines.prefill import PrefillFit, chunk_token_pairs, prefill_chunk_tokens  # noqa: F401  (their home)
 from simulator.inputs import read_json
 from simulator.schema_base import StrictModel
 
@@ -45,6 +46,7 @@ NATIVE_PARTS = ("target_forward_us", "sample_us", "draft_extend_us", "draft_step
                 "other_gpu_us", "host_busy_us")
 GPU_BOUND_BLOCKED_FRAC = 0.02  # a window whose host waited on the GPU for more than this share of it was GPU-bound
 Us = Annotated[float, Field(ge=0.0, le=1e9)]
+PART_OVER_STEP = 1.1  # a point's part is at most this times its step's wall time (every shipped point's: at most 1.0x)
 MIN_PART_US = 1.0  # a step, a forward, the sampler or the host's work per step takes at least this (a launch alone does)
 PartUs = Annotated[float, Field(ge=MIN_PART_US, le=1e9, description="1..1e9 us: a GPU forward or a host step "
                                                                     "takes at least a kernel launch.")]
@@ -62,7 +64,9 @@ class EnginePoint(StrictModel):
                                                                "us (1..1e9: a measured step takes time).")
     instrumented_step_us: PartUs | None = Field(None, description="Wall time per step with the CUDA events on.")
     mean_accept_length: float = Field(ge=1.0, le=65.0)
-    accept_length_counts: list[int] = Field(default_factory=list, max_length=65)
+    accept_length_counts: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list, max_length=65, description="Verify steps that accepted 1, 2, ... num_steps + 1 tokens "
+                                                         "(each >= 0; empty: not counted).")
     target_tokens_padded: int | None = Field(None, ge=1, le=2**24)
     draft_extend_tokens_padded: int | None = Field(None, ge=1, le=2**24)
     gpu_bound: bool | None = Field(None, description="The instrumented window's host waited on the GPU.")
@@ -87,7 +91,21 @@ class EnginePoint(StrictModel):
     host_blocked_us: Us | None = None
 
     @model_validator(mode="after")
-    def _draft_steps_take_time(self) -> Self:
+    def _consistent(self) -> Self:
+        k, counts = self.num_steps, self.accept_length_counts
+        if counts and len(counts) != k + 1:
+            raise ValueError(f"accept_length_counts: {len(counts)} counts, num_steps {k} accepts 1..{k + 1} tokens "
+                             f"({k + 1} counts)")
+        if self.mean_accept_length > k + 1 + 1e-9:
+            raise ValueError(f"mean_accept_length {self.mean_accept_length:g}: at most num_steps + 1 = {k + 1}")
+        if self.context_len < self.prompt_len:
+            raise ValueError(f"context_len {self.context_len:g}: below prompt_len {self.prompt_len} (the KV holds the "
+                             "prompt and what was decoded)")
+        step = max(self.step_us, self.instrumented_step_us or 0.0)
+        for name in (*NATIVE_PARTS, "gpu_period_us", "host_pace_us", "host_blocked_us"):
+            if (v := getattr(self, name)) is not None and v > PART_OVER_STEP * step:
+                raise ValueError(f"{name} {v:.6g}: above the step's {step:.6g} us (a part of a step is at most "
+                                 f"{PART_OVER_STEP:g}x its wall time)")
         d = self.draft_steps_us
         if d is not None and (d < MIN_PART_US if self.num_steps >= 2 else d != 0.0 and d < MIN_PART_US):
             raise ValueError(f"draft_steps_us {d:.3g}: {'0 (num_steps 1 has no step after the extend) or ' if self.num_steps < 2 else ''}"
@@ -135,77 +153,6 @@ class PartFit(StrictModel):
         if unknown := sorted(set(self.params) - FIT_PARAMS[self.form]):
             raise ValueError(f"a {self.form} fit has no parameters {unknown}; it holds "
                              f"{', '.join(sorted(FIT_PARAMS[self.form]))}")
-        return self
-
-
-def chunk_token_pairs(tokens: float, cached: float) -> float:
-    """The token pairs a prefill chunk's causal attention computes: each of its `tokens` new tokens attends
-    the `cached` ones and those of the chunk up to itself (PrefillFit's A, per request)."""
-    return tokens * (cached + (tokens + 1) / 2)
-
-
-def prefill_chunk_tokens(serving, fit: "PrefillFit | None") -> int:
-    """The prefill tokens an engine step takes: the scenario's `serving.chunked_prefill_tokens` where it
-    sets one, else the engine's own `max_num_batched_tokens` where its profile measured the prefill (`fit`),
-    else the default."""
-    if fit is not None and "chunked_prefill_tokens" not in serving.model_fields_set:
-        return fit.max_num_batched_tokens
-    return serving.chunked_prefill_tokens
-
-
-class PrefillFit(StrictModel):
-    """The engine's prefill, fitted on its own runs of the prefill alone (simulator.evidence.prefill_fit):
-    a run of prompts chunked into engine steps of at most `max_num_batched_tokens` tokens takes
-    per_run_us + sum over its steps of (per_step_us + per_token_us n + per_token_pair_us A), n the step's
-    prompt tokens and A its attention's token pairs (each token attends the cached ones and those before it);
-    a step of more than `graph_max_tokens` tokens (where set) runs without a CUDA graph and its prefill part
-    is at least `eager_step_us`: per_step_us + max(eager_step_us, per_token_us n + per_token_pair_us A)."""
-
-    speculative: bool = Field(description="Measured with the draft (its prefill over the prompt included) or not.")
-    per_run_us: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
-    per_step_us: float = Field(ge=0.0, le=1e7, allow_inf_nan=False)
-    per_token_us: float = Field(ge=1e-3, le=1e5, allow_inf_nan=False, description=(
-        "us a prompt token, 1e-3..1e5 (a token's prefill takes at least a nanosecond)."))
-    per_token_pair_us: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
-    graph_max_tokens: int = Field(0, ge=0, le=1 << 24, description=(
-        "The most tokens a step runs in a CUDA graph (vLLM's piecewise graphs: its largest capture size), "
-        "0..2^24; a step of more runs without one. 0: no edge (every step priced alike)."))
-    eager_step_us: float = Field(0.0, ge=0.0, le=1e7, allow_inf_nan=False, description=(
-        "A step past graph_max_tokens: its prefill takes at least this long, us, 0..1e7 (the host launching "
-        "the forward kernel by kernel: the step is the larger of this and per_token_us n + per_token_pair_us A)."))
-    max_num_batched_tokens: int = Field(ge=1, le=1 << 24)
-    num_runs: int = Field(ge=1, le=1_000_000)
-    batch_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
-        min_length=1, max_length=4096, description="The batches the runs measured, each 1..1e6.")
-    prompt_lens: list[Annotated[int, Field(ge=1, le=2**27)]] = Field(
-        min_length=1, max_length=4096, description="The prompt lengths they measured, each 1..2^27.")
-    median_abs_error_frac: float = Field(ge=0.0, le=1e6)
-    max_abs_error_frac: float = Field(ge=0.0, le=1e6)
-
-    def step_prefill_us(self, tokens: int, pairs: float, step_tokens: int | None = None,
-                        alongside_us: float = 0.0, decode_forward_us: float = 0.0) -> float:
-        """A step's prefill part, us: per_token_us tokens + per_token_pair_us pairs; where the step's tokens
-        (step_tokens: with the decode tokens it carries; None: these) pass graph_max_tokens, at least
-        eager_step_us less `alongside_us`, the decode step it rides on (the host launching the whole forward
-        kernel by kernel hides the decode's own work up to that time).
-
-        `decode_forward_us` > 0 (serving_engine.mixed_forward 'one'): the prefill and the decode tokens of the
-        step it rides on run as one forward, per_token_us (tokens + decode tokens) + per_token_pair_us pairs,
-        of which the decode step already holds its own forward, decode_forward_us: the prefill part is what
-        that adds, at least 0."""
-        t = self.per_token_us * tokens + self.per_token_pair_us * pairs
-        n = tokens if step_tokens is None else step_tokens
-        if decode_forward_us > 0.0:
-            t = max(0.0, t + self.per_token_us * max(0, n - tokens) - decode_forward_us)
-        if self.graph_max_tokens and n > self.graph_max_tokens:
-            return max(t, self.eager_step_us - alongside_us)
-        return t
-
-    @model_validator(mode="after")
-    def _median_within_max(self) -> Self:
-        if self.median_abs_error_frac > self.max_abs_error_frac:
-            raise ValueError(f"median_abs_error_frac {self.median_abs_error_frac:g} above max_abs_error_frac "
-                             f"{self.max_abs_error_frac:g}: the median is at most the max")
         return self
 
 
@@ -305,7 +252,7 @@ class EngineProfile(StrictModel):
             if fit is not None and max(fit.params.values()) < MIN_FORWARD_US:
                 raise ValueError(f"fits.{name}: every parameter is below {MIN_FORWARD_US:g} us (largest {max(fit.params.values()):.3g}): "
                                  "a part priced at nothing would take no time; at least one parameter must be 1..1e7 us")
-        check_forward_fit(self)
+        check_fits(self)
         if len({f.speculative for f in self.prefill}) != len(self.prefill):
             raise ValueError("prefill: one fit without the draft and one with it at most")
         for i, f in enumerate(self.prefill):

@@ -6,36 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.engines.forms import experts_touched_frac, forward_rows, priced
+from simulator.engines.forms import experts_touched_frac, linear_priced, linear_rows, part_rows, priced
 from simulator.engines.profile import EnginePoint, EngineProfile, PartFit
-
-
-def _rows(points: list[EnginePoint], part: str, profile: EngineProfile):
-    """(tokens, batch, context, value, offset name, real tokens) of the points that measured `part` (real: the
-    forward's tokens before the CUDA graph's padding)."""
-    if part == "target_forward_us":
-        return forward_rows(profile, points)
-    rows = []
-    for pt in points:
-        if pt.gpu_bound is False:  # a host-bound window's GPU spans hold waits for the host's launches
-            continue
-        k, b = pt.num_steps, pt.batch_size
-        if part == "draft_extend_us" and k and pt.draft_extend_us:
-            t = pt.draft_extend_tokens_padded or profile.padded_tokens(b * (k + 1), b)
-            rows.append((t, b, pt.context_len, pt.draft_extend_us, "extend_us", b * (k + 1)))
-        elif part == "draft_step_us" and k >= 2 and pt.draft_steps_us:
-            rows.append((profile.padded_tokens(b * profile.topk, b), b, pt.context_len, pt.draft_steps_us / (k - 1),
-                         "step_us", b * profile.topk))
-        elif part == "sample_us" and pt.sample_us:
-            t = profile.padded_tokens(b * (k + 1), b)
-            rows.append((t, b, 0.0, pt.sample_us, "base_us" if k == 0 else "spec_us", b * (k + 1)))
-    return rows
 
 
 def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool,
                 moe_target: dict | None = None) -> PartFit | None:
-    """The roofline form (simulator.engines.forms) of `rows` (_rows); with `moe_target` (an MoE target's shape
-    fields) its weights term grows with the experts the rows' real tokens touch (`experts_us`)."""
+    """The roofline form (simulator.engines.forms) of `rows` (simulator.engines.forms.part_rows); with `moe_target`
+    (an MoE target's shape fields) its weights term grows with the experts the rows' real tokens touch
+    (`experts_us`)."""
     from scipy.optimize import least_squares
 
     if not rows:
@@ -62,25 +41,22 @@ def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool,
                    median_abs_error_frac=float(np.median(err)), max_abs_error_frac=float(np.max(err)))
 
 
-def _fit_linear(points: list[EnginePoint], part: str, speculative: bool) -> PartFit | None:
-    """part ~ c0 + c_batch b (+ c_batch_steps b num_steps): non-negative least squares."""
+def _fit_linear(points: list[EnginePoint], fit_name: str) -> PartFit | None:
+    """part ~ c0 + c_batch b (+ c_batch_steps b num_steps) over simulator.engines.forms.linear_rows: non-negative
+    least squares on relative residuals."""
     from scipy.optimize import nnls
 
-    pts = [p for p in points if getattr(p, part) is not None and (p.num_steps > 0) == speculative]
-    if not pts:
+    rows = linear_rows(points, fit_name)
+    if not rows:
         return None
-    cols = [np.ones(len(pts)), np.array([p.batch_size for p in pts], float)]
-    names = ["c0_us", "per_request_us"]
-    if speculative:
-        cols.append(np.array([p.batch_size * p.num_steps for p in pts], float))
-        names.append("per_draft_token_us")
-    names, cols = names[:max(1, min(len(names), len(pts)))], cols[:max(1, min(len(cols), len(pts)))]
-    y = np.maximum(np.array([getattr(p, part) for p in pts], float), 1.0)  # a part measured 0 (SGLang's
-    a = np.stack(cols, axis=1) / y[:, None]  # relative residuals              propose overhead) counts as 1 us
-    coef, _ = nnls(a, np.ones(len(pts)))
-    pred = np.stack(cols, axis=1) @ coef
-    err = np.abs(pred / y - 1.0)
-    return PartFit(form="linear", params=dict(zip(names, map(float, coef))), num_points=len(pts),
+    b, k, y = (np.array([r[i] for r in rows], float) for i in range(3))
+    cols = [np.ones(len(rows)), b] + ([b * k] if not fit_name.endswith("_baseline") else [])
+    names = ["c0_us", "per_request_us", "per_draft_token_us"][:len(cols)]
+    names, cols = names[:max(1, min(len(names), len(rows)))], cols[:max(1, min(len(cols), len(rows)))]
+    coef, _ = nnls(np.stack(cols, axis=1) / y[:, None], np.ones(len(rows)))
+    params = dict(zip(names, map(float, coef)))
+    err = np.abs(linear_priced(params, b, k) / y - 1.0)
+    return PartFit(form="linear", params=params, num_points=len(rows),
                    median_abs_error_frac=float(np.median(err)), max_abs_error_frac=float(np.max(err)))
 
 
@@ -111,17 +87,12 @@ def _part_fitters(profile: EngineProfile) -> dict:
     """Each part's fit, not yet run (fit_parts runs them)."""
     pts = profile.points
     return {
-        "target_forward_us": lambda: _fit_family(_rows(pts, "target_forward_us", profile), ["decode_us", "verify_us"],
+        "target_forward_us": lambda: _fit_family(part_rows(profile, "target_forward_us"), ["decode_us", "verify_us"],
                                                  with_kv=True, with_multi=True, moe_target=profile.target),
-        "draft_us": lambda: _fit_family(_rows(pts, "draft_extend_us", profile) + _rows(pts, "draft_step_us", profile),
+        "draft_us": lambda: _fit_family(part_rows(profile, "draft_extend_us") + part_rows(profile, "draft_step_us"),
                                         ["extend_us", "step_us"], with_kv=True, with_multi=False),
-        "sample_us": lambda: _fit_family(_rows(pts, "sample_us", profile), ["base_us", "spec_us"], with_kv=False,
+        "sample_us": lambda: _fit_family(part_rows(profile, "sample_us"), ["base_us", "spec_us"], with_kv=False,
                                          with_multi=False),
-        "propose_overhead_us": lambda: _fit_linear([p.model_copy(update={"propose_us": max(0.0, p.propose_us - (
-            p.draft_extend_us or 0.0) - (p.draft_steps_us or 0.0))}) for p in pts
-            if p.propose_us is not None and p.gpu_bound is not False], "propose_us", True),
-        "other_gpu_us": lambda: _fit_linear([p for p in pts if p.gpu_bound], "other_gpu_us", True),
-        "other_gpu_us_baseline": lambda: _fit_linear([p for p in pts if p.gpu_bound], "other_gpu_us", False),
-        "host_busy_us": lambda: _fit_linear(pts, "host_busy_us", True),
-        "host_busy_us_baseline": lambda: _fit_linear(pts, "host_busy_us", False),
+        **{name: (lambda name=name: _fit_linear(pts, name)) for name in (
+            "propose_overhead_us", "other_gpu_us", "other_gpu_us_baseline", "host_busy_us", "host_busy_us_baseline")},
     }

@@ -1,0 +1,132 @@
+"""An engine profile a user edited or measured badly is refused in one line, not priced: every fitted form against
+the profile's own points (simulator.engines.forms.check_fits), every point's parts against its step
+(EnginePoint._consistent)."""
+
+import json
+
+import pytest
+
+from simulator.engines.profile import EngineProfile
+from simulator.profile import data_dir
+
+PROFILE = "vllm-0.26.0-h200-llama-3.1-8b-eagle3.json"
+
+
+def _raw(name: str = PROFILE) -> dict:
+    return json.loads((data_dir() / "engine_profiles" / name).read_text())
+
+
+def test_every_shipped_profile_passes_its_own_checks():
+    for path in sorted((data_dir() / "engine_profiles").glob("*.json")):
+        EngineProfile.model_validate(json.loads(path.read_text()))
+
+
+@pytest.mark.parametrize("fit, param, value", [
+    ("draft_us", "weights_us", 1e7), ("sample_us", "spec_us", 1e7), ("other_gpu_us", "c0_us", 1e7),
+    ("propose_overhead_us", "c0_us", 1e7), ("host_busy_us", "c0_us", 1e5), ("host_busy_us_baseline", "c0_us", 1e5)])
+def test_a_fit_far_above_its_own_points_is_refused(fit, param, value):
+    raw = _raw()
+    raw["fits"][fit]["params"][param] = value
+    with pytest.raises(ValueError, match=f"fits.{fit}: prices the profile's own points"):
+        EngineProfile.model_validate(raw)
+
+
+def test_a_roofline_fit_far_below_its_own_points_is_refused():
+    raw = _raw()
+    raw["fits"]["draft_us"]["params"] = {k: v / 100 for k, v in raw["fits"]["draft_us"]["params"].items()}
+    with pytest.raises(ValueError, match="fits.draft_us: prices the profile's own points 0.0"):
+        EngineProfile.model_validate(raw)
+
+
+def test_a_host_ten_times_its_points_is_refused():
+    raw = _raw()
+    raw["fits"]["host_busy_us"]["params"] = {k: 10 * v for k, v in raw["fits"]["host_busy_us"]["params"].items()}
+    with pytest.raises(ValueError, match="fits.host_busy_us"):
+        EngineProfile.model_validate(raw)
+
+
+def _first_spec(raw: dict) -> dict:
+    return next(p for p in raw["points"] if p["num_steps"] and p.get("target_forward_us"))
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("target_forward_us", lambda p: 100 * p["target_forward_us"], "target_forward_us .*above the step"),
+    ("host_busy_us", lambda p: 1e8, "host_busy_us .*above the step"),
+    ("accept_length_counts", lambda p: [-5, 3] + [0] * p["num_steps"], "greater than or equal to 0"),
+    ("accept_length_counts", lambda p: [1] * (p["num_steps"] + 3), "counts, num_steps"),
+    ("mean_accept_length", lambda p: p["num_steps"] + 2, "at most num_steps"),
+    ("context_len", lambda p: 5, "below prompt_len")])
+def test_a_point_at_odds_with_itself_is_refused(field, value, says):
+    raw = _raw()
+    pt = _first_spec(raw)
+    pt[field] = value(pt)
+    with pytest.raises(ValueError, match=says):
+        EngineProfile.model_validate(raw)
+
+
+# ---- points files: an engine line's settings, a point's engine, a run's requests ------------------------------------
+E2E = "h100_vllm_0.26.0_e2e/e2e_2026-12-06.jsonl.gz"
+
+
+def _lines(name: str = E2E, n: int = 8) -> list[dict]:
+    import gzip
+    with gzip.open(_runs() / name, "rt") as f:
+        return [json.loads(next(f)) for _ in range(n)]
+
+
+def _runs():
+    from pathlib import Path
+    return Path(__file__).resolve().parents[1] / "data" / "engine_runs"
+
+
+def _read(tmp_path, lines: list[dict]):
+    from calibration.engines.points import read_points_file
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    return read_points_file(path)
+
+
+def test_the_untouched_lines_read(tmp_path):
+    assert len(_read(tmp_path, _lines())) == 8
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("gpu_name", 5, "gpu_name: Input should be a valid string"),
+    ("cudagraph_capture_sizes", "abc", "cudagraph_capture_sizes: Input should be a valid list"),
+    ("variant", "x", "variant: Input should be a valid dictionary"),
+    ("model", {"target": "llama"}, "model.target: Input should be a valid dictionary"),
+    ("notes", 5, "notes: Input should be a valid list"),
+    ("engine", "foo", "engine: Input should be")])
+def test_an_engine_lines_settings_of_the_wrong_type_are_one_line(tmp_path, key, value, says):
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    eng = next(ln for ln in lines if ln["kind"] == "engine")
+    eng["info"][key] = value
+    with pytest.raises(UserInputError, match=f"p.jsonl:{lines.index(eng) + 1}: info: {says}"):
+        _read(tmp_path, lines)
+
+
+def test_a_point_of_another_engine_than_its_process_is_refused(tmp_path):
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    next(ln for ln in lines if ln["kind"] == "engine")["info"]["engine"] = "sglang"
+    with pytest.raises(UserInputError, match="engine 'vllm' in process .* info.engine 'sglang'"):
+        _read(tmp_path, lines)
+    lines[-1]["engine"] = "foo"
+    with pytest.raises(UserInputError, match="engine: Input should be"):
+        _read(tmp_path, lines[-1:])
+
+
+def test_a_run_at_odds_with_its_point_is_refused(tmp_path):
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    pt = next(ln for ln in lines if ln["kind"] == "point" and ln["point"]["workload"] == "closed_batch")
+    late = json.loads(json.dumps(lines))
+    pt["point"]["batch_size"] += 1
+    with pytest.raises(UserInputError, match="requests, the point's batch_size says"):
+        _read(tmp_path, lines)
+    q = next(ln for ln in late if ln["kind"] == "point" and ln["point"]["workload"] == "closed_batch")
+    r = q["point"]["repeats"][0]["requests"][0]
+    r["token_times_us"] = [t * 100 for t in r["token_times_us"]]
+    with pytest.raises(UserInputError, match="after the run's elapsed_us"):
+        _read(tmp_path, late)
