@@ -130,3 +130,14 @@ def test_a_run_at_odds_with_its_point_is_refused(tmp_path):
     r["token_times_us"] = [t * 100 for t in r["token_times_us"]]
     with pytest.raises(UserInputError, match="after the run's elapsed_us"):
         _read(tmp_path, late)
+
+
+@pytest.mark.parametrize("update, says", [
+    ({"per_token_us": 1e5}, "per_token_us 100000: above a whole decode step"),
+    ({"per_token_us": 1e-3, "per_step_us": 0.0, "per_run_us": 0.0, "per_token_pair_us": 0.0, "eager_step_us": 0.0},
+     "a step of its smallest prompt .* below 0.1x a decode step")])
+def test_a_prefill_fit_at_odds_with_the_profiles_decode_is_refused(update, says):
+    raw = _raw("vllm-0.26.0-h100-llama-3.1-8b-eagle3.json")
+    raw["prefill"][0].update(update)
+    with pytest.raises(ValueError, match=says):
+        EngineProfile.model_validate(raw)

@@ -121,3 +121,18 @@ def test_a_host_probe_no_engine_profile_prices_is_said_to_be_unused():
                        ["serving_engine={kind: trtllm, host_probe_us: 5000}"])
     cost = CostModel(sc, load_profile(resolve_profile_path(sc.profile)))
     assert any("serving_engine.host_probe_us not used" in n for n in cost.notes)
+
+
+def test_op_table_knobs_an_engine_profile_prices_over_are_said_to_be_unused():
+    """kernel_efficiency, host_cycle_us and the like set the op tables' prices; where the engine profile prices
+    the scenario they change nothing, and a note says so (they were ignored silently)."""
+    from simulator.costs.forward import CostModel
+    from simulator.profile import load_profile, resolve_profile_path
+    path = ROOT / "scenarios" / "vllm_llama8b_h200.yaml"
+    sc = load_scenario(path, ["serving_engine.kernel_efficiency=20", "serving_engine.host_cycle_us=5"])
+    cost = CostModel(sc, load_profile(resolve_profile_path(sc.profile)))
+    said = [n for n in cost.notes if "not used: the engine profile" in n]
+    assert len(said) == 1 and "kernel_efficiency, serving_engine.host_cycle_us" in said[0]
+    plain = load_scenario(path)
+    assert not any("not used: the engine profile" in n
+                   for n in CostModel(plain, load_profile(resolve_profile_path(plain.profile))).notes)

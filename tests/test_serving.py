@@ -44,6 +44,17 @@ def test_littles_law_on_a_poisson_run():
     assert res.mean_requests_in_system > 1.0
 
 
+def test_a_closed_batch_counts_its_requests_in_the_system_until_the_last_finishes():
+    """Every request arrives at 0: the time average runs to the last finish (Little's law's integral: the
+    requests' time in the system over the run), not over an empty window (0.00 before)."""
+    sc, prof = serving_scenario("serving.num_requests=8", arrivals="closed_batch")
+    rec = run_serving(sc, prof)
+    res = serving_metrics(rec, 0.0, None, None)
+    span_ms = float(np.nanmax(rec.finish_us)) / 1e3
+    assert res.mean_requests_in_system == pytest.approx(8 * res.e2e_latency_ms.mean / span_ms, rel=1e-9)
+    assert 4 < res.mean_requests_in_system <= 8
+
+
 def test_single_request_with_free_prefill_equals_the_steady_closed_form():
     m = 64
     sc, prof = serving_scenario("serving.arrivals.concurrency=1", "serving.num_requests=1",

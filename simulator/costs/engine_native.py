@@ -428,9 +428,10 @@ def _topology(profile: EngineProfile) -> str:
 
 def native_costs(scenario, profile: EngineProfile | None, notes: set[str], op_profile=None) -> NativeCosts | None:
     """`_native_costs`, with a note where the scenario's host probe is left unused (host_speed)."""
-    from simulator.costs.host_speed import note_host_probe_unused
+    from simulator.costs.host_speed import note_host_probe_unused, note_op_table_knobs_unused
     native = _native_costs(scenario, profile, notes, op_profile)
     note_host_probe_unused(scenario, native, notes)
+    note_op_table_knobs_unused(scenario, native, notes)
     return native
 
 

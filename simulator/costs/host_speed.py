@@ -33,3 +33,17 @@ def note_host_probe_unused(scenario, native, notes: set[str]) -> None:
         notes.add(f"{scenario.serving_engine.kind}: serving_engine.host_probe_us not used: it scales an engine "
                   "profile's host work, and no engine profile prices this scenario (the op tables' host times are "
                   "host_cycle_us, host_decode_step_us or the profile's)")
+
+
+OP_TABLE_KNOBS = ("kernel_efficiency", "host_cycle_us", "host_decode_step_us", "host_draft_step_us",
+                  "d2h_syncs_per_cycle", "cuda_graph_max_bs")  # simulator.costs.forward's alone
+
+
+def note_op_table_knobs_unused(scenario, native, notes: set[str]) -> None:
+    """A note where an engine profile prices the scenario (`native`) and the scenario sets serving-engine fields only
+    the op tables read (OP_TABLE_KNOBS): the profile's measured parts stand in their place."""
+    given = [k for k in OP_TABLE_KNOBS if k in scenario.serving_engine.model_fields_set]
+    if native is not None and given:
+        notes.add(f"{scenario.serving_engine.kind}: serving_engine.{', serving_engine.'.join(given)} not used: the "
+                  f"engine profile {native.profile.name} prices every part as measured (these set the op tables' "
+                  "prices)")

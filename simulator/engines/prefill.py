@@ -79,3 +79,35 @@ class PrefillFit(StrictModel):
             raise ValueError(f"median_abs_error_frac {self.median_abs_error_frac:g} above max_abs_error_frac "
                              f"{self.max_abs_error_frac:g}: the median is at most the max")
         return self
+
+
+# a prefill step of the smallest measured prompt costs at least this share of a decode step of batch 1 (every shipped
+# profile's: 1.8-7.2x; the fake engine's 0.15x)
+MIN_PREFILL_OF_DECODE = 0.1
+
+
+def check_prefill(profile) -> None:
+    """Refuse prefill fits at odds with the profile's own decode: a prompt token priced above a whole decode step
+    of batch 1 (a token added to a forward costs less than the forward), or a step of the smallest prompt the fit
+    measured priced below MIN_PREFILL_OF_DECODE of that decode step (a prefill step reads the weights too).
+
+    Raises:
+        ValueError: naming the fit, its price and the decode step's.
+    """
+    from simulator.engines.forms import experts_touched_frac, roofline
+    fit = profile.fits.get("target_forward_us")
+    if fit is None or fit.form != "roofline" or "decode_us" not in fit.params or not profile.prefill:
+        return
+    for i, f in enumerate(profile.prefill):
+        n = min(f.prompt_lens)
+        touched = experts_touched_frac(profile.target, 1) if "experts_us" in fit.params else None
+        decode = float(roofline(fit.params, profile.padded_tokens(1, 1), 1, n, "decode_us", touched=touched))
+        if f.per_token_us > decode:
+            raise ValueError(f"prefill[{i}].per_token_us {f.per_token_us:.6g}: above a whole decode step of batch 1 "
+                             f"({decode:.6g} us, fits.target_forward_us): a token added to a forward costs less "
+                             "than the forward")
+        small = f.per_step_us + f.step_prefill_us(n, n * (n + 1) / 2)
+        if small < MIN_PREFILL_OF_DECODE * decode:
+            raise ValueError(f"prefill[{i}]: a step of its smallest prompt ({n} tokens) priced at {small:.6g} us, "
+                             f"below {MIN_PREFILL_OF_DECODE:g}x a decode step of batch 1 ({decode:.6g} us): a prefill "
+                             "step reads the weights too")

@@ -37,7 +37,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from simulator.engines.fields import CalibratedEngine, TopK
 from simulator.engines.forms import ROOFLINE_OFFSETS, SPEC_OFFSETS, check_fits, roofline  # noqa: F401
-from simulator.engines.prefill import PrefillFit, chunk_token_pairs, prefill_chunk_tokens  # noqa: F401  (their home)
+from simulator.engines.prefill import PrefillFit, check_prefill, chunk_token_pairs, prefill_chunk_tokens  # noqa: F401
 from simulator.inputs import read_json
 from simulator.schema_base import StrictModel
 
@@ -253,6 +253,7 @@ class EngineProfile(StrictModel):
                 raise ValueError(f"fits.{name}: every parameter is below {MIN_FORWARD_US:g} us (largest {max(fit.params.values()):.3g}): "
                                  "a part priced at nothing would take no time; at least one parameter must be 1..1e7 us")
         check_fits(self)
+        check_prefill(self)
         if len({f.speculative for f in self.prefill}) != len(self.prefill):
             raise ValueError("prefill: one fit without the draft and one with it at most")
         for i, f in enumerate(self.prefill):

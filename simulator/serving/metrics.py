@@ -19,7 +19,8 @@ rates per second; percentiles p50/p90/p99 and the mean over requests):
   spec_step_frac: share of decode steps that speculated; mean_accept_length: tokens per request
   per speculative cycle (raw, before truncation at the output length).
 - mean_requests_in_system: time average of (arrived - finished) over [warmup_s, last arrival]
-  (Little's law: = arrival rate x mean e2e latency in steady state).
+  (Little's law: = arrival rate x mean e2e latency in steady state); where every request arrived by
+  warmup_s (a closed batch), over [warmup_s, last finish].
 - num_preemptions: preemptions of measured requests (recompute).
 - baseline_output_tok_per_s / baseline_tpot_ms / speedup: the same workload without speculation,
   when run (speedup = output_tok_per_s / baseline_output_tok_per_s).
@@ -144,6 +145,8 @@ def serving_metrics(rec: ServingRecords, warmup_s: float, ttft_slo_ms: float | N
     spec = rec.step_num_steps > 0
     spec_reqs = rec.step_batch_size[spec].sum()
     t_last_arrival = float(rec.arrival_us.max())
+    if t_last_arrival <= warm_us:  # a closed batch: every request in at the start, the batch draining
+        t_last_arrival = float(np.nanmax(rec.finish_us))
     return ServingResult(
         speculative=rec.speculative,
         num_requests=int(m.sum()),
