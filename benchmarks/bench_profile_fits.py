@@ -1,6 +1,6 @@
 """Every shipped engine profile's fitted forms against the profile's own points: the median of fitted / measured
-over the points each form is fitted on (simulator.engines.forms.check_fits holds a roofline form within 2x, a
-linear one at most 4x above), and its median |error|; the forms below 0.5x are marked.
+over the points each form is fitted on (simulator.engines.forms.check_fits holds each within 2x), and its median
+|error|; the forms below 0.5x are marked.
 
     python benchmarks/bench_profile_fits.py
 """

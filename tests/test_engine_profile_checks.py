@@ -141,3 +141,22 @@ def test_a_prefill_fit_at_odds_with_the_profiles_decode_is_refused(update, says)
     raw["prefill"][0].update(update)
     with pytest.raises(ValueError, match=says):
         EngineProfile.model_validate(raw)
+
+
+def test_the_other_gpu_work_is_fitted_at_its_points_where_some_measured_zero():
+    """The step's other GPU work (the GPU period less its timed parts) is 0 at some SGLang points; fitted on
+    residuals relative to the measured times its form fell to 0.004x its points (the H200 profile, before); relative
+    to its own price it sits at them. A form through points of no scatter is that line exactly."""
+    import numpy as np
+
+    from simulator.engines import forms
+    from simulator.evidence.engine_profile_fit import _fit_linear
+    prof = EngineProfile.model_validate(_raw("sglang-0.5.15-h200-llama-3.1-8b-eagle3.json"))
+    fit = _fit_linear(prof.points, "other_gpu_us")
+    b, k, y = (np.array([r[i] for r in forms.linear_rows(prof.points, "other_gpu_us")], float) for i in range(3))
+    assert (y <= 1.0).sum() >= 10  # points that measured 0 (counted as 1 us)
+    assert 0.5 < float(np.median(forms.linear_priced(fit.params, b, k) / y)) < 2.0
+    exact = [p.model_copy(update={"other_gpu_us": 100.0 + 2.0 * p.batch_size + 0.5 * p.batch_size * p.num_steps})
+             for p in prof.points if p.num_steps and p.gpu_bound]
+    line = _fit_linear(exact, "other_gpu_us").params
+    assert line == pytest.approx({"c0_us": 100.0, "per_request_us": 2.0, "per_draft_token_us": 0.5}, rel=1e-6)
