@@ -19,29 +19,13 @@ from simulator.engines.profile import load_engine_profile  # noqa: E402
 from simulator.profile import data_dir  # noqa: E402
 
 
-def fitted_and_measured(profile, name: str, fit) -> tuple[np.ndarray, np.ndarray] | None:
-    """The form's price and the measured us at each point it is fitted on (None: no such point)."""
-    if fit.form == "linear":
-        rows = forms.linear_rows(profile.points, name)
-        if not rows:
-            return None
-        b, k, y = (np.array([r[i] for r in rows], float) for i in range(3))
-        return forms.linear_priced(fit.params, b, k), y
-    rows = [r for part in forms.ROOFLINE_ROWS.get(name, ()) for r in forms.part_rows(profile, part) if r[4] in fit.params]
-    if not rows:
-        return None
-    t, b, c, y, off, n = (np.array([r[i] for r in rows], dtype=object if i == 4 else float) for i in range(6))
-    touched = forms.experts_touched_frac(profile.target, n) if "experts_us" in fit.params else None
-    return forms.priced(fit.params, t, b, c, off, touched, name == "target_forward_us"), y
-
-
 def main() -> None:
     print("| engine profile | fit | form | points | fitted / measured, median | median abs error | below 0.5x |")
     print("|---|---|---|---:|---:|---:|---|")
     for path in sorted((data_dir() / "engine_profiles").glob("*.json")):
         prof = load_engine_profile(path)
         for name, fit in sorted(prof.fits.items()):
-            got = fitted_and_measured(prof, name, fit)
+            got = forms.fitted_and_measured(prof, name, fit)
             if got is None:
                 continue
             pred, y = got

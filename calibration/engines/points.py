@@ -186,7 +186,7 @@ class RequestPointBody(StrictModel):
             if r.num_requests != runs:
                 raise ValueError(f"repeat {r.repeat_idx}: {r.num_requests} requests, the point's "
                                  f"{'batch_size' if self.workload == 'closed_batch' else 'num_requests'} says {runs}")
-            if (late := max(q.token_times_us[-1] for q in r.requests if q.token_times_us)) > r.elapsed_us:
+            if (late := max((q.token_times_us[-1] for q in r.requests if q.token_times_us), default=0.0)) > r.elapsed_us:
                 raise ValueError(f"repeat {r.repeat_idx}: a token at {late:.6g} us, after the run's elapsed_us "
                                  f"{r.elapsed_us:.6g} (the run lasts until its last token)")
         return self

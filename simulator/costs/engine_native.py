@@ -24,7 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from simulator.costs.engine_carry import EngineCarry, carry_notes, effective_shape, engine_carry_for, measured_shapes
-from simulator.engines.forms import experts_touched_frac, roofline, verify_tokens
+from simulator.engines.forms import experts_touched_frac, linear_priced, roofline, verify_tokens
 from simulator.engines.profile import (EnginePoint, EngineProfile, full_graph_verify, outside_measured,
                                        placement_label, with_capture_sizes)
 
@@ -113,9 +113,7 @@ class NativeCosts:
         fit = self.profile.fits.get(fit_name)
         if fit is None:
             return None
-        p = fit.params
-        v = p.get("c0_us", 0.0) + p.get("per_request_us", 0.0) * batch_size \
-            + p.get("per_draft_token_us", 0.0) * batch_size * num_steps
+        v = linear_priced(fit.params, batch_size, num_steps)
         return lambda c: v
 
     def verify_tokens(self, num_steps: int) -> int:

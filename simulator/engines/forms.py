@@ -127,14 +127,32 @@ def linear_rows(points, fit_name: str) -> list[tuple[int, int, float]]:
     return out
 
 
-def linear_priced(params: dict, batch, num_steps) -> np.ndarray:
-    """A linear form (c0 + per request b + per draft token b num_steps) at arrays of batches and num_steps, us."""
-    b, k = np.asarray(batch, float), np.asarray(num_steps, float)
-    return params.get("c0_us", 0.0) + params.get("per_request_us", 0.0) * b + params.get("per_draft_token_us", 0.0) * b * k
+def linear_priced(params: dict, batch, num_steps):
+    """A linear form (c0 + per request b + per draft token b num_steps) at a batch and num_steps (numbers, or arrays
+    of them), us."""
+    return params.get("c0_us", 0.0) + params.get("per_request_us", 0.0) * batch \
+        + params.get("per_draft_token_us", 0.0) * batch * num_steps
 
 
 FIT_OFF_ITS_POINTS = 2.0  # a fitted form prices its own points within this factor at the median
 FIT_SLACK_US = 50.0  # ... or off by at most this many us (a part of a few us measured, a few more fitted)
+
+
+def fitted_and_measured(profile, name: str, fit) -> tuple[np.ndarray, np.ndarray] | None:
+    """The fitted form `fit` (the profile's fits[name]) at each point it is fitted on, and the points' measured
+    times, us (None: no such point)."""
+    if fit.form == "roofline":
+        rows = [r for part in ROOFLINE_ROWS.get(name, ()) for r in part_rows(profile, part) if r[4] in fit.params]
+        if not rows:
+            return None
+        t, b, c, y, off, n = (np.array([r[i] for r in rows], dtype=object if i == 4 else float) for i in range(6))
+        touched = experts_touched_frac(profile.target, n) if "experts_us" in fit.params else None
+        return priced(fit.params, t, b, c, off, touched, name == "target_forward_us"), y
+    rows = linear_rows(profile.points, name)
+    if not rows:
+        return None
+    b, k, y = (np.array([r[i] for r in rows], float) for i in range(3))
+    return linear_priced(fit.params, b, k), y
 
 
 def check_fits(profile) -> None:
@@ -147,19 +165,9 @@ def check_fits(profile) -> None:
         ValueError: naming the fit and how far off it is.
     """
     for name, fit in profile.fits.items():
-        if fit.form == "roofline":
-            rows = [r for part in ROOFLINE_ROWS.get(name, ()) for r in part_rows(profile, part) if r[4] in fit.params]
-            if not rows:
-                continue
-            t, b, c, y, off, n = (np.array([r[i] for r in rows], dtype=object if i == 4 else float) for i in range(6))
-            touched = experts_touched_frac(profile.target, n) if "experts_us" in fit.params else None
-            pred = priced(fit.params, t, b, c, off, touched, name == "target_forward_us")
-        else:
-            rows = linear_rows(profile.points, name)
-            if not rows:
-                continue
-            b, k, y = (np.array([r[i] for r in rows], float) for i in range(3))
-            pred = linear_priced(fit.params, b, k)
+        if (got := fitted_and_measured(profile, name, fit)) is None:
+            continue
+        pred, y = got
         m = float(np.median(pred / y))
         lo, hi = 1 / FIT_OFF_ITS_POINTS, FIT_OFF_ITS_POINTS
         if not lo <= m <= hi and float(np.median(np.abs(pred - y))) > FIT_SLACK_US:

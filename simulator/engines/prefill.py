@@ -7,6 +7,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
+from simulator.engines.forms import experts_touched_frac, roofline
 from simulator.schema_base import StrictModel
 
 
@@ -94,7 +95,6 @@ def check_prefill(profile) -> None:
     Raises:
         ValueError: naming the fit, its price and the decode step's.
     """
-    from simulator.engines.forms import experts_touched_frac, roofline
     fit = profile.fits.get("target_forward_us")
     if fit is None or fit.form != "roofline" or "decode_us" not in fit.params or not profile.prefill:
         return

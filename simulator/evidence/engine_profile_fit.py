@@ -41,10 +41,13 @@ def _fit_family(rows, offsets: list[str], with_kv: bool, with_multi: bool,
                    median_abs_error_frac=float(np.median(err)), max_abs_error_frac=float(np.max(err)))
 
 
+RELATIVE_TO_FORM = ("other_gpu_us", "other_gpu_us_baseline")  # linear fits on residuals relative to their own price
+
+
 def _fit_linear(points: list[EnginePoint], fit_name: str) -> PartFit | None:
     """part ~ c0 + c_batch b (+ c_batch_steps b num_steps) over simulator.engines.forms.linear_rows: non-negative
-    least squares on residuals relative to the measured times; the step's other GPU work on residuals relative to
-    the form's own price (iteratively reweighted): it is the GPU period less its timed parts, a difference that
+    least squares on residuals relative to the measured times; the step's other GPU work (RELATIVE_TO_FORM) on
+    residuals relative to the form's own price (iteratively reweighted): it is the GPU period less its timed parts, a difference that
     scatters widely and is 0 at some points (SGLang), where residuals relative to the measured times pull the form
     to 0 (the SGLang H200 profiles' sat at 0.001-0.1x their points at the median before)."""
     from scipy.optimize import nnls
@@ -57,7 +60,7 @@ def _fit_linear(points: list[EnginePoint], fit_name: str) -> PartFit | None:
     names = ["c0_us", "per_request_us", "per_draft_token_us"][:len(cols)]
     names, cols = names[:max(1, min(len(names), len(rows)))], cols[:max(1, min(len(cols), len(rows)))]
     a = np.stack(cols, axis=1)
-    if fit_name.startswith("other_gpu_us"):  # relative to the form's own price (module docstring of this function)
+    if fit_name in RELATIVE_TO_FORM:
         coef, _ = nnls(a, y)
         for _ in range(100):
             w = np.maximum(a @ coef, 1.0)
