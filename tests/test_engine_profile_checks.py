@@ -66,6 +66,7 @@ def test_a_point_at_odds_with_itself_is_refused(field, value, says):
 
 # ---- points files: an engine line's settings, a point's engine, a run's requests ------------------------------------
 E2E = "h100_vllm_0.26.0_e2e/e2e_2026-12-06.jsonl.gz"
+CALIBRATE = "h100_vllm_0.26.0_calibrate/calibrate_2026-12-06.jsonl.gz"
 
 
 def _lines(name: str = E2E, n: int = 8) -> list[dict]:
@@ -128,8 +129,42 @@ def test_a_run_at_odds_with_its_point_is_refused(tmp_path):
     q = next(ln for ln in late if ln["kind"] == "point" and ln["point"]["workload"] == "closed_batch")
     r = q["point"]["repeats"][0]["requests"][0]
     r["token_times_us"] = [t * 100 for t in r["token_times_us"]]
+    r.update(ttft_us=r["token_times_us"][0] - r["start_us"], finish_us=r["token_times_us"][-1])
     with pytest.raises(UserInputError, match="after the run's elapsed_us"):
         _read(tmp_path, late)
+
+
+def _closed_run(lines: list[dict]) -> dict:
+    pt = next(ln for ln in lines if ln["kind"] == "point" and ln["point"]["workload"] == "closed_batch"
+              and ln["point"]["num_steps"])
+    return pt["point"]["repeats"][0]
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda r: r["requests"][0].update(ttft_us=r["requests"][0]["ttft_us"] * 2 + 1), "ttft_us .* is not its token times'"),
+    (lambda r: r["requests"][0].update(finish_us=None), "finish_us None is not its token times'"),
+    (lambda r: r.update(num_engine_steps=len(r["steps"]) + 1), "num_engine_steps .* past the run's"),
+    (lambda r: r["steps"][-1].update(tokens=r["steps"][-1]["tokens"] + 5), "steps: their tokens sum to"),
+    (lambda r: r.update(accept_length_counts=[0] * len(r["accept_length_counts"])), "accept_length_counts are all 0")])
+def test_a_request_run_at_odds_with_its_own_steps_is_refused(tmp_path, edit, says):
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    edit(_closed_run(lines))
+    with pytest.raises(UserInputError, match=says):
+        _read(tmp_path, lines)
+
+
+def test_a_context_past_the_targets_positions_is_refused(tmp_path):
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    assert lines[0]["info"]["model"]["target"]["max_position_embeddings"] == 131072
+    lines[1]["point"]["max_tokens"] = 2 ** 20
+    with pytest.raises(UserInputError, match="p.jsonl:2: a context of 1.0.*e\\+06 tokens .* max_position_embeddings 131072"):
+        _read(tmp_path, lines)
+    steady = _lines(CALIBRATE, 2)
+    steady[1]["point"]["repeats"][0]["context_len"] = 2.0 ** 27
+    with pytest.raises(UserInputError, match="p.jsonl:2: a context of 1.34218e\\+08 tokens"):
+        _read(tmp_path, steady)
 
 
 @pytest.mark.parametrize("update, says", [
@@ -160,3 +195,16 @@ def test_the_other_gpu_work_is_fitted_at_its_points_where_some_measured_zero():
              for p in prof.points if p.num_steps and p.gpu_bound]
     line = _fit_linear(exact, "other_gpu_us").params
     assert line == pytest.approx({"c0_us": 100.0, "per_request_us": 2.0, "per_draft_token_us": 0.5}, rel=1e-6)
+
+
+def test_every_committed_points_file_and_serving_record_holds_the_checks():
+    """The invariants above hold on what the engines measured: each committed points file reads, each serving
+    record validates."""
+    from calibration.engines.points import read_points_file
+    from simulator.evidence.live_records import LiveServingRun
+    files = sorted(_runs().glob("*/*.jsonl.gz"))
+    assert len(files) > 20 and sum(len(read_points_file(f)) for f in files) > 2000
+    serving = sorted((_runs().parent / "live" / "h200_serving").glob("*.json"))
+    assert len(serving) == 8
+    for f in serving:
+        LiveServingRun.model_validate_json(f.read_text())

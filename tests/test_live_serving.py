@@ -98,8 +98,19 @@ def test_record_refuses_inconsistent_columns():
     with pytest.raises(ValueError, match="one entry per request"):
         LiveServingRun.model_validate(bad)
     bad = dict(rec, first_token_us=[f + 1e9 for f in rec["first_token_us"]])
-    with pytest.raises(ValueError, match="arrival_us <= first_token_us <= finish_us"):
+    with pytest.raises(ValueError, match="arrival_us <= admit_us <= first_token_us <= finish_us"):
         LiveServingRun.model_validate(bad)
+    late = max(rec["step_end_us"]) + 1e6
+    bad = dict(rec, finish_us=[late] * len(rec["finish_us"]))
+    with pytest.raises(ValueError, match="after the last step's end"):
+        LiveServingRun.model_validate(bad)
+    bad = dict(rec, itl_us=[t * 3 for t in rec["itl_us"]])
+    with pytest.raises(ValueError, match=r"inter-token gaps \(itl_us\) summing to .* finish_us - first_token_us"):
+        LiveServingRun.model_validate(bad)
+    bad = dict(rec, step_accepted=list(rec["step_batch_size"]), speculative=True)
+    if sum(rec["output_tokens"]) - len(rec["output_tokens"]) > sum(rec["step_batch_size"]):
+        with pytest.raises(ValueError, match="step_accepted sums to"):
+            LiveServingRun.model_validate(bad)
     bad = dict(rec, step_batch_size=[99] * len(rec["step_batch_size"]))
     with pytest.raises(ValueError, match="exceeds concurrency"):
         LiveServingRun.model_validate(bad)

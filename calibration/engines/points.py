@@ -149,6 +149,18 @@ class RequestRun(StrictModel):
             if r.token_times_us and r.token_times_us[0] < r.start_us:
                 raise ValueError(f"requests[{i}]: start_us {r.start_us:.6g} after its first token "
                                  f"({r.token_times_us[0]:.6g} us): a request starts before it emits")
+            times = r.token_times_us
+            for name, got, want in (("ttft_us", r.ttft_us, times[0] - r.start_us if times else None),
+                                    ("finish_us", r.finish_us, times[-1] if times else None)):
+                if (got is None) != (want is None) or (got is not None and abs(got - want) > 1e-6 * max(1.0, want)):
+                    raise ValueError(f"requests[{i}]: {name} {got!r} is not its token times' "
+                                     f"({'none' if want is None else f'{want:.6g} us'})")
+        if sum(s.tokens for s in self.steps) != self.num_tokens:
+            raise ValueError(f"steps: their tokens sum to {sum(s.tokens for s in self.steps)}; num_tokens says "
+                             f"{self.num_tokens}")
+        if self.num_engine_steps > len(self.steps):
+            raise ValueError(f"num_engine_steps {self.num_engine_steps}: past the run's {len(self.steps)} steps (the "
+                             "engine's timed steps are some of them)")
         if any(b.t_us < a.t_us for a, b in zip(self.steps, self.steps[1:])):
             raise ValueError("steps: t_us must rise (each step returns after the one before)")
         if self.steps[-1].t_us > self.elapsed_us:
@@ -183,6 +195,9 @@ class RequestPointBody(StrictModel):
         for r in self.repeats:
             if any(q.num_tokens > self.max_tokens for q in r.requests):
                 raise ValueError(f"repeat {r.repeat_idx}: a request has more tokens than max_tokens {self.max_tokens}")
+            if self.num_steps and not sum(r.accept_length_counts) and any(len(q.token_times_us) > 1 for q in r.requests):
+                raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts are all 0; a speculative run counts "
+                                 "the accept length of each decode step after a request's first token")
             if r.num_requests != runs:
                 raise ValueError(f"repeat {r.repeat_idx}: {r.num_requests} requests, the point's "
                                  f"{'batch_size' if self.workload == 'closed_batch' else 'num_requests'} says {runs}")
@@ -350,6 +365,13 @@ def _is_cut(line: str) -> bool:
     return False
 
 
+def _context_reach(point: dict) -> float:
+    """The longest context a point says it ran: a steady window's mean context, or a request's prompt and tokens."""
+    if "workload" in point:
+        return float(point["prompt_len"] + point["max_tokens"])
+    return max(r["context_len"] for r in point["repeats"])
+
+
 def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     """Every line of a points file (plain or .gz), validated; a torn last line is skipped (and
     said in `notes`).
@@ -364,6 +386,7 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     out: list[dict] = []
     steps_of: dict[str, int] = {}
     engine_of: dict[str, str | None] = {}
+    max_pos_of: dict[str, int] = {}
     seen: set[tuple[str, str]] = set()
     for i, line in enumerate(lines, start=1):
         if not line.strip():
@@ -389,7 +412,13 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
         if kind == "engine":
             steps_of[rec["label"]] = rec["num_steps"]
             engine_of[rec["label"]] = rec["info"].get("engine")
+            target = (rec["info"].get("model") or {}).get("target") or {}
+            if type(mp := target.get("max_position_embeddings")) is int and mp > 0:
+                max_pos_of[rec["label"]] = mp
         elif kind == "point":
+            if (mp := max_pos_of.get(rec["label"])) is not None and (reach := _context_reach(rec["point"])) > mp:
+                raise UserInputError(f"{path}:{i}: a context of {reach:.6g} tokens in point {rec['point']['key']}, past "
+                                     f"its process's target max_position_embeddings {mp}")
             if (ran := engine_of.get(rec["label"])) is not None and ran != rec["engine"]:
                 raise UserInputError(f"{path}:{i}: engine {rec['engine']!r} in process {rec['label']}, whose engine "
                                      f"line says info.engine {ran!r}")

@@ -215,9 +215,23 @@ class LiveServingRun(StrictModel):
             raise ValueError(f"step_start_us, {', '.join(per_step)} must have one entry per step (>= 1)")
         if len(self.itl_us) != len(self.itl_request_idx) or any(i >= n for i in self.itl_request_idx):
             raise ValueError("itl_us and itl_request_idx must be as long as each other, indices < requests")
-        for i, (a, f0, f1) in enumerate(zip(self.arrival_us, self.first_token_us, self.finish_us)):
-            if not a <= f0 <= f1:
-                raise ValueError(f"request {i}: needs arrival_us <= first_token_us <= finish_us, got {a}, {f0}, {f1}")
+        for i, (a, d, f0, f1) in enumerate(zip(self.arrival_us, self.admit_us, self.first_token_us, self.finish_us)):
+            if not a <= d <= f0 <= f1:
+                raise ValueError(f"request {i}: needs arrival_us <= admit_us <= first_token_us <= finish_us, got {a}, "
+                                 f"{d}, {f0}, {f1}")
+        if (last := max(self.finish_us)) > max(self.step_end_us) * (1 + 1e-9) + 1.0:
+            raise ValueError(f"a request finishes at {last:.6g} us, after the last step's end ({max(self.step_end_us):.6g}"
+                             " us, step_end_us): a request's last token comes from a step")
+        gaps, spans = np.zeros(n), np.zeros(n)  # each request's gaps and their sum, where a record lists them
+        np.add.at(gaps, self.itl_request_idx, 1.0)
+        np.add.at(spans, self.itl_request_idx, self.itl_us)
+        want = np.array(self.finish_us) - np.array(self.first_token_us)
+        if self.itl_us and (bad := np.flatnonzero((gaps > np.array(self.output_tokens) - 1)
+                                  | (np.abs(spans - want) > 1e-6 * np.maximum(want, 1.0) + 1.0))).size:
+            i = int(bad[0])
+            raise ValueError(f"request {i}: {int(gaps[i])} inter-token gaps (itl_us) summing to {spans[i]:.6g} us; its "
+                             f"{self.output_tokens[i]} tokens allow at most {self.output_tokens[i] - 1}, summing to "
+                             f"finish_us - first_token_us ({want[i]:.6g} us)")
         if any(e < s for s, e in zip(self.step_start_us, self.step_end_us)):
             raise ValueError("a step ends before it starts (step_end_us < step_start_us)")
         if any(b > self.concurrency for b in self.step_batch_size):
@@ -228,6 +242,9 @@ class LiveServingRun(StrictModel):
             if not b <= a <= b * (k + 1):
                 raise ValueError(f"step_accepted[{i}] {a}: each of its {b} decoding requests takes 1..num_steps + 1 "
                                  f"tokens, so {b}..{b * (k + 1)}")
+        if sum(self.step_accepted) < sum(self.output_tokens) - n:
+            raise ValueError(f"step_accepted sums to {sum(self.step_accepted)}: fewer than the {sum(self.output_tokens) - n}"
+                             " tokens the requests took after their first (each from a decode step)")
         want = sc.serving.num_requests
         if want is not None and want != n:
             raise ValueError(f"scenario.serving.num_requests {want}: the record holds {n} requests; the scenario "
