@@ -381,3 +381,103 @@ def test_a_warmup_run_is_refused_where_no_batch_starts_together():
                     num_requests=8, request_rate=2.0, warmup_run_tokens=4)
     assert PointFields(batch_size=4, prompt_len=64, acceptance_rate=0.5, workload="closed_batch", max_tokens=8,
                        warmup_run_tokens=4).warmup_run_tokens == 4
+
+
+class _ThreadedEngine:
+    """A toy engine whose scheduler runs in a thread of its own, as SGLang's does: each iteration (STEP_S of
+    wall time) reads its inbox, then runs one step, a prefill of what it read alone (SGLang's default) or a
+    decode step of the running requests, and puts the step's output in the outbox for `step` to read."""
+
+    STEP_S = 0.002
+    num_steps = 0
+    sends_at_arrival = True
+
+    def __init__(self):
+        import queue
+        import threading
+        import time
+        self.time, self.inbox, self.outbox = time, queue.Queue(), queue.Queue()
+        self.running: dict[str, int] = {}  # request -> tokens still to make
+        self.read_at: dict[str, float] = {}  # request -> when the scheduler read it
+        self.stop, self.n, self.clock = threading.Event(), 0, 0.0
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stop.is_set():
+            new = []
+            while not self.inbox.empty():
+                rid, n = self.inbox.get()
+                self.read_at[rid] = self.start_clock_us()
+                new.append((rid, n))
+            if not new and not self.running:
+                self.time.sleep(0.0001)
+                continue
+            self.time.sleep(self.STEP_S)
+            if new:
+                out = {rid: 1 for rid, _ in new}
+                self.running.update({rid: n - 1 for rid, n in new})
+            else:
+                out = {rid: 1 for rid in self.running}
+                self.running = {r: n - 1 for r, n in self.running.items()}
+            self.running = {r: n for r, n in self.running.items() if n > 0}
+            self.outbox.put((self.start_clock_us(), out))
+
+    def info(self):
+        return None
+
+    def clock_us(self):
+        return self.clock
+
+    def start_clock_us(self):
+        return self.time.perf_counter() * 1e6
+
+    def set_acceptance(self, rate):
+        pass
+
+    def add_requests(self, prompts, max_tokens):
+        ids = []
+        for _ in prompts:
+            rid = f"r{self.n}"
+            self.n += 1
+            self.inbox.put((rid, max_tokens))
+            ids.append(rid)
+        return ids
+
+    def step(self):
+        self.clock, out = self.outbox.get(timeout=10)
+        return out
+
+    def abort(self, ids):
+        pass
+
+    def start_window(self, instrument):
+        pass
+
+    def end_window(self):
+        return []
+
+
+def test_an_engine_scheduling_in_its_own_thread_is_sent_each_poisson_request_at_its_arrival():
+    """SGLang reads its requests in its scheduler's thread: a Poisson run sends each one at its arrival time from
+    a thread of the run's (not at the next step output after it), records the time it was sent as its start, and
+    marks the point `sent: arrival`; the toy engine reads each request within an iteration of its arrival."""
+    from calibration.engines.points import RequestPointBody
+    from calibration.engines.requests_loop import arrival_times_us, sends_at_arrival
+    be = _ThreadedEngine()
+    assert sends_at_arrival(be) and not sends_at_arrival(FakeBackend(2))
+    plan = _plan(workload="poisson", num_requests=20, request_rate=150.0, batch_size=20, max_tokens=6)
+    try:
+        point = measure_requests(be, plan)
+    finally:
+        be.stop.set()
+    rec, arr = point["repeats"][0], arrival_times_us(plan, 0)
+    assert point["sent"] == "arrival" and rec["num_requests"] == 20 and rec["num_tokens"] == 120
+    starts = sorted(r["start_us"] for r in rec["requests"])
+    assert np.all(np.array(starts) >= np.array(arr) - 1.0)
+    assert np.median(np.array(starts) - np.array(arr)) < 1000.0  # sent within a ms of its time, not a step after
+    t0 = min(be.read_at.values())
+    waits = sorted(be.read_at[r] - t0 for r in be.read_at)
+    assert np.median(np.array(waits) - np.array(arr)) < 3000.0  # read by the engine within about an iteration
+    RequestPointBody.model_validate(point)  # the line's schema takes `sent`
+    assert "sent" not in measure_requests(FakeBackend(2, jitter_cv=0.0), plan)

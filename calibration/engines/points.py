@@ -185,6 +185,9 @@ class RequestPointBody(StrictModel):
     repeats: list[RequestRun] = Field(min_length=1, max_length=1000)
     clock: Literal["submit"] | None = Field(None, description="'submit': each run timed from its submission "
                                             "(requests_loop.wall_times_valid); absent in SGLang runs before it")
+    sent: Literal["arrival"] | None = Field(None, description=(
+        "'arrival': a Poisson run's requests sent at their arrival times from a thread of the run's "
+        "(requests_loop.sends_at_arrival); absent: sent at the first step output after it"))
 
     @model_validator(mode="after")
     def _check(self) -> Self:

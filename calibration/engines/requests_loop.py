@@ -9,9 +9,14 @@ run has a start and an end. Two workloads, driven through the same backend inter
 - `closed_loop`: `concurrency` requests in flight, each finished one replaced at once by a new one,
   until `num_requests` have finished (`vllm bench serve --max-concurrency`).
 - `poisson`: `num_requests` requests sent at exponential gaps of mean 1 / `request_rate` (`vllm bench
-  serve --request-rate`), drawn afresh for each repeat (seeded by the point and repeat); a request
-  whose time has come is sent before the next step, and an idle engine waits for the next one. Each
-  request's start is its arrival time, as bench serve times TTFT from its send.
+  serve --request-rate`), drawn afresh for each repeat (seeded by the point and repeat). An engine whose
+  scheduler reads its requests in a thread of its own (`sends_at_arrival`: SGLang) is sent each request
+  at its arrival time by a thread of the run's (`_Sender`), as bench serve's client sends it; its start is
+  the time it was sent. Other engines step in the run's own thread: a request whose time has come is sent
+  before the next step, an idle engine waits for the next one, and its start is its arrival time. Before
+  2026-12-07 SGLang's requests were sent that second way: at the first step output after their arrival,
+  when the scheduler, a batch ahead, mostly read its inbox before the request was in it (one decode step
+  more before each prefill: docs/make_poisson_lag_table.py).
 
 Every repeat gets prompts of its own (fresh random token ids), so an engine's prefix cache never
 serves a repeat from the one before. Per step the run records the wall clock at the step's return,
@@ -24,6 +29,8 @@ latency) and sees where the time between steady decoding and the whole run goes.
 from __future__ import annotations
 
 import bisect
+import threading
+import time
 import zlib
 from dataclasses import asdict, replace
 
@@ -59,14 +66,70 @@ def _wait_until(backend: EngineBackend, t_us: float) -> None:
     if (idle_until := getattr(backend, "idle_until", None)) is not None:
         idle_until(t_us)
         return
-    import time
     time.sleep(max(0.0, t_us - backend.start_clock_us()) / 1e6)
+
+
+class _Sender(threading.Thread):
+    """Sends a Poisson run's requests after the first at their arrival times, from a thread of its own (an
+    engine whose scheduler reads its inbox in its own thread: `sends_at_arrival`); each request is entered
+    in the run's book under `lock` before the engine can answer it, with the time it was sent."""
+
+    def __init__(self, backend: EngineBackend, t0: float, arrivals: list[float], prompts: list[list[int]],
+                 n_tok: int, book: dict, live: set, lock: threading.Lock):
+        super().__init__(daemon=True)
+        self.backend, self.t0, self.arrivals, self.prompts, self.n_tok = backend, t0, arrivals, prompts, n_tok
+        self.book, self.live, self.lock = book, live, lock
+        self.sent = 1  # the first request is the run's own
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for i in range(1, len(self.arrivals)):
+                wait_s = (self.t0 + self.arrivals[i] - self.backend.start_clock_us()) / 1e6
+                if wait_s > 0 and self.stop.wait(wait_s):
+                    return
+                with self.lock:
+                    sent_us = self.backend.start_clock_us() - self.t0
+                    rid = self.backend.add_requests([self.prompts[i]], self.n_tok)[0]
+                    self.book[rid] = dict(start_us=sent_us, times=[], tokens=0)
+                    self.live.add(rid)
+                    self.sent += 1
+        except BaseException as e:  # noqa: BLE001 - raised again in the run's thread
+            self.error = e
 
 
 def _scheduled(backend: EngineBackend) -> dict | None:
     """The tokens the engine's scheduler placed in the step just run, where the backend says."""
     read = getattr(backend, "last_scheduled", None)
     return read() if read is not None else None
+
+
+def sends_at_arrival(backend: EngineBackend) -> bool:
+    """Whether a Poisson run sends each request at its arrival time from a thread of its own: an engine on the
+    host's clock whose scheduler reads its requests in its own thread (SglangBackend.sends_at_arrival)."""
+    return bool(getattr(backend, "sends_at_arrival", False)) and not getattr(backend, "simulated_clock", False)
+
+
+def _book_step(backend: EngineBackend, out: dict[str, int], t0: float, req: dict, live: set, counts: list[int],
+               steps: list[dict], n_tok: int) -> tuple[float, list[str]]:
+    """Enter one step's output in the run's book: each request's tokens and emission time, the accept lengths
+    of decode steps, the step's record; the requests it finished leave `live`. Returns (its time, those)."""
+    now, k, tokens = backend.clock_us() - t0, backend.num_steps, 0
+    for rid, n in out.items():
+        q = req.get(rid)
+        if q is None or n <= 0:
+            continue
+        q["tokens"] += n
+        q["times"].append(now)
+        tokens += n
+        if q["times"][1:] and 1 <= n <= k + 1:  # a decode step's tokens: its accept length
+            counts[n - 1] += 1
+    steps.append(dict(t_us=now, emitted=sum(1 for n in out.values() if n > 0), tokens=tokens,
+                      running=len(live), scheduled=_scheduled(backend)))
+    done = [r for r in live if req[r]["tokens"] >= n_tok]
+    live.difference_update(done)
+    return now, done
 
 
 def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab_size: int | None = None) -> dict:
@@ -96,8 +159,24 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
     req = {r: dict(start_us=0.0, times=[], tokens=0) for r in ids}
     live = set(ids)
     steps = []
+    lock = threading.Lock()
+    sender = None
+    if poisson and sends_at_arrival(backend):
+        sender = _Sender(backend, t0, arrivals, prompts, n_tok, req, live, lock)
+        sender.start()
     try:
         for _ in range(MAX_RUN_STEPS):
+            if sender is not None:  # requests come at their times from the sender: wait for one in flight
+                while not live and sender.is_alive():
+                    time.sleep(0.0002)
+                if sender.error is not None:
+                    raise sender.error
+                if not live:
+                    break
+                out = backend.step()
+                with lock:  # a request the sender put in is in the book before its first output is read
+                    _book_step(backend, out, t0, req, live, counts, steps, n_tok)
+                continue
             if poisson and added < total:  # send what has arrived; an idle engine waits for the next
                 if not live:
                     _wait_until(backend, t0 + arrivals[added])
@@ -111,22 +190,7 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
                     added += due
             if not live:
                 break
-            out = backend.step()
-            now = backend.clock_us() - t0
-            tokens = 0
-            for rid, n in out.items():
-                q = req.get(rid)
-                if q is None or n <= 0:
-                    continue
-                q["tokens"] += n
-                q["times"].append(now)
-                tokens += n
-                if q["times"][1:] and 1 <= n <= k + 1:  # a decode step's tokens: its accept length
-                    counts[n - 1] += 1
-            steps.append(dict(t_us=now, emitted=sum(1 for n in out.values() if n > 0), tokens=tokens,
-                              running=len(live), scheduled=_scheduled(backend)))
-            done = [r for r in live if req[r]["tokens"] >= n_tok]
-            live.difference_update(done)
+            now, done = _book_step(backend, backend.step(), t0, req, live, counts, steps, n_tok)
             refill = min(len(done), total - added) if plan.workload == "closed_loop" else 0
             if refill:
                 new = backend.add_requests(prompts[added:added + refill], n_tok)
@@ -138,6 +202,9 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
             raise RuntimeError(f"{plan.key}: {len(live)} requests unfinished after {MAX_RUN_STEPS} engine steps")
         elapsed = backend.clock_us() - t0
     finally:
+        if sender is not None:
+            sender.stop.set()
+            sender.join()
         window = backend.end_window()
         backend.abort(sorted(live))  # only unfinished ones (none after a run that ended): SglangBackend.abort
     host = [s for s in window if s.host_period_us is not None]
@@ -167,10 +234,12 @@ def measure_requests(backend: EngineBackend, plan: PointPlan, vocab_size: int | 
     return dict(key=plan.key, workload=plan.workload, num_steps=k, batch_size=plan.batch_size,
                 prompt_len=plan.prompt_len, acceptance_rate=plan.acceptance_rate if k else None,
                 max_tokens=plan.max_tokens, concurrency=plan.concurrency, num_requests=plan.num_requests,
-                plan=asdict(plan), repeats=repeats, clock=CLOCK_FROM_SUBMIT)
+                plan=asdict(plan), repeats=repeats, clock=CLOCK_FROM_SUBMIT,
+                **({"sent": SENT_AT_ARRIVAL} if plan.workload == "poisson" and sends_at_arrival(backend) else {}))
 
 
 CLOCK_FROM_SUBMIT = "submit"  # a point's runs timed from their submission (backend.start_clock_us)
+SENT_AT_ARRIVAL = "arrival"  # a Poisson point's requests sent at their arrival times by the run's sender thread
 
 
 def wall_times_valid(line: dict) -> bool:

@@ -71,6 +71,7 @@ class SglangBackend(RecordingWindow):
     TP group one rank's scheduler (rank 0 is driven; the others `serve`)."""
 
     spmd = False
+    sends_at_arrival = True  # its scheduler reads the inbox in its own thread: a Poisson run sends at arrival
 
     def __init__(self, target_dir: Path, draft_dir: Path | None, num_steps: int, *, max_model_len: int,
                  max_num_seqs: int, mem_fraction_static: float, topk: int = 1, num_draft_tokens: int | None = None,
