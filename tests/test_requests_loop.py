@@ -72,8 +72,8 @@ def test_a_run_starts_its_clock_when_it_submits_not_at_the_last_output_before():
 
 
 class _RecordsAborts(FakeBackend):
-    """An engine that remembers what it was asked to abort; aborting a finished request fails, as it
-    stopped SGLang 0.5.15's scheduler (an IndexError, twice in the 2026-12-07 H100 campaign)."""
+    """An engine that remembers what it was asked to abort; aborting a finished request fails (a run aborts
+    its unfinished requests only)."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)

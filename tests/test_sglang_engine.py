@@ -278,3 +278,31 @@ def test_host_paced_sglang_spans_are_kept_and_busy_ones_scaled():
     assert ep.target_forward_us == pytest.approx(inst["target_forward_us"])
     busy = engine_point(point("calibrate_s3", 64), "sglang")
     assert busy.gpu_bound and busy.gpu_parts_scale is not None and 0.9 < busy.gpu_parts_scale < 1.1
+
+
+def test_the_blocked_time_hook_keeps_its_window_when_the_runner_starts_the_next():
+    """SGLang's scheduler thread waits in `process_batch_result_decode` for a step's output copy while the runner's
+    thread may close the window and start the next (a run's last step, a batch ahead): the hook adds the wait to
+    the window it began in, and never reads the new, empty one (an IndexError that stopped the scheduler 5 times
+    on 2026-12-07)."""
+    from calibration.engines.backends.sglang import note_blocked
+
+    class Backend:
+        _recording = True
+        _steps = [{"host_t": 0.0}]
+
+    be = Backend()
+    first = be._steps
+
+    class Copy:
+        def synchronize(self):  # the runner's thread meanwhile: end_window, then start_window of the next run
+            be._steps = []
+
+    class Result:
+        copy_done = Copy()
+
+    note_blocked(be, Result())
+    assert "blocked_s" in first[-1] and first[-1]["blocked_s"] >= 0.0 and be._steps == []
+    note_blocked(be, Result())  # an empty window: nothing to add to
+    be._recording = False
+    note_blocked(be, Result())

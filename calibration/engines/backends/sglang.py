@@ -66,6 +66,20 @@ class _Control:
         self.what, self.value = what, value
 
 
+def note_blocked(backend, result) -> None:
+    """In SGLang's `process_batch_result_decode` (the scheduler's thread): the time the host waits for the step's
+    output copy, added to the window's last step. The window's list is taken before the wait: the runner's thread
+    may close the window and start the next one while this thread waits (a run's last steps, a batch ahead), and
+    before 2026-12-07 the hook then read the new, empty list and stopped the scheduler with an IndexError (5 times
+    in the queue sglang-h100-requests-warm, campaign_warm_2026-12-07.log.gz)."""
+    steps = backend._steps
+    if not backend._recording or not steps or getattr(result, "copy_done", None) is None:
+        return
+    t0 = time.perf_counter()
+    result.copy_done.synchronize()
+    steps[-1]["blocked_s"] = steps[-1].get("blocked_s", 0.0) + time.perf_counter() - t0
+
+
 class SglangBackend(RecordingWindow):
     """One SGLang scheduler (a target, and an EAGLE-3 draft with `num_steps` when > 0), in process; in a
     TP group one rank's scheduler (rank 0 is driven; the others `serve`)."""
@@ -222,10 +236,7 @@ class SglangBackend(RecordingWindow):
         backend = self
 
         def process_batch_result_decode(proc, batch, result, *args, **kwargs):
-            if backend._recording and backend._steps and getattr(result, "copy_done", None) is not None:
-                t0 = time.perf_counter()
-                result.copy_done.synchronize()
-                backend._steps[-1]["blocked_s"] = backend._steps[-1].get("blocked_s", 0.0) + time.perf_counter() - t0
+            note_blocked(backend, result)
             return orig_decode(proc, batch, result, *args, **kwargs)
         cls.process_batch_result_decode = process_batch_result_decode
         self._info.hooks.append("host_blocked")
@@ -345,9 +356,10 @@ class SglangBackend(RecordingWindow):
 
     def _ev(self, name: str):
         def hook(args, kwargs, out=None):
-            if not self._instrument or not self._steps or "ev" not in self._steps[-1]:
+            steps = self._steps  # this window's list: the runner's thread may start a new one meanwhile
+            if not self._instrument or not steps or "ev" not in steps[-1]:
                 return
-            evs = self._steps[-1]["ev"]
+            evs = steps[-1]["ev"]
             if name in evs:  # the first forward of the step only (a prefill inside a step is not one)
                 return
             ev = self._torch.cuda.Event(enable_timing=True)
@@ -357,13 +369,14 @@ class SglangBackend(RecordingWindow):
 
     def _on_forward_done(self, args, kwargs, out) -> None:
         self._ev("fwd1")(args, kwargs, out)
-        if not self._steps or "tokens" in self._steps[-1]:
+        steps = self._steps
+        if not steps or "tokens" in steps[-1]:
             return
         graphs = getattr(self.sched.tp_worker.model_runner, "decode_cuda_graph_runner", None)
         if getattr(out, "can_run_graph", False) and graphs is not None and getattr(graphs, "bs", None):
-            self._steps[-1]["tokens"] = int(graphs.bs) * self.num_draft_tokens
+            steps[-1]["tokens"] = int(graphs.bs) * self.num_draft_tokens
         else:
-            self._steps[-1]["tokens"] = None
+            steps[-1]["tokens"] = None
 
     # ---- EngineBackend -----------------------------------------------------------------------
     def info(self) -> EngineInfo:
@@ -426,10 +439,10 @@ class SglangBackend(RecordingWindow):
         """Abort these (unfinished) requests, then read outputs until the scheduler holds no request.
 
         Never given a finished request's rid: before 2026-12-07 a request-level run aborted all of its
-        requests, finished ones too, and SGLang's scheduler stopped twice with an IndexError after such
-        aborts (each time on a run that followed a run of the prefill alone), and every run waited 0.5 s
-        here for outputs a finished request never sends (the idle time that was then counted into the
-        next run's wall time)."""
+        requests, finished ones too, and every run waited 0.5 s here for outputs a finished request never
+        sends (the idle time that was then counted into the next run's wall time). The two IndexErrors that
+        stopped SGLang's scheduler in that campaign were put down to those aborts; they came back without
+        them, and the place then recorded is this backend's own hook (`note_blocked`, fixed)."""
         from sglang.srt.managers.io_struct import AbortReq
         for rid in request_ids:
             self._inbox.put(AbortReq(rid=rid))
