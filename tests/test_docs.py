@@ -141,9 +141,12 @@ def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only
     ("data/engine_runs/h100_vllm_0.26.0_moe_uniform/rank_uniform_e2e_2026-12-07.jsonl.gz", "--engine-profile",
      "vllm-0.26.0-h100-qwen3-30b-a3b-eagle3-uniform-routing", "--models", "qwen3-235b-a22b-tp8-rank",
      "eagle3-qwen3-235b-a22b-tp8-rank"),
-    ("--engine-profile", "vllm-0.26.0-h200-llama-3.1-8b-eagle3")],
+    ("--engine-profile", "vllm-0.26.0-h200-llama-3.1-8b-eagle3"),
+    (SGLANG_RUNS + "warm_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h200-llama-3.1-8b-eagle3"),
+    (SGLANG_RUNS + "moe_warm_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h200-qwen3-30b-a3b-eagle3",
+     "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b")],
     ids=["sglang-h200-to-h100", "moe-h200-to-h100", "llama-to-qwen3", "vllm-llama-to-qwen3", "vllm-moe-to-235b-rank",
-         "vllm-moe-uniform-to-235b-rank", "vllm-h200-to-h100"])
+         "vllm-moe-uniform-to-235b-rank", "vllm-h200-to-h100", "sglang-h200-to-h100-warm", "moe-h200-to-h100-warm"])
 def test_the_request_level_carry_tables_are_in_the_transfer_doc(args, monkeypatch, capsys):
     """docs/engines/transfer.md's carries checked on SGLang's request-level runs of the H100: the H200 profiles
     (dense, MoE) carried to the H100, and the Llama-3.1-8B profile carried to Qwen3-8B's shape."""
