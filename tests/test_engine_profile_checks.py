@@ -134,6 +134,13 @@ def test_a_run_at_odds_with_its_point_is_refused(tmp_path):
         _read(tmp_path, late)
 
 
+def _all_tokens_in_the_last_step(run: dict) -> None:
+    total = sum(x["tokens"] for x in run["steps"])
+    for x in run["steps"]:
+        x["tokens"] = 0
+    run["steps"][-1]["tokens"] = total
+
+
 def _closed_run(lines: list[dict]) -> dict:
     pt = next(ln for ln in lines if ln["kind"] == "point" and ln["point"]["workload"] == "closed_batch"
               and ln["point"]["num_steps"])
@@ -145,7 +152,12 @@ def _closed_run(lines: list[dict]) -> dict:
     (lambda r: r["requests"][0].update(finish_us=None), "finish_us None is not its token times'"),
     (lambda r: r.update(num_engine_steps=len(r["steps"]) + 1), "num_engine_steps .* past the run's"),
     (lambda r: r["steps"][-1].update(tokens=r["steps"][-1]["tokens"] + 5), "steps: their tokens sum to"),
-    (lambda r: r.update(accept_length_counts=[0] * len(r["accept_length_counts"])), "accept_length_counts are all 0")])
+    (lambda r: r.update(accept_length_counts=[0] * len(r["accept_length_counts"])), "accept_length_counts are all 0"),
+    (lambda r: r.update(accept_length_counts=[0] * (len(r["accept_length_counts"]) - 1) + [10 ** 12]),
+     "accept_length_counts sum to .* past the requests'"),
+    (lambda r: r["steps"][5].update(emitted=9999), r"steps\[5\]: 9999 requests emitting"),
+    (lambda r: r.update(elapsed_us=1e12), "elapsed_us 1e\\+12: the run lasts until its last step"),
+    (lambda r: _all_tokens_in_the_last_step(r), r"steps\[\d+\]: 0 tokens to \d+ requests")])
 def test_a_request_run_at_odds_with_its_own_steps_is_refused(tmp_path, edit, says):
     from simulator.inputs import UserInputError
     lines = _lines()
@@ -154,13 +166,44 @@ def test_a_request_run_at_odds_with_its_own_steps_is_refused(tmp_path, edit, say
         _read(tmp_path, lines)
 
 
+def test_a_request_without_its_tokens_or_a_closed_batch_sent_at_arrival_is_refused(tmp_path):
+    """A run ends when each request has max_tokens tokens (one with none made the bench's records a traceback), and
+    `sent` is a Poisson run's word."""
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    run = _closed_run(lines)
+    q = run["requests"][0]
+    gone = q["num_tokens"]
+    q.update(num_tokens=0, token_times_us=[], ttft_us=None, finish_us=None)
+    run["num_tokens"] -= gone
+    for x in run["steps"]:  # the steps' tokens less the request's, each step keeping one a request it emitted to
+        take = min(x["tokens"] - x["emitted"], gone)
+        x["tokens"] -= take
+        gone -= take
+    assert gone == 0
+    with pytest.raises(UserInputError, match="p.jsonl:2: point.repeats.0: accept_length_counts sum to .* past"):
+        _read(tmp_path, lines)
+    lines = _lines()
+    next(ln for ln in lines if ln["kind"] == "point")["point"]["max_tokens"] += 1
+    with pytest.raises(UserInputError, match="a request has other than max_tokens"):
+        _read(tmp_path, lines)
+    lines = _lines()
+    next(ln for ln in lines if ln["kind"] == "point")["point"]["sent"] = "arrival"
+    with pytest.raises(UserInputError, match="sent: 'arrival' is a Poisson run's"):
+        _read(tmp_path, lines)
+
+
 def test_a_context_past_the_targets_positions_is_refused(tmp_path):
     from simulator.inputs import UserInputError
     lines = _lines()
     assert lines[0]["info"]["model"]["target"]["max_position_embeddings"] == 131072
-    lines[1]["point"]["max_tokens"] = 2 ** 20
-    with pytest.raises(UserInputError, match="p.jsonl:2: a context of 1.0.*e\\+06 tokens .* max_position_embeddings 131072"):
+    lines[0]["info"]["model"]["target"]["max_position_embeddings"] = 1000
+    with pytest.raises(UserInputError, match="p.jsonl:2: a context of .* tokens in point .* max_position_embeddings 1000"):
         _read(tmp_path, lines)
+    for bad in (0, "lots", 100.0):
+        lines[0]["info"]["model"]["target"]["max_position_embeddings"] = bad
+        with pytest.raises(UserInputError, match="p.jsonl:1: info.model.target.max_position_embeddings .* a whole number"):
+            _read(tmp_path, lines)
     steady = _lines(CALIBRATE, 2)
     steady[1]["point"]["repeats"][0]["context_len"] = 2.0 ** 27
     with pytest.raises(UserInputError, match="p.jsonl:2: a context of 1.34218e\\+08 tokens"):

@@ -107,6 +107,17 @@ def test_record_refuses_inconsistent_columns():
     bad = dict(rec, itl_us=[t * 3 for t in rec["itl_us"]])
     with pytest.raises(ValueError, match=r"inter-token gaps \(itl_us\) summing to .* finish_us - first_token_us"):
         LiveServingRun.model_validate(bad)
+    zero = dict(rec, arrival_us=[0.0] * len(rec["arrival_us"]), admit_us=[0.0] * len(rec["arrival_us"]),
+                first_token_us=[0.0] * len(rec["arrival_us"]), finish_us=[0.0] * len(rec["arrival_us"]),
+                itl_us=[0.0] * len(rec["itl_us"]))
+    with pytest.raises(ValueError, match="tokens, all at 0 us"):
+        LiveServingRun.model_validate(zero)
+    swapped = dict(rec, step_start_us=list(reversed(rec["step_start_us"])))
+    with pytest.raises(ValueError, match="steps run one after another"):
+        LiveServingRun.model_validate(swapped)
+    long = dict(rec, step_end_us=rec["step_end_us"][:-1] + [1e12])
+    with pytest.raises(ValueError, match="after the last request finished"):
+        LiveServingRun.model_validate(long)
     bad = dict(rec, step_accepted=list(rec["step_batch_size"]), speculative=True)
     if sum(rec["output_tokens"]) - len(rec["output_tokens"]) > sum(rec["step_batch_size"]):
         with pytest.raises(ValueError, match="step_accepted sums to"):

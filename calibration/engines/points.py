@@ -38,6 +38,9 @@ def check_counts_and_acceptance(repeats, num_steps: int, acceptance_rate: float 
         raise ValueError("acceptance_rate is given for speculative points (num_steps >= 1) only")
 
 
+RUN_END_SLACK_FRAC, RUN_END_SLACK_US = 0.01, 1000.0  # a request run's clock read after its last step (vLLM: <= 0.2 ms)
+
+
 class RepeatLine(StrictModel):
     """One timed window of a point."""
 
@@ -163,9 +166,20 @@ class RequestRun(StrictModel):
                              "engine's timed steps are some of them)")
         if any(b.t_us < a.t_us for a, b in zip(self.steps, self.steps[1:])):
             raise ValueError("steps: t_us must rise (each step returns after the one before)")
-        if self.steps[-1].t_us > self.elapsed_us:
-            raise ValueError(f"elapsed_us {self.elapsed_us:.6g}: before the last step returned ({self.steps[-1].t_us:.6g} "
-                             "us); the run lasts until its last step")
+        last = self.steps[-1].t_us
+        if not last <= self.elapsed_us <= last * (1 + RUN_END_SLACK_FRAC) + RUN_END_SLACK_US:
+            raise ValueError(f"elapsed_us {self.elapsed_us:.6g}: the run lasts until its last step returned "
+                             f"({last:.6g} us)")
+        decodes = sum(max(0, len(q.token_times_us) - 1) for q in self.requests)
+        counts = self.accept_length_counts
+        if sum(counts) > decodes or sum(n * c for n, c in enumerate(counts, start=1)) > self.num_tokens:
+            raise ValueError(f"accept_length_counts sum to {sum(counts)} accept lengths of "
+                             f"{sum(n * c for n, c in enumerate(counts, start=1))} tokens: past the requests' {decodes} "
+                             f"emissions after their first, or their {self.num_tokens} tokens")
+        for j, st in enumerate(self.steps):
+            if not st.emitted <= st.running <= self.num_requests:
+                raise ValueError(f"steps[{j}]: {st.emitted} requests emitting, {st.running} running: emitting <= running "
+                                 f"<= the run's {self.num_requests} requests")
         return self
 
 
@@ -192,12 +206,20 @@ class RequestPointBody(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> Self:
         check_counts_and_acceptance(self.repeats, self.num_steps, self.acceptance_rate)
+        if self.sent is not None and self.workload != "poisson":
+            raise ValueError(f"sent: {self.sent!r} is a Poisson run's (how its requests were sent); workload is "
+                             f"{self.workload}")
         if self.workload != "closed_batch" and self.num_requests is None:
             raise ValueError(f"num_requests: needed by workload {self.workload} (the requests run in all)")
         runs = self.batch_size if self.workload == "closed_batch" else self.num_requests
         for r in self.repeats:
-            if any(q.num_tokens > self.max_tokens for q in r.requests):
-                raise ValueError(f"repeat {r.repeat_idx}: a request has more tokens than max_tokens {self.max_tokens}")
+            if any(q.num_tokens != self.max_tokens for q in r.requests):
+                raise ValueError(f"repeat {r.repeat_idx}: a request has other than max_tokens {self.max_tokens} tokens "
+                                 "(a run ends when each of its requests has them)")
+            for j, st in enumerate(r.steps):
+                if not st.emitted <= st.tokens <= st.emitted * (self.num_steps + 1):
+                    raise ValueError(f"repeat {r.repeat_idx}: steps[{j}]: {st.tokens} tokens to {st.emitted} requests; "
+                                     f"each takes 1..num_steps + 1 ({self.num_steps + 1}) in a step")
             if self.num_steps and not sum(r.accept_length_counts) and any(len(q.token_times_us) > 1 for q in r.requests):
                 raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts are all 0; a speculative run counts "
                                  "the accept length of each decode step after a request's first token")
@@ -416,7 +438,10 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
             steps_of[rec["label"]] = rec["num_steps"]
             engine_of[rec["label"]] = rec["info"].get("engine")
             target = (rec["info"].get("model") or {}).get("target") or {}
-            if type(mp := target.get("max_position_embeddings")) is int and mp > 0:
+            if (mp := target.get("max_position_embeddings")) is not None:
+                if type(mp) is not int or not 1 <= mp <= 2**27:
+                    raise UserInputError(f"{path}:{i}: info.model.target.max_position_embeddings {mp!r}: a whole number "
+                                         f"1..{2**27} (the target's longest context)")
                 max_pos_of[rec["label"]] = mp
         elif kind == "point":
             if (mp := max_pos_of.get(rec["label"])) is not None and (reach := _context_reach(rec["point"])) > mp:

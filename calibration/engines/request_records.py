@@ -19,11 +19,13 @@ import datetime as dt
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
 from calibration.engines.build import engine_lines
 from calibration.engines.records import point_scenario
 from simulator.evidence.live_records import LiveServingRun
 from simulator.hardware import default_catalog
+from simulator.inputs import UserInputError, format_validation_error
 from simulator.profile import HardwareInfo
 from simulator.serving.metrics import serving_metrics, users_decode_tok_per_s  # noqa: F401 (re-exported)
 from simulator.serving.scheduler import ServingRecords
@@ -133,11 +135,16 @@ def request_records(paths: list[Path], target: dict, draft: dict, engine_profile
                                 cuda_version=inf.get("cuda_version") or None)
         for rep in pt["repeats"]:
             cols = _columns(rep, pt["prompt_len"], k)
-            rec = LiveServingRun(
-                scenario=sc or scenario(rep), speculative=bool(k), warmup_cycles=0, result=_result(cols, bool(k)), hardware=hardware,
-                created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                command_line=f"specdecsim live --engine {eng} (engine process {ln['label']}, point {pt['key']})",
-                **cols)
+            try:
+                rec = LiveServingRun(
+                    scenario=sc or scenario(rep), speculative=bool(k), warmup_cycles=0, result=_result(cols, bool(k)),
+                    hardware=hardware, created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    command_line=f"specdecsim live --engine {eng} (engine process {ln['label']}, point {pt['key']})",
+                    **cols)
+            except ValidationError as e:  # a run the points file's own checks passed, at odds as a serving record
+                raise UserInputError(format_validation_error(
+                    f"{', '.join(map(str, paths))}: process {ln['label']}, point {pt['key']}, run {rep['repeat_idx']}",
+                    e)) from None
             out.append((f"{ln['label']}_{pt['key']}_r{rep['repeat_idx']}.json", rec))
     return out
 

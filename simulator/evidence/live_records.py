@@ -219,6 +219,16 @@ class LiveServingRun(StrictModel):
             if not a <= d <= f0 <= f1:
                 raise ValueError(f"request {i}: needs arrival_us <= admit_us <= first_token_us <= finish_us, got {a}, "
                                  f"{d}, {f0}, {f1}")
+        for i, (f0, f1, out) in enumerate(zip(self.first_token_us, self.finish_us, self.output_tokens)):
+            if out > 1 and not f1 > f0:
+                raise ValueError(f"request {i}: {out} tokens, all at {f0:.6g} us: a request's tokens after its first "
+                                 "come from later steps (finish_us > first_token_us)")
+        if any(b < a for a, b in zip(self.step_start_us, self.step_start_us[1:])) or any(
+                nxt < end - 1.0 for end, nxt in zip(self.step_end_us, self.step_start_us[1:])):
+            raise ValueError("steps run one after another: each step_start_us at or after the step before's end")
+        if max(self.step_end_us) > max(self.finish_us) * (1 + 1e-3) + 1e3:
+            raise ValueError(f"the last step ends at {max(self.step_end_us):.6g} us, after the last request finished "
+                             f"({max(self.finish_us):.6g} us, finish_us): a run ends with its last request")
         if (last := max(self.finish_us)) > max(self.step_end_us) * (1 + 1e-9) + 1.0:
             raise ValueError(f"a request finishes at {last:.6g} us, after the last step's end ({max(self.step_end_us):.6g}"
                              " us, step_end_us): a request's last token comes from a step")
@@ -242,9 +252,11 @@ class LiveServingRun(StrictModel):
             if not b <= a <= b * (k + 1):
                 raise ValueError(f"step_accepted[{i}] {a}: each of its {b} decoding requests takes 1..num_steps + 1 "
                                  f"tokens, so {b}..{b * (k + 1)}")
-        if sum(self.step_accepted) < sum(self.output_tokens) - n:
-            raise ValueError(f"step_accepted sums to {sum(self.step_accepted)}: fewer than the {sum(self.output_tokens) - n}"
-                             " tokens the requests took after their first (each from a decode step)")
+        decoded, over = sum(self.output_tokens) - n, n * max(self.step_num_steps)
+        if not decoded <= sum(self.step_accepted) <= decoded + over:
+            raise ValueError(f"step_accepted sums to {sum(self.step_accepted)}: the {decoded} tokens the requests took "
+                             f"after their first (each from a decode step), plus at most {over} drawn past a request's "
+                             "last (num_steps a request)")
         want = sc.serving.num_requests
         if want is not None and want != n:
             raise ValueError(f"scenario.serving.num_requests {want}: the record holds {n} requests; the scenario "
