@@ -67,13 +67,15 @@ def _pct(x: float) -> str:
 
 
 def gpu_minutes(logs: list[Path]) -> dict[str, float]:
-    """Seconds each engine process ran (its log's 'done after' / 'timeout after'), by process label."""
-    out = {}
+    """Seconds each engine process ran (its log's 'done after', 'timeout after' or 'points failed (error lines)
+    after'), by process label, summed over the label's processes (a queue resumes a failed one in a new process)."""
+    out: dict[str, float] = {}
     for log in logs:
         with gzip.open(log, "rt", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if m := re.match(r"^(\S+): (?:done|timeout) after (\d+) s", line):
-                    out[f"{log.parent.name}/{m.group(1)}"] = float(m.group(2))
+                if m := re.match(r"^(\S+): (?:done|timeout|points failed \(error lines\)) after (\d+) s", line):
+                    key = f"{log.parent.name}/{m.group(1)}"
+                    out[key] = out.get(key, 0.0) + float(m.group(2))
     return out
 
 

@@ -63,3 +63,16 @@ def test_the_runs_own_host_probes_price_them(monkeypatch, capsys, tmp_path):
     assert [ln for ln in own.splitlines() if ln.startswith("|")] == [ln for ln in given.splitlines() if ln.startswith("|")]
     assert "recorded a host probe" in _exit_message(monkeypatch, str(src), *common, "--host-of-runs")
     assert "give one" in _exit_message(monkeypatch, str(probed), *common, "--host-of-runs", "--host-probe-us", "9")
+
+
+def test_gpu_minutes_count_every_process_of_a_label(tmp_path, monkeypatch):
+    """A queue resumes a process whose points failed in a new one of the same label: each of them ran on the GPU."""
+    import gzip
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    bench = runpy.run_path(str(BENCH), run_name="bench")
+    log = tmp_path / "campaign_x.log.gz"
+    with gzip.open(log, "wt") as f:
+        f.write("e2e_s3: starting (4 points, 900 s left)\ne2e_s3: points failed (error lines) after 100 s\n"
+                "e2e_s0: done after 30 s\ne2e_s3: done after 20 s\ne2e_s1: timeout after 5 s\n")
+    assert bench["gpu_minutes"]([log]) == {f"{tmp_path.name}/e2e_s3": 120.0, f"{tmp_path.name}/e2e_s0": 30.0,
+                                           f"{tmp_path.name}/e2e_s1": 5.0}
