@@ -178,7 +178,7 @@ def test_an_op_table_with_axes_its_op_is_not_looked_up_by_is_refused_where_read(
     (lambda r: r["point"]["repeats"][0]["steps"][0].update(t_us=1e-30), "t_us: Input should be greater than or equal to 1"),
     (lambda r: r["point"]["repeats"][0]["steps"][-1].update(t_us=1.0), "steps: t_us must rise"),
     (lambda r: r.update(wall_s=0.0), "wall_s: Input should be greater than or equal to 0.000001"),
-    (lambda r: r["point"]["repeats"][0].update(elapsed_us=1e-30), "before the last step returned")])
+    (lambda r: r["point"]["repeats"][0].update(elapsed_us=1e-30), "the run lasts until its last step returned")])
 def test_request_steps_take_time_and_rise_and_a_point_takes_wall_time(tmp_path, points, edit, words):
     lines = points["request"].read_text().splitlines()
     i = _point_line("\n".join(lines))
