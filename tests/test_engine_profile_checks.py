@@ -193,6 +193,18 @@ def test_a_request_without_its_tokens_or_a_closed_batch_sent_at_arrival_is_refus
         _read(tmp_path, lines)
 
 
+def test_a_step_decoding_more_requests_than_the_engines_max_num_seqs_is_refused(tmp_path):
+    """An engine line's max_num_seqs bounds the requests one step emits to (read as it stood, a max_num_seqs of 1
+    priced all but one of a batch's requests as queued)."""
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    assert lines[0]["info"]["max_num_seqs"] >= 4
+    lines[0]["info"]["max_num_seqs"] = 1
+    with pytest.raises(UserInputError, match="p.jsonl:2: a step of point .* emitted to \\d+ requests, past its process's "
+                                             "info.max_num_seqs 1"):
+        _read(tmp_path, lines)
+
+
 def test_a_context_past_the_targets_positions_is_refused(tmp_path):
     from simulator.inputs import UserInputError
     lines = _lines()

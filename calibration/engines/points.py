@@ -397,6 +397,11 @@ def _context_reach(point: dict) -> float:
     return max(r["context_len"] for r in point["repeats"])
 
 
+def _most_emitting(point: dict) -> int:
+    """The most requests one step of a request-level point emitted to (0 for a steady window)."""
+    return max((st["emitted"] for r in point["repeats"] for st in r.get("steps", [])), default=0)
+
+
 def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     """Every line of a points file (plain or .gz), validated; a torn last line is skipped (and
     said in `notes`).
@@ -412,6 +417,7 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     steps_of: dict[str, int] = {}
     engine_of: dict[str, str | None] = {}
     max_pos_of: dict[str, int] = {}
+    seqs_of: dict[str, int] = {}
     seen: set[tuple[str, str]] = set()
     for i, line in enumerate(lines, start=1):
         if not line.strip():
@@ -443,7 +449,11 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
                     raise UserInputError(f"{path}:{i}: info.model.target.max_position_embeddings {mp!r}: a whole number "
                                          f"1..{2**27} (the target's longest context)")
                 max_pos_of[rec["label"]] = mp
+            seqs_of[rec["label"]] = rec["info"].get("max_num_seqs") or 0
         elif kind == "point":
+            if (seqs := seqs_of.get(rec["label"], 0)) and (most := _most_emitting(rec["point"])) > seqs:
+                raise UserInputError(f"{path}:{i}: a step of point {rec['point']['key']} emitted to {most} requests, past "
+                                     f"its process's info.max_num_seqs {seqs} (the requests one step decodes at most)")
             if (mp := max_pos_of.get(rec["label"])) is not None and (reach := _context_reach(rec["point"])) > mp:
                 raise UserInputError(f"{path}:{i}: a context of {reach:.6g} tokens in point {rec['point']['key']}, past "
                                      f"its process's target max_position_embeddings {mp}")
