@@ -133,11 +133,9 @@ def main() -> int:
             sys.exit(f"--host-of {a.host_of}: the profile recorded no host probe (host_probe_us)")
     if a.host_probe_us is not None and not 1.0 <= a.host_probe_us <= 1e7:
         sys.exit(f"--host-probe-us {a.host_probe_us}: outside 1..1e7 us")
-    from calibration.engines.plans import model_configs
-    from simulator.model_config import shape_fields_from_hf_config
+    from calibration.engines.plans import model_configs, model_shapes
     t_cfg, d_cfg = model_configs(*a.models)
-    target = {"name": a.models[0].removesuffix("-instruct"), **shape_fields_from_hf_config(t_cfg)[0]}
-    draft = {"name": a.models[1], **shape_fields_from_hf_config(d_cfg)[0]}
+    target, draft = model_shapes(*a.models)
     from simulator.costs.engine_native import carried_to, profile_mismatch
     from simulator.engines.profile import load_engine_profile
     try:

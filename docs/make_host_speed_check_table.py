@@ -29,14 +29,11 @@ QWEN = "sglang-0.5.15-h100-qwen3-8b-eagle3"
 
 
 def _rows(points, models, engine_profile, host_probe_us, tpot_only):
-    from calibration.engines.plans import model_configs
+    from calibration.engines.plans import model_shapes
     from calibration.engines.request_records import request_records
     from simulator.evidence.validate_serving import check_record
-    from simulator.model_config import shape_fields_from_hf_config
     from simulator.scenario import load_profile_for
-    t_cfg, d_cfg = model_configs(*models)
-    target = {"name": models[0].removesuffix("-instruct"), **shape_fields_from_hf_config(t_cfg)[0]}
-    draft = {"name": models[1], **shape_fields_from_hf_config(d_cfg)[0]}
+    target, draft = model_shapes(*models)
     recs = request_records(points, target, draft, engine_profile, "h200", host_probe_us=host_probe_us)
     prof, _ = load_profile_for(recs[0][1].scenario, "h200")
     groups = defaultdict(list)

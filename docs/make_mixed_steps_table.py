@@ -30,17 +30,14 @@ def main() -> None:
     ap.add_argument("--models", nargs=2, default=["qwen3-30b-a3b", "eagle3-qwen3-30b-a3b"])
     a = ap.parse_args()
     from calibration.engines.build import engine_lines
-    from calibration.engines.plans import model_configs
+    from calibration.engines.plans import model_shapes
     from calibration.engines.request_records import request_records
     from simulator.engines.profile import load_engine_profile
     from simulator.evidence.validate_serving import realized_acceptance_rate
-    from simulator.model_config import shape_fields_from_hf_config
     from simulator.scenario import load_profile_for
     from simulator.serving.run import run_serving
     edge = max((f.graph_max_tokens for f in load_engine_profile(a.engine_profile).prefill), default=0)
-    t_cfg, d_cfg = model_configs(*a.models)
-    target = {"name": a.models[0].removesuffix("-instruct"), **shape_fields_from_hf_config(t_cfg)[0]}
-    draft = {"name": a.models[1], **shape_fields_from_hf_config(d_cfg)[0]}
+    target, draft = model_shapes(*a.models)
     recs = dict(request_records([a.points], target, draft, a.engine_profile, "h200"))
     prof = load_profile_for(next(iter(recs.values())).scenario, "h200")[0]
     print(f"graph edge {edge} tokens ({a.engine_profile})")

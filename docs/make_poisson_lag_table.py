@@ -55,18 +55,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.parse_args()
     from calibration.engines.build import engine_lines
-    from calibration.engines.plans import model_configs
+    from calibration.engines.plans import model_shapes
     from calibration.engines.request_records import request_records
     from simulator.evidence.validate_serving import check_record
-    from simulator.model_config import shape_fields_from_hf_config
     from simulator.scenario import load_profile_for
     print("| process | point | run | requests | sent -> prefill: 2 steps | 3 steps | other | extra step ms | "
           "TTFT p50 ms | less the extra step | serving DES |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for path, profile, models in DEFAULT:
-        t_cfg, d_cfg = model_configs(*models)
-        target = {"name": models[0].removesuffix("-instruct"), **shape_fields_from_hf_config(t_cfg)[0]}
-        draft = {"name": models[1], **shape_fields_from_hf_config(d_cfg)[0]}
+        target, draft = model_shapes(*models)
         _, lines = engine_lines([path], requests=True)
         probe = float(np.median([r["host_probe_us"] for ln in lines for r in ln["point"]["repeats"]
                                  if r.get("host_probe_us")]))

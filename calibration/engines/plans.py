@@ -418,6 +418,15 @@ def model_configs(target: str = "llama-3.1-8b-instruct", draft: str = "eagle3-ll
             json.loads((d / f"{draft}.config.json").read_text(encoding="utf-8")))
 
 
+def model_shapes(target: str, draft: str) -> tuple[dict, dict]:
+    """The scenario `target` and `draft` sections of two shipped engine configs (model_configs): each config's
+    shape fields, named as a scenario names the model (the target without "-instruct")."""
+    from simulator.model_config import shape_fields_from_hf_config
+    t_cfg, d_cfg = model_configs(target, draft)
+    return ({"name": target.removesuffix("-instruct"), **shape_fields_from_hf_config(t_cfg)[0]},
+            {"name": draft, **shape_fields_from_hf_config(d_cfg)[0]})
+
+
 def spread_order(num_steps: list[int]) -> list[int]:
     """The num_steps in the order a campaign measures them: the middle one first, then from the
     ends inwards (1, 6, 2, 4 after 3), so a campaign cut short still spans the range."""

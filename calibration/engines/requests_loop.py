@@ -72,15 +72,17 @@ def _wait_until(backend: EngineBackend, t_us: float) -> None:
 class _Sender(threading.Thread):
     """Sends a Poisson run's requests after the first at their arrival times, from a thread of its own (an
     engine whose scheduler reads its inbox in its own thread: `sends_at_arrival`); each request is entered
-    in the run's book under `lock` before the engine can answer it, with the time it was sent."""
+    in the run's book under `cond` before the engine can answer it, with the time it was sent, and `cond` is
+    signalled (the run's thread waits on it while nothing is in flight, without polling beside the engine)."""
 
     def __init__(self, backend: EngineBackend, t0: float, arrivals: list[float], prompts: list[list[int]],
-                 n_tok: int, book: dict, live: set, lock: threading.Lock):
+                 n_tok: int, book: dict, live: set):
         super().__init__(daemon=True)
         self.backend, self.t0, self.arrivals, self.prompts, self.n_tok = backend, t0, arrivals, prompts, n_tok
-        self.book, self.live, self.lock = book, live, lock
-        self.sent = 1  # the first request is the run's own
+        self.book, self.live = book, live
+        self.cond = threading.Condition()
         self.stop = threading.Event()
+        self.done = False  # every request sent, or the sender stopped
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -89,14 +91,26 @@ class _Sender(threading.Thread):
                 wait_s = (self.t0 + self.arrivals[i] - self.backend.start_clock_us()) / 1e6
                 if wait_s > 0 and self.stop.wait(wait_s):
                     return
-                with self.lock:
+                with self.cond:
                     sent_us = self.backend.start_clock_us() - self.t0
                     rid = self.backend.add_requests([self.prompts[i]], self.n_tok)[0]
                     self.book[rid] = dict(start_us=sent_us, times=[], tokens=0)
                     self.live.add(rid)
-                    self.sent += 1
+                    self.cond.notify()
         except BaseException as e:  # noqa: BLE001 - raised again in the run's thread
             self.error = e
+        finally:
+            with self.cond:
+                self.done = True
+                self.cond.notify()
+
+    def wait_for_one(self) -> bool:
+        """Wait while nothing is in flight and requests are still to come; whether one is in flight."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.live or self.done)
+            if self.error is not None:
+                raise self.error
+            return bool(self.live)
 
 
 def _scheduled(backend: EngineBackend) -> dict | None:
@@ -159,22 +173,17 @@ def run_requests(backend: EngineBackend, plan: PointPlan, repeat_idx: int, vocab
     req = {r: dict(start_us=0.0, times=[], tokens=0) for r in ids}
     live = set(ids)
     steps = []
-    lock = threading.Lock()
     sender = None
     if poisson and sends_at_arrival(backend):
-        sender = _Sender(backend, t0, arrivals, prompts, n_tok, req, live, lock)
+        sender = _Sender(backend, t0, arrivals, prompts, n_tok, req, live)
         sender.start()
     try:
         for _ in range(MAX_RUN_STEPS):
             if sender is not None:  # requests come at their times from the sender: wait for one in flight
-                while not live and sender.is_alive():
-                    time.sleep(0.0002)
-                if sender.error is not None:
-                    raise sender.error
-                if not live:
+                if not sender.wait_for_one():
                     break
                 out = backend.step()
-                with lock:  # a request the sender put in is in the book before its first output is read
+                with sender.cond:  # a request the sender put in is in the book before its first output is read
                     _book_step(backend, out, t0, req, live, counts, steps, n_tok)
                 continue
             if poisson and added < total:  # send what has arrived; an idle engine waits for the next
