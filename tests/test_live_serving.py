@@ -125,6 +125,11 @@ def test_record_refuses_inconsistent_columns():
     bad = dict(rec, step_batch_size=[99] * len(rec["step_batch_size"]))
     with pytest.raises(ValueError, match="exceeds concurrency"):
         LiveServingRun.model_validate(bad)
+    spec = _run(concurrency=2, num_requests=3, speculative=True).model_dump(mode="json")
+    most = spec["scenario"]["spec"]["num_steps"]
+    bad = dict(spec, step_num_steps=[most + 1] * len(spec["step_num_steps"]))
+    with pytest.raises(ValueError, match=f"a step drafts {most + 1} steps .* allows at most {most}"):
+        LiveServingRun.model_validate(bad)
 
 
 def test_live_serving_refuses_a_scenario_the_loop_cannot_serve():

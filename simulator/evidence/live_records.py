@@ -248,6 +248,10 @@ class LiveServingRun(StrictModel):
             raise ValueError(f"a step's batch exceeds concurrency {self.concurrency}")
         if not self.speculative and any(self.step_num_steps):
             raise ValueError("a baseline run has no speculative steps (step_num_steps must be 0)")
+        most = max([sc.spec.num_steps] + [e.num_steps for e in sc.serving.num_steps_by_batch])
+        if self.speculative and max(self.step_num_steps) > most:
+            raise ValueError(f"a step drafts {max(self.step_num_steps)} steps (step_num_steps); the scenario that ran "
+                             f"allows at most {most} (spec.num_steps, serving.num_steps_by_batch)")
         for i, (b, k, a) in enumerate(zip(self.step_batch_size, self.step_num_steps, self.step_accepted)):
             if not b <= a <= b * (k + 1):
                 raise ValueError(f"step_accepted[{i}] {a}: each of its {b} decoding requests takes 1..num_steps + 1 "
