@@ -205,6 +205,16 @@ def test_a_step_decoding_more_requests_than_the_engines_max_num_seqs_is_refused(
         _read(tmp_path, lines)
 
 
+def test_a_point_without_its_process_engine_line_is_refused(tmp_path):
+    """A point is priced from its process's engine line (engine, settings, model): one without it is refused."""
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    with pytest.raises(UserInputError, match="p.jsonl:1: a point of process .* before any engine line of it"):
+        _read(tmp_path, lines[1:])
+    with pytest.raises(UserInputError, match="p.jsonl:1: a point of process"):
+        _read(tmp_path, [lines[1], lines[0]])
+
+
 def test_a_context_past_the_targets_positions_is_refused(tmp_path):
     from simulator.inputs import UserInputError
     lines = _lines()

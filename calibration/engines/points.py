@@ -451,6 +451,9 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
                 max_pos_of[rec["label"]] = mp
             seqs_of[rec["label"]] = rec["info"].get("max_num_seqs") or 0
         elif kind == "point":
+            if rec["label"] not in steps_of:
+                raise UserInputError(f"{path}:{i}: a point of process {rec['label']} before any engine line of it (a "
+                                     "points file opens each process with its engine line: engine, settings, model)")
             if (seqs := seqs_of.get(rec["label"], 0)) and (most := _most_emitting(rec["point"])) > seqs:
                 raise UserInputError(f"{path}:{i}: a step of point {rec['point']['key']} emitted to {most} requests, past "
                                      f"its process's info.max_num_seqs {seqs} (the requests one step decodes at most)")
