@@ -103,6 +103,8 @@ def main() -> int:
                          "the scenario's default, one).")
     ap.add_argument("--each-speedup", action="store_true",
                     help="the speedup table with every speculative point (left out: those outside 0.05 only)")
+    ap.add_argument("--each-run", action="store_true",
+                    help="after the runs past 8%%, every run's measured and predicted tok/s, TTFT p50 and TPOT p50")
     ap.add_argument("--each-num-steps", action="store_true",
                     help="after the best-num_steps table, each cell's measured and predicted tok/s per num_steps")
     ap.add_argument("--host-of-runs", action="store_true",
@@ -210,6 +212,8 @@ def main() -> int:
         if abs(c.tok_per_s_error_frac) > BAR:
             print(f"| {name[:-5]} | {_pct(c.tok_per_s_error_frac)} | {100 * spread[_point_key(name)]:.1f}% | "
                   f"{_pct(c.ttft_p50_error_frac)} | {_pct(c.tpot_p50_error_frac)} |")
+    if a.each_run:
+        _each_run(rows)
     _decode(a, rows, prof)
     _best_steps(rows, spread, a.each_num_steps)
     _speedup(rows, a.each_speedup)
@@ -355,6 +359,17 @@ def _priced(a, rec, prof, max_tokens: int | None = None) -> float:
         sc = sc.model_copy(update={"serving": sc.serving.model_copy(update={
             "output_len": sc.serving.output_len.model_copy(update={"tokens": max_tokens})})})
     return mean_wall_s(run_serving_draws(sc, prof, rec.speculative, request_rates=rates))
+
+
+def _each_run(rows) -> None:
+    """Every run: measured and predicted tok/s, TTFT p50 and TPOT p50 (`--each-run`)."""
+    print("\nEvery run, measured / predicted:\n")
+    print("| run | tok/s | err | TTFT p50 ms | err | TPOT p50 ms | err |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, _, c in rows:
+        print(f"| {name[:-5]} | {c.measured_tok_per_s:,.1f} / {c.predicted_tok_per_s:,.1f} | {_pct(c.tok_per_s_error_frac)} | "
+              f"{c.measured_ttft_p50_ms:.1f} / {c.predicted_ttft_p50_ms:.1f} | {_pct(c.ttft_p50_error_frac)} | "
+              f"{c.measured_tpot_p50_ms:.2f} / {c.predicted_tpot_p50_ms:.2f} | {_pct(c.tpot_p50_error_frac)} |")
 
 
 def _decode(a, rows, prof) -> None:

@@ -74,6 +74,7 @@ def assert_table_lines_in_doc(out: str, script: str, doc: str) -> None:
     ("docs/make_whole_batch_steps_table.py", "docs/engines/requests.md"),
     ("docs/make_closed_loop_ttft_table.py", "docs/engines/requests.md"),
     ("docs/make_poisson_lag_table.py", "docs/engines/requests.md"),
+    ("docs/make_prefill_split_table.py", "docs/engines/requests.md"),
     ("benchmarks/bench_moe_form.py", "docs/engines/transfer.md")])
 def test_every_table_line_the_script_prints_is_in_the_doc(script, doc, monkeypatch, capsys, memo_shipped_cases):
     assert_table_lines_in_doc(run_script(script, monkeypatch, capsys), script, doc)
@@ -116,9 +117,14 @@ VLLM_E2E = "data/engine_runs/h100_vllm_0.26.0_e2e/"
     ((SGLANG_RUNS + "warm_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
       "--host-of-runs", "--each-speedup"), False),
     ((SGLANG_RUNS + "moe_warm_e2e_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-qwen3-30b-a3b-eagle3",
-      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b", "--host-of-runs", "--each-speedup"), False)],
+      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b", "--host-of-runs", "--each-speedup"), False),
+    ((SGLANG_RUNS + "sent_e2e_2026-12-08.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3",
+      "--host-of-runs", "--each-speedup", "--each-run"), False),
+    ((SGLANG_RUNS + "moe_sent_e2e_2026-12-08.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-qwen3-30b-a3b-eagle3",
+      "--models", "qwen3-30b-a3b", "eagle3-qwen3-30b-a3b", "--host-of-runs", "--each-speedup", "--each-run"), False)],
     ids=["sglang-dense", "sglang-moe", "sglang-first-campaign-tpot", "vllm-moe", "vllm-moe-h200-carried",
-         "vllm-every-num-steps", "vllm-poisson", "sglang-warm-dense", "sglang-warm-moe"])
+         "vllm-every-num-steps", "vllm-poisson", "sglang-warm-dense", "sglang-warm-moe", "sglang-sent-dense",
+         "sglang-sent-moe"])
 def test_the_sglang_request_level_tables_are_in_the_requests_doc(args, tpot_only, monkeypatch, capsys):
     """docs/engines/requests.md's SGLang H100 runs: end to end (dense, MoE), and the first campaign's runs whose
     wall times do not hold (TPOT p50 alone); vLLM's MoE runs on the H100, from its own profile and the H200's."""
