@@ -205,6 +205,21 @@ def test_a_step_decoding_more_requests_than_the_engines_max_num_seqs_is_refused(
         _read(tmp_path, lines)
 
 
+def test_counts_far_from_the_points_acceptance_rate_are_refused(tmp_path):
+    """A speculative point's accept-length counts are held to its acceptance_rate, loosely (0.5-2x the i.i.d.
+    mean accept length, from 20 counted): a rate written for another point's counts is refused."""
+    from simulator.inputs import UserInputError
+    for name in (E2E, CALIBRATE):
+        lines = _lines(name, 2)
+        pt = lines[1]["point"]
+        assert pt["num_steps"] >= 2 and sum(pt["repeats"][0]["accept_length_counts"]) >= 20
+        _read(tmp_path, lines)  # as measured: read
+        pt["acceptance_rate"] = 0.01  # the i.i.d. accept length ~1.01, the counts' mean over 2
+        with pytest.raises(UserInputError, match="p.jsonl:2: .*accept_length_counts' mean is outside 0.5-2x the "
+                                                 "i.i.d. accept length of acceptance_rate 0.01"):
+            _read(tmp_path, lines)
+
+
 def test_a_point_without_its_process_engine_line_is_refused(tmp_path):
     """A point is priced from its process's engine line (engine, settings, model): one without it is refused."""
     from simulator.inputs import UserInputError

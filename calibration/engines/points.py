@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from simulator.acceptance import iid_mean_accept_length
 from simulator.engines.fields import CalibratedEngine
 from simulator.inputs import UserInputError, format_validation_error, load_json_line
 from simulator.schema_base import StrictModel
@@ -24,18 +25,19 @@ MIN_STEP_US = 1.0  # no engine steps faster (a kernel launch alone takes a few u
 
 
 def check_counts_and_acceptance(repeats, num_steps: int, acceptance_rate: float | None) -> None:
-    """A point's accept-length counts have num_steps + 1 entries a repeat, and an acceptance rate is
-    given exactly when it speculates.
-
-    Raises:
-        ValueError: naming the repeat or the field.
-    """
-    for r in repeats:
-        if len(r.accept_length_counts) != num_steps + 1:
-            raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts has {len(r.accept_length_counts)} "
-                             f"entries; num_steps {num_steps} needs {num_steps + 1}")
+    """A point's accept-length counts have num_steps + 1 entries a repeat, of a mean within 0.5-2x the i.i.d.
+    accept length of its acceptance rate (from 20 counted; committed runs: 0.76-1.25), and an acceptance rate is
+    given exactly when it speculates. Raises ValueError naming the repeat or the field."""
     if (acceptance_rate is None) != (num_steps == 0):
         raise ValueError("acceptance_rate is given for speculative points (num_steps >= 1) only")
+    for r in repeats:
+        if len(c := r.accept_length_counts) != num_steps + 1:
+            raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts has {len(c)} entries; num_steps {num_steps} "
+                             f"needs {num_steps + 1}")
+        if acceptance_rate is not None and (n := sum(c)) >= 20 and not 0.5 <= sum(
+                i * x for i, x in enumerate(c, 1)) / n / iid_mean_accept_length(acceptance_rate, num_steps) <= 2.0:
+            raise ValueError(f"repeat {r.repeat_idx}: accept_length_counts' mean is outside 0.5-2x the i.i.d. accept "
+                             f"length of acceptance_rate {acceptance_rate} at num_steps {num_steps}")
 
 
 RUN_END_SLACK_FRAC, RUN_END_SLACK_US = 0.01, 1000.0  # a request run's clock read after its last step (vLLM: <= 0.2 ms)
