@@ -26,7 +26,7 @@ MIN_STEP_US = 1.0  # no engine steps faster (a kernel launch alone takes a few u
 
 def check_counts_and_acceptance(repeats, num_steps: int, acceptance_rate: float | None) -> None:
     """A point's accept-length counts have num_steps + 1 entries a repeat, of a mean within 0.5-2x the i.i.d.
-    accept length of its acceptance rate (from 20 counted; committed runs: 0.76-1.25), and an acceptance rate is
+    accept length of its acceptance rate (from 20 counted; loose: engines' draws are not i.i.d.), and a rate is
     given exactly when it speculates. Raises ValueError naming the repeat or the field."""
     if (acceptance_rate is None) != (num_steps == 0):
         raise ValueError("acceptance_rate is given for speculative points (num_steps >= 1) only")
