@@ -1,7 +1,7 @@
 """The lent machine's cores, and what pinning the stepping thread did (issues 24 and 26;
 docs/engines/host-speed.md, "Whether holding the core still fixes it").
 
-    python docs/make_host_cores_table.py
+    python docs/make_host_cores_table.py [HOST_CORES.json.gz ...]   (given records: their cores tables alone)
 
 Reads, from queue vllm-h200-hostspeed (vLLM 0.26.0, one machine, 2026-12-04):
 - data/engine_runs/h200_vllm_0.26.0_diag/host_cores_2026-12-04.json.gz (`specdecsim diagnose host-cores
@@ -44,8 +44,8 @@ def _points(path: Path) -> list[dict]:
     return engine_lines([path])[1]
 
 
-def cores_table() -> None:
-    with gzip.open(CORES, "rt", encoding="utf-8") as f:
+def cores_table(path: Path = CORES) -> None:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
         data = json.load(f)
     s = summarize(data)
     floor = s["floor_us"]
@@ -192,6 +192,10 @@ def qwen_table(lines: list[dict]) -> None:
 
 
 def main() -> None:
+    if len(sys.argv) > 1:  # another `specdecsim diagnose host-cores` record: its cores table alone
+        for path in sys.argv[1:]:
+            cores_table(Path(path))
+        return
     cores_table()
     llama = _points(LLAMA)
     pinned_table(llama)

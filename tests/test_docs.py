@@ -99,6 +99,13 @@ VLLM_MOE = "data/engine_runs/h100_vllm_0.26.0_moe/"
 VLLM_E2E = "data/engine_runs/h100_vllm_0.26.0_e2e/"
 
 
+def test_the_sglang_hosts_cores_tables_are_in_the_requests_doc(monkeypatch, capsys):
+    """docs/engines/requests.md's two SGLang H100 hosts' cores (`make_host_cores_table.py RECORD ...`)."""
+    args = (SGLANG_RUNS + "host_cores_sent_2026-12-08.json.gz", SGLANG_RUNS + "host_cores_warm_2026-12-07.json.gz")
+    out = run_script("docs/make_host_cores_table.py", monkeypatch, capsys, args)
+    assert_table_lines_in_doc(out, "docs/make_host_cores_table.py " + " ".join(args), "docs/engines/requests.md")
+
+
 @pytest.mark.parametrize("args, tpot_only", [
     ((SGLANG_RUNS + "e2e_2026-12-07.jsonl.gz", SGLANG_RUNS + "e2e_more_2026-12-07.jsonl.gz",
       SGLANG_RUNS + "e2e_r2_2026-12-07.jsonl.gz", "--engine-profile", "sglang-0.5.15-h100-llama-3.1-8b-eagle3"), False),
