@@ -123,6 +123,9 @@ def main() -> int:
             sys.exit(f"--host-of-runs: no run of {', '.join(p.name for p in a.points)} recorded a host probe "
                      "(host_probe_us: the committed runs of 2026-12-07 and before recorded none)")
         a.host_probe_us = float(np.median(probes))
+        if not 1.0 <= a.host_probe_us <= 1e7:
+            sys.exit(f"{', '.join(map(str, a.points))}: the runs' host_probe_us (their median {a.host_probe_us:g} us, "
+                     "--host-of-runs) is outside 1..1e7 us")
     if a.host_of is not None:
         from simulator.engines.profile import load_engine_profile as _load
         if a.host_probe_us is not None:

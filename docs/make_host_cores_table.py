@@ -44,9 +44,13 @@ def _points(path: Path) -> list[dict]:
     return engine_lines([path])[1]
 
 
+def _med_max(xs: list) -> str:
+    return f"{statistics.median(xs):g} / {max(xs)}" if xs else "none"
+
+
 def cores_table(path: Path = CORES) -> None:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        data = json.load(f)
+    raw = path.read_bytes()
+    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)  # .json.gz, or as diagnose wrote it
     s = summarize(data)
     floor = s["floor_us"]
     stretches = {True: [], False: []}  # how many rounds in a row a CPU stayed slow (True) or fast
@@ -64,7 +68,7 @@ def cores_table(path: Path = CORES) -> None:
     gaps = [b["t_s"] - a["t_s"] for a, b in zip(data["rounds"], data["rounds"][1:])]
     steal = max(v for r in data["rounds"] for v in r["steal_frac"].values())
     mhz = sorted({v for r in data["rounds"] for v in r["cpu_mhz"].values()})
-    print(f"{len(data['cpus'])} CPUs, {s['rounds']} rounds {statistics.median(gaps):.1f} s apart; fastest probe "
+    print(f"{len(data['cpus'])} CPUs, {s['rounds']} rounds {statistics.median(gaps or [0.0]):.1f} s apart; fastest probe "
           f"{floor / 1000:.2f} ms; slow: over {SLOW_FACTOR:g} x that")
     print()
     print("| CPUs slow in a round (min / median / max) | rounds with a fast CPU | a slow stretch, rounds (median / "
@@ -73,8 +77,7 @@ def cores_table(path: Path = CORES) -> None:
     print("|---|---:|---|---|---:|---:|---|")
     total = sum(v[3] for v in s["per_cpu"].values())
     print(f"| {min(slow)} / {statistics.median(slow):g} / {max(slow)} | {s['rounds_with_a_fast_cpu']} of {s['rounds']} "
-          f"| {statistics.median(stretches[True]):g} / {max(stretches[True])} "
-          f"| {statistics.median(stretches[False]):g} / {max(stretches[False])} "
+          f"| {_med_max(stretches[True])} | {_med_max(stretches[False])} "
           f"| {total} of {s['rounds'] * len(data['cpus'])} | {steal:.1%} | {mhz[0]:g}-{mhz[-1]:g} |")
 
 
@@ -194,7 +197,10 @@ def qwen_table(lines: list[dict]) -> None:
 def main() -> None:
     if len(sys.argv) > 1:  # another `specdecsim diagnose host-cores` record: its cores table alone
         for path in sys.argv[1:]:
-            cores_table(Path(path))
+            try:
+                cores_table(Path(path))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, statistics.StatisticsError) as e:
+                sys.exit(f"{path}: not a readable `specdecsim diagnose host-cores` record ({type(e).__name__}: {e})")
         return
     cores_table()
     llama = _points(LLAMA)

@@ -381,12 +381,13 @@ def read_raw_text(path: Path) -> str:
                              "JSON lines") from None
 
 
-def _is_cut(line: str) -> bool:
-    """Whether a line is a JSON line cut short (what a killed writer leaves), not a wrong one."""
+def _is_cut(line: str, last: bool) -> bool:
+    """A JSON line cut short by a killed writer: the file's last, or one begun as worker.append_line begins each."""
+    head, start = f'{{"schema":"{POINTS_SCHEMA}"', line.replace(" ", "")[:30]
     try:
         json.loads(line)
     except json.JSONDecodeError:
-        return True
+        return last or start.startswith(head) or head.startswith(start)
     except (ValueError, RecursionError):
         return False
     return False
@@ -405,15 +406,13 @@ def _most_emitting(point: dict) -> int:
 
 
 def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
-    """Every line of a points file (plain or .gz), validated; a torn last line is skipped (and
-    said in `notes`).
+    """Every line of a points file (plain or .gz), validated; a torn line is skipped (said in `notes`).
 
     Raises:
         UserInputError: `file:line: ...` for a line that is not one of the schemas above, a point
             whose num_steps is not its process's, or a point twice.
     """
-    text = read_raw_text(Path(path))
-    lines = text.split("\n")
+    lines = read_raw_text(Path(path)).split("\n")
     torn = lines[-1] != ""
     out: list[dict] = []
     steps_of: dict[str, int] = {}
@@ -427,9 +426,10 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
         try:  # the project's JSON reader: no key twice, finite numbers, bounded depth (simulator.inputs)
             rec = load_json_line(line, f"{path}:{i}")
         except UserInputError as e:
-            if torn and i == len(lines) and _is_cut(line):
+            if _is_cut(line, torn and i == len(lines)):
                 if notes is not None:
-                    notes.append(f"{path}:{i}: a torn last line (a process ended while writing it) skipped")
+                    notes.append(f"{path}:{i}: a torn {'last line' if i == len(lines) else 'line'} "
+                                 "(a process ended while writing it) skipped")
                 continue
             why = str(e)[len(f"{path}:{i}: "):]
             raise UserInputError(f"{path}:{i}: not a JSON line of an engine points file ({why})") from None
