@@ -128,8 +128,18 @@ def test_record_refuses_inconsistent_columns():
     spec = _run(concurrency=2, num_requests=3, speculative=True).model_dump(mode="json")
     most = spec["scenario"]["spec"]["num_steps"]
     bad = dict(spec, step_num_steps=[most + 1] * len(spec["step_num_steps"]))
-    with pytest.raises(ValueError, match=f"a step drafts {most + 1} steps .* allows at most {most}"):
+    with pytest.raises(ValueError, match=f"step 0 drafts {most + 1} steps at a decode batch of .* allows {most} there"):
         LiveServingRun.model_validate(bad)
+    b = max(spec["step_batch_size"])  # the policy at each step's batch: speculation off above b - 1
+    off = json.loads(json.dumps(spec))
+    off["scenario"]["serving"]["spec_off_above_batch"] = b - 1
+    with pytest.raises(ValueError, match=f"drafts {most} steps at a decode batch of {b} .* allows 0 there"):
+        LiveServingRun.model_validate(off)
+    off["scenario"]["serving"]["spec_off_above_batch"] = None
+    off["scenario"]["serving"]["num_steps_by_batch"] = [{"batch_size": b, "num_steps": 1}]
+    if most > 1:
+        with pytest.raises(ValueError, match=f"drafts {most} steps at a decode batch of {b} .* allows 1 there"):
+            LiveServingRun.model_validate(off)
 
 
 def test_live_serving_refuses_a_scenario_the_loop_cannot_serve():

@@ -248,10 +248,17 @@ class LiveServingRun(StrictModel):
             raise ValueError(f"a step's batch exceeds concurrency {self.concurrency}")
         if not self.speculative and any(self.step_num_steps):
             raise ValueError("a baseline run has no speculative steps (step_num_steps must be 0)")
-        most = max([sc.spec.num_steps] + [e.num_steps for e in sc.serving.num_steps_by_batch])
-        if self.speculative and max(self.step_num_steps) > most:
-            raise ValueError(f"a step drafts {max(self.step_num_steps)} steps (step_num_steps); the scenario that ran "
-                             f"allows at most {most} (spec.num_steps, serving.num_steps_by_batch)")
+        cfg = sc.serving
+
+        def allowed(b: int) -> int:  # the draft steps the scenario's policy takes at a decode batch of b (step_spec)
+            if cfg.spec_off_above_batch is not None and b > cfg.spec_off_above_batch:
+                return 0
+            return next((e.num_steps for e in reversed(cfg.num_steps_by_batch) if e.batch_size <= b), sc.spec.num_steps)
+        if self.speculative and (bad := next(((i, b, k) for i, (b, k) in enumerate(zip(
+                self.step_batch_size, self.step_num_steps)) if k > allowed(b)), None)):
+            raise ValueError(f"step {bad[0]} drafts {bad[2]} steps at a decode batch of {bad[1]} (step_num_steps); the "
+                             f"scenario that ran allows {allowed(bad[1])} there (spec.num_steps, "
+                             "serving.num_steps_by_batch, serving.spec_off_above_batch)")
         for i, (b, k, a) in enumerate(zip(self.step_batch_size, self.step_num_steps, self.step_accepted)):
             if not b <= a <= b * (k + 1):
                 raise ValueError(f"step_accepted[{i}] {a}: each of its {b} decoding requests takes 1..num_steps + 1 "
