@@ -210,3 +210,19 @@ def test_the_committed_h200_serving_runs_meet_the_bar():
     assert len(rows) == 8 and all(r.same_schedule for r in rows)
     assert serving_bar(rows)[0], serving_bar(rows)[1]
 
+
+
+def test_a_cpu_run_larger_than_the_hosts_memory_is_refused_before_it_builds(monkeypatch):
+    """On a CPU the live loop's models and KV cache are held to the host's available memory (the kernel kills a
+    process past it without a word): refused in one line naming the need and what is available."""
+    import torch
+
+    import calibration.live.run as R
+    sc = S.serving_scenario("8b", 2, 3, 0.7, 3, graph=False)
+    monkeypatch.setattr(R, "host_available_bytes", lambda: 1000)  # this module's models are small (its fixture)
+    with pytest.raises(RuntimeError, match=r"need about [\d.,]+ GB in torch.float32 on the CPU .* 0.0 GB available"):
+        R.check_host_memory(sc, torch.device("cpu"), torch.float32)
+    R.check_host_memory(sc, torch.device("cuda"), torch.bfloat16)  # CUDA: torch's own error says it
+    for avail in (10**15, None):
+        monkeypatch.setattr(R, "host_available_bytes", lambda a=avail: a)
+        R.check_host_memory(sc, torch.device("cpu"), torch.float32)

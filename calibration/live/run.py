@@ -57,6 +57,32 @@ def check_graph_device(scenario: Scenario, device: torch.device) -> None:
                            "(serving_engine.cuda_graph: false)")
 
 
+def host_available_bytes() -> int | None:
+    """The memory the host has available for a new process (Linux's MemAvailable), bytes; None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+def check_host_memory(scenario: Scenario, device: torch.device, dtype: torch.dtype) -> None:
+    """Refuse, on a CPU, models and KV cache larger than the memory the host has available (MemAvailable): the
+    kernel would kill the process without a word. On CUDA, torch's own out-of-memory error says it.
+
+    Raises:
+        RuntimeError: naming the need, the memory available and what to change.
+    """
+    if device.type != "cpu":
+        return
+    from simulator.memory import memory_fit
+    need = memory_fit(scenario, None, None).total_bytes * torch.tensor([], dtype=dtype).element_size() / 2
+    if (avail := host_available_bytes()) is not None and need > avail:
+        raise RuntimeError(f"{scenario.target.name} and its draft need about {need / 1e9:,.1f} GB in {dtype} on the "
+                           f"CPU (weights and KV cache), and this host has {avail / 1e9:,.1f} GB available: pick "
+                           "smaller model sizes (--sizes) or a GPU")
+
+
 class LiveSession:
     """Models and loops kept across run points: models per (target, draft) shape pair, loops
     (their KV caches and captured graphs) per (speculative, batch, num_steps, context, graph);
@@ -83,6 +109,7 @@ class LiveSession:
         key = (scenario.target.model_dump_json(), scenario.draft.model_dump_json())
         if key != self._key:
             self._key, self.target, self.draft, self._loops = None, None, None, {}
+            check_host_memory(scenario, self.device, self.dtype)
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
             self.target = TargetModel(scenario.target, self.device, self.dtype, TARGET_WEIGHT_SEED,
