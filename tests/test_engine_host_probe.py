@@ -45,8 +45,8 @@ def test_a_host_probe_window_records_its_threads_core_speed(tmp_path):
         [(1234.5, 1234.5, 7)] * 2
     assert "pinned_cpu" not in res
     pts = tmp_path / "p.jsonl"
-    append_line(pts, dict(kind="engine", label="diag_s2_probe", session="calibrate", num_steps=2, info={},
-                          startup_s=1.0, created_unix=1.0))
+    append_line(pts, dict(kind="engine", label="diag_s2_probe", session="calibrate", num_steps=2,
+                          info={"engine": "fake"}, startup_s=1.0, created_unix=1.0))
     append_line(pts, dict(kind="point", label="diag_s2_probe", session="calibrate", engine="fake",
                           engine_version="0", point=res, wall_s=1.0))
     assert [r["kind"] for r in read_points_files([pts])] == ["engine", "point"]
@@ -82,8 +82,8 @@ def test_a_pinned_point_runs_its_stepping_thread_on_the_fastest_cpu(tmp_path):
     assert res["pinned_cpu"] == min(probes, key=probes.get) and out["mask"] == {res["pinned_cpu"]}
     assert os.sched_getaffinity(0) == allowed  # this thread untouched
     pts = tmp_path / "p.jsonl"
-    append_line(pts, dict(kind="engine", label="calibrate_s2_r2", session="calibrate", num_steps=2, info={},
-                          startup_s=1.0, created_unix=1.0))
+    append_line(pts, dict(kind="engine", label="calibrate_s2_r2", session="calibrate", num_steps=2,
+                          info={"engine": "fake"}, startup_s=1.0, created_unix=1.0))
     append_line(pts, dict(kind="point", label="calibrate_s2_r2", session="calibrate", engine="fake",
                           engine_version="0", point=res, wall_s=1.0))
     assert read_points_files([pts])[1]["point"]["pinned_cpu"] == res["pinned_cpu"]

@@ -205,6 +205,18 @@ def test_a_step_decoding_more_requests_than_the_engines_max_num_seqs_is_refused(
         _read(tmp_path, lines)
 
 
+def test_an_engine_line_without_its_engine_and_a_point_of_another_session_are_refused(tmp_path):
+    from simulator.inputs import UserInputError
+    lines = _lines()
+    del lines[0]["info"]["engine"]
+    with pytest.raises(UserInputError, match="p.jsonl:1: info.engine missing"):
+        _read(tmp_path, lines)
+    lines = _lines()
+    lines[1]["session"] = "calibrate" if lines[0]["session"] == "live" else "live"
+    with pytest.raises(UserInputError, match="p.jsonl:2: session .* whose engine line says session"):
+        _read(tmp_path, lines)
+
+
 def test_counts_far_from_the_points_acceptance_rate_are_refused(tmp_path):
     """A speculative point's accept-length counts are held to its acceptance_rate, loosely (0.5-2x the i.i.d.
     mean accept length, from 20 counted): a rate written for another point's counts is refused."""

@@ -8,18 +8,17 @@ A torn last line (a process killed while writing it) is the one thing skipped, a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from calibration.engines.points_text import POINTS_SCHEMA, is_cut, read_raw_text  # noqa: F401 (re-exported)
 from simulator.acceptance import iid_mean_accept_length
 from simulator.engines.fields import CalibratedEngine
 from simulator.inputs import UserInputError, format_validation_error, load_json_line
 from simulator.schema_base import StrictModel
 
-POINTS_SCHEMA = "engine_points/1"
 Us = Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False)]
 MIN_STEP_US = 1.0  # no engine steps faster (a kernel launch alone takes a few us): a smaller one is not a time
 
@@ -345,54 +344,6 @@ def is_request_point(rec: dict) -> bool:
     return rec.get("kind") == "point" and "workload" in rec.get("point", {})
 
 
-MAX_POINTS_BYTES = 1 << 30  # a points file of a whole campaign is a few MB (raw per-step times included)
-
-
-def read_raw_text(path: Path) -> str:
-    """A points file's text, plain or gzip-compressed (`.gz`, as the shipped ones are), read in
-    chunks up to 1 GiB decompressed.
-
-    Raises:
-        UserInputError: not a regular file, not gzip where it says so, or over the bound.
-    """
-    import gzip
-
-    from simulator.inputs import UserInputError
-
-    path = Path(path)
-    if path.exists() and not path.is_file():
-        raise UserInputError(f"{path}: {'a folder' if path.is_dir() else 'not a regular file'}, not a points file")
-    chunks, total = [], 0
-    try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
-            while chunk := f.read(1 << 24):
-                total += len(chunk)
-                if total > MAX_POINTS_BYTES:
-                    raise UserInputError(f"{path}: a points file holds at most {MAX_POINTS_BYTES >> 20} MiB")
-                chunks.append(chunk)
-    except (OSError, EOFError) as e:
-        raise UserInputError(f"{path}: not a readable points file ({e})") from None
-    raw = b"".join(chunks)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise UserInputError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); a points file is UTF-8 "
-                             "JSON lines") from None
-
-
-def _is_cut(line: str, last: bool) -> bool:
-    """A JSON line cut short by a killed writer: the file's last, or one begun as worker.append_line begins each."""
-    head, start = f'{{"schema":"{POINTS_SCHEMA}"', line.replace(" ", "")[:30]
-    try:
-        json.loads(line)
-    except json.JSONDecodeError:
-        return last or start.startswith(head) or head.startswith(start)
-    except (ValueError, RecursionError):
-        return False
-    return False
-
-
 def _context_reach(point: dict) -> float:
     """The longest context a point says it ran: a steady window's mean context, or a request's prompt and tokens."""
     if "workload" in point:
@@ -416,6 +367,7 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     torn = lines[-1] != ""
     out: list[dict] = []
     steps_of: dict[str, int] = {}
+    session_of: dict[str, str] = {}
     engine_of: dict[str, str | None] = {}
     max_pos_of: dict[str, int] = {}
     seqs_of: dict[str, int] = {}
@@ -426,7 +378,7 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
         try:  # the project's JSON reader: no key twice, finite numbers, bounded depth (simulator.inputs)
             rec = load_json_line(line, f"{path}:{i}")
         except UserInputError as e:
-            if _is_cut(line, torn and i == len(lines)):
+            if is_cut(line, torn and i == len(lines)):
                 if notes is not None:
                     notes.append(f"{path}:{i}: a torn {'last line' if i == len(lines) else 'line'} "
                                  "(a process ended while writing it) skipped")
@@ -443,6 +395,10 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
         except ValidationError as e:
             raise UserInputError(format_validation_error(f"{path}:{i}", e)) from None
         if kind == "engine":
+            if not rec["info"].get("engine"):
+                raise UserInputError(f"{path}:{i}: info.engine missing: an engine line names the engine the process ran "
+                                     "(vllm, sglang, fake)")
+            session_of[rec["label"]] = rec["session"]
             steps_of[rec["label"]] = rec["num_steps"]
             engine_of[rec["label"]] = rec["info"].get("engine")
             target = (rec["info"].get("model") or {}).get("target") or {}
@@ -456,6 +412,9 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
             if rec["label"] not in steps_of:
                 raise UserInputError(f"{path}:{i}: a point of process {rec['label']} before any engine line of it (a "
                                      "points file opens each process with its engine line: engine, settings, model)")
+            if rec["session"] != session_of[rec["label"]]:
+                raise UserInputError(f"{path}:{i}: session {rec['session']!r} in process {rec['label']}, whose engine "
+                                     f"line says session {session_of[rec['label']]!r}")
             if (seqs := seqs_of.get(rec["label"], 0)) and (most := _most_emitting(rec["point"])) > seqs:
                 raise UserInputError(f"{path}:{i}: a step of point {rec['point']['key']} emitted to {most} requests, past "
                                      f"its process's info.max_num_seqs {seqs} (the requests one step decodes at most)")
