@@ -366,11 +366,7 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
     lines = read_raw_text(Path(path)).split("\n")
     torn = lines[-1] != ""
     out: list[dict] = []
-    steps_of: dict[str, int] = {}
-    session_of: dict[str, str] = {}
-    engine_of: dict[str, str | None] = {}
-    max_pos_of: dict[str, int] = {}
-    seqs_of: dict[str, int] = {}
+    proc: dict[str, tuple[dict, int | None]] = {}  # label: its engine line, its target max_position_embeddings
     seen: set[tuple[str, str]] = set()
     for i, line in enumerate(lines, start=1):
         if not line.strip():
@@ -398,36 +394,32 @@ def read_points_file(path: Path, notes: list[str] | None = None) -> list[dict]:
             if not rec["info"].get("engine"):
                 raise UserInputError(f"{path}:{i}: info.engine missing: an engine line names the engine the process ran "
                                      "(vllm, sglang, fake)")
-            session_of[rec["label"]] = rec["session"]
-            steps_of[rec["label"]] = rec["num_steps"]
-            engine_of[rec["label"]] = rec["info"].get("engine")
             target = (rec["info"].get("model") or {}).get("target") or {}
-            if (mp := target.get("max_position_embeddings")) is not None:
-                if type(mp) is not int or not 1 <= mp <= 2**27:
-                    raise UserInputError(f"{path}:{i}: info.model.target.max_position_embeddings {mp!r}: a whole number "
-                                         f"1..{2**27} (the target's longest context)")
-                max_pos_of[rec["label"]] = mp
-            seqs_of[rec["label"]] = rec["info"].get("max_num_seqs") or 0
+            if (mp := target.get("max_position_embeddings")) is not None and (type(mp) is not int or not 1 <= mp <= 2**27):
+                raise UserInputError(f"{path}:{i}: info.model.target.max_position_embeddings {mp!r}: a whole number "
+                                     f"1..{2**27} (the target's longest context)")
+            proc[rec["label"]] = (rec, mp)
         elif kind == "point":
-            if rec["label"] not in steps_of:
+            if (ran := proc.get(rec["label"])) is None:
                 raise UserInputError(f"{path}:{i}: a point of process {rec['label']} before any engine line of it (a "
                                      "points file opens each process with its engine line: engine, settings, model)")
-            if rec["session"] != session_of[rec["label"]]:
+            eng, mp = ran
+            if rec["session"] != eng["session"]:
                 raise UserInputError(f"{path}:{i}: session {rec['session']!r} in process {rec['label']}, whose engine "
-                                     f"line says session {session_of[rec['label']]!r}")
-            if (seqs := seqs_of.get(rec["label"], 0)) and (most := _most_emitting(rec["point"])) > seqs:
+                                     f"line says session {eng['session']!r}")
+            if (seqs := eng["info"].get("max_num_seqs") or 0) and (most := _most_emitting(rec["point"])) > seqs:
                 raise UserInputError(f"{path}:{i}: a step of point {rec['point']['key']} emitted to {most} requests, past "
                                      f"its process's info.max_num_seqs {seqs} (the requests one step decodes at most)")
-            if (mp := max_pos_of.get(rec["label"])) is not None and (reach := _context_reach(rec["point"])) > mp:
+            if mp is not None and (reach := _context_reach(rec["point"])) > mp:
                 raise UserInputError(f"{path}:{i}: a context of {reach:.6g} tokens in point {rec['point']['key']}, past "
                                      f"its process's target max_position_embeddings {mp}")
-            if (ran := engine_of.get(rec["label"])) is not None and ran != rec["engine"]:
+            if eng["info"]["engine"] != rec["engine"]:
                 raise UserInputError(f"{path}:{i}: engine {rec['engine']!r} in process {rec['label']}, whose engine "
-                                     f"line says info.engine {ran!r}")
+                                     f"line says info.engine {eng['info']['engine']!r}")
             k, key = rec["point"]["num_steps"], (rec["label"], rec["point"]["key"])
-            if rec["label"] in steps_of and steps_of[rec["label"]] != k:
+            if eng["num_steps"] != k:
                 raise UserInputError(f"{path}:{i}: point.num_steps {k} in process {rec['label']}, which ran "
-                                     f"num_steps {steps_of[rec['label']]}")
+                                     f"num_steps {eng['num_steps']}")
             if key in seen:
                 raise UserInputError(f"{path}:{i}: point {key[1]} of {key[0]} is in the file twice")
             seen.add(key)

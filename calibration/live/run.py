@@ -76,7 +76,7 @@ def check_host_memory(scenario: Scenario, device: torch.device, dtype: torch.dty
     if device.type != "cpu":
         return
     from simulator.memory import memory_fit
-    need = memory_fit(scenario, None, None).total_bytes * torch.tensor([], dtype=dtype).element_size() / 2
+    need = memory_fit(scenario, None, None).total_bytes * dtype.itemsize / 2  # the fit prices bf16
     if (avail := host_available_bytes()) is not None and need > avail:
         raise RuntimeError(f"{scenario.target.name} and its draft need about {need / 1e9:,.1f} GB in {dtype} on the "
                            f"CPU (weights and KV cache), and this host has {avail / 1e9:,.1f} GB available: pick "

@@ -248,12 +248,9 @@ class LiveServingRun(StrictModel):
             raise ValueError(f"a step's batch exceeds concurrency {self.concurrency}")
         if not self.speculative and any(self.step_num_steps):
             raise ValueError("a baseline run has no speculative steps (step_num_steps must be 0)")
-        cfg = sc.serving
-
-        def allowed(b: int) -> int:  # the draft steps the scenario's policy takes at a decode batch of b (step_spec)
-            if cfg.spec_off_above_batch is not None and b > cfg.spec_off_above_batch:
-                return 0
-            return next((e.num_steps for e in reversed(cfg.num_steps_by_batch) if e.batch_size <= b), sc.spec.num_steps)
+        def allowed(b: int) -> int:  # the draft steps the scenario's policy takes at a decode batch of b
+            entry = sc.serving.policy_at(b)
+            return 0 if entry is False else sc.spec.num_steps if entry is None else entry.num_steps
         if self.speculative and (bad := next(((i, b, k) for i, (b, k) in enumerate(zip(
                 self.step_batch_size, self.step_num_steps)) if k > allowed(b)), None)):
             raise ValueError(f"step {bad[0]} drafts {bad[2]} steps at a decode batch of {bad[1]} (step_num_steps); the "

@@ -173,6 +173,13 @@ class ServingConfig(StrictModel):
                               "(a loop 4-16).")
     slo: Slo = Slo()
 
+    def policy_at(self, batch_size: int) -> SpecByBatch | None | Literal[False]:
+        """The speculation policy at a decode batch of `batch_size`: False where speculation is off
+        (`spec_off_above_batch`), the `num_steps_by_batch` entry that applies, or None (the scenario's `spec`)."""
+        if self.spec_off_above_batch is not None and batch_size > self.spec_off_above_batch:
+            return False
+        return next((e for e in reversed(self.num_steps_by_batch) if e.batch_size <= batch_size), None)
+
     @model_validator(mode="after")
     def _check(self) -> Self:
         sizes = [e.batch_size for e in self.num_steps_by_batch]

@@ -219,14 +219,9 @@ class ServingRun:
     # ---- the policy ---------------------------------------------------------------------------
     def step_spec(self, batch_size: int) -> SpecConfig | None:
         """Speculation settings at this decode batch size; None = plain decode."""
-        cfg = self.cfg
-        if not self.speculative or (cfg.spec_off_above_batch is not None and batch_size > cfg.spec_off_above_batch):
+        if not self.speculative or (entry := self.cfg.policy_at(batch_size)) is False:
             return None
-        spec = self.sc.spec
-        for entry in cfg.num_steps_by_batch:
-            if entry.batch_size <= batch_size:
-                spec = policy_spec(self.sc.spec, entry)
-        return spec
+        return self.sc.spec if entry is None else policy_spec(self.sc.spec, entry)
 
     def _acceptance_for(self, spec: SpecConfig) -> AcceptanceModel:
         key = (spec.num_steps, spec.topk, spec.num_draft_tokens)
